@@ -1,0 +1,3 @@
+"""kafkalog: an offline toolkit for Apache Kafka log directories."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Command-line interface: click commands and output formats only."""

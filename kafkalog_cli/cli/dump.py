@@ -1,0 +1,146 @@
+"""`kafkalog dump`: print segment files like kafka-dump-log.sh, or as messages or JSON Lines."""
+
+import os
+import sys
+
+import click
+
+from ..log.files import NoSegmentsError, base_offset_from_name, expand_path, file_kind
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
+from ..format.records import Batch
+from . import decoders
+from .render import WRITERS, DumpOptions
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+KAFKA_MAX_BYTES = 2147483647
+KAFKA_FORMATS = ("3.x", "4.0", "4.1", "4.2", "4.3")
+# Kafka's decoder classes, accepted for --key-decoder-class/--value-decoder-class.
+_DECODER_CLASSES = {"StringDecoder": "string", "IntegerDecoder": "int", "LongDecoder": "long",
+                    "DefaultDecoder": "hex"}
+
+
+def _decoder_from_class(name):
+    if name is None:
+        return None
+    short = name.rsplit(".", 1)[-1]
+    if short not in _DECODER_CLASSES:
+        raise click.BadParameter("unsupported decoder class %r (known: %s)"
+                                 % (name, ", ".join(sorted(_DECODER_CLASSES))))
+    return _DECODER_CLASSES[short]
+
+
+def _targets(paths, files):
+    targets = []
+    for spec in files:
+        targets.extend(p for p in spec.split(",") if p)
+    targets.extend(paths)
+    return targets
+
+
+def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resync):
+    """Dump one segment file through ``writer``; return the exit status it earns."""
+    status = EXIT_OK
+    limited = max_bytes < KAFKA_MAX_BYTES
+    with LogFile(path, max_message_size) as log:
+        base = base_offset_from_name(path) if base_offset is None else base_offset
+        if base is None:
+            first = log.first_base_offset()
+            base = first if first is not None else 0
+            writer.warn("%s: the file name holds no base offset; using %d from the first batch "
+                        "(--base-offset sets it)" % (path, base))
+        writer.begin_file(path, base)
+        end = min(log.size, max_bytes)
+        for item, recs, error in log.walk(end, opts.deep, resync):
+            if isinstance(item, Batch):
+                writer.batch(item, recs)
+                if error is not None:
+                    writer.record_error(item, error)
+                    status = EXIT_INVALID
+                elif not item.is_valid:
+                    status = EXIT_INVALID
+            else:
+                # A batch cut by --max-bytes is not an error, as in Kafka.
+                counted = not (limited and item.at_end and item.truncated)
+                writer.invalid(item, counted)
+                if counted:
+                    status = EXIT_INVALID
+        writer.end_file()
+    return status
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--files", "files", multiple=True, metavar="A,B,C",
+              help="Comma-separated files to dump (as kafka-dump-log.sh takes them).")
+@click.option("--print-data-log", is_flag=True, help="Print keys and payloads (implies --deep-iteration).")
+@click.option("--deep-iteration", is_flag=True, help="Print a line per record under each batch.")
+@click.option("--skip-record-metadata", is_flag=True, help="Leave the metadata out of record lines.")
+@click.option("--max-bytes", type=click.IntRange(0), default=KAFKA_MAX_BYTES, show_default=True,
+              help="Read only this many bytes of each log file.")
+@click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
+              show_default=True, help="Largest record accepted; a batch may inflate to 16 times this.")
+@click.option("--key-decoder", type=click.Choice(decoders.DECODER_NAMES), default=None,
+              help="How to print keys (default string). Implies --print-data-log.")
+@click.option("--value-decoder", type=click.Choice(decoders.DECODER_NAMES), default=None,
+              help="How to print payloads and header values (default string). Implies --print-data-log.")
+@click.option("--key-decoder-class", default=None, hidden=True)
+@click.option("--value-decoder-class", default=None, hidden=True)
+@click.option("--base-offset", type=click.IntRange(0), default=None,
+              help="Base offset of a segment whose file name is not its offset.")
+@click.option("--timestamps", type=click.Choice(["ms", "iso"]), default="ms", show_default=True,
+              help="iso adds a readable UTC time beside each epoch value (text formats).")
+@click.option("--format", "fmt", type=click.Choice(sorted(WRITERS)), default="kafka",
+              show_default=True, help="kafka: kafka-dump-log.sh's lines; messages: one line per "
+              "message; json: JSON Lines.")
+@click.option("--kafka-format", type=click.Choice(KAFKA_FORMATS), default="4.2", show_default=True,
+              help="Which kafka-dump-log.sh to match: the Scala tool (3.x-4.2) or 4.3's Java rewrite.")
+@click.option("--skip-invalid", is_flag=True,
+              help="After invalid bytes, go on at the next position where a valid batch starts.")
+def dump(paths, files, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
+         max_message_size, key_decoder, value_decoder, key_decoder_class, value_decoder_class,
+         base_offset, timestamps, fmt, kafka_format, skip_invalid):
+    """Dump segment files (.log, .log.deleted, .log.cleaned, .log.swap).
+
+    PATHS are files, partition directories (their segments in offset order) or log directories
+    (every partition in them). Exit status: 0 all valid, 1 invalid data found, 2 usage error or
+    unreadable input.
+    """
+    targets = _targets(paths, files)
+    if not targets:
+        raise click.UsageError("no files given: name segment files or directories, or use --files")
+    key_decoder = key_decoder or _decoder_from_class(key_decoder_class)
+    value_decoder = value_decoder or _decoder_from_class(value_decoder_class)
+    print_data = print_data_log or key_decoder is not None or value_decoder is not None
+    opts = DumpOptions(deep=deep_iteration or fmt == "messages", print_data=print_data,
+                       skip_metadata=skip_record_metadata, key_decoder=key_decoder or "string",
+                       value_decoder=value_decoder or "string", iso=timestamps == "iso",
+                       kafka_format=kafka_format)
+    writer = WRITERS[fmt](sys.stdout.buffer, sys.stderr, opts)
+    status = EXIT_OK
+    try:
+        for target in targets:
+            try:
+                segment_files = expand_path(target)
+            except (NoSegmentsError, OSError) as e:
+                writer.warn(str(e) if isinstance(e, NoSegmentsError) else _os_error(target, e))
+                status = EXIT_USAGE
+                continue
+            for path in segment_files:
+                if file_kind(os.path.basename(path)) is None:
+                    writer.warn("%s: unknown file kind: dump reads segment files (*.log, "
+                                "*.log.deleted, *.log.cleaned, *.log.swap)" % path)
+                    status = EXIT_USAGE
+                    continue
+                try:
+                    status = max(status, dump_file(path, writer, opts, max_bytes, max_message_size,
+                                                   base_offset, skip_invalid))
+                except OSError as e:
+                    writer.warn(_os_error(path, e))
+                    status = EXIT_USAGE
+    finally:
+        writer.finish()
+    sys.exit(status)
+
+
+def _os_error(path, e):
+    return "%s: %s" % (path, e.strerror or e)

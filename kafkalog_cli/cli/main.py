@@ -1,0 +1,24 @@
+"""The `kafkalog` command group."""
+
+import signal
+
+import click
+
+from .. import __version__
+from .dump import dump
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kafkalog")
+def cli():
+    """Offline toolkit for Apache Kafka log directories."""
+
+
+cli.add_command(dump)
+
+
+def main():
+    # Die quietly on a closed pipe (`kafkalog dump ... | head`), as Unix tools do.
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    cli(prog_name="kafkalog")

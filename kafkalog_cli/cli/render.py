@@ -1,0 +1,392 @@
+"""Output formats of `kafkalog dump`: kafka (kafka-dump-log.sh's lines), messages, json.
+
+A writer receives, per file: ``begin_file``, then ``batch``/``record_error``/``invalid`` in file
+order, then ``end_file``; ``finish`` once at the end prints the run's summaries. Text is collected
+in lists and written in large chunks.
+"""
+
+import json
+import os
+
+from ..format import control
+from ..format.errors import CorruptRecordError
+from ..format.records import record_sequence
+from . import decoders
+
+_BOOL = ("false", "true")
+_FLUSH_LINES = 4096
+
+
+class DumpOptions:
+    def __init__(self, deep=False, print_data=False, skip_metadata=False, key_decoder="string",
+                 value_decoder="string", iso=False, kafka_format="4.2", report_trailing=True):
+        self.deep = deep or print_data
+        self.print_data = print_data
+        self.skip_metadata = skip_metadata
+        self.key_decoder = key_decoder
+        self.value_decoder = value_decoder
+        self.iso = iso
+        self.kafka_format = kafka_format
+        self.report_trailing = report_trailing
+
+
+class Writer:
+    def __init__(self, out, err, opts):
+        self.out = out          # binary stream
+        self.err = err          # text stream
+        self.opts = opts
+        self._lines = []
+        self.path = None
+
+    # -- plumbing ------------------------------------------------------------------------
+    def flush(self):
+        if self._lines:
+            self._lines.append("")
+            self.out.write("\n".join(self._lines).encode("utf-8", "replace"))
+            self._lines = []
+        self.out.flush()
+
+    def _maybe_flush(self):
+        if len(self._lines) >= _FLUSH_LINES:
+            lines = self._lines
+            lines.append("")
+            self.out.write("\n".join(lines).encode("utf-8", "replace"))
+            self._lines = []
+
+    def warn(self, message):
+        self.flush()
+        self.err.write("kafkalog: %s\n" % message)
+        self.err.flush()
+
+    def _ts(self, ms):
+        """An epoch-ms value, with its UTC time beside it under --timestamps iso."""
+        if self.opts.iso:
+            iso = decoders.iso_time(ms)
+            if iso is not None:
+                return "%d (%s)" % (ms, iso)
+        return str(ms)
+
+    # -- events ----------------------------------------------------------------------------
+    def begin_file(self, path, base_offset):
+        self.path = path
+
+    def batch(self, batch, recs):
+        raise NotImplementedError
+
+    def record_error(self, batch, message):
+        self.warn("%s: records of the batch at position %d (offset %d) cannot be read: %s"
+                  % (self.path, batch.position, batch.base_offset, message))
+
+    def invalid(self, inv, counted):
+        if counted:
+            self.warn("%s: %d invalid bytes at position %d: %s" % (self.path, inv.size, inv.position,
+                                                                   inv.reason))
+
+    def end_file(self):
+        self._maybe_flush()
+
+    def finish(self):
+        self.flush()
+
+
+# -- control records ---------------------------------------------------------------------------
+
+def control_text(key, value, kafka_format):
+    """What kafka-dump-log appends to a control record's line."""
+    type_id = control.control_type(key)
+    if type_id in (control.ABORT, control.COMMIT):
+        _, epoch = control.end_txn_marker(value)
+        return " endTxnMarker: %s coordinatorEpoch: %d" % (control.control_type_name(type_id), epoch)
+    labels = {control.SNAPSHOT_HEADER: "SnapshotHeader", control.SNAPSHOT_FOOTER: "SnapshotFooter",
+              control.KRAFT_VERSION: "KRaftVersion", control.KRAFT_VOTERS: "KRaftVoters"}
+    if type_id in labels:
+        body = control.kraft_control_json(type_id, value)
+        return " %s %s" % (labels[type_id], json.dumps(body, separators=(",", ":")))
+    if type_id == control.LEADER_CHANGE and kafka_format >= "4.3":
+        body = control.kraft_control_json(type_id, value)
+        return " LeaderChange: %s" % json.dumps(body, separators=(",", ":"))
+    return " controlType: %s(%d)" % (control.control_type_name(type_id), type_id)
+
+
+def control_fields(key, value):
+    """Control record details for JSON output."""
+    type_id = control.control_type(key)
+    out = {"controlType": control.control_type_name(type_id), "controlTypeId": type_id}
+    if type_id in (control.ABORT, control.COMMIT):
+        out["coordinatorEpoch"] = control.end_txn_marker(value)[1]
+    elif type_id in control.CONTROL_TYPE_NAMES:
+        out["data"] = control.kraft_control_json(type_id, value)
+    return out
+
+
+# -- kafka -------------------------------------------------------------------------------------
+
+class KafkaWriter(Writer):
+    """Exactly the lines of kafka-dump-log.sh (Scala tool 3.x-4.2, or the 4.3 Java tool)."""
+
+    def __init__(self, out, err, opts):
+        super().__init__(out, err, opts)
+        self._java = opts.kafka_format >= "4.3"
+        self._nonconsecutive = []   # (absolute path, [(a, b), ...]) per file
+        self._pairs = None
+        self._last = None
+        self._key_text = decoders.TEXT[opts.key_decoder]
+        self._value_text = decoders.TEXT[opts.value_decoder]
+
+    def begin_file(self, path, base_offset):
+        super().begin_file(path, base_offset)
+        self._lines.append("Dumping %s" % path)
+        self._lines.append("Log starting offset: %d" % base_offset)
+        self._pairs = []
+        self._last = -1 if self._java else None
+        self._nonconsecutive.append((os.path.abspath(path), self._pairs))
+
+    def batch(self, b, recs):
+        lines = self._lines
+        ts = self._ts(b.max_timestamp)
+        if b.magic >= 2:
+            dh = b.delete_horizon_ms
+            lines.append(
+                "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d "
+                "producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %s "
+                "isControl: %s deleteHorizonMs: %s position: %d %s: %s size: %d magic: %d "
+                "compresscodec: %s crc: %d isvalid: %s" % (
+                    b.base_offset, b.last_offset, b.count, b.base_sequence, b.last_sequence,
+                    b.producer_id, b.producer_epoch, b.partition_leader_epoch,
+                    _BOOL[b.is_transactional], _BOOL[b.is_control],
+                    "OptionalLong.empty" if dh is None else "OptionalLong[%s]" % self._ts(dh),
+                    b.position, b.timestamp_type_name, ts, b.size, b.magic, b.codec_name, b.crc,
+                    _BOOL[b.is_valid]))
+        else:
+            lines.append("offset: %d position: %d %s: %s size: %d magic: %d compresscodec: %s "
+                         "crc: %d isvalid: %s" % (b.last_offset, b.position, b.timestamp_type_name,
+                                                  ts, b.size, b.magic, b.codec_name, b.crc,
+                                                  _BOOL[b.is_valid]))
+        if recs is not None and len(recs):
+            self._track_offsets(recs.offsets)
+            if b.magic >= 2 and not b.is_control and not self.opts.skip_metadata and not self.opts.iso:
+                self._v2_lines(b, recs)
+            else:
+                self._generic_lines(b, recs)
+        self._maybe_flush()
+
+    def _track_offsets(self, offsets):
+        first = offsets[0]
+        last = self._last
+        if (last is None or first == last + 1) and offsets[-1] - first == len(offsets) - 1 \
+                and offsets == list(range(first, first + len(offsets))):
+            self._last = offsets[-1]
+            return
+        pairs = self._pairs
+        for off in offsets:
+            if last is not None and off != last + 1:
+                pairs.append((last, off))
+            last = off
+        self._last = last
+
+    def _v2_lines(self, b, recs):
+        """The hot path: data records of a v2 batch with metadata, plain epoch timestamps."""
+        add = self._lines.append
+        head = "| offset: "
+        tl = " %s: " % b.timestamp_type_name
+        print_data = self.opts.print_data
+        kt = self._key_text
+        vt = self._value_text
+        base_seq = b.base_sequence
+        base_off = b.base_offset
+        for off, ts, k, v, h in zip(recs.offsets, recs.timestamps, recs.keys, recs.values,
+                                    recs.headers):
+            if base_seq == -1:
+                seq = -1
+            else:
+                seq = base_seq + off - base_off
+                if seq > 0x7FFFFFFF:
+                    seq -= 0x80000000
+            hk = ",".join([x[0] for x in h]) if h else ""
+            if print_data:
+                add(f"{head}{off}{tl}{ts} keySize: {-1 if k is None else len(k)} valueSize: "
+                    f"{-1 if v is None else len(v)} sequence: {seq} headerKeys: [{hk}]"
+                    f"{'' if k is None else ' key: ' + kt(k)}"
+                    f"{'' if v is None else ' payload: ' + vt(v)}")
+            else:
+                add(f"{head}{off}{tl}{ts} keySize: {-1 if k is None else len(k)} valueSize: "
+                    f"{-1 if v is None else len(v)} sequence: {seq} headerKeys: [{hk}]")
+
+    def _generic_lines(self, b, recs):
+        """Every other record line: legacy, control, --skip-record-metadata, iso timestamps."""
+        add = self._lines.append
+        opts = self.opts
+        tl = b.timestamp_type_name
+        v2 = b.magic >= 2
+        for i, off in enumerate(recs.offsets):
+            k = recs.keys[i]
+            v = recs.values[i]
+            parts = []
+            prefix = "| "
+            if not opts.skip_metadata:
+                parts.append("| offset: %d %s: %s keySize: %d valueSize: %d" % (
+                    off, tl, self._ts(recs.timestamps[i]), -1 if k is None else len(k),
+                    -1 if v is None else len(v)))
+                prefix = " "
+                if v2:
+                    seq = record_sequence(b.base_sequence, off - b.base_offset)
+                    parts.append(" sequence: %d headerKeys: [%s]" % (
+                        seq, ",".join(x[0] for x in recs.headers[i])))
+                else:
+                    parts.append(" isValid: %s crc: %d%s" % (_BOOL[recs.valids[i]], recs.crcs[i],
+                                                             "" if self._java else "}"))
+                if b.is_control:
+                    try:
+                        parts.append(control_text(k, v, opts.kafka_format))
+                    except CorruptRecordError as e:
+                        parts.append(" controlType: INVALID")
+                        self.warn("%s: control record at offset %d: %s" % (self.path, off, e))
+            if opts.print_data and not b.is_control:
+                if k is not None:
+                    parts.append("%skey: %s" % (prefix, self._key_text(k)))
+                    prefix = " "
+                if v is not None:
+                    parts.append("%spayload: %s" % (prefix if self._java else " ", self._value_text(v)))
+            add("".join(parts))
+
+    def invalid(self, inv, counted):
+        super().invalid(inv, counted)
+        if not counted:
+            return
+        name = os.path.basename(self.path)
+        if inv.at_end:
+            self._lines.append("Found %d invalid bytes at the end of %s" % (inv.size, name))
+        else:
+            self._lines.append("Skipped %d invalid bytes at position %d of %s"
+                               % (inv.size, inv.position, name))
+
+    def finish(self):
+        self.flush()
+        for path, pairs in self._nonconsecutive:
+            if not pairs:
+                continue
+            if self._java:
+                ordered = sorted(dict(pairs).items())
+            else:
+                ordered = reversed(pairs)
+            self.err.write("Non-consecutive offsets in %s\n" % path)
+            for a, b in ordered:
+                self.err.write("  %d is followed by %d\n" % (a, b))
+        self.err.flush()
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+class MessagesWriter(Writer):
+    """One line per message, the classic kafka-dump-log style, for grep and awk."""
+
+    def __init__(self, out, err, opts):
+        super().__init__(out, err, opts)
+        self._key_text = decoders.TEXT[opts.key_decoder]
+        self._value_text = decoders.TEXT[opts.value_decoder]
+
+    def batch(self, b, recs):
+        if recs is None:
+            return
+        add = self._lines.append
+        codec = b.codec_name
+        tl = b.timestamp_type_name
+        kt = self._key_text
+        vt = self._value_text
+        pos = b.position
+        for i, off in enumerate(recs.offsets):
+            k = recs.keys[i]
+            v = recs.values[i]
+            if recs.valids is not None:
+                valid, crc = recs.valids[i], recs.crcs[i]
+            else:
+                valid, crc = b.is_valid, b.crc
+            line = ("offset: %d position: %d %s: %s isvalid: %s crc: %d keysize: %d payloadsize: %d "
+                    "magic: %d compresscodec: %s" % (
+                        off, pos, tl, self._ts(recs.timestamps[i]), _BOOL[valid], crc,
+                        -1 if k is None else len(k), -1 if v is None else len(v), b.magic, codec))
+            if b.is_control:
+                try:
+                    line += control_text(k, v, self.opts.kafka_format)
+                except CorruptRecordError as e:
+                    self.warn("%s: control record at offset %d: %s" % (self.path, off, e))
+            else:
+                if k is not None:
+                    line += " key: " + kt(k)
+                if v is not None:
+                    line += " payload: " + vt(v)
+            add(line)
+        self._maybe_flush()
+
+
+# -- json --------------------------------------------------------------------------------------
+
+class JsonWriter(Writer):
+    """JSON Lines: a "batch" object per batch, a "record" object per record."""
+
+    def __init__(self, out, err, opts):
+        super().__init__(out, err, opts)
+        self._key_json = decoders.JSON[opts.key_decoder]
+        self._value_json = decoders.JSON[opts.value_decoder]
+        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    def _emit(self, obj):
+        self._lines.append(self._dumps(obj))
+
+    def batch(self, b, recs):
+        tst = b.timestamp_type_name
+        self._emit({
+            "type": "batch", "file": self.path, "position": b.position, "size": b.size,
+            "magic": b.magic, "baseOffset": b.base_offset, "lastOffset": b.last_offset,
+            "count": b.count, "crc": b.crc, "isvalid": b.is_valid, "compresscodec": b.codec_name,
+            "timestampType": tst, "maxTimestamp": b.max_timestamp, "producerId": b.producer_id,
+            "producerEpoch": b.producer_epoch, "baseSequence": b.base_sequence,
+            "lastSequence": b.last_sequence, "partitionLeaderEpoch": b.partition_leader_epoch,
+            "isTransactional": b.is_transactional, "isControl": b.is_control,
+            "deleteHorizonMs": b.delete_horizon_ms})
+        if recs is None:
+            return
+        kj = self._key_json
+        vj = self._value_json
+        for i, off in enumerate(recs.offsets):
+            k = recs.keys[i]
+            v = recs.values[i]
+            if recs.valids is not None:
+                valid, crc = recs.valids[i], recs.crcs[i]
+                seq = -1
+            else:
+                valid, crc = b.is_valid, b.crc
+                seq = record_sequence(b.base_sequence, off - b.base_offset)
+            obj = {"type": "record", "file": self.path, "offset": off, "position": b.position,
+                   "timestamp": recs.timestamps[i], "timestampType": tst,
+                   "keySize": -1 if k is None else len(k), "valueSize": -1 if v is None else len(v)}
+            if not b.is_control:
+                obj["key"] = None if k is None else kj(k)
+                obj["payload"] = None if v is None else vj(v)
+            hdrs = recs.headers[i] if recs.headers is not None else ()
+            obj["headers"] = [{"key": hk, "value": None if hv is None else vj(hv)}
+                              for hk, hv in hdrs]
+            obj["sequence"] = seq
+            obj["isvalid"] = valid
+            obj["crc"] = crc
+            if b.is_control:
+                try:
+                    obj.update(control_fields(k, v))
+                except CorruptRecordError as e:
+                    obj["controlError"] = str(e)
+            self._emit(obj)
+        self._maybe_flush()
+
+    def record_error(self, batch, message):
+        super().record_error(batch, message)
+        self._emit({"type": "error", "file": self.path, "position": batch.position,
+                    "reason": message})
+
+    def invalid(self, inv, counted):
+        super().invalid(inv, counted)
+        if counted:
+            self._emit({"type": "invalid_bytes", "file": self.path, "position": inv.position,
+                        "size": inv.size, "reason": inv.reason})
+
+
+WRITERS = {"kafka": KafkaWriter, "messages": MessagesWriter, "json": JsonWriter}

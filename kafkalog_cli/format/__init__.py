@@ -1,0 +1,1 @@
+"""Bytes to records and back: pure functions over bytes and memoryviews, no file handling."""

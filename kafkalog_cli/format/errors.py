@@ -1,0 +1,9 @@
+"""Errors raised by the format layer."""
+
+
+class CorruptRecordError(ValueError):
+    """The bytes do not form a valid record, batch or compressed stream."""
+
+
+class LimitExceededError(CorruptRecordError):
+    """A length or a decompressed size goes past the configured bound."""

@@ -1,0 +1,393 @@
+"""Batches and records of every message format, decoded from bytes.
+
+A ``Batch`` is one log entry: a v2 record batch, or a legacy (v0/v1) message, which for a
+compressed set is the wrapper. Its records are decoded on demand into ``Records``: parallel lists
+(offsets, timestamps, keys, values, ...), one list per field rather than one object per record,
+so that the per-record cost stays at a few list appends.
+"""
+
+import struct
+import zlib
+
+from crc32c import crc32c
+
+from . import codecs
+from .errors import CorruptRecordError, LimitExceededError
+from .varint import read_varint, read_varlong
+
+LOG_OVERHEAD = 12
+HEADER_PREFIX = 17  # offset, size, crc/ple, magic: enough to dispatch
+V2_OVERHEAD = 61
+LEGACY_MIN_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0: smallest size field Kafka accepts
+
+CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE = 0, 1, -1
+TIMESTAMP_TYPE_NAMES = {CREATE_TIME: "CreateTime", LOG_APPEND_TIME: "LogAppendTime",
+                        NO_TIMESTAMP_TYPE: "NoTimestampType"}
+
+# offset, size, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
+# maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
+V2_HEADER = struct.Struct(">qiibIHiqqqhii")
+LEGACY_HEADER = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+PREFIX = struct.Struct(">qi")
+INT32 = struct.Struct(">i")
+INT64 = struct.Struct(">q")
+
+ATTR_CODEC = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+
+
+def record_sequence(base_sequence, offset_delta):
+    """A record's sequence number: -1 without one, else the base plus the delta, continuing
+    at 0 past Integer.MAX_VALUE (DefaultRecordBatch.incrementSequence)."""
+    if base_sequence == -1:
+        return -1
+    seq = base_sequence + offset_delta
+    return seq - 0x80000000 if seq > 0x7FFFFFFF else seq
+
+
+class Batch:
+    """One log entry's header fields; v2 fields are -1/False for legacy entries."""
+
+    __slots__ = ("position", "size", "magic", "base_offset", "last_offset", "count", "crc",
+                 "computed_crc", "codec", "timestamp_type", "max_timestamp", "base_timestamp",
+                 "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch",
+                 "is_transactional", "is_control", "has_delete_horizon", "attributes")
+
+    @property
+    def is_valid(self):
+        return self.crc == self.computed_crc
+
+    @property
+    def last_sequence(self):
+        return record_sequence(self.base_sequence, self.last_offset - self.base_offset)
+
+    @property
+    def delete_horizon_ms(self):
+        return self.base_timestamp if self.has_delete_horizon else None
+
+    @property
+    def timestamp_type_name(self):
+        return TIMESTAMP_TYPE_NAMES[self.timestamp_type]
+
+    @property
+    def codec_name(self):
+        return codecs.codec_name(self.codec)
+
+    @property
+    def next_offset(self):
+        return self.last_offset + 1
+
+
+def read_batch(buf, pos, size, magic):
+    """Parse the header of the entry of ``size`` bytes at ``pos`` (bounds already checked)."""
+    b = Batch()
+    b.position = pos
+    b.size = size
+    b.magic = magic
+    if magic >= 2:
+        (base_offset, _, ple, _, crc, attrs, last_delta, base_ts, max_ts, pid, epoch, base_seq,
+         count) = V2_HEADER.unpack_from(buf, pos)
+        attrs &= 0xFF
+        b.base_offset = base_offset
+        b.last_offset = base_offset + last_delta
+        b.count = count
+        b.crc = crc
+        b.computed_crc = crc32c(buf[pos + 21:pos + size]) if size >= V2_OVERHEAD else None
+        b.codec = attrs & ATTR_CODEC
+        b.timestamp_type = LOG_APPEND_TIME if attrs & ATTR_TIMESTAMP_TYPE else CREATE_TIME
+        b.max_timestamp = max_ts
+        b.base_timestamp = base_ts
+        b.producer_id = pid
+        b.producer_epoch = epoch
+        b.base_sequence = base_seq
+        b.partition_leader_epoch = ple
+        b.is_transactional = bool(attrs & ATTR_TRANSACTIONAL)
+        b.is_control = bool(attrs & ATTR_CONTROL)
+        b.has_delete_horizon = bool(attrs & ATTR_DELETE_HORIZON)
+        b.attributes = attrs
+        return b
+    offset, _, crc, _, attrs = LEGACY_HEADER.unpack_from(buf, pos)
+    attrs &= 0xFF
+    b.base_offset = b.last_offset = offset
+    b.count = None
+    b.crc = crc
+    b.computed_crc = zlib.crc32(buf[pos + 16:pos + size])
+    b.codec = attrs & ATTR_CODEC
+    if magic == 1 and size >= 22:
+        b.timestamp_type = LOG_APPEND_TIME if attrs & ATTR_TIMESTAMP_TYPE else CREATE_TIME
+        b.max_timestamp = INT64.unpack_from(buf, pos + 18)[0]
+    else:
+        b.timestamp_type = NO_TIMESTAMP_TYPE
+        b.max_timestamp = -1
+    b.base_timestamp = b.max_timestamp
+    b.producer_id = -1
+    b.producer_epoch = -1
+    b.base_sequence = -1
+    b.partition_leader_epoch = -1
+    b.is_transactional = False
+    b.is_control = False
+    b.has_delete_horizon = False
+    b.attributes = attrs
+    return b
+
+
+class Records:
+    """The records of one batch, one list per field.
+
+    ``keys``/``values`` hold bytes or None (null). v2 batches fill ``headers`` (a tuple of
+    (key str, value bytes or None) pairs per record, ``()`` when none); legacy entries fill
+    ``crcs`` and ``valids`` (each message's own CRC and whether it checks out).
+    """
+
+    __slots__ = ("offsets", "timestamps", "keys", "values", "headers", "crcs", "valids")
+
+    def __init__(self):
+        self.offsets = []
+        self.timestamps = []
+        self.keys = []
+        self.values = []
+        self.headers = None
+        self.crcs = None
+        self.valids = None
+
+    def __len__(self):
+        return len(self.offsets)
+
+
+def decode_v2_records(data, count, base_offset, base_timestamp, append_time, limit):
+    """Decode ``count`` v2 records that fill ``data`` (bytes) exactly.
+
+    ``append_time`` is the batch max timestamp for LogAppendTime batches (every record then
+    carries it), else None. ``limit`` bounds each record's size.
+    """
+    recs = Records()
+    recs.headers = []
+    if count < 0:
+        raise CorruptRecordError("invalid record count %d" % count)
+    try:
+        _decode_v2_loop(data, count, base_offset, base_timestamp, append_time, limit, recs)
+    except IndexError:
+        raise CorruptRecordError("record runs past the end of the batch data") from None
+    return recs
+
+
+def _decode_v2_loop(data, count, base_offset, base_timestamp, append_time, limit, recs):
+    offsets = recs.offsets
+    add_off = offsets.append
+    add_ts = recs.timestamps.append
+    add_key = recs.keys.append
+    add_val = recs.values.append
+    add_hdr = recs.headers.append
+    end = len(data)
+    pos = 0
+    no_headers = ()
+    for _ in range(count):
+        if pos >= end:
+            raise CorruptRecordError("premature end of record data: %d of %d records read"
+                                     % (len(offsets), count))
+        # length
+        b = data[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            length, pos = read_varint(data, pos, end)
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise CorruptRecordError("invalid record size %d with %d bytes left" % (length, end - pos))
+        if length > limit:
+            raise LimitExceededError("record of %d bytes exceeds the limit of %d bytes" % (length, limit))
+        pos += 1  # attributes: unused
+        # timestampDelta (varlong)
+        b = data[pos]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            ts_delta, pos = read_varlong(data, pos, rec_end)
+        # offsetDelta
+        b = data[pos]
+        if b < 0x80:
+            add_off(base_offset + ((b >> 1) ^ -(b & 1)))
+            pos += 1
+        else:
+            delta, pos = read_varint(data, pos, rec_end)
+            add_off(base_offset + delta)
+        add_ts(base_timestamp + ts_delta if append_time is None else append_time)
+        # key
+        b = data[pos]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            n, pos = read_varint(data, pos, rec_end)
+        if n < 0:
+            add_key(None)
+        else:
+            add_key(data[pos:pos + n])
+            pos += n
+        # value
+        b = data[pos]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            n, pos = read_varint(data, pos, rec_end)
+        if n < 0:
+            add_val(None)
+        else:
+            add_val(data[pos:pos + n])
+            pos += n
+        # headers
+        b = data[pos]
+        if b == 0:
+            pos += 1
+            add_hdr(no_headers)
+        else:
+            pos = _read_headers(data, pos, rec_end, add_hdr)
+        if pos != rec_end:
+            raise CorruptRecordError("invalid record size: expected %d bytes, read %d"
+                                     % (length, pos - (rec_end - length)))
+    if pos != end:
+        raise CorruptRecordError("incorrect declared batch size: %d bytes remain after %d records"
+                                 % (end - pos, count))
+
+
+def _read_headers(data, pos, end, add_hdr):
+    n, pos = read_varint(data, pos, end)
+    if n < 0 or n > end - pos:
+        raise CorruptRecordError("invalid number of record headers %d" % n)
+    hdrs = []
+    for _ in range(n):
+        klen, pos = read_varint(data, pos, end)
+        if klen < 0 or pos + klen > end:
+            raise CorruptRecordError("invalid header key size %d" % klen)
+        key = data[pos:pos + klen].decode("utf-8", "replace")
+        pos += klen
+        vlen, pos = read_varint(data, pos, end)
+        if vlen < 0:
+            hdrs.append((key, None))
+        else:
+            if pos + vlen > end:
+                raise CorruptRecordError("invalid header value size %d" % vlen)
+            hdrs.append((key, data[pos:pos + vlen]))
+            pos += vlen
+    add_hdr(tuple(hdrs))
+    return pos
+
+
+def _legacy_key_value(buf, pos, end):
+    """Key and value of a legacy message whose key length field is at ``pos``."""
+    if pos + 4 > end:
+        raise CorruptRecordError("legacy message too short for its key length")
+    (klen,) = INT32.unpack_from(buf, pos)
+    pos += 4
+    key = None
+    if klen >= 0:
+        if pos + klen > end:
+            raise CorruptRecordError("legacy message key of %d bytes runs past its end" % klen)
+        key = bytes(buf[pos:pos + klen])
+        pos += klen
+    if pos + 4 > end:
+        raise CorruptRecordError("legacy message too short for its value length")
+    (vlen,) = INT32.unpack_from(buf, pos)
+    pos += 4
+    value = None
+    if vlen >= 0:
+        if pos + vlen > end:
+            raise CorruptRecordError("legacy message value of %d bytes runs past its end" % vlen)
+        value = bytes(buf[pos:pos + vlen])
+        pos += vlen
+    return key, value
+
+
+def _legacy_body_start(magic):
+    return 18 + (8 if magic == 1 else 0)
+
+
+def decode_legacy_records(buf, batch, inflater, limit):
+    """The messages of a legacy entry: itself, or a compressed wrapper's inner messages."""
+    recs = Records()
+    recs.crcs = []
+    recs.valids = []
+    pos = batch.position
+    end = pos + batch.size
+    magic = batch.magic
+    if batch.size < _legacy_body_start(magic) - LOG_OVERHEAD + 8:
+        raise CorruptRecordError("legacy message of %d bytes is below the minimum size" % batch.size)
+    key, value = _legacy_key_value(buf, pos + _legacy_body_start(magic), end)
+    if batch.codec == codecs.NONE:
+        recs.offsets.append(batch.base_offset)
+        recs.timestamps.append(batch.max_timestamp)
+        recs.keys.append(key)
+        recs.values.append(value)
+        recs.crcs.append(batch.crc)
+        recs.valids.append(batch.crc == batch.computed_crc)
+        return recs
+    if value is None:
+        raise CorruptRecordError("compressed wrapper message has a null value")
+    inner = inflater.inflate(batch.codec, value, limit, magic)
+    entries = []
+    ipos = 0
+    iend = len(inner)
+    while iend - ipos >= LOG_OVERHEAD + 5:
+        off, size = PREFIX.unpack_from(inner, ipos)
+        if size < LEGACY_MIN_SIZE:
+            raise CorruptRecordError("inner message size %d below the minimum" % size)
+        if ipos + LOG_OVERHEAD + size > iend:
+            break  # a truncated inner entry ends iteration silently, as in Kafka
+        entries.append((off, ipos, size))
+        ipos += LOG_OVERHEAD + size
+    if not entries:
+        raise CorruptRecordError("compressed wrapper message has no inner records")
+    base = 0
+    if magic >= 1:
+        last_inner = entries[-1][0]
+        if batch.base_offset != 0:
+            if batch.base_offset < last_inner:
+                raise CorruptRecordError("wrapper offset %d is below the last inner relative offset %d"
+                                         % (batch.base_offset, last_inner))
+            base = batch.base_offset - last_inner
+    append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
+    for off, ipos, size in entries:
+        crc, imagic, iattrs = struct.unpack_from(">Ibb", inner, ipos + 12)
+        if iattrs & ATTR_CODEC:
+            raise CorruptRecordError("inner messages must not be compressed (offset %d)" % (off + base))
+        ibody = _legacy_body_start(imagic if imagic in (0, 1) else 0)
+        if imagic == 1 and size >= 22:
+            ts = INT64.unpack_from(inner, ipos + 18)[0]
+        else:
+            ts = -1
+        ikey, ival = _legacy_key_value(inner, ipos + ibody, ipos + LOG_OVERHEAD + size)
+        recs.offsets.append(off + base)
+        recs.timestamps.append(append_time if append_time is not None else
+                               (ts if magic == 1 else -1))
+        recs.keys.append(ikey)
+        recs.values.append(ival)
+        recs.crcs.append(crc)
+        recs.valids.append(crc == zlib.crc32(inner[ipos + 16:ipos + LOG_OVERHEAD + size]))
+    return recs
+
+
+def decode_records(buf, batch, inflater, limit, batch_limit):
+    """All records of ``batch`` (whose bytes are ``buf[batch.position:+batch.size]``)."""
+    if batch.magic < 2:
+        return decode_legacy_records(buf, batch, inflater, batch_limit)
+    if batch.size < V2_OVERHEAD:
+        raise CorruptRecordError("batch of %d bytes is below the minimum of %d" % (batch.size, V2_OVERHEAD))
+    start = batch.position + V2_OVERHEAD
+    end = batch.position + batch.size
+    if batch.count == 0:
+        recs = Records()
+        recs.headers = []
+        return recs
+    if batch.codec == codecs.NONE:
+        data = bytes(buf[start:end])
+    else:
+        data = inflater.inflate(batch.codec, buf[start:end], batch_limit, batch.magic)
+    append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
+    return decode_v2_records(data, batch.count, batch.base_offset, batch.base_timestamp,
+                             append_time, limit)

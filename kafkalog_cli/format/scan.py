@@ -1,0 +1,139 @@
+"""Walking the entries of a log: Kafka's file scan rules, plus reasons and resynchronisation.
+
+``scan`` follows FileLogInputStream: stop when fewer than 18 bytes remain, follow each entry's
+size field, treat magic < 2 as legacy and anything else as v2. Where Kafka throws (a size field
+below 14) or stops quietly (an entry that runs past the end), ``scan`` yields an ``InvalidBytes``
+that says why; with ``resync`` it then looks for the next position where a valid entry starts.
+"""
+
+import re
+import zlib
+
+from crc32c import crc32c
+
+from .records import LEGACY_MIN_SIZE, LOG_OVERHEAD, PREFIX, V2_OVERHEAD, read_batch
+
+SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH = (
+    "short tail", "past end", "below minimum", "zero fill", "crc mismatch")
+MIN_HEADER = 18  # fewer bytes than this left: end of data, as in Kafka
+
+_NONZERO = re.compile(rb"[^\x00]")
+# A plausible entry start: size field below 2^31 and a magic byte of 0, 1 or 2.
+_CANDIDATE = re.compile(rb"(?s)(?=.{8}[\x00-\x7f].{7}[\x00-\x02])")
+
+
+class InvalidBytes:
+    """``size`` bytes at ``position`` that hold no valid entry; ``reason`` says why.
+
+    ``kind`` is one of SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH; ``at_end``
+    tells whether the stretch runs to the end of the data scanned.
+    """
+
+    __slots__ = ("position", "size", "kind", "reason", "at_end")
+
+    def __init__(self, position, size, kind, reason, at_end):
+        self.position = position
+        self.size = size
+        self.kind = kind
+        self.reason = reason
+        self.at_end = at_end
+
+    @property
+    def truncated(self):
+        """True when the bytes are an entry cut short by the end of the data."""
+        return self.kind in (SHORT_TAIL, PAST_END)
+
+
+def _signed_byte(b):
+    return b - 256 if b >= 128 else b
+
+
+def entry_is_valid(buf, pos, end):
+    """Does a complete entry with a correct CRC start at ``pos``?"""
+    if end - pos < MIN_HEADER:
+        return False
+    _, size = PREFIX.unpack_from(buf, pos)
+    magic = buf[pos + 16]
+    if size < LEGACY_MIN_SIZE or pos + LOG_OVERHEAD + size > end or magic > 2:
+        return False
+    stop = pos + LOG_OVERHEAD + size
+    if magic == 2:
+        if size + LOG_OVERHEAD < V2_OVERHEAD:
+            return False
+        return crc32c(buf[pos + 21:stop]) == int.from_bytes(buf[pos + 17:pos + 21], "big")
+    return zlib.crc32(buf[pos + 16:stop]) == int.from_bytes(buf[pos + 12:pos + 16], "big")
+
+
+def find_next_entry(buf, pos, end):
+    """The first position at or after ``pos`` where a valid entry starts, or None."""
+    last = end - MIN_HEADER
+    while pos <= last:
+        m = _CANDIDATE.search(buf, pos, end)
+        if m is None:
+            return None
+        pos = m.start()
+        if pos > last:
+            return None
+        if buf[pos + 8] == 0 and buf[pos + 9] == 0 and buf[pos + 10] == 0 and buf[pos + 11] < LEGACY_MIN_SIZE:
+            # a size field below the minimum: skip ahead to where the size bytes could be non-zero
+            n = _NONZERO.search(buf, pos + 8, end)
+            if n is None:
+                return None
+            pos = max(pos + 1, n.start() - 11)
+            continue
+        if entry_is_valid(buf, pos, end):
+            return pos
+        pos += 1
+    return None
+
+
+def _describe_bad_entry(buf, pos, end, size, magic):
+    if size < LEGACY_MIN_SIZE:
+        if _NONZERO.search(buf, pos, end) is None:
+            return ZERO_FILL, "zero fill (%d bytes of zeros)" % (end - pos)
+        return BELOW_MINIMUM, "size field %d is below the minimum entry size of %d" % (
+            size, LEGACY_MIN_SIZE)
+    if pos + LOG_OVERHEAD + size > end:
+        return PAST_END, ("entry of %d bytes at position %d runs past the end of the data (%d bytes)"
+                          % (size + LOG_OVERHEAD, pos, end))
+    if magic >= 2 and size + LOG_OVERHEAD < V2_OVERHEAD:
+        return BELOW_MINIMUM, "v2 batch of %d bytes is below the minimum of %d" % (
+            size + LOG_OVERHEAD, V2_OVERHEAD)
+    return None, None
+
+
+def scan(buf, start, end, resync=False):
+    """Yield each entry of ``buf[start:end]`` as a Batch, and bad stretches as InvalidBytes.
+
+    A batch whose CRC does not match is yielded (``is_valid`` false) and followed by its size
+    field, as Kafka does; with ``resync`` it is reported as invalid bytes instead when its size
+    field does not lead to another valid entry (or the end), since the size is then suspect.
+    """
+    pos = start
+    while True:
+        if end - pos < MIN_HEADER:
+            if pos < end:
+                yield InvalidBytes(pos, end - pos, SHORT_TAIL,
+                                   "%d bytes left, fewer than a batch header needs" % (end - pos),
+                                   True)
+            return
+        _, size = PREFIX.unpack_from(buf, pos)
+        magic = _signed_byte(buf[pos + 16])
+        kind, reason = _describe_bad_entry(buf, pos, end, size, magic)
+        if kind is None:
+            batch = read_batch(buf, pos, size + LOG_OVERHEAD, magic)
+            nxt = pos + batch.size
+            if (batch.is_valid or not resync or end - nxt < MIN_HEADER
+                    or entry_is_valid(buf, nxt, end)):
+                yield batch
+                pos = nxt
+                continue
+            kind = CRC_MISMATCH
+            reason = "CRC mismatch (stored %d, computed %s) and no valid batch follows it" % (
+                batch.crc, batch.computed_crc)
+        nxt = find_next_entry(buf, pos + 1, end) if resync else None
+        if nxt is None:
+            yield InvalidBytes(pos, end - pos, kind, reason, True)
+            return
+        yield InvalidBytes(pos, nxt - pos, kind, reason, False)
+        pos = nxt

@@ -1,0 +1,1 @@
+"""Files and directories of a Kafka log, and the operations on them."""

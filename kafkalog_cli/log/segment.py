@@ -1,0 +1,90 @@
+"""Reading a segment's .log file: memory-mapped, scanned batch by batch in bounded memory."""
+
+import mmap
+import os
+
+from ..format import codecs
+from ..format.errors import CorruptRecordError
+from ..format.records import Batch, decode_records
+from ..format.scan import scan
+
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+# A batch holds many messages: its decompressed size may reach this multiple of the
+# per-message limit before it counts as a decompression bomb.
+BATCH_LIMIT_FACTOR = 16
+# Pages already scanned are dropped from the mapping in steps of this size, so that the
+# resident size stays flat however large the file is.
+_RELEASE_STEP = 64 * 1024 * 1024
+
+
+class LogFile:
+    """A segment data file opened read-only. Use as a context manager."""
+
+    def __init__(self, path, max_message_size=DEFAULT_MAX_MESSAGE_SIZE):
+        self.path = path
+        self.max_message_size = max_message_size
+        self.batch_limit = max_message_size * BATCH_LIMIT_FACTOR
+        self._inflater = codecs.Inflater()
+        with open(path, "rb") as f:
+            self.size = os.fstat(f.fileno()).st_size
+            if self.size:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                self.buf = memoryview(self._map)
+            else:
+                self._map = None
+                self.buf = memoryview(b"")
+
+    def close(self):
+        if self._map is not None:
+            self.buf.release()
+            self._map.close()
+            self._map = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _release_before(self, pos):
+        if self._map is not None and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED, 0, pos - pos % mmap.PAGESIZE)
+
+    def entries(self, start=0, end=None, resync=False):
+        """Batches and InvalidBytes of ``[start, end)``, as ``format.scan.scan`` yields them."""
+        end = self.size if end is None else min(end, self.size)
+        next_release = start + _RELEASE_STEP
+        for item in scan(self.buf, start, end, resync):
+            if item.position >= next_release:
+                self._release_before(item.position)
+                next_release = item.position + _RELEASE_STEP
+            yield item
+
+    def walk(self, end=None, deep=False, resync=False):
+        """Yield (entry, records, error) for each entry up to ``end``.
+
+        ``records`` is set for batches when ``deep``; ``error`` says why a batch's records could
+        not be decoded (records is then None). InvalidBytes come with (None, None).
+        """
+        for item in self.entries(0, end, resync):
+            if deep and isinstance(item, Batch):
+                try:
+                    yield item, self.records(item), None
+                except CorruptRecordError as e:
+                    yield item, None, str(e)
+            else:
+                yield item, None, None
+
+    def records(self, batch):
+        """Decode the records of ``batch``; raises CorruptRecordError on malformed contents."""
+        return decode_records(self.buf, batch, self._inflater, self.max_message_size,
+                              self.batch_limit)
+
+    def first_base_offset(self):
+        """The base offset of the first complete entry, or None."""
+        for item in self.entries():
+            return getattr(item, "base_offset", None)
+        return None
+
+
+__all__ = ["LogFile", "CorruptRecordError", "DEFAULT_MAX_MESSAGE_SIZE"]

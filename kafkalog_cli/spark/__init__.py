@@ -1,0 +1,1 @@
+"""The Spark data source and jobs (not built yet: see the Spark pipeline issue)."""
