@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..log.files import NoSegmentsError, base_offset_from_name, expand_path, file_kind
-from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile
 from ..format.records import Batch
 from . import decoders
 from .render import WRITERS, DumpOptions
@@ -50,20 +50,31 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
                         "(--base-offset sets it)" % (path, base))
         writer.begin_file(path, base)
         end = min(log.size, max_bytes)
-        for item, recs, error in log.walk(end, opts.deep, resync):
-            if isinstance(item, Batch):
-                writer.batch(item, recs)
-                if error is not None:
-                    writer.record_error(item, error)
-                    status = EXIT_INVALID
-                elif not item.is_valid:
-                    status = EXIT_INVALID
+        fast = getattr(writer, "fast_batches", None)
+        pos = 0
+        while pos < end:
+            if fast is not None:
+                pos = fast(log, pos, end, RELEASE_STEP)
+                log.release_before(pos)
+            for item, recs, error in log.walk(pos, end, opts.deep, resync):
+                pos = item.position + item.size
+                if isinstance(item, Batch):
+                    writer.batch(item, recs)
+                    if error is not None:
+                        writer.record_error(item, error)
+                        status = EXIT_INVALID
+                    elif not item.is_valid:
+                        status = EXIT_INVALID
+                    if fast is not None:
+                        break  # back to the fast path
+                else:
+                    # A batch cut by --max-bytes is not an error, as in Kafka.
+                    counted = not (limited and item.at_end and item.truncated)
+                    writer.invalid(item, counted)
+                    if counted:
+                        status = EXIT_INVALID
             else:
-                # A batch cut by --max-bytes is not an error, as in Kafka.
-                counted = not (limited and item.at_end and item.truncated)
-                writer.invalid(item, counted)
-                if counted:
-                    status = EXIT_INVALID
+                break
         writer.end_file()
     return status
 

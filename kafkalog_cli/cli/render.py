@@ -8,13 +8,25 @@ in lists and written in large chunks.
 import json
 import os
 
+from crc32c import crc32c
+
 from ..format import control
 from ..format.errors import CorruptRecordError
 from ..format.records import record_sequence
 from . import decoders
 
 _BOOL = ("false", "true")
-_FLUSH_LINES = 4096
+_FLUSH_LINES = 32
+_FLUSH_BYTES = 256 * 1024
+
+# The optional C renderer of kafka text (built from _kafkatext.c); KAFKALOG_PURE_PYTHON=1
+# forces the Python code below, so tests can check both.
+_kafkatext = None
+if not os.environ.get("KAFKALOG_PURE_PYTHON"):
+    try:
+        from . import _kafkatext
+    except ImportError:  # pragma: no cover - depends on the build
+        _kafkatext = None
 
 
 class DumpOptions:
@@ -35,23 +47,40 @@ class Writer:
         self.out = out          # binary stream
         self.err = err          # text stream
         self.opts = opts
-        self._lines = []
+        self._lines = []        # text lines not yet encoded
+        self._chunks = []       # encoded output not yet written
+        self._pending = 0
         self.path = None
 
     # -- plumbing ------------------------------------------------------------------------
-    def flush(self):
+    def _encode_lines(self):
         if self._lines:
             self._lines.append("")
-            self.out.write("\n".join(self._lines).encode("utf-8", "replace"))
+            chunk = "\n".join(self._lines).encode("utf-8", "replace")
+            self._chunks.append(chunk)
+            self._pending += len(chunk)
             self._lines = []
+
+    def put_bytes(self, data):
+        """Add already encoded output (whole lines), keeping the order with text lines."""
+        self._encode_lines()
+        self._chunks.append(data)
+        self._pending += len(data)
+
+    def _write_chunks(self):
+        self._encode_lines()
+        if self._chunks:
+            self.out.write(b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0])
+            self._chunks = []
+            self._pending = 0
+
+    def flush(self):
+        self._write_chunks()
         self.out.flush()
 
     def _maybe_flush(self):
-        if len(self._lines) >= _FLUSH_LINES:
-            lines = self._lines
-            lines.append("")
-            self.out.write("\n".join(lines).encode("utf-8", "replace"))
-            self._lines = []
+        if len(self._lines) >= _FLUSH_LINES or self._pending >= _FLUSH_BYTES:
+            self._write_chunks()
 
     def warn(self, message):
         self.flush()
@@ -141,6 +170,19 @@ class KafkaWriter(Writer):
         self._last = -1 if self._java else None
         self._nonconsecutive.append((os.path.abspath(path), self._pairs))
 
+    def fast_batches(self, log, pos, end, max_bytes):
+        """Print the run of valid v2 batches from ``pos`` in one go; return where it stopped.
+
+        Only for batch-level dumps; the caller goes on with ``batch`` at the position returned.
+        """
+        if _kafkatext is None or self.opts.iso or self.opts.deep:
+            return pos
+        data, new_pos = _kafkatext.batch_lines(log.buf, pos, end, max_bytes, crc32c)
+        if data:
+            self.put_bytes(data)
+            self._maybe_flush()
+        return new_pos
+
     def batch(self, b, recs):
         lines = self._lines
         ts = self._ts(b.max_timestamp)
@@ -186,6 +228,11 @@ class KafkaWriter(Writer):
 
     def _v2_lines(self, b, recs):
         """The hot path: data records of a v2 batch with metadata, plain epoch timestamps."""
+        if _kafkatext is not None and self.opts.key_decoder == self.opts.value_decoder == "string":
+            self.put_bytes(_kafkatext.record_lines(
+                recs.offsets, recs.timestamps, recs.keys, recs.values, recs.headers,
+                b.base_offset, b.base_sequence, b.timestamp_type_name, self.opts.print_data))
+            return
         add = self._lines.append
         head = "| offset: "
         tl = " %s: " % b.timestamp_type_name

@@ -6,6 +6,7 @@ compressed set is the wrapper. Its records are decoded on demand into ``Records`
 so that the per-record cost stays at a few list appends.
 """
 
+import os
 import struct
 import zlib
 
@@ -14,6 +15,15 @@ from crc32c import crc32c
 from . import codecs
 from .errors import CorruptRecordError, LimitExceededError
 from .varint import read_varint, read_varlong
+
+# The optional C decoder (built from _speedups.c when a compiler is there). Setting
+# KAFKALOG_PURE_PYTHON=1 forces the pure-Python decoder, so tests can check both.
+_speedups = None
+if not os.environ.get("KAFKALOG_PURE_PYTHON"):
+    try:
+        from . import _speedups
+    except ImportError:  # pragma: no cover - depends on the build
+        _speedups = None
 
 LOG_OVERHEAD = 12
 HEADER_PREFIX = 17  # offset, size, crc/ple, magic: enough to dispatch
@@ -167,6 +177,10 @@ def decode_v2_records(data, count, base_offset, base_timestamp, append_time, lim
     recs.headers = []
     if count < 0:
         raise CorruptRecordError("invalid record count %d" % count)
+    if _speedups is not None:
+        _speedups.decode_v2(data, count, base_offset, base_timestamp, append_time, limit, recs,
+                            CorruptRecordError, LimitExceededError)
+        return recs
     try:
         _decode_v2_loop(data, count, base_offset, base_timestamp, append_time, limit, recs)
     except IndexError:

@@ -14,7 +14,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 BATCH_LIMIT_FACTOR = 16
 # Pages already scanned are dropped from the mapping in steps of this size, so that the
 # resident size stays flat however large the file is.
-_RELEASE_STEP = 64 * 1024 * 1024
+RELEASE_STEP = 64 * 1024 * 1024
 
 
 class LogFile:
@@ -46,27 +46,28 @@ class LogFile:
     def __exit__(self, *exc):
         self.close()
 
-    def _release_before(self, pos):
+    def release_before(self, pos):
+        """Drop the mapped pages before ``pos`` from memory (they are read again if needed)."""
         if self._map is not None and hasattr(mmap, "MADV_DONTNEED"):
             self._map.madvise(mmap.MADV_DONTNEED, 0, pos - pos % mmap.PAGESIZE)
 
     def entries(self, start=0, end=None, resync=False):
         """Batches and InvalidBytes of ``[start, end)``, as ``format.scan.scan`` yields them."""
         end = self.size if end is None else min(end, self.size)
-        next_release = start + _RELEASE_STEP
+        next_release = start + RELEASE_STEP
         for item in scan(self.buf, start, end, resync):
             if item.position >= next_release:
-                self._release_before(item.position)
-                next_release = item.position + _RELEASE_STEP
+                self.release_before(item.position)
+                next_release = item.position + RELEASE_STEP
             yield item
 
-    def walk(self, end=None, deep=False, resync=False):
+    def walk(self, start=0, end=None, deep=False, resync=False):
         """Yield (entry, records, error) for each entry up to ``end``.
 
         ``records`` is set for batches when ``deep``; ``error`` says why a batch's records could
         not be decoded (records is then None). InvalidBytes come with (None, None).
         """
-        for item in self.entries(0, end, resync):
+        for item in self.entries(start, end, resync):
             if deep and isinstance(item, Batch):
                 try:
                     yield item, self.records(item), None

@@ -1,0 +1,308 @@
+/*
+ * Optional C fast path for the `--format kafka` text of `kafkalog dump` (cli/render.py).
+ *
+ * batch_lines(buf, pos, end, max_bytes, crc32c) -> (bytes, new_pos)
+ *     The v2 batch lines of consecutive entries from pos: stops before the first entry that is
+ *     not a complete v2 batch with a correct CRC (render.py's Python path takes that one), at
+ *     end, or once max_bytes of the log are consumed.
+ * record_lines(offsets, timestamps, keys, values, headers, base_offset, base_sequence,
+ *              timestamp_label, print_data) -> bytes
+ *     The `| offset: ...` lines of a v2 data batch, keys and payloads as UTF-8 text (malformed
+ *     bytes replaced by U+FFFD, as Java's String does).
+ *
+ * The text is exactly what render.KafkaWriter's Python code produces; tests run both.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} out_t;
+
+static int
+out_reserve(out_t *o, Py_ssize_t extra)
+{
+    if (o->len + extra <= o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 65536;
+    while (cap < o->len + extra)
+        cap *= 2;
+    char *p = PyMem_Realloc(o->data, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->data = p;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int
+out_put(out_t *o, const char *s, Py_ssize_t n)
+{
+    if (out_reserve(o, n) < 0)
+        return -1;
+    memcpy(o->data + o->len, s, n);
+    o->len += n;
+    return 0;
+}
+
+static inline int
+out_str(out_t *o, const char *s)
+{
+    return out_put(o, s, (Py_ssize_t)strlen(s));
+}
+
+static inline int
+out_int(out_t *o, long long v)
+{
+    char tmp[24];
+    char *p = tmp + sizeof(tmp);
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    return out_put(o, p, tmp + sizeof(tmp) - p);
+}
+
+static PyObject *
+out_finish(out_t *o)
+{
+    PyObject *b = PyBytes_FromStringAndSize(o->data ? o->data : "", o->len);
+    PyMem_Free(o->data);
+    return b;
+}
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t
+be32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+static inline int16_t
+be16(const unsigned char *p)
+{
+    return (int16_t)(((uint16_t)p[0] << 8) | p[1]);
+}
+
+static const char *CODECS[8] = {"none", "gzip", "snappy", "lz4", "zstd", NULL, NULL, NULL};
+
+static inline const char *
+tf(int b)
+{
+    return b ? "true" : "false";
+}
+
+static inline long long
+record_sequence(long long base_seq, long long delta)
+{
+    if (base_seq == -1)
+        return -1;
+    long long s = base_seq + delta;
+    return s > 0x7FFFFFFFLL ? s - 0x80000000LL : s;
+}
+
+static PyObject *
+batch_lines(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, end, max_bytes;
+    PyObject *crc_func;
+    out_t o = {NULL, 0, 0};
+
+    if (!PyArg_ParseTuple(args, "y*nnnO", &view, &pos, &end, &max_bytes, &crc_func))
+        return NULL;
+    const unsigned char *buf = view.buf;
+    if (end > view.len)
+        end = view.len;
+    Py_ssize_t stop = pos + max_bytes;
+    while (pos < stop && end - pos >= 18) {
+        const unsigned char *b = buf + pos;
+        int32_t size = be32(b + 8);
+        signed char magic = (signed char)b[16];
+        if (magic != 2 || size < 49 || (Py_ssize_t)size > end - pos - 12)
+            break;
+        Py_ssize_t total = (Py_ssize_t)size + 12;
+        uint32_t stored = (uint32_t)be32(b + 17);
+        PyObject *mv = PyMemoryView_FromMemory((char *)b + 21, total - 21, PyBUF_READ);
+        if (mv == NULL)
+            goto fail;
+        PyObject *crc = PyObject_CallOneArg(crc_func, mv);
+        Py_DECREF(mv);
+        if (crc == NULL)
+            goto fail;
+        unsigned long computed = PyLong_AsUnsignedLong(crc);
+        Py_DECREF(crc);
+        if (computed == (unsigned long)-1 && PyErr_Occurred())
+            goto fail;
+        if (computed != stored)
+            break;
+        int64_t base_offset = be64(b);
+        int32_t ple = be32(b + 12);
+        int attrs = b[22];
+        int32_t last_delta = be32(b + 23);
+        int64_t base_ts = be64(b + 27), max_ts = be64(b + 35), pid = be64(b + 43);
+        int16_t epoch = be16(b + 51);
+        int32_t base_seq = be32(b + 53), count = be32(b + 57);
+        const char *codec = CODECS[attrs & 7];
+        if (codec == NULL)
+            break;
+        if (out_str(&o, "baseOffset: ") || out_int(&o, base_offset)
+            || out_str(&o, " lastOffset: ") || out_int(&o, base_offset + last_delta)
+            || out_str(&o, " count: ") || out_int(&o, count)
+            || out_str(&o, " baseSequence: ") || out_int(&o, base_seq)
+            || out_str(&o, " lastSequence: ") || out_int(&o, record_sequence(base_seq, last_delta))
+            || out_str(&o, " producerId: ") || out_int(&o, pid)
+            || out_str(&o, " producerEpoch: ") || out_int(&o, epoch)
+            || out_str(&o, " partitionLeaderEpoch: ") || out_int(&o, ple)
+            || out_str(&o, " isTransactional: ") || out_str(&o, tf(attrs & 0x10))
+            || out_str(&o, " isControl: ") || out_str(&o, tf(attrs & 0x20))
+            || out_str(&o, " deleteHorizonMs: "))
+            goto fail;
+        if (attrs & 0x40) {
+            if (out_str(&o, "OptionalLong[") || out_int(&o, base_ts) || out_str(&o, "]"))
+                goto fail;
+        } else if (out_str(&o, "OptionalLong.empty"))
+            goto fail;
+        if (out_str(&o, " position: ") || out_int(&o, pos)
+            || out_str(&o, (attrs & 0x08) ? " LogAppendTime: " : " CreateTime: ")
+            || out_int(&o, max_ts)
+            || out_str(&o, " size: ") || out_int(&o, total)
+            || out_str(&o, " magic: 2 compresscodec: ") || out_str(&o, codec)
+            || out_str(&o, " crc: ") || out_int(&o, stored)
+            || out_str(&o, " isvalid: true\n"))
+            goto fail;
+        pos += total;
+    }
+    PyBuffer_Release(&view);
+    PyObject *bytes = out_finish(&o);
+    if (bytes == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", bytes, pos);
+fail:
+    PyBuffer_Release(&view);
+    PyMem_Free(o.data);
+    return NULL;
+}
+
+/* Append bytes as UTF-8 text: ASCII and valid UTF-8 as they are, malformed input through
+ * Python's "replace" decoder (each maximal malformed subsequence becomes U+FFFD). */
+static int
+out_text(out_t *o, PyObject *bytes)
+{
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    Py_ssize_t n = PyBytes_GET_SIZE(bytes);
+    Py_ssize_t i = 0;
+    while (i < n && s[i] < 0x80)
+        i++;
+    if (i == n)
+        return out_put(o, (const char *)s, n);
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "replace");
+    if (text == NULL)
+        return -1;
+    Py_ssize_t len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &len);
+    int r = utf8 == NULL ? -1 : out_put(o, utf8, len);
+    Py_DECREF(text);
+    return r;
+}
+
+static PyObject *
+record_lines(PyObject *self, PyObject *args)
+{
+    PyObject *offsets, *timestamps, *keys, *values, *headers;
+    long long base_offset, base_seq;
+    const char *label;
+    Py_ssize_t label_len;
+    int print_data;
+    out_t o = {NULL, 0, 0};
+
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!LLs#p", &PyList_Type, &offsets, &PyList_Type,
+                          &timestamps, &PyList_Type, &keys, &PyList_Type, &values, &PyList_Type,
+                          &headers, &base_offset, &base_seq, &label, &label_len, &print_data))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(offsets);
+    if (PyList_GET_SIZE(timestamps) != n || PyList_GET_SIZE(keys) != n
+        || PyList_GET_SIZE(values) != n || PyList_GET_SIZE(headers) != n) {
+        PyErr_SetString(PyExc_ValueError, "record lists differ in length");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long off = PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));
+        long long ts = PyLong_AsLongLong(PyList_GET_ITEM(timestamps, i));
+        if (PyErr_Occurred())
+            goto fail;
+        PyObject *k = PyList_GET_ITEM(keys, i), *v = PyList_GET_ITEM(values, i);
+        PyObject *h = PyList_GET_ITEM(headers, i);
+        if ((k != Py_None && !PyBytes_Check(k)) || (v != Py_None && !PyBytes_Check(v))
+            || !PyTuple_Check(h)) {
+            PyErr_SetString(PyExc_TypeError, "keys/values must be bytes or None, headers tuples");
+            goto fail;
+        }
+        if (out_str(&o, "| offset: ") || out_int(&o, off) || out_put(&o, " ", 1)
+            || out_put(&o, label, label_len) || out_str(&o, ": ") || out_int(&o, ts)
+            || out_str(&o, " keySize: ") || out_int(&o, k == Py_None ? -1 : PyBytes_GET_SIZE(k))
+            || out_str(&o, " valueSize: ") || out_int(&o, v == Py_None ? -1 : PyBytes_GET_SIZE(v))
+            || out_str(&o, " sequence: ") || out_int(&o, record_sequence(base_seq, off - base_offset))
+            || out_str(&o, " headerKeys: ["))
+            goto fail;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(h); j++) {
+            PyObject *pair = PyTuple_GET_ITEM(h, j);
+            Py_ssize_t klen;
+            const char *key;
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2
+                || (key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &klen)) == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "headers must be (str, bytes) pairs");
+                goto fail;
+            }
+            if ((j && out_put(&o, ",", 1)) || out_put(&o, key, klen))
+                goto fail;
+        }
+        if (out_put(&o, "]", 1))
+            goto fail;
+        if (print_data) {
+            if (k != Py_None && (out_str(&o, " key: ") || out_text(&o, k)))
+                goto fail;
+            if (v != Py_None && (out_str(&o, " payload: ") || out_text(&o, v)))
+                goto fail;
+        }
+        if (out_put(&o, "\n", 1))
+            goto fail;
+    }
+    return out_finish(&o);
+fail:
+    PyMem_Free(o.data);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"batch_lines", batch_lines, METH_VARARGS, "kafka-dump-log batch lines of valid v2 batches."},
+    {"record_lines", record_lines, METH_VARARGS, "kafka-dump-log record lines of a v2 batch."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_kafkatext", "C fast path for kafka-dump-log text.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__kafkatext(void)
+{
+    return PyModule_Create(&module);
+}
