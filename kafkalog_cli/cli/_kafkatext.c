@@ -1,10 +1,11 @@
 /*
  * Optional C fast path for the `--format kafka` text of `kafkalog dump` (cli/render.py).
  *
- * batch_lines(buf, pos, end, max_bytes, crc32c) -> (bytes, new_pos)
+ * batch_lines(buf, pos, end, max_bytes, crc32c[, base]) -> (bytes, new_pos)
  *     The v2 batch lines of consecutive entries from pos: stops before the first entry that is
  *     not a complete v2 batch with a correct CRC (render.py's Python path takes that one), at
- *     end, or once max_bytes of the log are consumed.
+ *     end, or once max_bytes of the log are consumed. buf holds the file's bytes from file
+ *     position base on (positions printed are base + the position in buf).
  * record_lines(offsets, timestamps, keys, values, headers, base_offset, base_sequence,
  *              timestamp_label, print_data) -> bytes
  *     The `| offset: ...` lines of a v2 data batch, keys and payloads as UTF-8 text (malformed
@@ -117,15 +118,60 @@ record_sequence(long long base_seq, long long delta)
     return s > 0x7FFFFFFFLL ? s - 0x80000000LL : s;
 }
 
+/* The kafka-dump-log line of the complete v2 batch at b (position pos, total bytes). */
+static int
+put_batch_line(out_t *o, const unsigned char *b, Py_ssize_t pos, Py_ssize_t total, int valid)
+{
+    int64_t base_offset = be64(b);
+    int32_t ple = be32(b + 12);
+    uint32_t stored = (uint32_t)be32(b + 17);
+    int attrs = b[22];
+    int32_t last_delta = be32(b + 23);
+    int64_t base_ts = be64(b + 27), max_ts = be64(b + 35), pid = be64(b + 43);
+    int16_t epoch = be16(b + 51);
+    int32_t base_seq = be32(b + 53), count = be32(b + 57);
+    const char *codec = CODECS[attrs & 7];
+    if (codec == NULL) {
+        PyErr_SetString(PyExc_ValueError, "unknown compression type");
+        return -1;
+    }
+    if (out_str(o, "baseOffset: ") || out_int(o, base_offset)
+        || out_str(o, " lastOffset: ") || out_int(o, base_offset + last_delta)
+        || out_str(o, " count: ") || out_int(o, count)
+        || out_str(o, " baseSequence: ") || out_int(o, base_seq)
+        || out_str(o, " lastSequence: ") || out_int(o, record_sequence(base_seq, last_delta))
+        || out_str(o, " producerId: ") || out_int(o, pid)
+        || out_str(o, " producerEpoch: ") || out_int(o, epoch)
+        || out_str(o, " partitionLeaderEpoch: ") || out_int(o, ple)
+        || out_str(o, " isTransactional: ") || out_str(o, tf(attrs & 0x10))
+        || out_str(o, " isControl: ") || out_str(o, tf(attrs & 0x20))
+        || out_str(o, " deleteHorizonMs: "))
+        return -1;
+    if (attrs & 0x40) {
+        if (out_str(o, "OptionalLong[") || out_int(o, base_ts) || out_str(o, "]"))
+            return -1;
+    } else if (out_str(o, "OptionalLong.empty"))
+        return -1;
+    if (out_str(o, " position: ") || out_int(o, pos)
+        || out_str(o, (attrs & 0x08) ? " LogAppendTime: " : " CreateTime: ")
+        || out_int(o, max_ts)
+        || out_str(o, " size: ") || out_int(o, total)
+        || out_str(o, " magic: 2 compresscodec: ") || out_str(o, codec)
+        || out_str(o, " crc: ") || out_int(o, stored)
+        || out_str(o, valid ? " isvalid: true\n" : " isvalid: false\n"))
+        return -1;
+    return 0;
+}
+
 static PyObject *
 batch_lines(PyObject *self, PyObject *args)
 {
     Py_buffer view;
-    Py_ssize_t pos, end, max_bytes;
+    Py_ssize_t pos, end, max_bytes, base = 0;
     PyObject *crc_func;
     out_t o = {NULL, 0, 0};
 
-    if (!PyArg_ParseTuple(args, "y*nnnO", &view, &pos, &end, &max_bytes, &crc_func))
+    if (!PyArg_ParseTuple(args, "y*nnnO|n", &view, &pos, &end, &max_bytes, &crc_func, &base))
         return NULL;
     const unsigned char *buf = view.buf;
     if (end > view.len)
@@ -150,42 +196,9 @@ batch_lines(PyObject *self, PyObject *args)
         Py_DECREF(crc);
         if (computed == (unsigned long)-1 && PyErr_Occurred())
             goto fail;
-        if (computed != stored)
+        if (computed != stored || CODECS[b[22] & 7] == NULL)
             break;
-        int64_t base_offset = be64(b);
-        int32_t ple = be32(b + 12);
-        int attrs = b[22];
-        int32_t last_delta = be32(b + 23);
-        int64_t base_ts = be64(b + 27), max_ts = be64(b + 35), pid = be64(b + 43);
-        int16_t epoch = be16(b + 51);
-        int32_t base_seq = be32(b + 53), count = be32(b + 57);
-        const char *codec = CODECS[attrs & 7];
-        if (codec == NULL)
-            break;
-        if (out_str(&o, "baseOffset: ") || out_int(&o, base_offset)
-            || out_str(&o, " lastOffset: ") || out_int(&o, base_offset + last_delta)
-            || out_str(&o, " count: ") || out_int(&o, count)
-            || out_str(&o, " baseSequence: ") || out_int(&o, base_seq)
-            || out_str(&o, " lastSequence: ") || out_int(&o, record_sequence(base_seq, last_delta))
-            || out_str(&o, " producerId: ") || out_int(&o, pid)
-            || out_str(&o, " producerEpoch: ") || out_int(&o, epoch)
-            || out_str(&o, " partitionLeaderEpoch: ") || out_int(&o, ple)
-            || out_str(&o, " isTransactional: ") || out_str(&o, tf(attrs & 0x10))
-            || out_str(&o, " isControl: ") || out_str(&o, tf(attrs & 0x20))
-            || out_str(&o, " deleteHorizonMs: "))
-            goto fail;
-        if (attrs & 0x40) {
-            if (out_str(&o, "OptionalLong[") || out_int(&o, base_ts) || out_str(&o, "]"))
-                goto fail;
-        } else if (out_str(&o, "OptionalLong.empty"))
-            goto fail;
-        if (out_str(&o, " position: ") || out_int(&o, pos)
-            || out_str(&o, (attrs & 0x08) ? " LogAppendTime: " : " CreateTime: ")
-            || out_int(&o, max_ts)
-            || out_str(&o, " size: ") || out_int(&o, total)
-            || out_str(&o, " magic: 2 compresscodec: ") || out_str(&o, codec)
-            || out_str(&o, " crc: ") || out_int(&o, stored)
-            || out_str(&o, " isvalid: true\n"))
+        if (put_batch_line(&o, b, base + pos, total, 1) < 0)
             goto fail;
         pos += total;
     }
@@ -200,6 +213,31 @@ fail:
     return NULL;
 }
 
+static PyObject *
+batch_line(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos;
+    int valid;
+    out_t o = {NULL, 0, 0};
+
+    if (!PyArg_ParseTuple(args, "y*np", &view, &pos, &valid))
+        return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf + pos;
+    if (pos < 0 || view.len - pos < 61 || be32(b + 8) < 49 || (Py_ssize_t)be32(b + 8) > view.len - pos - 12) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "no complete v2 batch at this position");
+        return NULL;
+    }
+    int r = put_batch_line(&o, b, pos, (Py_ssize_t)be32(b + 8) + 12, valid);
+    PyBuffer_Release(&view);
+    if (r < 0) {
+        PyMem_Free(o.data);
+        return NULL;
+    }
+    return out_finish(&o);
+}
+
 /* Append bytes as UTF-8 text: ASCII and valid UTF-8 as they are, malformed input through
  * Python's "replace" decoder (each maximal malformed subsequence becomes U+FFFD). */
 static int
@@ -208,6 +246,12 @@ out_text(out_t *o, PyObject *bytes)
     const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(bytes);
     Py_ssize_t n = PyBytes_GET_SIZE(bytes);
     Py_ssize_t i = 0;
+    uint64_t word;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&word, s + i, 8);
+        if (word & 0x8080808080808080ULL)
+            break;
+    }
     while (i < n && s[i] < 0x80)
         i++;
     if (i == n)
@@ -293,6 +337,7 @@ fail:
 
 static PyMethodDef methods[] = {
     {"batch_lines", batch_lines, METH_VARARGS, "kafka-dump-log batch lines of valid v2 batches."},
+    {"batch_line", batch_line, METH_VARARGS, "The kafka-dump-log line of one v2 batch."},
     {"record_lines", record_lines, METH_VARARGS, "kafka-dump-log record lines of a v2 batch."},
     {NULL, NULL, 0, NULL},
 };

@@ -48,9 +48,9 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
             base = first if first is not None else 0
             writer.warn("%s: the file name holds no base offset; using %d from the first batch "
                         "(--base-offset sets it)" % (path, base))
-        writer.begin_file(path, base)
+        writer.begin_file(path, base, log.buf)
         end = min(log.size, max_bytes)
-        fast = getattr(writer, "fast_batches", None)
+        fast = writer.fast_path()
         pos = 0
         while pos < end:
             if fast is not None:
@@ -60,6 +60,8 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
                 pos = item.position + item.size
                 if isinstance(item, Batch):
                     writer.batch(item, recs)
+                    if error is None and not opts.deep:
+                        error = item.codec_problem
                     if error is not None:
                         writer.record_error(item, error)
                         status = EXIT_INVALID

@@ -18,6 +18,7 @@ from . import decoders
 _BOOL = ("false", "true")
 _FLUSH_LINES = 32
 _FLUSH_BYTES = 256 * 1024
+_FAST_CHUNK = 8 * 1024 * 1024
 
 # The optional C renderer of kafka text (built from _kafkatext.c); KAFKALOG_PURE_PYTHON=1
 # forces the Python code below, so tests can check both.
@@ -51,6 +52,7 @@ class Writer:
         self._chunks = []       # encoded output not yet written
         self._pending = 0
         self.path = None
+        self.buf = None
 
     # -- plumbing ------------------------------------------------------------------------
     def _encode_lines(self):
@@ -96,8 +98,15 @@ class Writer:
         return str(ms)
 
     # -- events ----------------------------------------------------------------------------
-    def begin_file(self, path, base_offset):
+    def begin_file(self, path, base_offset, buf=None):
+        """Start a file; ``buf`` is its bytes, for writers that render from them directly."""
         self.path = path
+        self.buf = buf
+
+    def fast_path(self):
+        """None, or a function(log, pos, end, max_bytes) -> new pos that writes a run of
+        batches faster than ``batch`` one by one would."""
+        return None
 
     def batch(self, batch, recs):
         raise NotImplementedError
@@ -112,6 +121,7 @@ class Writer:
                                                                    inv.reason))
 
     def end_file(self):
+        self.buf = None
         self._maybe_flush()
 
     def finish(self):
@@ -156,35 +166,62 @@ class KafkaWriter(Writer):
     def __init__(self, out, err, opts):
         super().__init__(out, err, opts)
         self._java = opts.kafka_format >= "4.3"
+        self._chunk = None
         self._nonconsecutive = []   # (absolute path, [(a, b), ...]) per file
         self._pairs = None
         self._last = None
         self._key_text = decoders.TEXT[opts.key_decoder]
         self._value_text = decoders.TEXT[opts.value_decoder]
 
-    def begin_file(self, path, base_offset):
-        super().begin_file(path, base_offset)
+    def begin_file(self, path, base_offset, buf=None):
+        super().begin_file(path, base_offset, buf)
         self._lines.append("Dumping %s" % path)
         self._lines.append("Log starting offset: %d" % base_offset)
         self._pairs = []
         self._last = -1 if self._java else None
         self._nonconsecutive.append((os.path.abspath(path), self._pairs))
 
-    def fast_batches(self, log, pos, end, max_bytes):
+    def fast_path(self):
+        """A function that prints a run of batches at once, where this dump allows it."""
+        if _kafkatext is None or self.opts.iso or self.opts.deep:
+            return None
+        return self._fast_batches
+
+    def _fast_batches(self, log, pos, end, max_bytes):
         """Print the run of valid v2 batches from ``pos`` in one go; return where it stopped.
 
-        Only for batch-level dumps; the caller goes on with ``batch`` at the position returned.
+        The file is read in chunks into one reused buffer. The caller goes on with ``batch``
+        for the entry at the position returned (one the fast path does not take, or one larger
+        than the buffer).
         """
-        if _kafkatext is None or self.opts.iso or self.opts.deep:
-            return pos
-        data, new_pos = _kafkatext.batch_lines(log.buf, pos, end, max_bytes, crc32c)
-        if data:
-            self.put_bytes(data)
-            self._maybe_flush()
-        return new_pos
+        if self._chunk is None:
+            self._chunk = bytearray(_FAST_CHUNK)
+        view = memoryview(self._chunk)
+        stop = min(end, pos + max_bytes)
+        while pos < stop:
+            n = log.read_into(view[:min(_FAST_CHUNK, end - pos)], pos)
+            data, used = _kafkatext.batch_lines(view, 0, n, n, crc32c, pos)
+            if data:
+                self.put_bytes(data)
+                self._maybe_flush()
+            if used == 0:
+                break
+            pos += used
+        return pos
 
     def batch(self, b, recs):
         lines = self._lines
+        if (b.magic == 2 and b.codec <= 4 and _kafkatext is not None and not self.opts.iso
+                and self.buf is not None):
+            self.put_bytes(_kafkatext.batch_line(self.buf, b.position, b.is_valid))
+            if recs is not None and len(recs):
+                self._track_offsets(recs.offsets)
+                if not b.is_control and not self.opts.skip_metadata:
+                    self._v2_lines(b, recs)
+                else:
+                    self._generic_lines(b, recs)
+            self._maybe_flush()
+            return
         ts = self._ts(b.max_timestamp)
         if b.magic >= 2:
             dh = b.delete_horizon_ms

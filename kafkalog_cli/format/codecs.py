@@ -9,16 +9,8 @@ Framing follows what Kafka's Java clients write and read:
 - zstd: streaming frames without a content size (zstd-jni's output).
 """
 
+import importlib
 import struct
-
-import cramjam
-import lz4.block
-import zstandard
-
-try:  # ISA-L inflates gzip about twice as fast as zlib; zlib is the fallback.
-    from isal import isal_zlib as _zlib
-except ImportError:  # pragma: no cover - isal is a declared dependency
-    import zlib as _zlib
 
 from .errors import CorruptRecordError, LimitExceededError
 
@@ -30,6 +22,19 @@ _XERIAL_MAGIC_INT = struct.unpack(">i", _XERIAL_MAGIC[:4])[0]
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 _ZSTD_READ = 1 << 16
+
+
+def _lib(name):
+    """Import a codec library on first use: most runs need one codec or none, and start-up
+    time matters to a command run from cron and shell loops."""
+    return importlib.import_module(name)
+
+
+def _gzip_lib():
+    try:  # ISA-L inflates gzip about twice as fast as zlib; zlib is the fallback.
+        return _lib("isal.isal_zlib")
+    except ImportError:  # pragma: no cover - isal is a declared dependency
+        return _lib("zlib")
 
 
 def codec_name(codec_id):
@@ -94,8 +99,9 @@ def inflate_gzip(data, limit):
     out = []
     total = 0
     data = bytes(data)
+    zlib_module = _gzip_lib()
     while True:
-        d = _zlib.decompressobj(31)
+        d = zlib_module.decompressobj(31)
         chunk = data
         while True:
             try:
@@ -138,7 +144,7 @@ def _snappy_block(block, limit):
     if _snappy_raw_length(block) > limit:
         raise _too_big(limit)
     try:
-        return bytes(cramjam.snappy.decompress_raw(block))
+        return bytes(_lib("cramjam").snappy.decompress_raw(block))
     except Exception as e:
         raise CorruptRecordError("corrupt snappy block: %s" % e) from None
 
@@ -217,7 +223,7 @@ def inflate_lz4(data, limit, magic=2):
             piece = block
         else:
             try:
-                piece = lz4.block.decompress(block, uncompressed_size=max_block)
+                piece = _lib("lz4.block").decompress(block, uncompressed_size=max_block)
             except Exception as e:
                 raise CorruptRecordError("corrupt lz4 block: %s" % e) from None
         total += len(piece)
@@ -233,9 +239,11 @@ class _Zstd:
     """One decompression context, reused for every batch (2-3x faster than a new one)."""
 
     def __init__(self):
-        self._dctx = zstandard.ZstdDecompressor()
+        self._zstandard = _lib("zstandard")
+        self._dctx = self._zstandard.ZstdDecompressor()
 
     def inflate(self, data, limit):
+        zstandard = self._zstandard
         out = []
         total = 0
         try:
@@ -260,7 +268,7 @@ class Inflater:
     """Decompresses record data for any codec, within a byte limit per call."""
 
     def __init__(self):
-        self._zstd = _Zstd()
+        self._zstd = None
 
     def inflate(self, codec, data, limit, magic=2):
         if codec == GZIP:
@@ -272,5 +280,7 @@ class Inflater:
         if codec == ZSTD:
             if magic < 2:
                 raise CorruptRecordError("zstd is not allowed for message format v%d" % magic)
+            if self._zstd is None:
+                self._zstd = _Zstd()
             return self._zstd.inflate(data, limit)
         raise CorruptRecordError("unknown compression type id %d" % codec)

@@ -87,6 +87,15 @@ class Batch:
         return codecs.codec_name(self.codec)
 
     @property
+    def codec_problem(self):
+        """Why the batch's codec id cannot be read (None when it can)."""
+        if self.codec > codecs.ZSTD:
+            return "unknown compression type id %d" % self.codec
+        if self.codec == codecs.ZSTD and self.magic < 2:
+            return "zstd is not allowed for message format v%d" % self.magic
+        return None
+
+    @property
     def next_offset(self):
         return self.last_offset + 1
 

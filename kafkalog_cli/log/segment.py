@@ -25,20 +25,32 @@ class LogFile:
         self.max_message_size = max_message_size
         self.batch_limit = max_message_size * BATCH_LIMIT_FACTOR
         self._inflater = codecs.Inflater()
-        with open(path, "rb") as f:
-            self.size = os.fstat(f.fileno()).st_size
+        self._released = 0
+        self._file = open(path, "rb")
+        try:
+            self.size = os.fstat(self._file.fileno()).st_size
             if self.size:
-                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
                 self.buf = memoryview(self._map)
             else:
                 self._map = None
                 self.buf = memoryview(b"")
+        except BaseException:
+            self._file.close()
+            raise
 
     def close(self):
         if self._map is not None:
             self.buf.release()
             self._map.close()
             self._map = None
+        self._file.close()
+
+    def read_into(self, buffer, pos):
+        """Copy the file's bytes from ``pos`` into ``buffer`` (reused by the caller); return
+        how many were copied. For a straight pass over a large file this costs less than
+        faulting in the mapping's pages."""
+        return os.preadv(self._file.fileno(), [buffer], pos)
 
     def __enter__(self):
         return self
@@ -47,18 +59,22 @@ class LogFile:
         self.close()
 
     def release_before(self, pos):
-        """Drop the mapped pages before ``pos`` from memory (they are read again if needed)."""
-        if self._map is not None and hasattr(mmap, "MADV_DONTNEED"):
+        """Drop the mapped pages before ``pos`` from memory once a step's worth has been read
+        (they are read again if needed), so that memory use stays flat."""
+        if pos - self._released < RELEASE_STEP or self._map is None:
+            return
+        if hasattr(mmap, "MADV_DONTNEED"):
             self._map.madvise(mmap.MADV_DONTNEED, 0, pos - pos % mmap.PAGESIZE)
+        self._released = pos
 
     def entries(self, start=0, end=None, resync=False):
         """Batches and InvalidBytes of ``[start, end)``, as ``format.scan.scan`` yields them."""
         end = self.size if end is None else min(end, self.size)
-        next_release = start + RELEASE_STEP
+        next_release = self._released + RELEASE_STEP
         for item in scan(self.buf, start, end, resync):
             if item.position >= next_release:
                 self.release_before(item.position)
-                next_release = item.position + RELEASE_STEP
+                next_release = self._released + RELEASE_STEP
             yield item
 
     def walk(self, start=0, end=None, deep=False, resync=False):
