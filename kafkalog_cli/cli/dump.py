@@ -152,6 +152,8 @@ def dump(paths, files, print_data_log, deep_iteration, skip_record_metadata, max
                     status = EXIT_USAGE
     finally:
         writer.finish()
+    if writer.found_invalid:
+        status = max(status, EXIT_INVALID)
     sys.exit(status)
 
 

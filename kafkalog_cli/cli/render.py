@@ -53,6 +53,7 @@ class Writer:
         self._pending = 0
         self.path = None
         self.buf = None
+        self.found_invalid = False  # set by the writer itself for records it cannot render
 
     # -- plumbing ------------------------------------------------------------------------
     def _encode_lines(self):
@@ -83,6 +84,12 @@ class Writer:
     def _maybe_flush(self):
         if len(self._lines) >= _FLUSH_LINES or self._pending >= _FLUSH_BYTES:
             self._write_chunks()
+
+    def bad_record(self, offset, error):
+        """A record that Kafka would refuse (a malformed control record): said on stderr, and
+        the run's exit status becomes 1."""
+        self.found_invalid = True
+        self.warn("%s: control record at offset %d: %s" % (self.path, offset, error))
 
     def warn(self, message):
         self.flush()
@@ -324,7 +331,7 @@ class KafkaWriter(Writer):
                         parts.append(control_text(k, v, opts.kafka_format))
                     except CorruptRecordError as e:
                         parts.append(" controlType: INVALID")
-                        self.warn("%s: control record at offset %d: %s" % (self.path, off, e))
+                        self.bad_record(off, e)
             if opts.print_data and not b.is_control:
                 if k is not None:
                     parts.append("%skey: %s" % (prefix, self._key_text(k)))
@@ -393,7 +400,7 @@ class MessagesWriter(Writer):
                 try:
                     line += control_text(k, v, self.opts.kafka_format)
                 except CorruptRecordError as e:
-                    self.warn("%s: control record at offset %d: %s" % (self.path, off, e))
+                    self.bad_record(off, e)
             else:
                 if k is not None:
                     line += " key: " + kt(k)
@@ -458,6 +465,7 @@ class JsonWriter(Writer):
                     obj.update(control_fields(k, v))
                 except CorruptRecordError as e:
                     obj["controlError"] = str(e)
+                    self.bad_record(off, e)
             self._emit(obj)
         self._maybe_flush()
 

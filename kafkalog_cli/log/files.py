@@ -1,5 +1,6 @@
 """File kinds of a partition directory, and expanding directories to the files in them."""
 
+import errno
 import os
 
 # Segment data files: the live .log and the names the broker gives it while deleting,
@@ -66,4 +67,4 @@ def expand_path(path):
         return found
     if os.path.exists(path):
         return [path]
-    raise FileNotFoundError("%s: no such file or directory" % path)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
