@@ -135,6 +135,13 @@ class Writer:
         self.flush()
 
 
+def record_validity(b, recs, i):
+    """(isvalid, crc) of record ``i``: a legacy message's own, a v2 record's batch's."""
+    if recs.valids is not None:
+        return recs.valids[i], recs.crcs[i]
+    return b.is_valid, b.crc
+
+
 # -- control records ---------------------------------------------------------------------------
 
 def control_text(key, value, kafka_format):
@@ -217,22 +224,24 @@ class KafkaWriter(Writer):
         return pos
 
     def batch(self, b, recs):
-        lines = self._lines
         if (b.magic == 2 and b.codec <= 4 and _kafkatext is not None and not self.opts.iso
                 and self.buf is not None):
             self.put_bytes(_kafkatext.batch_line(self.buf, b.position, b.is_valid))
-            if recs is not None and len(recs):
-                self._track_offsets(recs.offsets)
-                if not b.is_control and not self.opts.skip_metadata:
-                    self._v2_lines(b, recs)
-                else:
-                    self._generic_lines(b, recs)
-            self._maybe_flush()
-            return
+        else:
+            self._lines.append(self._batch_line(b))
+        if recs is not None and len(recs):
+            self._track_offsets(recs.offsets)
+            if b.magic >= 2 and not b.is_control and not self.opts.skip_metadata and not self.opts.iso:
+                self._v2_lines(b, recs)
+            else:
+                self._generic_lines(b, recs)
+        self._maybe_flush()
+
+    def _batch_line(self, b):
         ts = self._ts(b.max_timestamp)
         if b.magic >= 2:
             dh = b.delete_horizon_ms
-            lines.append(
+            return (
                 "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d "
                 "producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %s "
                 "isControl: %s deleteHorizonMs: %s position: %d %s: %s size: %d magic: %d "
@@ -243,18 +252,9 @@ class KafkaWriter(Writer):
                     "OptionalLong.empty" if dh is None else "OptionalLong[%s]" % self._ts(dh),
                     b.position, b.timestamp_type_name, ts, b.size, b.magic, b.codec_name, b.crc,
                     _BOOL[b.is_valid]))
-        else:
-            lines.append("offset: %d position: %d %s: %s size: %d magic: %d compresscodec: %s "
-                         "crc: %d isvalid: %s" % (b.last_offset, b.position, b.timestamp_type_name,
-                                                  ts, b.size, b.magic, b.codec_name, b.crc,
-                                                  _BOOL[b.is_valid]))
-        if recs is not None and len(recs):
-            self._track_offsets(recs.offsets)
-            if b.magic >= 2 and not b.is_control and not self.opts.skip_metadata and not self.opts.iso:
-                self._v2_lines(b, recs)
-            else:
-                self._generic_lines(b, recs)
-        self._maybe_flush()
+        return ("offset: %d position: %d %s: %s size: %d magic: %d compresscodec: %s crc: %d "
+                "isvalid: %s" % (b.last_offset, b.position, b.timestamp_type_name, ts, b.size,
+                                 b.magic, b.codec_name, b.crc, _BOOL[b.is_valid]))
 
     def _track_offsets(self, offsets):
         first = offsets[0]
@@ -388,10 +388,7 @@ class MessagesWriter(Writer):
         for i, off in enumerate(recs.offsets):
             k = recs.keys[i]
             v = recs.values[i]
-            if recs.valids is not None:
-                valid, crc = recs.valids[i], recs.crcs[i]
-            else:
-                valid, crc = b.is_valid, b.crc
+            valid, crc = record_validity(b, recs, i)
             line = ("offset: %d position: %d %s: %s isvalid: %s crc: %d keysize: %d payloadsize: %d "
                     "magic: %d compresscodec: %s" % (
                         off, pos, tl, self._ts(recs.timestamps[i]), _BOOL[valid], crc,
@@ -442,12 +439,8 @@ class JsonWriter(Writer):
         for i, off in enumerate(recs.offsets):
             k = recs.keys[i]
             v = recs.values[i]
-            if recs.valids is not None:
-                valid, crc = recs.valids[i], recs.crcs[i]
-                seq = -1
-            else:
-                valid, crc = b.is_valid, b.crc
-                seq = record_sequence(b.base_sequence, off - b.base_offset)
+            valid, crc = record_validity(b, recs, i)
+            seq = -1 if b.magic < 2 else record_sequence(b.base_sequence, off - b.base_offset)
             obj = {"type": "record", "file": self.path, "offset": off, "position": b.position,
                    "timestamp": recs.timestamps[i], "timestampType": tst,
                    "keySize": -1 if k is None else len(k), "valueSize": -1 if v is None else len(v)}

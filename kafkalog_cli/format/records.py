@@ -201,8 +201,7 @@ def _decode_v2_loop(data, count, base_offset, base_timestamp, append_time, limit
     offsets = recs.offsets
     add_off = offsets.append
     add_ts = recs.timestamps.append
-    add_key = recs.keys.append
-    add_val = recs.values.append
+    key_and_value = (recs.keys.append, recs.values.append)
     add_hdr = recs.headers.append
     end = len(data)
     pos = 0
@@ -240,30 +239,18 @@ def _decode_v2_loop(data, count, base_offset, base_timestamp, append_time, limit
             delta, pos = read_varint(data, pos, rec_end)
             add_off(base_offset + delta)
         add_ts(base_timestamp + ts_delta if append_time is None else append_time)
-        # key
-        b = data[pos]
-        if b < 0x80:
-            n = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            n, pos = read_varint(data, pos, rec_end)
-        if n < 0:
-            add_key(None)
-        else:
-            add_key(data[pos:pos + n])
-            pos += n
-        # value
-        b = data[pos]
-        if b < 0x80:
-            n = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            n, pos = read_varint(data, pos, rec_end)
-        if n < 0:
-            add_val(None)
-        else:
-            add_val(data[pos:pos + n])
-            pos += n
+        for add in key_and_value:
+            b = data[pos]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                n, pos = read_varint(data, pos, rec_end)
+            if n < 0:
+                add(None)
+            else:
+                add(data[pos:pos + n])
+                pos += n
         # headers
         b = data[pos]
         if b == 0:
