@@ -44,10 +44,12 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
     with LogFile(path, max_message_size) as log:
         base = base_offset_from_name(path) if base_offset is None else base_offset
         if base is None:
-            first = log.first_base_offset()
-            base = first if first is not None else 0
-            writer.warn("%s: the file name holds no base offset; using %d from the first batch "
-                        "(--base-offset sets it)" % (path, base))
+            base = log.first_base_offset()
+            source = "from the first batch"
+            if base is None:
+                base, source = 0, "as no batch holds one"
+            writer.warn("%s: the file name holds no base offset; using %d %s (--base-offset sets it)"
+                        % (path, base, source))
         writer.begin_file(path, base, log.buf)
         end = min(log.size, max_bytes)
         fast = writer.fast_path()
