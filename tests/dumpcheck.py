@@ -357,3 +357,15 @@ def check_json_dump(res, path, data, deep=True):
         assert isinstance(inv["reason"], str) and inv["reason"]
         i += 1
     assert i == len(objs), objs[i:]
+
+
+def kafkalog(*args):
+    """Run ``kafkalog ARGS`` (any subcommand) in-process; an uncaught exception fails the test."""
+    from kafkalog_cli.cli.main import cli
+    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
+    exc = r.exception
+    if isinstance(exc, SystemExit):
+        exc = None
+    if exc is not None:
+        raise AssertionError("kafkalog %s raised %r" % (args[0] if args else "", exc)) from exc
+    return Result(r.exit_code, r.stdout_bytes.decode("utf-8"), r.stderr_bytes.decode("utf-8"))

@@ -376,19 +376,18 @@ def test_empty_directory(tmp_path):
     assert_clean_exit2(res)
 
 
-def test_directory_without_segments(tmp_path):
+def test_directory_without_kafka_files(tmp_path):
     (tmp_path / "t-0").mkdir()
-    (tmp_path / "t-0" / "00000000000000000000.index").write_bytes(bytes(8))
-    (tmp_path / "t-0" / "leader-epoch-checkpoint").write_bytes(b"0\n0\n")
+    (tmp_path / "t-0" / "notes.txt").write_bytes(b"hello\n")
+    (tmp_path / "meta.properties").write_bytes(b"version=1\n")
     res = dump(tmp_path)
     assert_clean_exit2(res)
     res = dump(tmp_path / "t-0")
     assert_clean_exit2(res)
 
 
-@pytest.mark.parametrize("name", ["00000000000000000000.index", "00000000000000000000.timeindex",
-                                  "00000000000000000000.txnindex", "leader-epoch-checkpoint",
-                                  "00000000000000000000.log.bak", "notes.txt"])
+@pytest.mark.parametrize("name", ["00000000000000000000.log.bak", "notes.txt", "meta.properties",
+                                  "00000000000000000000.indexx"])
 def test_unknown_file_kind(tmp_path, name):
     p = tmp_path / name
     p.write_bytes(bytes(64))

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("implementation")
 
 
 def _three_segments(partition_dir):
-    """A partition with three segments (bases 0, 42, 100) plus non-segment files."""
+    """A partition with three segments (bases 0, 42, 100), .log files only."""
     segs = []
     w = kg.SegmentWriter(0)
     w.add_v2([kg.Rec(b"a%d" % i, b"v%d" % i, kg.T0 + i) for i in range(20)])
@@ -33,10 +33,6 @@ def _three_segments(partition_dir):
     paths = {}
     for base, data in (segs[2], segs[0], segs[1]):
         paths[base] = kg.write_segment(partition_dir, base, data)
-    for name in ("00000000000000000000.index", "00000000000000000000.timeindex",
-                 "00000000000000000042.index", "00000000000000000100.snapshot",
-                 "leader-epoch-checkpoint", "partition.metadata"):
-        (partition_dir / name).write_bytes(b"\x00" * 16)
     return [(paths[b], d, b) for b, d in segs]
 
 
@@ -93,8 +89,10 @@ def test_log_directory_topics_then_partition_numbers(tmp_path):
     res = dump(tmp_path)
     assert res.code == 0, res
     assert [line for line in res.lines if line.startswith("Dumping")] == [
+        "Dumping %s" % os.path.join(str(tmp_path), "recovery-point-offset-checkpoint")] + [
         "Dumping %s" % os.path.join(str(tmp_path), name, "00000000000000000000.log")
         for name in order]
+    assert res.err_lines == ["Ignoring unknown file %s" % os.path.join(str(tmp_path), "meta.properties")]
 
 
 # -- how much ------------------------------------------------------------------------------------

@@ -5,10 +5,12 @@ import sys
 
 import click
 
+from ..log import files
 from ..log.files import NoSegmentsError, base_offset_from_name, expand_path, file_kind
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile
 from ..format.records import Batch
 from . import decoders
+from .dump_aux import DUMPERS, IndexOptions, dump_aux
 from .render import WRITERS, DumpOptions
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -85,7 +87,7 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--files", "files", multiple=True, metavar="A,B,C",
+@click.option("--files", "files_arg", multiple=True, metavar="A,B,C",
               help="Comma-separated files to dump (as kafka-dump-log.sh takes them).")
 @click.option("--print-data-log", is_flag=True, help="Print keys and payloads (implies --deep-iteration).")
 @click.option("--deep-iteration", is_flag=True, help="Print a line per record under each batch.")
@@ -111,16 +113,22 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
               help="Which kafka-dump-log.sh to match: the Scala tool (3.x-4.2) or 4.3's Java rewrite.")
 @click.option("--skip-invalid", is_flag=True,
               help="After invalid bytes, go on at the next position where a valid batch starts.")
-def dump(paths, files, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
+@click.option("--verify-index-only", is_flag=True,
+              help="Index files: check the entries against the log, print no entry lines.")
+@click.option("--index-sanity-check", is_flag=True,
+              help="Index files: run only the broker's start-up sanity check.")
+def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
          max_message_size, key_decoder, value_decoder, key_decoder_class, value_decoder_class,
-         base_offset, timestamps, fmt, kafka_format, skip_invalid):
-    """Dump segment files (.log, .log.deleted, .log.cleaned, .log.swap).
+         base_offset, timestamps, fmt, kafka_format, skip_invalid, verify_index_only,
+         index_sanity_check):
+    """Dump Kafka log files: segments (.log, and .log.deleted/.cleaned/.swap), offset and time
+    indexes, transaction indexes, producer snapshots, and the checkpoint files.
 
-    PATHS are files, partition directories (their segments in offset order) or log directories
-    (every partition in them). Exit status: 0 all valid, 1 invalid data found, 2 usage error or
-    unreadable input.
+    PATHS are files, partition directories (every file in them, segment by segment in offset
+    order) or log directories (their checkpoint files, then every partition). Exit status: 0 all
+    valid, 1 invalid data found, 2 usage error or unreadable input.
     """
-    targets = _targets(paths, files)
+    targets = _targets(paths, files_arg)
     if not targets:
         raise click.UsageError("no files given: name segment files or directories, or use --files")
     key_decoder = key_decoder or _decoder_from_class(key_decoder_class)
@@ -131,24 +139,36 @@ def dump(paths, files, print_data_log, deep_iteration, skip_record_metadata, max
                        value_decoder=value_decoder or "string", iso=timestamps == "iso",
                        kafka_format=kafka_format)
     writer = WRITERS[fmt](sys.stdout.buffer, sys.stderr, opts)
+    iopts = IndexOptions(verify_only=verify_index_only, sanity_only=index_sanity_check,
+                         max_message_size=max_message_size)
     status = EXIT_OK
     try:
         for target in targets:
             try:
-                segment_files = expand_path(target)
+                found = expand_path(target)
             except (NoSegmentsError, OSError) as e:
                 writer.warn(str(e) if isinstance(e, NoSegmentsError) else _os_error(target, e))
                 status = EXIT_USAGE
                 continue
-            for path in segment_files:
-                if file_kind(os.path.basename(path)) is None:
-                    writer.warn("%s: unknown file kind: dump reads segment files (*.log, "
-                                "*.log.deleted, *.log.cleaned, *.log.swap)" % path)
-                    status = EXIT_USAGE
+            from_directory = found != [target]
+            for path in found:
+                kind = file_kind(path)
+                if kind is None:
+                    if from_directory:
+                        writer.ignored(path)
+                    else:
+                        writer.warn("%s: unknown file kind: dump reads segments (*.log and their "
+                                    ".deleted/.cleaned/.swap names), *.index, *.timeindex, "
+                                    "*.txnindex, *.snapshot and checkpoint files" % path)
+                        status = EXIT_USAGE
                     continue
                 try:
-                    status = max(status, dump_file(path, writer, opts, max_bytes, max_message_size,
-                                                   base_offset, skip_invalid))
+                    if kind == files.LOG:
+                        result = dump_file(path, writer, opts, max_bytes, max_message_size,
+                                           base_offset, skip_invalid)
+                    else:
+                        result = dump_aux(kind, path, writer, iopts)
+                    status = max(status, result)
                 except OSError as e:
                     writer.warn(_os_error(path, e))
                     status = EXIT_USAGE

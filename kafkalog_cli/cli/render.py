@@ -13,6 +13,7 @@ from crc32c import crc32c
 from ..format import control
 from ..format.errors import CorruptRecordError
 from ..format.records import record_sequence
+from ..log import files, verify
 from . import decoders
 
 _BOOL = ("false", "true")
@@ -54,6 +55,8 @@ class Writer:
         self.path = None
         self.buf = None
         self.found_invalid = False  # set by the writer itself for records it cannot render
+        self._problems = []
+        self._java = opts.kafka_format >= "4.3"
 
     # -- plumbing ------------------------------------------------------------------------
     def _encode_lines(self):
@@ -90,6 +93,12 @@ class Writer:
         the run's exit status becomes 1."""
         self.found_invalid = True
         self.warn("%s: control record at offset %d: %s" % (self.path, offset, error))
+
+    def ignored(self, path):
+        """A file of a kind nobody reads, met in a directory: named on stderr, as Kafka does."""
+        self.flush()
+        self.err.write("Ignoring unknown file %s\n" % path)
+        self.err.flush()
 
     def warn(self, message):
         self.flush()
@@ -131,8 +140,93 @@ class Writer:
         self.buf = None
         self._maybe_flush()
 
+    # -- index, snapshot and checkpoint files ----------------------------------------------
+    def begin_aux(self, path):
+        """Start a file that is not a log (an index, a snapshot, a checkpoint...)."""
+        self.path = path
+        self._lines.append("Dumping %s" % path)
+
+    def entry(self, kind, fields):
+        """One entry of such a file: ``fields`` in the order they print."""
+        self._lines.append(entry_text(kind, fields, self.opts.kafka_format))
+        self._maybe_flush()
+
+    def note(self, text):
+        """A line Kafka's tool prints about a file (``<file> is empty.``)."""
+        self._lines.append(text)
+
+    def problems(self, problems):
+        """Findings about the current file, reported at the end of the run (text) or at once."""
+        self._problems.extend(problems)
+
+    def unreadable(self, problem):
+        """A file that cannot be read as its kind: one line on stderr, at once."""
+        self.warn("%s: %s" % (problem.file, problem.message))
+
     def finish(self):
         self.flush()
+        self._print_problems()
+
+    def _print_problems(self):
+        """Kafka's end-of-run summaries for index mismatches and time index errors, in its
+        order and wording; any other finding as a line of its own."""
+        by_kind = {}
+        for p in self._problems:
+            by_kind.setdefault(p.kind, []).append(p)
+        err = self.err
+        grouped = ((verify.OFFSET_MISMATCH, "Mismatches in :%s", not self._java),
+                   (verify.TIMESTAMP_MISMATCH, "Found timestamp mismatch in :%s", False),
+                   (verify.TIMESTAMP_OUT_OF_ORDER, "Found out of order timestamp in :%s", False))
+        for kind, header, reverse in grouped:
+            for path, items in _by_file(by_kind.pop(kind, [])):
+                err.write(header % os.path.abspath(path) + "\n")
+                if kind == verify.OFFSET_MISMATCH and self._java:
+                    # the Java tool keeps one per index offset, highest first
+                    items = sorted({p.fields["index_offset"]: p for p in items}.values(),
+                                   key=lambda p: -p.fields["index_offset"])
+                for p in (reversed(items) if reverse else items):
+                    err.write("  %s\n" % p.message)
+        for path, items in _by_file(by_kind.pop(verify.OFFSET_NOT_FOUND, [])):
+            err.write("The following indexed offsets are not found in the log.\n")
+            for p in items:
+                err.write("%s\n" % p.message)
+        for items in by_kind.values():
+            for p in items:
+                err.write("kafkalog: %s: %s\n" % (p.file, p.message))
+        err.flush()
+
+
+def _by_file(problems):
+    files = {}
+    for p in problems:
+        files.setdefault(p.file, []).append(p)
+    return files.items()
+
+
+def _optional_long(value):
+    return "OptionalLong.empty" if value is None else "OptionalLong[%d]" % value
+
+
+def entry_text(kind, f, kafka_format):
+    """The text line of one entry of an index, snapshot or checkpoint file."""
+    if kind == files.INDEX:
+        return "offset: %d position: %d" % (f["offset"], f["position"])
+    if kind == files.TIMEINDEX:
+        return "timestamp: %d offset: %d" % (f["timestamp"], f["offset"])
+    if kind == files.TXNINDEX:
+        return ("version: %d producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d"
+                % (f["version"], f["producerId"], f["firstOffset"], f["lastOffset"],
+                   f["lastStableOffset"]))
+    if kind == files.SNAPSHOT:
+        line = ("producerId: %d producerEpoch: %d coordinatorEpoch: %d currentTxnFirstOffset: %s "
+                "lastTimestamp: %d" % (f["producerId"], f["producerEpoch"], f["coordinatorEpoch"],
+                                       _optional_long(f["currentTxnFirstOffset"]), f["lastTimestamp"]))
+        if "lastOffset" in f:
+            return line + (" firstSequence: %d lastSequence: %d lastOffset: %d offsetDelta: %d "
+                           "timestamp: %d" % (f["firstSequence"], f["lastSequence"], f["lastOffset"],
+                                              f["offsetDelta"], f["timestamp"]))
+        return line if kafka_format >= "4.3" else line + " "  # the Scala tool's trailing space
+    return " ".join("%s: %s" % item for item in f.items())
 
 
 def record_validity(b, recs, i):
@@ -179,7 +273,6 @@ class KafkaWriter(Writer):
 
     def __init__(self, out, err, opts):
         super().__init__(out, err, opts)
-        self._java = opts.kafka_format >= "4.3"
         self._chunk = None
         self._nonconsecutive = []   # (absolute path, [(a, b), ...]) per file
         self._pairs = None
@@ -353,6 +446,7 @@ class KafkaWriter(Writer):
 
     def finish(self):
         self.flush()
+        self._print_problems()
         for path, pairs in self._nonconsecutive:
             if not pairs:
                 continue
@@ -466,6 +560,27 @@ class JsonWriter(Writer):
         super().record_error(batch, message)
         self._emit({"type": "error", "file": self.path, "position": batch.position,
                     "reason": message})
+
+    def begin_aux(self, path):
+        self.path = path
+
+    def entry(self, kind, fields):
+        obj = {"type": kind.replace("-", "_") + "_entry", "file": self.path}
+        obj.update(fields)
+        self._emit(obj)
+        self._maybe_flush()
+
+    def note(self, text):
+        self._emit({"type": "note", "file": self.path, "message": text})
+
+    def problems(self, problems):
+        for p in problems:
+            self._emit(p.as_dict())
+
+    def unreadable(self, problem):
+        self._emit(problem.as_dict())
+        super().unreadable(problem)
+
 
     def invalid(self, inv, counted):
         super().invalid(inv, counted)

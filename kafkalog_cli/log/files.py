@@ -1,22 +1,47 @@
-"""File kinds of a partition directory, and expanding directories to the files in them."""
+"""File kinds of a partition and log directory, and expanding directories to the files in them."""
 
 import errno
 import os
 
-# Segment data files: the live .log and the names the broker gives it while deleting,
-# cleaning or swapping it in.
-LOG_SUFFIXES = (".log", ".log.deleted", ".log.cleaned", ".log.swap")
+# Suffixes the broker appends to a segment's files while deleting, cleaning or swapping them.
+LIFECYCLE_SUFFIXES = (".deleted", ".cleaned", ".swap")
+
+LOG, INDEX, TIMEINDEX, TXNINDEX, SNAPSHOT = "log", "index", "timeindex", "txnindex", "snapshot"
+OFFSET_CHECKPOINT, LEADER_EPOCHS, PARTITION_METADATA = (
+    "offset-checkpoint", "leader-epoch-checkpoint", "partition-metadata")
+SEGMENT_KINDS = (LOG, INDEX, TIMEINDEX, TXNINDEX)  # in the order a segment's files are shown
+
+OFFSET_CHECKPOINT_NAMES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                           "replication-offset-checkpoint", "cleaner-offset-checkpoint")
+_NAMED_KINDS = {"leader-epoch-checkpoint": LEADER_EPOCHS, "partition.metadata": PARTITION_METADATA}
+_NAMED_KINDS.update((n, OFFSET_CHECKPOINT) for n in OFFSET_CHECKPOINT_NAMES)
 
 
 class NoSegmentsError(OSError):
-    """A directory holds no segment files."""
+    """A directory holds no Kafka log files."""
+
+
+class FileFormatError(ValueError):
+    """A file whose contents are not what its kind requires (a corrupt snapshot, a malformed
+    checkpoint...); the message says what and where."""
+
+
+def lifecycle_suffix(name):
+    """'.deleted', '.cleaned', '.swap' when the name ends with one, else ''."""
+    for suffix in LIFECYCLE_SUFFIXES:
+        if name.endswith(suffix):
+            return suffix
+    return ""
 
 
 def file_kind(name):
-    """'log' for a segment data file, else None (a kind this version cannot read)."""
-    for suffix in LOG_SUFFIXES:
-        if name.endswith(suffix):
-            return "log"
+    """The kind of a file by its name (one of the constants above), or None when unknown."""
+    name = os.path.basename(name)
+    if name in _NAMED_KINDS:
+        return _NAMED_KINDS[name]
+    stem, dot, ext = name[:len(name) - len(lifecycle_suffix(name))].rpartition(".")
+    if dot and stem and ext in (LOG, INDEX, TIMEINDEX, TXNINDEX, SNAPSHOT):
+        return ext
     return None
 
 
@@ -28,9 +53,25 @@ def base_offset_from_name(name):
     return None
 
 
-def _segment_sort_key(name):
+def segment_file(path, kind):
+    """The file of kind ``kind`` of the same segment as ``path`` (``X.index`` -> ``X.log``),
+    with the same lifecycle suffix (``X.index.swap`` -> ``X.log.swap``)."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, "%s.%s%s" % (name.split(".", 1)[0], kind, lifecycle_suffix(name)))
+
+
+def _file_order(name):
+    """Segments by base offset (each: log, index, timeindex, txnindex, lifecycle suffix last),
+    then producer snapshots by offset, then the named files, then unknown files."""
+    kind = file_kind(name)
     base = base_offset_from_name(name)
-    return (base is None, base if base is not None else 0, name)
+    if kind in SEGMENT_KINDS:
+        return (0, base, SEGMENT_KINDS.index(kind), lifecycle_suffix(name), name)
+    if kind == SNAPSHOT:
+        return (1, base, 0, lifecycle_suffix(name), name)
+    if kind is not None:
+        return (2, 0, 0, "", name)
+    return (3, 0, 0, "", name)
 
 
 def _partition_sort_key(name):
@@ -40,30 +81,41 @@ def _partition_sort_key(name):
     return (name, -1, name)
 
 
-def _segments_in(directory):
-    names = [n for n in os.listdir(directory)
-             if file_kind(n) and os.path.isfile(os.path.join(directory, n))]
-    return [os.path.join(directory, n) for n in sorted(names, key=_segment_sort_key)]
+def _is_partition_dir(directory):
+    return any(file_kind(n) in SEGMENT_KINDS + (SNAPSHOT, LEADER_EPOCHS, PARTITION_METADATA)
+               for n in os.listdir(directory))
 
 
-def expand_path(path):
-    """The segment files a path stands for, in dump order.
+def _files_in(directory):
+    names = [n for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n))]
+    return [os.path.join(directory, n) for n in sorted(names, key=_file_order)]
 
-    A file stands for itself. A partition directory stands for its segments in offset order; a
-    log directory (partition directories inside) for every partition's segments, partitions in
-    topic then partition-number order.
+
+def expand_path(path, kinds=None):
+    """The files a path stands for, in dump order, unknown kinds included (callers name them).
+
+    A file stands for itself. A partition directory stands for its files: each segment's files
+    in offset order, then producer snapshots, then leader-epoch-checkpoint and
+    partition.metadata. A log directory stands for its own files (the offset checkpoints) and
+    then every partition directory in it, in topic and partition-number order. ``kinds``, when
+    given, keeps only files of those kinds (and drops unknown ones).
     """
     if os.path.isdir(path):
-        found = _segments_in(path)
-        if found:
-            return found
-        subdirs = sorted((n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))),
-                         key=_partition_sort_key)
-        for sub in subdirs:
-            found.extend(_segments_in(os.path.join(path, sub)))
-        if not found:
-            raise NoSegmentsError("%s: no segment files (*.log) in this directory or the "
-                                  "partition directories in it" % path)
+        if _is_partition_dir(path):
+            found = _files_in(path)
+        else:
+            found = _files_in(path)
+            subdirs = sorted((n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))),
+                             key=_partition_sort_key)
+            for sub in subdirs:
+                subpath = os.path.join(path, sub)
+                if _is_partition_dir(subpath):
+                    found.extend(_files_in(subpath))
+        if kinds is not None:
+            found = [f for f in found if file_kind(f) in kinds]
+        if not any(file_kind(f) for f in found):
+            raise NoSegmentsError("%s: no Kafka log files in this directory or the partition "
+                                  "directories in it" % path)
         return found
     if os.path.exists(path):
         return [path]

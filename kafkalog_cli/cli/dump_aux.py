@@ -1,0 +1,151 @@
+"""`kafkalog dump` of the files beside the logs: indexes, snapshots, checkpoints.
+
+Each function dumps one file through the writer and returns the exit status it earns
+(0 clean, 1 invalid data found, 2 unreadable).
+"""
+
+import os
+
+from ..log import checkpoints, files, verify
+from ..log.files import FileFormatError
+from ..log.index import OffsetIndex, TimeIndex
+from ..log.segment import LogFile
+from ..log.snapshot import read_snapshot
+from ..log.txnindex import TransactionIndex
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+class IndexOptions:
+    def __init__(self, verify_only=False, sanity_only=False, max_message_size=None):
+        self.verify_only = verify_only
+        self.sanity_only = sanity_only
+        self.max_message_size = max_message_size
+
+
+def _status(problems):
+    return EXIT_INVALID if problems else EXIT_OK
+
+
+def _open_log(path, max_message_size):
+    log_path = files.segment_file(path, files.LOG)
+    if not os.path.isfile(log_path):
+        return None, verify.missing_log(path, log_path)
+    return LogFile(log_path, max_message_size), None
+
+
+def dump_index(path, writer, iopts):
+    """An offset index: its entries up to the zero tail, each checked against the log."""
+    index = OffsetIndex(path)
+    writer.begin_aux(path)
+    if index.slots == 0:
+        writer.note("%s is empty." % path)
+        return EXIT_OK
+    if iopts.sanity_only:
+        return _sanity(index, writer)
+    log, missing = _open_log(path, iopts.max_message_size)
+    problems = [] if log is None else verify.check_offset_index(index, log)
+    if log is not None:
+        log.close()
+    if not iopts.verify_only:
+        for offset, position in index.entries:
+            writer.entry(files.INDEX, {"offset": offset, "position": position})
+    if missing is not None:
+        writer.warn(missing.message + ": entries not checked")
+    writer.problems(problems)
+    return _status(problems)
+
+
+def dump_time_index(path, writer, iopts):
+    """A time index: its entries, with DumpLogSegments' three checks against the log."""
+    tindex = TimeIndex(path)
+    writer.begin_aux(path)
+    if iopts.sanity_only:
+        return _sanity(tindex, writer)
+    log, missing = _open_log(path, iopts.max_message_size)
+    problems = []
+    if log is not None:
+        index_path = files.segment_file(path, files.INDEX)
+        oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
+        problems = verify.check_time_index(tindex, oindex, log)
+        log.close()
+    if not iopts.verify_only:
+        for ts, offset in tindex.entries:
+            writer.entry(files.TIMEINDEX, {"timestamp": ts, "offset": offset})
+    if missing is not None:
+        writer.warn(missing.message + ": entries not checked")
+    writer.problems(problems)
+    return _status(problems)
+
+
+def _sanity(index, writer):
+    problems = verify.sanity_problems(index)
+    if not problems:
+        writer.note("%s passed sanity check." % index.path)
+    writer.problems(problems)
+    return _status(problems)
+
+
+def dump_txn_index(path, writer, iopts):
+    txn = TransactionIndex(path)
+    writer.begin_aux(path)
+    for e in txn.entries:
+        writer.entry(files.TXNINDEX, {"version": e.version, "producerId": e.producer_id,
+                                      "firstOffset": e.first_offset, "lastOffset": e.last_offset,
+                                      "lastStableOffset": e.last_stable_offset})
+    return EXIT_OK
+
+
+def dump_snapshot(path, writer, iopts):
+    writer.begin_aux(path)
+    for e in read_snapshot(path):
+        fields = {"producerId": e.producer_id, "producerEpoch": e.epoch,
+                  "coordinatorEpoch": e.coordinator_epoch,
+                  "currentTxnFirstOffset": (e.current_txn_first_offset
+                                            if e.current_txn_first_offset >= 0 else None),
+                  "lastTimestamp": e.timestamp}
+        if e.has_batch_metadata:
+            fields.update(firstSequence=e.first_sequence, lastSequence=e.last_sequence,
+                          lastOffset=e.last_offset, offsetDelta=e.offset_delta,
+                          timestamp=e.timestamp)
+        writer.entry(files.SNAPSHOT, fields)
+    return EXIT_OK
+
+
+def dump_offset_checkpoint(path, writer, iopts):
+    entries = checkpoints.read_offset_checkpoint(path)
+    writer.begin_aux(path)
+    for topic, partition, offset in entries:
+        writer.entry(files.OFFSET_CHECKPOINT, {"topic": topic, "partition": partition,
+                                               "offset": offset})
+    return EXIT_OK
+
+
+def dump_leader_epochs(path, writer, iopts):
+    entries = checkpoints.read_leader_epochs(path)
+    writer.begin_aux(path)
+    for epoch, start in entries:
+        writer.entry(files.LEADER_EPOCHS, {"epoch": epoch, "startOffset": start})
+    return EXIT_OK
+
+
+def dump_partition_metadata(path, writer, iopts):
+    version, topic_id = checkpoints.read_partition_metadata(path)
+    writer.begin_aux(path)
+    writer.entry(files.PARTITION_METADATA, {"version": version, "topicId": topic_id})
+    return EXIT_OK
+
+
+DUMPERS = {files.INDEX: dump_index, files.TIMEINDEX: dump_time_index,
+           files.TXNINDEX: dump_txn_index, files.SNAPSHOT: dump_snapshot,
+           files.OFFSET_CHECKPOINT: dump_offset_checkpoint, files.LEADER_EPOCHS: dump_leader_epochs,
+           files.PARTITION_METADATA: dump_partition_metadata}
+
+
+def dump_aux(kind, path, writer, iopts):
+    """Dump a non-log file; a file that cannot be read as its kind is one line on stderr."""
+    try:
+        return DUMPERS[kind](path, writer, iopts)
+    except FileFormatError as e:
+        writer.unreadable(verify.unreadable(path, e))
+        return EXIT_INVALID

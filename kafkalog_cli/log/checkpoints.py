@@ -1,0 +1,91 @@
+"""Text files: offset checkpoints of a log directory, leader-epoch-checkpoint, partition.metadata."""
+
+import base64
+import re
+
+from .files import FileFormatError
+
+# The four per-log-directory checkpoints share one format: "0", a count, then "topic partition offset".
+OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                      "replication-offset-checkpoint", "cleaner-offset-checkpoint")
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+
+_FIELDS = re.compile(r"\s+")
+
+
+def _read_text(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FileFormatError("%s: not UTF-8 text (%s)" % (path, e.reason)) from None
+
+
+def _checkpoint_lines(path, fields):
+    """The entry lines of a CheckpointFile (version 0, a count, then the entries), each split
+    into ``fields`` whitespace-separated parts, checked as Kafka's reader checks them."""
+    lines = _read_text(path).splitlines()
+    if not lines:
+        return []
+    if lines[0].strip() != "0":
+        raise FileFormatError("%s: unrecognised version %r (expected 0)" % (path, lines[0].strip()))
+    if len(lines) < 2 or not lines[1].strip().lstrip("-").isdigit():
+        raise FileFormatError("%s: missing or malformed entry count" % path)
+    expected = int(lines[1].strip())
+    entries = []
+    for n, line in enumerate(lines[2:], start=3):
+        parts = _FIELDS.split(line.strip())
+        if len(parts) != fields:
+            raise FileFormatError("%s: line %d: expected %d fields, found %r" % (path, n, fields, line))
+        entries.append((n, parts))
+    if len(entries) != expected:
+        raise FileFormatError("%s: expected %d entries but found %d" % (path, expected, len(entries)))
+    return entries
+
+
+def _int(path, n, text):
+    try:
+        return int(text)
+    except ValueError:
+        raise FileFormatError("%s: line %d: %r is not a number" % (path, n, text)) from None
+
+
+def read_offset_checkpoint(path):
+    """[(topic, partition, offset)] of an offset checkpoint file."""
+    return [(parts[0], _int(path, n, parts[1]), _int(path, n, parts[2]))
+            for n, parts in _checkpoint_lines(path, 3)]
+
+
+def read_leader_epochs(path):
+    """[(epoch, start offset)] of a leader-epoch-checkpoint."""
+    return [(_int(path, n, parts[0]), _int(path, n, parts[1]))
+            for n, parts in _checkpoint_lines(path, 2)]
+
+
+def read_partition_metadata(path):
+    """(version, topic id) of partition.metadata."""
+    fields = {}
+    for n, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = re.split(r":\s+", line, maxsplit=1)
+        if len(parts) != 2:
+            raise FileFormatError("%s: line %d: expected 'name: value', found %r" % (path, n, line))
+        fields[parts[0]] = parts[1].strip()
+    if "version" not in fields or "topic_id" not in fields:
+        raise FileFormatError("%s: needs both 'version' and 'topic_id' lines" % path)
+    version = _int(path, 1, fields["version"])
+    if version < 0:
+        raise FileFormatError("%s: invalid version %d" % (path, version))
+    topic_id = fields["topic_id"]
+    try:
+        raw = base64.urlsafe_b64decode(topic_id + "==")
+    except ValueError:
+        raw = b""
+    if len(raw) != 16:
+        raise FileFormatError("%s: topic_id %r is not a base64 UUID" % (path, topic_id))
+    if raw == bytes(16):
+        raise FileFormatError("%s: topic_id is the all-zero UUID" % path)
+    return version, topic_id

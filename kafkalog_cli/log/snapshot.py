@@ -1,0 +1,57 @@
+"""Producer state snapshots (<offset>.snapshot): version 1, CRC-32C, 46-byte entries."""
+
+import struct
+
+from crc32c import crc32c
+
+from .files import FileFormatError
+
+HEADER = struct.Struct(">hIi")  # version, crc, count
+# producerId, epoch, lastSequence, lastOffset, offsetDelta, timestamp, coordinatorEpoch,
+# currentTxnFirstOffset
+ENTRY = struct.Struct(">qhiqiqiq")
+
+
+class ProducerEntry:
+    __slots__ = ("producer_id", "epoch", "last_sequence", "last_offset", "offset_delta",
+                 "timestamp", "coordinator_epoch", "current_txn_first_offset")
+
+    def __init__(self, *fields):
+        (self.producer_id, self.epoch, self.last_sequence, self.last_offset, self.offset_delta,
+         self.timestamp, self.coordinator_epoch, self.current_txn_first_offset) = fields
+
+    @property
+    def has_batch_metadata(self):
+        return self.last_offset >= 0
+
+    @property
+    def first_sequence(self):
+        """lastSequence - offsetDelta, continuing from Integer.MAX_VALUE below 0
+        (DefaultRecordBatch.decrementSequence)."""
+        seq = self.last_sequence - self.offset_delta
+        return seq + 0x80000000 if self.last_sequence < self.offset_delta else seq
+
+
+def read_snapshot(path):
+    """The entries of a producer snapshot, checked as ProducerStateManager.readSnapshot does."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 2:
+        raise FileFormatError("Snapshot failed schema validation: %d bytes, too short for a version"
+                              % len(data))
+    (version,) = struct.unpack_from(">h", data, 0)
+    if version != 1:
+        raise FileFormatError("Snapshot contained an unknown file version %d" % version)
+    if len(data) < HEADER.size:
+        raise FileFormatError("Snapshot failed schema validation: %d bytes, too short for a header"
+                              % len(data))
+    _, stored, count = HEADER.unpack_from(data, 0)
+    if count < 0 or HEADER.size + count * ENTRY.size > len(data):
+        raise FileFormatError("Snapshot failed schema validation: %d entries do not fit in %d bytes"
+                              % (count, len(data)))
+    computed = crc32c(data[6:])
+    if stored != computed:
+        raise FileFormatError("Snapshot is corrupt (CRC is no longer valid). Stored crc: %d. "
+                              "Computed crc: %d" % (stored, computed))
+    return [ProducerEntry(*ENTRY.unpack_from(data, HEADER.size + i * ENTRY.size))
+            for i in range(count)]

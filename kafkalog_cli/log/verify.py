@@ -1,0 +1,206 @@
+"""Checking a segment's indexes against its log, as DumpLogSegments and the broker do.
+
+Each check returns a list of ``Problem``; an empty list means the file is sound.
+"""
+
+import os
+
+from ..format import control
+from ..format.errors import CorruptRecordError
+from ..format.records import Batch
+from ..format.scan import scan
+from .files import FileFormatError
+
+# Problem kinds (stable names, used in JSON output).
+OFFSET_MISMATCH = "offset_mismatch"            # entry's offset != lastOffset of the batch there
+NOT_A_BATCH = "not_a_batch_start"              # no complete batch starts at the entry's position
+POSITION_PAST_END = "position_past_end"
+NOT_INCREASING = "not_increasing"
+TIMESTAMP_MISMATCH = "timestamp_mismatch"
+TIMESTAMP_OUT_OF_ORDER = "timestamp_out_of_order"
+OFFSET_NOT_FOUND = "offset_not_found"
+SANITY = "sanity_check_failed"
+TXN_WITHOUT_ABORT = "txn_entry_without_abort"
+ABORT_WITHOUT_TXN = "abort_without_txn_entry"
+TXN_FIRST_OFFSET = "txn_first_offset_mismatch"
+UNREADABLE = "unreadable"
+MISSING_LOG = "missing_log"
+
+
+class Problem:
+    """One finding: ``kind`` (above), a one-line ``message``, and the numbers behind it."""
+
+    __slots__ = ("file", "kind", "message", "fields")
+
+    def __init__(self, file, kind, message, **fields):
+        self.file = file
+        self.kind = kind
+        self.message = message
+        self.fields = fields
+
+    def as_dict(self):
+        out = {"type": "problem", "file": self.file, "kind": self.kind, "message": self.message}
+        out.update(self.fields)
+        return out
+
+
+def batch_at(log, position):
+    """The entry (Batch or InvalidBytes) that starts at ``position`` of ``log``, or None past
+    the end."""
+    if position < 0 or position >= log.size:
+        return None
+    for item in scan(log.buf, position, log.size):
+        return item
+    return None
+
+
+def check_offset_index(index, log):
+    """Every entry must point at the start of a batch whose last offset is the entry's offset,
+    inside the log, with offsets strictly increasing."""
+    problems = []
+    prev = None
+    for offset, position in index.entries:
+        if prev is not None and offset <= prev:
+            problems.append(Problem(index.path, NOT_INCREASING,
+                                    "index offset %d follows %d: entries must increase"
+                                    % (offset, prev), index_offset=offset, previous_offset=prev))
+        prev = offset
+        item = batch_at(log, position)
+        if item is None:
+            problems.append(Problem(index.path, POSITION_PAST_END,
+                                    "index offset %d points at position %d, past the end of the "
+                                    "log (%d bytes)" % (offset, position, log.size),
+                                    index_offset=offset, position=position))
+        elif not isinstance(item, Batch):
+            problems.append(Problem(index.path, NOT_A_BATCH,
+                                    "index offset %d points at position %d, where no batch starts "
+                                    "(%s)" % (offset, position, item.reason),
+                                    index_offset=offset, position=position))
+        elif item.last_offset != offset:
+            problems.append(Problem(index.path, OFFSET_MISMATCH,
+                                    "Index offset: %d, log offset: %d" % (offset, item.last_offset),
+                                    index_offset=offset, log_offset=item.last_offset,
+                                    position=position))
+    return problems
+
+
+def _max_record_timestamp(log, batch):
+    recs = log.records(batch)
+    return max(recs.timestamps) if len(recs) else -1
+
+
+def check_time_index(tindex, oindex, log):
+    """DumpLogSegments' three checks of a time index: the batch that each entry's offset ends
+    must exist, hold the entry's timestamp as its max record timestamp, and timestamps must
+    increase from entry to entry."""
+    problems = []
+    prev_ts = -1
+    for ts, offset in tindex.entries:
+        start = oindex.lookup(offset)[1] if oindex is not None else 0
+        found = None
+        for item in scan(log.buf, min(start, log.size), log.size):
+            if isinstance(item, Batch) and item.last_offset >= offset:
+                found = item
+                break
+        if found is None or found.last_offset != offset:
+            log_offset = -1 if found is None else found.last_offset
+            problems.append(Problem(tindex.path, OFFSET_NOT_FOUND,
+                                    "Indexed offset: %d, found log offset: %d" % (offset, log_offset),
+                                    index_offset=offset, log_offset=log_offset))
+        else:
+            try:
+                max_ts = _max_record_timestamp(log, found)
+            except CorruptRecordError as e:
+                problems.append(Problem(tindex.path, UNREADABLE,
+                                        "batch at position %d for indexed offset %d cannot be read: %s"
+                                        % (found.position, offset, e), index_offset=offset))
+                max_ts = None
+            if max_ts is not None and max_ts != ts:
+                problems.append(Problem(tindex.path, TIMESTAMP_MISMATCH,
+                                        "Index timestamp: %d, log timestamp: %d" % (ts, max_ts),
+                                        index_timestamp=ts, log_timestamp=max_ts))
+            if prev_ts >= ts:
+                problems.append(Problem(tindex.path, TIMESTAMP_OUT_OF_ORDER,
+                                        "Index timestamp: %d, Previously indexed timestamp: %d"
+                                        % (ts, prev_ts), index_timestamp=ts, previous_timestamp=prev_ts))
+        prev_ts = ts
+    return problems
+
+
+def sanity_problems(index):
+    """The broker's start-up sanity check of an index, as Problems."""
+    return [Problem(index.path, SANITY, message) for message in index.sanity_problems()]
+
+
+def check_txn_index(txn, log):
+    """The aborted transactions listed must be those the log's ABORT markers close.
+
+    An entry needs an ABORT marker of its producer at its last offset; an ABORT marker of a
+    producer that wrote transactional data in this segment needs an entry, whose first offset is
+    that producer's first offset since its previous marker.
+    """
+    problems = []
+    open_first = {}    # producer id -> first offset of its open transaction in this segment
+    aborts = {}        # marker offset -> (producer id, first offset in this segment or None)
+    for item in log.entries():
+        if not isinstance(item, Batch) or not item.is_transactional:
+            continue
+        if not item.is_control:
+            open_first.setdefault(item.producer_id, item.base_offset)
+            continue
+        try:
+            recs = log.records(item)
+        except CorruptRecordError:
+            continue  # the log's own problem; verify reports indexes only
+        for offset, key in zip(recs.offsets, recs.keys):
+            try:
+                type_id = control.control_type(key)
+            except CorruptRecordError:
+                continue
+            first = open_first.pop(item.producer_id, None)
+            if type_id == control.ABORT:
+                aborts[offset] = (item.producer_id, first)
+    listed = set()
+    for e in txn.entries:
+        listed.add(e.last_offset)
+        marker = aborts.get(e.last_offset)
+        if marker is None or marker[0] != e.producer_id:
+            problems.append(Problem(txn.path, TXN_WITHOUT_ABORT,
+                                    "aborted transaction of producer %d ending at offset %d: no ABORT "
+                                    "marker of that producer there" % (e.producer_id, e.last_offset),
+                                    producer_id=e.producer_id, last_offset=e.last_offset))
+        elif marker[1] is not None and marker[1] != e.first_offset:
+            problems.append(Problem(txn.path, TXN_FIRST_OFFSET,
+                                    "aborted transaction of producer %d ending at offset %d: first "
+                                    "offset %d, the log says %d" % (e.producer_id, e.last_offset,
+                                                                     e.first_offset, marker[1]),
+                                    producer_id=e.producer_id, first_offset=e.first_offset,
+                                    log_first_offset=marker[1]))
+    for offset, (pid, first) in sorted(aborts.items()):
+        if first is not None and offset not in listed:
+            problems.append(Problem(txn.path, ABORT_WITHOUT_TXN,
+                                    "ABORT marker of producer %d at offset %d (transaction from "
+                                    "offset %d) has no entry" % (pid, offset, first),
+                                    producer_id=pid, last_offset=offset, first_offset=first))
+    return problems
+
+
+def unreadable(path, error):
+    """A Problem for a file that cannot be read at all."""
+    if isinstance(error, OSError):
+        message = "%s" % (error.strerror or error)
+    else:
+        message = str(error)
+        prefix = path + ": "
+        if message.startswith(prefix):
+            message = message[len(prefix):]
+    return Problem(path, UNREADABLE, message)
+
+
+def missing_log(path, log_path):
+    return Problem(path, MISSING_LOG, "no log file %s beside it to check against"
+                   % os.path.basename(log_path))
+
+
+__all__ = ["Problem", "FileFormatError", "check_offset_index", "check_time_index",
+           "check_txn_index", "sanity_problems"]
