@@ -6,6 +6,7 @@ import click
 
 from .. import __version__
 from .dump import dump
+from .verify_index import verify_index
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,6 +16,7 @@ def cli():
 
 
 cli.add_command(dump)
+cli.add_command(verify_index)
 
 
 def main():

@@ -66,6 +66,15 @@ class _Index:
             out.append(self._absolute(raw))
         return out
 
+    def trimmed(self):
+        """The same index cut to its real entries, as the broker trims it on close and roll."""
+        trimmed = object.__new__(type(self))
+        trimmed.__dict__.update(self.__dict__)
+        trimmed.data = self.data[:len(self.entries) * self.entry.size]
+        trimmed.file_size = len(trimmed.data)
+        trimmed.slots = len(self.entries)
+        return trimmed
+
     def slot(self, i):
         """Slot ``i`` as an absolute entry, zero tail or not."""
         return self._absolute(self.entry.unpack_from(self.data, i * self.entry.size))

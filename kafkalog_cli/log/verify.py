@@ -9,7 +9,10 @@ from ..format import control
 from ..format.errors import CorruptRecordError
 from ..format.records import Batch
 from ..format.scan import scan
+from . import files
 from .files import FileFormatError
+from .index import OffsetIndex, TimeIndex
+from .txnindex import TransactionIndex
 
 # Problem kinds (stable names, used in JSON output).
 OFFSET_MISMATCH = "offset_mismatch"            # entry's offset != lastOffset of the batch there
@@ -183,6 +186,82 @@ def check_txn_index(txn, log):
                                     "offset %d) has no entry" % (pid, offset, first),
                                     producer_id=pid, last_offset=offset, first_offset=first))
     return problems
+
+
+class FileReport:
+    """What verifying one index file found: ``problems`` fail it, ``notes`` only inform."""
+
+    __slots__ = ("path", "kind", "entries", "problems", "notes")
+
+    def __init__(self, path, kind, entries=0, problems=(), notes=()):
+        self.path = path
+        self.kind = kind
+        self.entries = entries
+        self.problems = list(problems)
+        self.notes = list(notes)
+
+
+def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
+    """Check the .index, .timeindex and .txnindex beside ``log_path`` (those that exist).
+
+    ``active``: the partition's last segment, whose indexes a live or crashed broker leaves
+    pre-allocated; their zero tail is trimmed before the sanity check, as the broker trims it on
+    close. Anywhere else a zero tail is reported (a crash can leave one: KAFKA-19200), and with
+    ``sanity_only`` the broker's start-up check runs on the file exactly as it is.
+    """
+    from .segment import LogFile, DEFAULT_MAX_MESSAGE_SIZE
+    reports = []
+    paths = {kind: files.segment_file(log_path, kind)
+             for kind in (files.INDEX, files.TIMEINDEX, files.TXNINDEX)}
+    have_log = os.path.isfile(log_path)
+    log = LogFile(log_path, max_message_size or DEFAULT_MAX_MESSAGE_SIZE) if have_log else None
+    try:
+        oindex = None
+        for kind, cls in ((files.INDEX, OffsetIndex), (files.TIMEINDEX, TimeIndex)):
+            path = paths[kind]
+            if not os.path.isfile(path):
+                continue
+            try:
+                index = cls(path)
+            except (OSError, FileFormatError) as e:
+                reports.append(FileReport(path, kind, problems=[unreadable(path, e)]))
+                continue
+            report = FileReport(path, kind, len(index.entries))
+            reports.append(report)
+            if kind == files.INDEX:
+                oindex = index
+            if index.zero_tail and not active:
+                report.notes.append(Problem(path, "zero_tail",
+                                            "%d zero-filled slots after the %d real entries%s"
+                                            % (index.zero_tail, len(index.entries),
+                                               " (left at full pre-allocated size: KAFKA-19200)"
+                                               if index.preallocated else "")))
+            checked = index.trimmed() if active and not sanity_only else index
+            report.problems.extend(sanity_problems(checked))
+            if sanity_only:
+                continue
+            if log is None:
+                report.problems.append(missing_log(path, log_path))
+            elif kind == files.INDEX:
+                report.problems.extend(check_offset_index(index, log))
+            else:
+                report.problems.extend(check_time_index(index, oindex, log))
+        path = paths[files.TXNINDEX]
+        if os.path.isfile(path):
+            try:
+                txn = TransactionIndex(path)
+            except (OSError, FileFormatError) as e:
+                reports.append(FileReport(path, files.TXNINDEX, problems=[unreadable(path, e)]))
+            else:
+                report = FileReport(path, files.TXNINDEX, len(txn.entries),
+                                    [Problem(path, SANITY, m) for m in txn.sanity_problems()])
+                reports.append(report)
+                if not sanity_only and log is not None:
+                    report.problems.extend(check_txn_index(txn, log))
+    finally:
+        if log is not None:
+            log.close()
+    return reports
 
 
 def unreadable(path, error):

@@ -1,0 +1,111 @@
+"""`kafkalog verify-index`: check index files against their logs; exit codes fit for cron."""
+
+import json
+import os
+import sys
+
+import click
+
+from ..log import files
+from ..log.files import NoSegmentsError, expand_path, file_kind
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
+from ..log.verify import verify_segment
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+_CHECKED = (files.LOG, files.INDEX, files.TIMEINDEX, files.TXNINDEX)
+
+
+def _segments(found, explicit):
+    """(log path, active, only) per segment to check: ``only`` is the one index file asked
+    for, or None for all of the segment's indexes. From a directory, each segment once (and an
+    index whose log is missing, to report it)."""
+    out = []
+    for path in found:
+        kind = file_kind(path)
+        log_path = files.segment_file(path, files.LOG)
+        if kind == files.LOG:
+            out.append((log_path, _is_active(log_path), None))
+        elif kind in _CHECKED and (explicit or not os.path.isfile(log_path)):
+            out.append((log_path, _is_active(log_path), path))
+    return out
+
+
+def _is_active(log_path):
+    """Is this the partition's last segment (the one a broker keeps pre-allocated)?"""
+    directory = os.path.dirname(log_path) or "."
+    bases = [files.base_offset_from_name(n) for n in os.listdir(directory)
+             if n.endswith(".log") and files.base_offset_from_name(n) is not None]
+    base = files.base_offset_from_name(log_path)
+    return base is not None and bool(bases) and base == max(bases)
+
+
+def _summary_table(reports):
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="kafkalog verify-index")
+    for column in ("file", "kind", "entries", "problems"):
+        table.add_column(column, justify="right" if column in ("entries", "problems") else "left")
+    for r in reports:
+        table.add_row(r.path, r.kind, str(r.entries),
+                      ("[red]%d[/red]" % len(r.problems)) if r.problems else "0")
+    Console(stderr=True).print(table)
+
+
+@click.command("verify-index")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--sanity-only", is_flag=True,
+              help="Run only the broker's start-up sanity check, on the files as they are.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="json: JSON Lines on stdout (problems, notes, a line per file).")
+@click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
+              show_default=True, help="Largest record accepted when reading batches.")
+def verify_index(paths, sanity_only, fmt, max_message_size):
+    """Check .index, .timeindex and .txnindex files against their logs.
+
+    PATHS are index or log files, partition directories or log directories. The offset index's
+    entries must point at batch starts whose last offset they name; the time index's timestamps
+    must be the max timestamps of the batches their offsets end; the transaction index must
+    list the aborted transactions the log's ABORT markers close; every index must pass the
+    broker's start-up sanity check. Exit status: 0 clean, 1 problems found, 2 usage error or
+    unreadable input.
+    """
+    status = EXIT_OK
+    reports = []
+    for target in paths:
+        try:
+            found = expand_path(target, kinds=_CHECKED)
+        except (NoSegmentsError, OSError) as e:
+            click.echo("kafkalog: %s" % (e if isinstance(e, NoSegmentsError) else
+                                         "%s: %s" % (target, e.strerror or e)), err=True)
+            status = EXIT_USAGE
+            continue
+        explicit = found == [target]
+        if explicit and file_kind(target) not in _CHECKED:
+            click.echo("kafkalog: %s: not a log or index file" % target, err=True)
+            status = EXIT_USAGE
+            continue
+        for log_path, active, only in _segments(found, explicit):
+            try:
+                segment_reports = verify_segment(log_path, active, sanity_only, max_message_size)
+            except OSError as e:
+                click.echo("kafkalog: %s: %s" % (log_path, e.strerror or e), err=True)
+                status = EXIT_USAGE
+                continue
+            reports.extend(r for r in segment_reports if only is None or r.path == only)
+    for r in reports:
+        for item, label in [(p, p.kind) for p in r.problems] + [(n, "note") for n in r.notes]:
+            if fmt == "json":
+                obj = item.as_dict()
+                if label == "note":
+                    obj["type"] = "note"
+                click.echo(json.dumps(obj))
+            else:
+                click.echo("%s: %s: %s" % (r.path, label, item.message), err=True)
+        if fmt == "json":
+            click.echo(json.dumps({"type": "file", "file": r.path, "kind": r.kind,
+                                   "entries": r.entries, "problems": len(r.problems)}))
+        if r.problems:
+            status = max(status, EXIT_PROBLEMS)
+    if fmt == "text" and reports and sys.stderr.isatty():
+        _summary_table(reports)
+    sys.exit(status)
