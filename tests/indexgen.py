@@ -205,8 +205,12 @@ def snapshot_crc(data):
     return struct.unpack_from(">I", data, 2)[0], crc32c(data[6:])
 
 
-def _wrap32(v):
-    return (v + 2 ** 31) % 2 ** 32 - 2 ** 31
+def decrement_sequence(sequence, decrement):
+    """Kafka's DefaultRecordBatch.decrementSequence (BatchMetadata.firstSeq): sequences wrap
+    within [0, Integer.MAX_VALUE], not as int32."""
+    if sequence < decrement:
+        return 2147483647 - (decrement - sequence) + 1
+    return sequence - decrement
 
 
 def snapshot_line(e, kafka_format="4.2"):
@@ -217,7 +221,7 @@ def snapshot_line(e, kafka_format="4.2"):
             "lastTimestamp: %d " % (e.producer_id, e.epoch, e.coordinator_epoch, txn, e.timestamp))
     if e.last_offset >= 0:
         line += ("firstSequence: %d lastSequence: %d lastOffset: %d offsetDelta: %d timestamp: %d"
-                 % (_wrap32(e.last_sequence - e.offset_delta), e.last_sequence, e.last_offset,
+                 % (decrement_sequence(e.last_sequence, e.offset_delta), e.last_sequence, e.last_offset,
                     e.offset_delta, e.timestamp))
     elif kafka_format >= "4.3":
         line = line[:-1]

@@ -447,13 +447,14 @@ SNAPSHOT_ENTRIES = [
     ig.SnapshotEntry(1001, 0, -1, -1, 0, T0 + 51, 6, -1),          # no batch metadata
     ig.SnapshotEntry(2000, 1, 1, 61, 1, T0 + 60, -1, 55),          # open transaction
     ig.SnapshotEntry(3000, 32767, 2147483646, 70, 3, T0, 0, -1),   # firstSequence wraps below
-    ig.SnapshotEntry(3001, 0, 1, 80, 3, T0, 0, -1),                # firstSequence negative wrap
+    ig.SnapshotEntry(3001, 0, 1, 80, 3, T0, 0, -1),                # firstSequence wraps
 ]
 
 
 def test_snapshot_line_oracle():
     assert ig.snapshot_line(SNAPSHOT_ENTRIES[1]).endswith("lastTimestamp: %d " % (T0 + 51))
-    assert ig.snapshot_line(SNAPSHOT_ENTRIES[4]).count("firstSequence: -2 ") == 1
+    # BatchMetadata.firstSeq = decrementSequence(1, 3) wraps to Integer.MAX_VALUE - 1
+    assert ig.snapshot_line(SNAPSHOT_ENTRIES[4]).count("firstSequence: 2147483646 ") == 1
 
 
 def test_dump_snapshot(tmp_path):
@@ -761,3 +762,32 @@ def test_dump_directory_with_corrupt_files_no_traceback(tmp_path):
     assert res.code in (1, 2), res
     # the clean second segment is still dumped
     assert "Dumping %s" % segs[1].paths["index"] in res.lines
+
+
+def test_dump_time_index_without_offset_index(part):
+    """Kafka needs the sibling .index to look entries up (and creates it); without one the time
+    index is still printed, without a traceback."""
+    seg = part[0]
+    os.remove(seg.paths["index"])
+    res = dump(seg.paths["timeindex"])
+    no_traceback(res)
+    assert res.lines[:1 + len(seg.indexes.time_entries)] == (
+        ["Dumping %s" % seg.paths["timeindex"]] + time_lines(seg.indexes.time_entries))
+
+
+def test_dump_two_index_files_two_summaries(part):
+    wrong = []
+    for seg in part:
+        entries = ig.replace_entry(seg.indexes.offset_entries, 0,
+                                   (seg.indexes.offset_entries[0][0] - 2,
+                                    seg.indexes.offset_entries[0][1]))
+        write_corrupt_index(seg, entries)
+        wrong.append((seg, entries))
+    res = dump(part[0].paths["index"], part[1].paths["index"])
+    assert res.code == 1, res
+    for seg, entries in wrong:
+        expected = ig.offset_index_summary_lines(
+            os.path.abspath(seg.paths["index"]),
+            ig.kafka_offset_index_mismatches(entries, seg.batches, seg.base_offset))
+        at = res.err_lines.index(expected[0])
+        assert res.err_lines[at:at + len(expected)] == expected, res.err

@@ -7,6 +7,7 @@ import click
 
 from ..log import files
 from ..log.files import NoSegmentsError, base_offset_from_name, expand_path, file_kind
+from ..log.seek import Seek, next_bases
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile
 from ..format.records import Batch
 from . import decoders
@@ -39,11 +40,19 @@ def _targets(paths, files):
     return targets
 
 
-def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resync):
-    """Dump one segment file through ``writer``; return the exit status it earns."""
+def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resync, seek=None):
+    """Dump one segment file through ``writer``; return the exit status it earns.
+
+    With ``seek``, start where the indexes say and print only the batches holding wanted
+    records (and, deep, only those records)."""
     status = EXIT_OK
     limited = max_bytes < KAFKA_MAX_BYTES
     with LogFile(path, max_message_size) as log:
+        start = 0
+        if seek is not None:
+            start, note = seek.start_position(log)
+            if note is not None:
+                writer.warn(note)
         base = base_offset_from_name(path) if base_offset is None else base_offset
         if base is None:
             base = log.first_base_offset()
@@ -54,15 +63,24 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
                         % (path, base, source))
         writer.begin_file(path, base, log.buf)
         end = min(log.size, max_bytes)
-        fast = writer.fast_path()
-        pos = 0
+        fast = writer.fast_path() if seek is None else None
+        pos = min(start, end)
         while pos < end:
             if fast is not None:
                 pos = fast(log, pos, end, RELEASE_STEP)
                 log.release_before(pos)
-            for item, recs, error in log.walk(pos, end, opts.deep, resync):
+            for item, recs, error in log.walk(pos, end, opts.deep or seek is not None, resync):
                 pos = item.position + item.size
                 if isinstance(item, Batch):
+                    if seek is not None:
+                        if seek.past_end(item):
+                            pos = end
+                            break
+                        if recs is not None:
+                            wanted = seek.select(recs)
+                            if not wanted:
+                                continue
+                            recs = recs.select(wanted) if opts.deep else None
                     writer.batch(item, recs)
                     if error is None and not opts.deep:
                         error = item.codec_problem
@@ -117,10 +135,17 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
               help="Index files: check the entries against the log, print no entry lines.")
 @click.option("--index-sanity-check", is_flag=True,
               help="Index files: run only the broker's start-up sanity check.")
+@click.option("--from-offset", type=click.IntRange(0), default=None,
+              help="Only records at this offset or later (found through the offset index).")
+@click.option("--to-offset", type=click.IntRange(0), default=None, help="Only records at this offset or earlier.")
+@click.option("--from-timestamp", type=int, default=None, metavar="MS",
+              help="Start at the first record whose timestamp is at least MS (through the time index).")
+@click.option("--to-timestamp", type=int, default=None, metavar="MS",
+              help="Only records whose timestamp is at most MS.")
 def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
          max_message_size, key_decoder, value_decoder, key_decoder_class, value_decoder_class,
          base_offset, timestamps, fmt, kafka_format, skip_invalid, verify_index_only,
-         index_sanity_check):
+         index_sanity_check, from_offset, to_offset, from_timestamp, to_timestamp):
     """Dump Kafka log files: segments (.log, and .log.deleted/.cleaned/.swap), offset and time
     indexes, transaction indexes, producer snapshots, and the checkpoint files.
 
@@ -141,6 +166,9 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     writer = WRITERS[fmt](sys.stdout.buffer, sys.stderr, opts)
     iopts = IndexOptions(verify_only=verify_index_only, sanity_only=index_sanity_check,
                          max_message_size=max_message_size)
+    bounds = None
+    if (from_offset, to_offset, from_timestamp, to_timestamp) != (None,) * 4:
+        bounds = Seek(from_offset, to_offset, from_timestamp, to_timestamp)
     status = EXIT_OK
     try:
         for target in targets:
@@ -151,8 +179,17 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
                 status = EXIT_USAGE
                 continue
             from_directory = found != [target]
+            if bounds is not None:
+                # Seeking reads the logs only, and of those only the segments the bounds reach.
+                found = [f for f in found if file_kind(f) == files.LOG]
+                following = next_bases(found)
+                found = [f for f in found if bounds.wants_segment(
+                    base_offset_from_name(f), following.get(f))]
+            seek, seek_dir = None, None
             for path in found:
                 kind = file_kind(path)
+                if bounds is not None and os.path.dirname(path) != seek_dir:
+                    seek, seek_dir = bounds.fresh(), os.path.dirname(path)
                 if kind is None:
                     if from_directory:
                         writer.ignored(path)
@@ -165,7 +202,7 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
                 try:
                     if kind == files.LOG:
                         result = dump_file(path, writer, opts, max_bytes, max_message_size,
-                                           base_offset, skip_invalid)
+                                           base_offset, skip_invalid, seek)
                     else:
                         result = dump_aux(kind, path, writer, iopts)
                     status = max(status, result)

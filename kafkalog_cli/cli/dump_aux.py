@@ -44,14 +44,14 @@ def dump_index(path, writer, iopts):
     if iopts.sanity_only:
         return _sanity(index, writer)
     log, missing = _open_log(path, iopts.max_message_size)
-    problems = [] if log is None else verify.check_offset_index(index, log)
-    if log is not None:
-        log.close()
+    if log is None:
+        problems = [missing]
+    else:
+        with log:
+            problems = verify.check_offset_index(index, log)
     if not iopts.verify_only:
         for offset, position in index.entries:
             writer.entry(files.INDEX, {"offset": offset, "position": position})
-    if missing is not None:
-        writer.warn(missing.message + ": entries not checked")
     writer.problems(problems)
     return _status(problems)
 
@@ -63,17 +63,16 @@ def dump_time_index(path, writer, iopts):
     if iopts.sanity_only:
         return _sanity(tindex, writer)
     log, missing = _open_log(path, iopts.max_message_size)
-    problems = []
-    if log is not None:
-        index_path = files.segment_file(path, files.INDEX)
-        oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
-        problems = verify.check_time_index(tindex, oindex, log)
-        log.close()
+    if log is None:
+        problems = [missing]
+    else:
+        with log:
+            index_path = files.segment_file(path, files.INDEX)
+            oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
+            problems = verify.check_time_index(tindex, oindex, log)
     if not iopts.verify_only:
         for ts, offset in tindex.entries:
             writer.entry(files.TIMEINDEX, {"timestamp": ts, "offset": offset})
-    if missing is not None:
-        writer.warn(missing.message + ": entries not checked")
     writer.problems(problems)
     return _status(problems)
 

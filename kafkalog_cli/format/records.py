@@ -175,6 +175,15 @@ class Records:
     def __len__(self):
         return len(self.offsets)
 
+    def select(self, indices):
+        """A Records of the records at ``indices`` only."""
+        out = Records()
+        for name in self.__slots__:
+            column = getattr(self, name)
+            if column is not None:
+                setattr(out, name, [column[i] for i in indices])
+        return out
+
 
 def decode_v2_records(data, count, base_offset, base_timestamp, append_time, limit):
     """Decode ``count`` v2 records that fill ``data`` (bytes) exactly.

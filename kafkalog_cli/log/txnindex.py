@@ -38,6 +38,16 @@ class TransactionIndex:
             _, pid, first, last, lso = ENTRY.unpack_from(data, pos)
             self.entries.append(AbortedTxn(version, pid, first, last, lso))
 
+    @classmethod
+    def empty(cls, path, base_offset=None):
+        """The index of a segment without a .txnindex file (no aborted transaction)."""
+        txn = object.__new__(cls)
+        txn.path = path
+        txn.base_offset = base_offset_from_name(path) if base_offset is None else base_offset
+        txn.file_size = txn.trailing = 0
+        txn.entries = []
+        return txn
+
     def sanity_problems(self):
         """The broker's start-up check: no entry may end below the segment's base offset."""
         if self.base_offset is None:

@@ -258,6 +258,11 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
                 reports.append(report)
                 if not sanity_only and log is not None:
                     report.problems.extend(check_txn_index(txn, log))
+        elif not sanity_only and log is not None:
+            # The broker creates the file with the first aborted transaction: none, no file.
+            problems = check_txn_index(TransactionIndex.empty(path), log)
+            if problems:
+                reports.append(FileReport(path, files.TXNINDEX, 0, problems))
     finally:
         if log is not None:
             log.close()
@@ -277,8 +282,8 @@ def unreadable(path, error):
 
 
 def missing_log(path, log_path):
-    return Problem(path, MISSING_LOG, "no log file %s beside it to check against"
-                   % os.path.basename(log_path))
+    return Problem(path, MISSING_LOG, "no log file %s beside it: entries not checked (the broker "
+                   "deletes such an index)" % os.path.basename(log_path))
 
 
 __all__ = ["Problem", "FileFormatError", "check_offset_index", "check_time_index",

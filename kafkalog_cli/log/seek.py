@@ -1,0 +1,123 @@
+"""Seeking by offset and time: which segments to read, where in them to start, which records.
+
+Segments are chosen by their file names' base offsets; inside a segment the start position
+comes from the offset index (largest entry at or below the offset) or, for a timestamp, from the
+time index then the offset index, as LogSegment.findOffsetByTimestamp does. An index that is
+missing or fails the broker's sanity check is not used: the segment is scanned from its start.
+"""
+
+import os
+
+from . import files
+from .files import FileFormatError
+from ..format.records import Batch
+from .index import OffsetIndex, TimeIndex
+from .verify import batch_at
+
+
+class Seek:
+    """Bounds of a dump and the state of one partition's pass: offsets inclusive; from_ts starts
+    at the first record whose timestamp is at least from_ts (as offsets-for-times does);
+    to_ts keeps records whose timestamp is at most to_ts."""
+
+    def __init__(self, from_offset=None, to_offset=None, from_ts=None, to_ts=None):
+        self.from_offset = from_offset
+        self.to_offset = to_offset
+        self.from_ts = from_ts
+        self.to_ts = to_ts
+        self.started = from_ts is None
+
+    def fresh(self):
+        """The same bounds for another partition."""
+        return Seek(self.from_offset, self.to_offset, self.from_ts, self.to_ts)
+
+    def wants_segment(self, base, next_base):
+        """Can a segment of offsets [base, next_base) hold a record in the offset bounds?"""
+        if self.to_offset is not None and base is not None and base > self.to_offset:
+            return False
+        if self.from_offset is not None and next_base is not None and next_base <= self.from_offset:
+            return False
+        return True
+
+    def past_end(self, batch):
+        """No later batch can be wanted (offsets increase along a partition)."""
+        return self.to_offset is not None and batch.base_offset > self.to_offset
+
+    def select(self, recs):
+        """Indices of the wanted records of a batch, in order."""
+        out = []
+        lo, hi, to_ts = self.from_offset, self.to_offset, self.to_ts
+        for i, (off, ts) in enumerate(zip(recs.offsets, recs.timestamps)):
+            if (lo is not None and off < lo) or (hi is not None and off > hi):
+                continue
+            if not self.started:
+                if ts < self.from_ts:
+                    continue
+                self.started = True
+            if to_ts is not None and ts > to_ts:
+                continue
+            out.append(i)
+        return out
+
+    def start_position(self, log):
+        """(position, note): where to start reading the segment ``log`` (a LogFile), and why
+        not further in (None when the indexes did their job)."""
+        if self.from_offset is None and self.started:
+            return 0, None
+        base = files.base_offset_from_name(log.path)
+        if base is None:
+            return 0, "%s: no base offset in the file name: reading it from the start" % log.path
+        index_path = files.segment_file(log.path, files.INDEX)
+        oindex, note = _sane(OffsetIndex, index_path, base)
+        if oindex is None:
+            return 0, note
+        target = self.from_offset if self.from_offset is not None else base
+        if not self.started:
+            tindex, note = _sane(TimeIndex, files.segment_file(log.path, files.TIMEINDEX), base)
+            if tindex is None:
+                if self.from_offset is None:
+                    return 0, note
+            else:
+                target = max(tindex.lookup(self.from_ts)[1], target)
+        offset, position = oindex.lookup(target)
+        if position:
+            # An index can pass the sanity check and still be wrong: trust an entry only where
+            # the batch it names starts.
+            batch = batch_at(log, position)
+            if not isinstance(batch, Batch) or batch.last_offset != offset:
+                return 0, ("%s: entry for offset %d points at position %d, where no batch ending "
+                           "at that offset starts: reading the segment from its start"
+                           % (index_path, offset, position))
+        return position, note
+
+
+def _sane(cls, path, base):
+    """The index at ``path`` cut to its entries, or (None, why it cannot be used)."""
+    if not os.path.isfile(path):
+        return None, "%s: missing: reading the segment from its start" % path
+    try:
+        raw = cls(path, base)
+        index = raw.trimmed()
+    except (OSError, FileFormatError) as e:
+        return None, "%s: unreadable (%s): reading the segment from its start" % (path, e)
+    problems = raw.sanity_problems()
+    if problems and raw.zero_tail and raw.file_size % raw.entry.size == 0:
+        problems = index.sanity_problems()  # a pre-allocated tail: judged as the broker trims it
+    if problems:
+        return None, "%s: %s: reading the segment from its start" % (path, problems[0])
+    return index, None
+
+
+def next_bases(log_paths):
+    """For each log path, the base offset of the next segment of the same directory (or None)."""
+    out = {}
+    by_dir = {}
+    for p in log_paths:
+        by_dir.setdefault(os.path.dirname(p), []).append(p)
+    for paths in by_dir.values():
+        bases = sorted((files.base_offset_from_name(p), p) for p in paths
+                       if files.base_offset_from_name(p) is not None
+                       and not files.lifecycle_suffix(p))
+        for (base, p), nxt in zip(bases, bases[1:] + [(None, None)]):
+            out[p] = nxt[0]
+    return out
