@@ -82,6 +82,9 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
                                 continue
                             recs = recs.select(wanted) if opts.deep else None
                     writer.batch(item, recs)
+                    if seek is not None and not seek.shown:
+                        writer.flush()  # the first match at once: the rest may take a scan
+                        seek.shown = True
                     if error is None and not opts.deep:
                         error = item.codec_problem
                     if error is not None:

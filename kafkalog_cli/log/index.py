@@ -8,7 +8,6 @@ first whose relative offset is 0.
 """
 
 import array
-import bisect
 import os
 import struct
 import sys
@@ -18,9 +17,20 @@ from .files import FileFormatError, base_offset_from_name
 DEFAULT_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
 
 
+def _int32s(data):
+    """The file's bytes as big-endian int32s, in a C array."""
+    ints = array.array("i", data[:len(data) - len(data) % 4])
+    if sys.byteorder == "little":
+        ints.byteswap()
+    return ints
+
+
 class _Index:
     entry = None          # struct.Struct of one entry
     kind = None
+    offset_int32 = 0      # which int32 of an entry holds the relative offset
+    offset_field = 0      # which field of an unpacked entry holds it
+    key_field = 0         # which field of an unpacked entry lookups search on
 
     def __init__(self, path, base_offset=None):
         self.path = path
@@ -33,7 +43,26 @@ class _Index:
             self.data = f.read()
         self.file_size = len(self.data)
         self.slots = self.file_size // self.entry.size
-        self.entries = self._real_entries()
+        self.count = self._count_real()
+        self._entries = None
+
+    def _count_real(self):
+        """Real entries: up to the first slot after the first whose relative offset is 0."""
+        width = self.entry.size // 4
+        relative = _int32s(self.data[:self.slots * self.entry.size])[self.offset_int32::width]
+        try:
+            return relative.index(0, 1)
+        except ValueError:
+            return len(relative)
+
+    @property
+    def entries(self):
+        """The real entries, absolute: built on first use (an index may hold a million)."""
+        if self._entries is None:
+            size = self.entry.size
+            raw = self.entry.iter_unpack(memoryview(self.data)[:self.count * size])
+            self._entries = [self._absolute(r) for r in raw]
+        return self._entries
 
     @property
     def max_slots(self):
@@ -44,35 +73,42 @@ class _Index:
     def zero_tail(self):
         """Whole slots after the real entries (a pre-allocated tail: zeros, as a live broker
         leaves the active segment's index, or a crashed one any segment's)."""
-        return self.slots - len(self.entries)
+        return self.slots - self.count
 
     @property
     def preallocated(self):
         """Left at its full pre-allocated size (normal for the active segment only)."""
         return self.file_size == self.max_slots * self.entry.size and self.zero_tail > 0
 
-    def _relative(self, raw):
-        raise NotImplementedError
-
     def _absolute(self, raw):
         raise NotImplementedError
 
-    def _real_entries(self):
-        raw = list(self.entry.iter_unpack(memoryview(self.data)[:self.slots * self.entry.size]))
-        n = len(raw)
-        for i in range(1, n):
-            if self._relative(raw[i]) == 0:
-                n = i
-                break
-        return [self._absolute(r) for r in raw[:n]]
+    def _floor(self, key):
+        """The real entry with the largest key at or below ``key``, or None: a binary search
+        over the file's bytes, as the broker's lookup does over its mapping."""
+        lo, hi = 0, self.count - 1
+        found = None
+        unpack = self.entry.unpack_from
+        size = self.entry.size
+        field = self.key_field
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            raw = unpack(self.data, mid * size)
+            k = raw[field] + (self.base_offset if field == self.offset_field else 0)
+            if k <= key:
+                found = raw
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return None if found is None else self._absolute(found)
 
     def trimmed(self):
         """The same index cut to its real entries, as the broker trims it on close and roll."""
         trimmed = object.__new__(type(self))
         trimmed.__dict__.update(self.__dict__)
-        trimmed.data = self.data[:len(self.entries) * self.entry.size]
+        trimmed.data = self.data[:self.count * self.entry.size]
         trimmed.file_size = len(trimmed.data)
-        trimmed.slots = len(self.entries)
+        trimmed.slots = self.count
         return trimmed
 
     def slot(self, i):
@@ -85,27 +121,11 @@ class OffsetIndex(_Index):
 
     entry = struct.Struct(">ii")
     kind = "index"
-
-    def _relative(self, raw):
-        return raw[0]
+    offset_int32 = 0
+    key_field = offset_field = 0
 
     def _absolute(self, raw):
         return (self.base_offset + raw[0], raw[1])
-
-    def _real_entries(self):
-        # Offsets and positions in C-speed arrays: an index has up to 1.3 million slots.
-        slots = array.array("i", self.data[:self.slots * 8])
-        if sys.byteorder == "little":
-            slots.byteswap()
-        relative = slots[0::2]
-        n = len(relative)
-        if n > 1:
-            try:
-                n = relative.index(0, 1)
-            except ValueError:
-                pass
-        base = self.base_offset
-        return [(base + rel, pos) for rel, pos in zip(relative[:n], slots[1:2 * n:2])]
 
     def sanity_problems(self):
         """OffsetIndex.sanityCheck, condition for condition (what the broker checks)."""
@@ -119,9 +139,9 @@ class OffsetIndex(_Index):
         return problems
 
     def lookup(self, offset):
-        """The position to start a scan for ``offset``: the largest entry at or below it."""
-        i = bisect.bisect_right(self.entries, (offset, 2 ** 31)) - 1
-        return self.entries[i] if i >= 0 else (self.base_offset, 0)
+        """The position to start a scan for ``offset``: the largest entry at or below it, else
+        (base offset, 0)."""
+        return self._floor(offset) or (self.base_offset, 0)
 
 
 class TimeIndex(_Index):
@@ -129,10 +149,9 @@ class TimeIndex(_Index):
 
     entry = struct.Struct(">qi")
     kind = "timeindex"
-
-    def _relative(self, raw):
-        return raw[1]
-
+    offset_int32 = 2   # int32s of an entry: timestamp high, timestamp low, relative offset
+    key_field = 0
+    offset_field = 1
     def _absolute(self, raw):
         return (raw[0], self.base_offset + raw[1])
 
@@ -155,9 +174,7 @@ class TimeIndex(_Index):
 
     def lookup(self, timestamp):
         """The largest entry whose timestamp is at most ``timestamp``, else (-1, base)."""
-        keys = [e[0] for e in self.entries]
-        i = bisect.bisect_right(keys, timestamp) - 1
-        return self.entries[i] if i >= 0 else (-1, self.base_offset)
+        return self._floor(timestamp) or (-1, self.base_offset)
 
 
 def sibling(path, suffix):

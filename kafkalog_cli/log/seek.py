@@ -26,6 +26,7 @@ class Seek:
         self.from_ts = from_ts
         self.to_ts = to_ts
         self.started = from_ts is None
+        self.shown = False  # has a wanted batch been printed yet (for the caller)
 
     def fresh(self):
         """The same bounds for another partition."""
