@@ -5,7 +5,6 @@ broker-equivalent builder over kafka-python's parse), never from kafkalog_cli.""
 import json
 import os
 import re
-import struct
 
 import pytest
 
@@ -791,3 +790,53 @@ def test_dump_two_index_files_two_summaries(part):
             ig.kafka_offset_index_mismatches(entries, seg.batches, seg.base_offset))
         at = res.err_lines.index(expected[0])
         assert res.err_lines[at:at + len(expected)] == expected, res.err
+
+
+# -- what Kafka's readers accept ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["0\r\n1\r\norders 3 55\r\n", "0\n1\norders   3  55\n",
+                                  "0\n1\norders\t3\t55\n", "0\n1\norders 3 55"])
+def test_offset_checkpoint_reader_tolerance(tmp_path, text):
+    """BufferedReader.readLine accepts \\r\\n and a missing final newline; fields split on \\s+."""
+    path = ig.write_file(tmp_path / "replication-offset-checkpoint", text)
+    res = dump(path)
+    assert res.code == 0, res
+    assert tokens_on_one_line(res.out, ["orders", 3, 55]) or tokens_on_one_line(
+        res.out, ["orders-3", 55]), res.out
+
+
+def test_empty_checkpoints_with_zero_count(tmp_path):
+    for name in ("leader-epoch-checkpoint", "recovery-point-offset-checkpoint"):
+        res = dump(ig.write_file(tmp_path / name, "0\n0\n"))
+        assert res.code == 0, res
+        no_traceback(res)
+
+
+def test_partition_metadata_trailing_newline(tmp_path):
+    tid = ig.topic_id(9)
+    res = dump(ig.write_file(tmp_path / "partition.metadata", ig.partition_metadata(tid) + "\n"))
+    assert res.code == 0, res
+    assert tid in res.out
+
+
+def test_txn_index_negative_version_byte(tmp_path):
+    """The version is read as the signed first byte: 0x80..0xFF pass (dump-output.md §4.3)."""
+    data = bytearray(ig.encode_txn_index([ig.AbortedTxn(5, 10, 20, 21)]))
+    data[0] = 0x80
+    path = ig.write_file(tmp_path / "00000000000000000000.txnindex", bytes(data))
+    res = dump(path)
+    assert res.code == 0, res
+    assert res.lines == ["Dumping %s" % path, ig.txn_line(ig.AbortedTxn(5, 10, 20, 21), -128)]
+
+
+def test_dump_all_zero_preallocated_indexes(tmp_path):
+    """A freshly rolled active segment: empty log, both indexes 10 MiB of zeros. Kafka itself
+    prints slot 0 (it never stops at i = 0) and fails reading the empty log; here: no traceback,
+    at most that one line, and no scan of the 10 MiB of zeros into entry lines."""
+    d0, n0 = ig.busy_segment(0, n_batches=20)
+    segs = ig.write_partition(tmp_path / "t-0", [(0, d0), (n0, b"")], preallocate_active=True)
+    for kind in ("index", "timeindex"):
+        res = dump(segs[1].paths[kind])
+        no_traceback(res)
+        assert res.lines[0] == "Dumping %s" % segs[1].paths[kind]
+        assert len(res.lines) <= 2, res.lines[:5]

@@ -333,3 +333,176 @@ def test_bad_bound_values(partition, args):
     res = dump("--deep-iteration", *args, d)
     assert res.code == 2, res
     assert "Traceback" not in res.err
+
+
+# -- indexes that pass the sanity check but lie ------------------------------------------------------
+
+def test_offset_seek_with_unordered_index(tmp_path, partition):
+    _, _, end, records = partition
+    d = tmp_path / "orders-0"
+    segs, _ = make_partition(d)
+    seg = segs[1]
+    e = seg.indexes.offset_entries
+    ig.write_file(seg.paths["index"], ig.encode_offset_index(
+        [e[0], e[4], e[2], e[3], e[1], e[5]] + e[6:], seg.base_offset))
+    for lo in [o for o, _ in e] + [o + 1 for o, _ in e] + [o - 1 for o, _ in e]:
+        res = seek("--from-offset", lo, "--to-offset", lo + 10, str(d))
+        assert record_lines(res) == by_offset(records, lo, lo + 10), lo
+
+
+def test_time_seek_with_wrong_but_sane_time_index(tmp_path, partition):
+    """Every time entry's timestamp lowered to the segment's smallest one except the last: the
+    file passes Kafka's sanity check (last >= first, offsets >= base), but its entries do not
+    match the log (verify-index reports timestamp mismatches). Seeking must not trust it into
+    skipping records."""
+    _, _, end, records = partition
+    d = tmp_path / "orders-0"
+    segs, _ = make_partition(d)
+    seg = segs[0]
+    e = seg.indexes.time_entries
+    lied = [(T0, off) for _, off in e[:-1]] + [e[-1]]
+    path = ig.write_file(seg.paths["timeindex"], ig.encode_time_index(lied, seg.base_offset))
+    assert kafkalog_verify(path).code == 1
+    for t in (T0 + 5003, T0 + 20000, T0 + 31000):
+        res = seek("--from-timestamp", t, str(d))
+        assert record_lines(res) == by_time(records, t), t
+
+
+def kafkalog_verify(*paths):
+    from dumpcheck import kafkalog
+    return kafkalog("verify-index", *paths)
+
+
+# -- other shapes of data ----------------------------------------------------------------------------
+
+def check_seek_cases(d, records, offsets, times):
+    for lo, hi in offsets:
+        res = seek("--from-offset", lo, "--to-offset", hi, d)
+        assert res.code == 0, res
+        assert record_lines(res) == by_offset(records, lo, hi), (lo, hi)
+    for lo, hi in times:
+        res = seek("--from-timestamp", lo, "--to-timestamp", hi, d)
+        assert res.code == 0, res
+        assert record_lines(res) == by_time(records, lo, hi), (lo, hi)
+
+
+def full_records(d, segs):
+    full = dump("--deep-iteration", d)
+    assert full.code == 0, full
+    recs = [(int(m.group(1)), int(m.group(2)), line)
+            for line in full.lines for m in [RECORD.match(line)] if m]
+    assert [(o, t) for o, t, _ in recs] == [(o, t) for s in segs for b in s.batches
+                                            for o, t in b.records]
+    return recs
+
+
+def test_compacted_gaps_and_high_base_offset(tmp_path):
+    """Offsets with gaps inside and between batches (a compacted log) in a partition whose first
+    segment starts at 10000: bounds falling into gaps, below the log start, between segments."""
+    segments = []
+    base = 10000
+    for s in range(3):
+        w = kg.SegmentWriter(base)
+        for i in range(25):
+            recs = [kg.Rec(b"k%d" % j, kg.filler(i + j, repeat=20), T0 + 1000 * (25 * s + i) + j)
+                    for j in range(4)]
+            w.add_v2(recs, offset_deltas=[0, 3, 4, 9], gap=5 if i % 3 == 0 else 0)
+        segments.append((base, w.data()))
+        base = w.next_offset + 7
+    d = str(tmp_path / "c-0")
+    segs = ig.write_partition(d, segments)
+    assert all(len(s.indexes.offset_entries) >= 3 for s in segs)
+    records = full_records(d, segs)
+    offs = [o for o, _, _ in records]
+    b1, b2 = segs[1].base_offset, segs[2].base_offset
+    cases = [(0, 10000), (0, 10001), (10001, 10002), (10005, 10040), (b1 - 3, b1 + 2),
+             (offs[200] - 1, offs[230] + 1), (b2 - 1, b2 - 1), (offs[-1], offs[-1] + 1000)]
+    cases += [(o, o + 1) for o in offs[95:110]]
+    times = [(T0 + 20500, T0 + 40003), (T0 + 24999, T0 + 26001), (T0 - 1, T0),
+             (T0 + 74003, T0 + 10 ** 9)]
+    check_seek_cases(d, records, cases, times)
+
+
+def test_log_append_time_batches(tmp_path):
+    """LogAppendTime batches: record timestamps are the batch's maxTimestamp."""
+    w = kg.SegmentWriter(0)
+    for i in range(60):
+        recs = [kg.Rec(b"k", kg.filler(i, repeat=15), T0 + i * 10 + j) for j in range(3)]
+        if i % 4 == 1:
+            w.add_v2(recs, log_append_time=T0 + 100000 + i * 1000)
+        else:
+            w.add_v2(recs)
+    d = str(tmp_path / "lat-0")
+    segs = ig.write_partition(d, [(0, w.data())])
+    assert len(segs[0].indexes.time_entries) > 3
+    records = full_records(d, segs)
+    times = [(T0 + 100000, T0 + 10 ** 9), (T0 + 105000, T0 + 131000), (T0 + 200, T0 + 400),
+             (T0 + 159000, T0 + 10 ** 9), (T0 + 159001, T0 + 10 ** 9)]
+    check_seek_cases(d, records, [(10, 50)], times)
+
+
+def test_log_directory_each_partition_bounded(tmp_path):
+    logdir = tmp_path / "logdir"
+    parts = {}
+    for p in range(2):
+        d = logdir / ("orders-%d" % p)
+        s0, n0 = ig.busy_segment(0, n_batches=30, t0=T0 + 7 * p, seed=p, txn_at=4)
+        s1, _ = ig.busy_segment(n0, n_batches=30, t0=T0 + 50000 + 7 * p, seed=p)
+        parts[str(d)] = ig.write_partition(d, [(0, s0), (n0, s1)])
+    full = dump("--deep-iteration", str(logdir))
+    assert full.code == 0, full
+    # record lines of each partition, in dump order
+    by_part, current = {}, None
+    for line in full.lines:
+        if line.startswith("Dumping "):
+            current = os.path.dirname(line[len("Dumping "):])
+        m = RECORD.match(line)
+        if m:
+            by_part.setdefault(current, []).append((int(m.group(1)), int(m.group(2)), line))
+    assert sorted(by_part) == sorted(parts)
+    order = list(by_part)
+    for lo, hi in ((50, 70), (85, 100), (0, 0)):
+        res = seek("--from-offset", lo, "--to-offset", hi, str(logdir))
+        assert res.code == 0, res
+        assert record_lines(res) == [x for p in order for x in by_offset(by_part[p], lo, hi)]
+    for t in (T0 + 20000, T0 + 50005):
+        res = seek("--from-timestamp", t, "--to-timestamp", t + 15000, str(logdir))
+        assert res.code == 0, res
+        assert record_lines(res) == [x for p in order for x in by_time(by_part[p], t, t + 15000)]
+
+
+def test_offset_and_timestamp_bounds_together(partition):
+    d, segs, end, records = partition
+    for lo, t in ((0, T0 + 20000), (100, T0 + 5000), (60, T0 + 45000)):
+        res = seek("--from-offset", lo, "--from-timestamp", t, d)
+        assert res.code == 0, res
+        sel = [(o, ts, line) for o, ts, line in records if o >= lo]
+        assert record_lines(res) == by_time(sel, t), (lo, t)
+
+
+def test_messages_format_bounded(partition):
+    d, segs, end, records = partition
+    full = dump("--format", "messages", d)
+    assert full.code == 0, full
+
+    def messages(res):  # (a directory dump also prints the index files' entry lines)
+        return [(int(line.split(" ", 2)[1]), line) for line in res.lines
+                if line.startswith("offset: ") and " isvalid: " in line]
+    assert [o for o, _ in messages(full)] == [o for o, _, _ in records]
+    lo, hi = 130, 170
+    res = dump("--format", "messages", "--from-offset", lo, "--to-offset", hi, d)
+    assert res.code == 0, res
+    assert messages(res) == [(o, line) for o, line in messages(full) if lo <= o <= hi]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_compressed_partition(tmp_path, codec):
+    d0, n0 = ig.busy_segment(0, n_batches=120, value_size=600, codec=codec, backwards_every=5,
+                             txn_at=30)
+    d1, _ = ig.busy_segment(n0, n_batches=80, value_size=600, codec=codec, t0=T0 + 100000)
+    d = str(tmp_path / "z-0")
+    segs = ig.write_partition(d, [(0, d0), (n0, d1)])
+    assert len(segs[0].indexes.offset_entries) >= 2
+    records = full_records(d, segs)
+    check_seek_cases(d, records, [(100, 130), (n0 - 2, n0 + 2), (300, 10 ** 6)],
+                     [(T0 + 50003, T0 + 70000), (T0 + 99999, T0 + 150000)])

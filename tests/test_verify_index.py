@@ -472,3 +472,93 @@ def test_clean_legacy_segments(tmp_path, magic, codec):
     seg = segs[0]
     path = ig.write_file(seg.paths["index"], offset_corruption(seg, "not-increasing"))
     assert_problem_for(path, path)
+
+
+# -- a live broker's active segment before its first index entry -------------------------------------
+
+def live_active_partition(directory, active_log):
+    """Segment 0 closed (trimmed indexes); the active segment as a live broker leaves it: its log
+    ``active_log`` (less than index.interval.bytes, or empty right after a roll) and both indexes
+    preallocated with no real entry yet (all zeros; no final time entry before roll/close)."""
+    d0, n0 = ig.busy_segment(0, n_batches=20)
+    if active_log is None:
+        active_log, _ = ig.busy_segment(n0, n_batches=2)
+    segs = ig.write_partition(directory, [(0, d0), (n0, active_log)])
+    live = ig.build_indexes(active_log, final_time_entry=False)
+    assert live.offset_entries == [] and live.time_entries == []
+    ig.write_file(segs[1].paths["index"], ig.preallocated_offset_index(b""))
+    ig.write_file(segs[1].paths["timeindex"], ig.preallocated_time_index(b""))
+    return segs
+
+
+def test_clean_live_active_segment_without_index_entries(tmp_path):
+    live_active_partition(tmp_path / "t-0", None)
+    assert_clean(str(tmp_path / "t-0"))
+
+
+def test_clean_empty_active_segment_after_roll(tmp_path):
+    live_active_partition(tmp_path / "t-0", b"")
+    assert_clean(str(tmp_path / "t-0"))
+
+
+def txn_batch(w, pid, n=2):
+    w.add_v2([kg.Rec(b"t%d" % pid, kg.filler(pid, repeat=10), T0)] * n, producer_id=pid,
+             producer_epoch=0, base_sequence=0, transactional=True)
+
+
+def test_txn_index_concurrent_transactions_lso(tmp_path):
+    """Interleaved transactions across two segments: the LSO written for an abort is the first
+    offset of the earliest other open transaction (possibly in an earlier segment)."""
+    w0 = kg.SegmentWriter(0)
+    txn_batch(w0, 31)                      # 0-1: producer 31 opens
+    w0.add_v2([kg.Rec(b"plain", b"x" * 50, T0)])
+    txn_batch(w0, 32)                      # 3-4: producer 32 opens
+    w0.add_control(kg.ABORT, 31, 0, 1)     # 5: abort 31, LSO = 3 (32 still open)
+    txn_batch(w0, 33)                      # 6-7: producer 33 opens (stays open into segment 1)
+    w1 = kg.SegmentWriter(w0.next_offset)
+    w1.add_control(kg.ABORT, 32, 0, 1)     # 8: abort 32, LSO = 6 (33 open since segment 0)
+    w1.add_control(kg.COMMIT, 33, 0, 1)    # 9: commit 33 (no entry)
+    txn_batch(w1, 34)                      # 10-11
+    w1.add_v2([kg.Rec(b"plain", b"x" * 50, T0)])
+    w1.add_control(kg.ABORT, 34, 0, 1)     # 13: abort 34, LSO = 14
+    segs = ig.write_partition(tmp_path / "t-0", [(0, w0.data()), (w0.next_offset, w1.data())])
+    assert segs[0].txns == [ig.AbortedTxn(31, 0, 5, 3)]
+    assert segs[1].txns == [ig.AbortedTxn(32, 3, 8, 6), ig.AbortedTxn(34, 10, 13, 14)]
+    assert_clean(str(tmp_path / "t-0"))
+    res = kafkalog("dump", segs[1].paths["txnindex"])
+    assert res.lines[1:] == [ig.txn_line(t) for t in segs[1].txns]
+
+
+def test_txn_index_transaction_with_data_in_two_segments(tmp_path):
+    w0 = kg.SegmentWriter(0)
+    w0.add_v2([kg.Rec(b"plain", b"x" * 50, T0)] * 3)   # 0-2
+    txn_batch(w0, 32)                                  # 3-4: producer 32 opens
+    w1 = kg.SegmentWriter(w0.next_offset)
+    w1.add_v2([kg.Rec(b"plain", b"x" * 50, T0)] * 3)   # 5-7
+    txn_batch(w1, 32)                                  # 8-9: more of the same transaction
+    w1.add_control(kg.ABORT, 32, 0, 1)                 # 10
+    segs = ig.write_partition(tmp_path / "t-0", [(0, w0.data()), (w0.next_offset, w1.data())])
+    assert segs[1].txns == [ig.AbortedTxn(32, 3, 10, 11)]
+    assert_clean(str(tmp_path / "t-0"))
+
+
+def test_txn_index_entry_for_other_producers_marker(part):
+    """An entry whose lastOffset is an ABORT marker, but of another producer."""
+    seg = part[1]
+    real = seg.txns[0]
+    bogus = [real._replace(producer_id=real.producer_id + 1)]
+    path = ig.write_file(seg.paths["txnindex"], ig.encode_txn_index(bogus))
+    assert_problem_for(path, os.path.dirname(path))
+
+
+def test_clean_log_append_time_partition(tmp_path):
+    w = kg.SegmentWriter(0)
+    for i in range(60):
+        recs = [kg.Rec(b"k", kg.filler(i, repeat=15), T0 + i * 10 + j) for j in range(3)]
+        if i % 4 == 1:
+            w.add_v2(recs, log_append_time=T0 + 100000 + i * 1000)
+        else:
+            w.add_v2(recs)
+    segs = ig.write_partition(tmp_path / "lat-0", [(0, w.data())])
+    assert len(segs[0].indexes.time_entries) > 3
+    assert_clean(str(tmp_path / "lat-0"))

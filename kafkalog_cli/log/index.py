@@ -4,7 +4,8 @@ Both share one base class, as Kafka's AbstractIndex: fixed-size entries, no stor
 that a live broker pre-allocates to its full size and fills with zeros after the last entry.
 ``slots`` counts every whole slot (Kafka's ``entries``, zero tail included, what the sanity check
 sees); ``entries`` stops at the zero tail as DumpLogSegments does: at the first entry after the
-first whose relative offset is 0.
+first whose relative offset is 0, or at once when the first slot is all zeros (where Kafka's tool
+prints a bogus ``offset: <base> position: 0`` line).
 """
 
 import array
@@ -47,9 +48,14 @@ class _Index:
         self._entries = None
 
     def _count_real(self):
-        """Real entries: up to the first slot after the first whose relative offset is 0."""
+        """Real entries: up to the first slot after the first whose relative offset is 0; none
+        when the first slot is all zeros (a pre-allocated index with nothing in it yet: the
+        first batch of a segment, at position 0, never gets an entry)."""
         width = self.entry.size // 4
-        relative = _int32s(self.data[:self.slots * self.entry.size])[self.offset_int32::width]
+        ints = _int32s(self.data[:self.slots * self.entry.size])
+        if not any(ints[:width]):
+            return 0
+        relative = ints[self.offset_int32::width]
         try:
             return relative.index(0, 1)
         except ValueError:

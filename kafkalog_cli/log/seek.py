@@ -11,6 +11,7 @@ import os
 from . import files
 from .files import FileFormatError
 from ..format.records import Batch
+from ..format.scan import scan
 from .index import OffsetIndex, TimeIndex
 from .verify import batch_at
 
@@ -79,7 +80,12 @@ class Seek:
                 if self.from_offset is None:
                     return 0, note
             else:
-                target = max(tindex.lookup(self.from_ts)[1], target)
+                ts, ts_offset = tindex.lookup(self.from_ts)
+                if ts != -1 and not _time_entry_holds(log, oindex, ts, ts_offset):
+                    return 0, ("%s: entry (%d, %d) does not match the batch ending at that offset: "
+                               "reading the segment from its start"
+                               % (tindex.path, ts, ts_offset))
+                target = max(ts_offset, target)
         offset, position = oindex.lookup(target)
         if position:
             # An index can pass the sanity check and still be wrong: trust an entry only where
@@ -90,6 +96,15 @@ class Seek:
                            "at that offset starts: reading the segment from its start"
                            % (index_path, offset, position))
         return position, note
+
+
+def _time_entry_holds(log, oindex, timestamp, offset):
+    """Does the batch ending at ``offset`` exist and carry ``timestamp`` as its max timestamp,
+    as a time index entry claims? (A wrong index can pass the sanity check.)"""
+    for item in scan(log.buf, min(oindex.lookup(offset)[1], log.size), log.size):
+        if isinstance(item, Batch) and item.last_offset >= offset:
+            return item.last_offset == offset and item.max_timestamp == timestamp
+    return False
 
 
 def _sane(cls, path, base):

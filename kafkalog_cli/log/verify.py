@@ -172,7 +172,9 @@ def check_txn_index(txn, log):
                                     "aborted transaction of producer %d ending at offset %d: no ABORT "
                                     "marker of that producer there" % (e.producer_id, e.last_offset),
                                     producer_id=e.producer_id, last_offset=e.last_offset))
-        elif marker[1] is not None and marker[1] != e.first_offset:
+        elif (marker[1] is not None and marker[1] != e.first_offset
+              and not e.first_offset < txn.base_offset <= marker[1]):
+            # (a transaction begun in an earlier segment starts before this one's base)
             problems.append(Problem(txn.path, TXN_FIRST_OFFSET,
                                     "aborted transaction of producer %d ending at offset %d: first "
                                     "offset %d, the log says %d" % (e.producer_id, e.last_offset,
