@@ -49,12 +49,19 @@ def _contents(data):
     return out
 
 
+def _logs(built):
+    return {rel: data for rel, data in built.items() if rel.endswith(".log")}
+
+
 def test_fixture_files_hold_what_make_fixtures_writes(built):
     on_disk = _on_disk()
     assert sorted(on_disk) == sorted(built), "rerun: python fixtures/make_fixtures.py"
     for rel in built:
-        assert _contents(on_disk[rel]) == _contents(built[rel]), (
-            "%s holds other records than a rebuild: rerun fixtures/make_fixtures.py" % rel)
+        if rel.endswith(".log"):
+            same = _contents(on_disk[rel]) == _contents(built[rel])
+        else:  # indexes, snapshots, checkpoints: no compressor involved, so byte for byte
+            same = on_disk[rel] == built[rel]
+        assert same, "%s differs from a rebuild: rerun fixtures/make_fixtures.py" % rel
 
 
 def test_make_fixtures_is_deterministic(make_fixtures, built):
@@ -79,7 +86,10 @@ def test_make_fixtures_script_check_and_out(tmp_path):
 def test_fixture_contents(built):
     """The log directory holds what it promises (read with kafka-python)."""
     total = sum(len(d) for d in built.values())
-    assert total < 200 * 1024
+    assert total < 400 * 1024
+    kinds = {os.path.basename(rel).rpartition(".")[2] for rel in built}
+    assert {"log", "index", "timeindex", "txnindex", "snapshot", "metadata"} <= kinds
+    built = _logs(built)
     partitions = {rel.split(os.sep)[0] for rel in built}
     assert {"orders-0", "orders-1", "events-0", "legacy-0"} <= partitions
     segments = {}
@@ -107,7 +117,7 @@ def test_fixture_contents(built):
 
 def test_segments_of_a_partition_continue_each_other(built):
     by_part = {}
-    for rel, data in built.items():
+    for rel, data in _logs(built).items():
         part, name = rel.split(os.sep)
         by_part.setdefault(part, []).append((int(name.split(".")[0]), data))
     for part, segs in by_part.items():
@@ -128,12 +138,14 @@ def test_dump_logdir_exits_0():
 
 @uses_both_implementations
 def test_dump_logdir_matches_kafka_python():
-    res = dump("--print-data-log", LOGDIR)
+    order = ["events-0", "legacy-0", "metrics-0", "orders-0", "orders-1"]
+    logs = [os.path.join(LOGDIR, part, name) for part in order
+            for name in sorted(os.listdir(os.path.join(LOGDIR, part))) if name.endswith(".log")]
+    res = dump("--print-data-log", *logs)
     assert res.code == 0, res
-    order = ["events-0", "legacy-0", "orders-0", "orders-1"]
     i = 0
     for part in order:
-        names = sorted(os.listdir(os.path.join(LOGDIR, part)))
+        names = sorted(n for n in os.listdir(os.path.join(LOGDIR, part)) if n.endswith(".log"))
         for name in names:
             path = os.path.join(LOGDIR, part, name)
             with open(path, "rb") as f:
@@ -152,3 +164,22 @@ def test_dump_fixture_segment_by_relative_path(monkeypatch):
     res = dump("--print-data-log", "--files", rel)
     assert res.code == 0, res
     check_kafka_dump(res, rel, data, deep=True, print_data=True, base_offset=20)
+
+
+@uses_both_implementations
+def test_dump_logdir_shows_every_file_in_order():
+    res = dump(LOGDIR)
+    assert res.code == 0, res
+    shown = [line[len("Dumping "):] for line in res.lines if line.startswith("Dumping ")]
+    on_disk = sorted(os.path.join(LOGDIR, rel) for rel in _on_disk())
+    assert sorted(shown) == on_disk
+    root = [p for p in shown if os.path.dirname(p) == LOGDIR]
+    assert shown[:len(root)] == root  # the log directory's checkpoints come first
+    assert res.err == ""
+
+
+def test_verify_index_on_the_fixtures_is_clean():
+    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "verify-index", LOGDIR],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == b""

@@ -49,6 +49,7 @@ def dump_index(path, writer, iopts):
     else:
         with log:
             problems = verify.check_offset_index(index, log)
+    _note_zero_tail(index, path, writer)
     if not iopts.verify_only:
         for offset, position in index.entries:
             writer.entry(files.INDEX, {"offset": offset, "position": position})
@@ -70,11 +71,17 @@ def dump_time_index(path, writer, iopts):
             index_path = files.segment_file(path, files.INDEX)
             oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
             problems = verify.check_time_index(tindex, oindex, log)
+    _note_zero_tail(tindex, path, writer)
     if not iopts.verify_only:
         for ts, offset in tindex.entries:
             writer.entry(files.TIMEINDEX, {"timestamp": ts, "offset": offset})
     writer.problems(problems)
     return _status(problems)
+
+
+def _note_zero_tail(index, path, writer):
+    if index.zero_tail and not files.is_active_segment(files.segment_file(path, files.LOG)):
+        writer.warn("%s: %s" % (path, verify.zero_tail_note(index).message))
 
 
 def _sanity(index, writer):

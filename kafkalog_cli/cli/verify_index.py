@@ -24,19 +24,10 @@ def _segments(found, explicit):
         kind = file_kind(path)
         log_path = files.segment_file(path, files.LOG)
         if kind == files.LOG:
-            out.append((log_path, _is_active(log_path), None))
+            out.append((log_path, files.is_active_segment(log_path), None))
         elif kind in _CHECKED and (explicit or not os.path.isfile(log_path)):
-            out.append((log_path, _is_active(log_path), path))
+            out.append((log_path, files.is_active_segment(log_path), path))
     return out
-
-
-def _is_active(log_path):
-    """Is this the partition's last segment (the one a broker keeps pre-allocated)?"""
-    directory = os.path.dirname(log_path) or "."
-    bases = [files.base_offset_from_name(n) for n in os.listdir(directory)
-             if n.endswith(".log") and files.base_offset_from_name(n) is not None]
-    base = files.base_offset_from_name(log_path)
-    return base is not None and bool(bases) and base == max(bases)
 
 
 def _summary_table(reports):

@@ -60,6 +60,17 @@ def segment_file(path, kind):
     return os.path.join(directory, "%s.%s%s" % (name.split(".", 1)[0], kind, lifecycle_suffix(name)))
 
 
+def is_active_segment(log_path):
+    """Is this the partition's last segment, the one a broker keeps open and pre-allocated?"""
+    directory = os.path.dirname(log_path) or "."
+    base = base_offset_from_name(log_path)
+    if base is None or not os.path.isdir(directory):
+        return False
+    bases = [base_offset_from_name(n) for n in os.listdir(directory)
+             if file_kind(n) == LOG and not lifecycle_suffix(n)]
+    return base == max((b for b in bases if b is not None), default=base)
+
+
 def _file_order(name):
     """Segments by base offset (each: log, index, timeindex, txnindex, lifecycle suffix last),
     then producer snapshots by offset, then the named files, then unknown files."""

@@ -233,11 +233,7 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
             if kind == files.INDEX:
                 oindex = index
             if index.zero_tail and not active:
-                report.notes.append(Problem(path, "zero_tail",
-                                            "%d zero-filled slots after the %d real entries%s"
-                                            % (index.zero_tail, len(index.entries),
-                                               " (left at full pre-allocated size: KAFKA-19200)"
-                                               if index.preallocated else "")))
+                report.notes.append(zero_tail_note(index))
             checked = index.trimmed() if active and not sanity_only else index
             report.problems.extend(sanity_problems(checked))
             if sanity_only:
@@ -269,6 +265,15 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
         if log is not None:
             log.close()
     return reports
+
+
+def zero_tail_note(index):
+    """A Problem-shaped note on an index of a sealed segment that still has a zero tail."""
+    return Problem(index.path, "zero_tail",
+                   "%d zero-filled slots after the %d real entries of a sealed segment's index%s"
+                   % (index.zero_tail, index.count,
+                      " (left at its full pre-allocated size, as a crash can leave it: KAFKA-19200)"
+                      if index.preallocated else ""))
 
 
 def unreadable(path, error):
