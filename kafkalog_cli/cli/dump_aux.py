@@ -34,12 +34,29 @@ def _open_log(path, max_message_size):
     return LogFile(log_path, max_message_size), None
 
 
-def dump_index(path, writer, iopts):
-    """An offset index: its entries up to the zero tail, each checked against the log."""
-    index = OffsetIndex(path)
+def _check_offset_index(index, log):
+    return verify.check_offset_index(index, log)
+
+
+def _check_time_index(tindex, log):
+    index_path = files.segment_file(tindex.path, files.INDEX)
+    oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
+    return verify.check_time_index(tindex, oindex, log)
+
+
+# kind: (reader, check against the log, names of an entry's fields in print order)
+_INDEXES = {files.INDEX: (OffsetIndex, _check_offset_index, ("offset", "position")),
+            files.TIMEINDEX: (TimeIndex, _check_time_index, ("timestamp", "offset"))}
+
+
+def _dump_index(kind, path, writer, iopts):
+    """An offset or time index: its entries up to the zero tail, each checked against the log
+    as DumpLogSegments checks them (or only the sanity check, or only the checks)."""
+    reader, check, names = _INDEXES[kind]
+    index = reader(path)
     writer.begin_aux(path)
-    if index.slots == 0:
-        writer.note("%s is empty." % path)
+    if kind == files.INDEX and index.slots == 0:
+        writer.note("%s is empty." % path)  # Kafka says so for an offset index only
         return EXIT_OK
     if iopts.sanity_only:
         return _sanity(index, writer)
@@ -48,35 +65,21 @@ def dump_index(path, writer, iopts):
         problems = [missing]
     else:
         with log:
-            problems = verify.check_offset_index(index, log)
+            problems = check(index, log)
     _note_zero_tail(index, path, writer)
     if not iopts.verify_only:
-        for offset, position in index.entries:
-            writer.entry(files.INDEX, {"offset": offset, "position": position})
+        for entry in index.entries:
+            writer.entry(kind, dict(zip(names, entry)))
     writer.problems(problems)
     return _status(problems)
+
+
+def dump_index(path, writer, iopts):
+    return _dump_index(files.INDEX, path, writer, iopts)
 
 
 def dump_time_index(path, writer, iopts):
-    """A time index: its entries, with DumpLogSegments' three checks against the log."""
-    tindex = TimeIndex(path)
-    writer.begin_aux(path)
-    if iopts.sanity_only:
-        return _sanity(tindex, writer)
-    log, missing = _open_log(path, iopts.max_message_size)
-    if log is None:
-        problems = [missing]
-    else:
-        with log:
-            index_path = files.segment_file(path, files.INDEX)
-            oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
-            problems = verify.check_time_index(tindex, oindex, log)
-    _note_zero_tail(tindex, path, writer)
-    if not iopts.verify_only:
-        for ts, offset in tindex.entries:
-            writer.entry(files.TIMEINDEX, {"timestamp": ts, "offset": offset})
-    writer.problems(problems)
-    return _status(problems)
+    return _dump_index(files.TIMEINDEX, path, writer, iopts)
 
 
 def _note_zero_tail(index, path, writer):
