@@ -6,6 +6,7 @@ import click
 
 from .. import __version__
 from .dump import dump
+from .recover import recover
 from .verify_index import verify_index
 
 
@@ -17,6 +18,7 @@ def cli():
 
 cli.add_command(dump)
 cli.add_command(verify_index)
+cli.add_command(recover)
 
 
 def main():

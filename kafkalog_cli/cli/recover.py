@@ -1,0 +1,176 @@
+"""`kafkalog recover`: the broker's recovery after an unclean shutdown, offline, losing nothing."""
+
+import json
+import os
+import sys
+
+import click
+
+from ..log import files
+from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
+from ..log.lock import LockHeld, LogDirLock
+from ..log.recover import MOVE, QUARANTINE, RENAME, execute, plan_partition
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
+
+EXIT_OK, EXIT_REPAIRED, EXIT_ERROR = 0, 1, 2
+
+
+def _is_partition(directory):
+    return any(files.file_kind(n) is not None and files.file_kind(n) != files.OFFSET_CHECKPOINT
+               for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n)))
+
+
+def partitions_of(path):
+    """The partition directories a path stands for: a .log file's directory, a partition
+    directory, or every partition directory of a log directory."""
+    if os.path.isfile(path):
+        if files.file_kind(path) != files.LOG:
+            raise click.UsageError("%s: not a segment (.log) file or a directory" % path)
+        return [os.path.dirname(os.path.abspath(path))]
+    if not os.path.isdir(path):
+        raise FileNotFoundError(2, "No such file or directory", path)
+    if _is_partition(path):
+        return [os.path.abspath(path)]
+    found = [os.path.join(os.path.abspath(path), n) for n in sorted(os.listdir(path))
+             if n != QUARANTINE and os.path.isdir(os.path.join(path, n))
+             and _is_partition(os.path.join(path, n))]
+    if not found:
+        raise FileNotFoundError(2, "no partition directories in it", path)
+    return found
+
+
+class _Report:
+    def __init__(self, fmt):
+        self.fmt = fmt
+        self.rows = []
+
+    def emit(self, obj, text):
+        if self.fmt == "json":
+            click.echo(json.dumps(obj))
+        else:
+            click.echo(text)
+
+    def partition(self, plan, dry_run, qdir):
+        d = plan.directory
+        for a in plan.actions:
+            path = os.path.join(d, a.name)
+            if a.kind == MOVE:
+                self.emit({"type": "moved", "file": path, "why": a.why},
+                          "%s: %smoved to quarantine (%s)" % (path, "would be " if dry_run else "", a.why))
+            elif a.kind == RENAME:
+                self.emit({"type": "renamed", "file": path, "to": a.target, "why": a.why},
+                          "%s: %srenamed to %s (%s)" % (path, "would be " if dry_run else "",
+                                                        a.target, a.why))
+        for r in plan.segments:
+            path = os.path.join(d, r.name)
+            obj = {"type": "segment", "file": path, "size": r.size, "kept": r.kept, "cut": r.cut,
+                   "moved": r.moved}
+            if r.first_bad is not None:
+                obj.update(first_bad_position=r.first_bad, reason=r.reason)
+            for key, value in (("index_entries", r.index_entries),
+                               ("timeindex_entries", r.timeindex_entries),
+                               ("txnindex_entries", r.txn_entries)):
+                if value is not None:
+                    obj[key] = value
+            self.emit(obj, "%s: %s" % (path, _segment_text(r)))
+            self.rows.append((path, r))
+        if qdir is not None:
+            self.emit({"type": "quarantine", "directory": qdir},
+                      "%s: what was removed is kept in %s" % (d, qdir))
+
+    def summary(self, plans, dry_run):
+        changed = sum(1 for p in plans if p.changes)
+        cut = sum(r.cut for p in plans for r in p.segments if not r.moved)
+        self.emit({"type": "summary", "partitions": len(plans), "changed": changed,
+                   "bytes_cut": cut, "dry_run": dry_run},
+                  "%d partition%s, %d %s, %d bytes cut%s" % (
+                      len(plans), "" if len(plans) == 1 else "s", changed,
+                      "to repair" if dry_run else "repaired", cut,
+                      " (dry run: nothing changed)" if dry_run else ""))
+        if self.fmt == "text" and sys.stderr.isatty() and self.rows:
+            self._table()
+
+    def _table(self):
+        from rich.console import Console
+        from rich.table import Table
+        table = Table(title="kafkalog recover")
+        for column in ("segment", "kept", "cut", "first bad", "indexes"):
+            table.add_column(column, justify="left" if column in ("segment", "first bad") else "right")
+        for path, r in self.rows:
+            table.add_row(path, str(r.kept), ("[red]%d[/red]" % r.cut) if r.cut else "0",
+                          "moved" if r.moved else ("" if r.first_bad is None else
+                                                   "%d: %s" % (r.first_bad, r.reason)),
+                          "" if r.index_entries is None else "rebuilt (%d/%d)" % (
+                              r.index_entries, r.timeindex_entries))
+        Console(stderr=True).print(table)
+
+
+def _segment_text(r):
+    if r.moved:
+        return "after a corrupt segment: moved to quarantine (%d bytes)" % r.size
+    parts = []
+    if r.first_bad is None:
+        parts.append("ok, %d bytes" % r.size)
+    else:
+        parts.append("kept %d bytes, cut %d bytes at position %d (%s)"
+                     % (r.kept, r.cut, r.first_bad, r.reason))
+    if r.index_entries is not None:
+        parts.append("index rebuilt: %d entries, time index %d entries"
+                     % (r.index_entries, r.timeindex_entries))
+    if r.txn_entries is not None:
+        parts.append("transaction index rebuilt: %d entries" % r.txn_entries)
+    return "; ".join(parts)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--dry-run", is_flag=True, help="Report what would change; change nothing.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="json: JSON Lines on stdout, for cron.")
+@click.option("--index-interval-bytes", type=click.IntRange(0), default=DEFAULT_INDEX_INTERVAL,
+              show_default=True, help="Bytes of log between two index entries (index.interval.bytes).")
+@click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
+              show_default=True, help="Largest record accepted when validating batches.")
+def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
+    """Recover partitions after an unclean shutdown, as a broker would, losing nothing.
+
+    PATHS are partition directories, .log files (their partition) or log directories (every
+    partition). Each segment keeps its longest valid prefix; later segments of a partition with
+    a corrupt one are set aside; indexes are rebuilt where wrong; .swap, .cleaned and .deleted
+    files are dealt with as the broker's loader does. Whatever is removed goes verbatim into
+    kafkalog-quarantine/<UTC time>/ in the partition directory, with a manifest.json. Refuses to
+    run while a broker holds the log directory. Exit status: 0 nothing to do, 1 repaired (or,
+    with --dry-run, would repair), 2 errors.
+    """
+    report = _Report(fmt)
+    status = EXIT_OK
+    plans = []
+    by_log_dir = {}
+    for path in paths:
+        try:
+            for partition in partitions_of(path):
+                by_log_dir.setdefault(os.path.dirname(partition), []).append(partition)
+        except OSError as e:
+            click.echo("kafkalog: %s: %s" % (path, e.strerror or e), err=True)
+            status = EXIT_ERROR
+    for log_dir, partitions in by_log_dir.items():
+        try:
+            with LogDirLock(log_dir, create=not dry_run):
+                for partition in dict.fromkeys(partitions):
+                    plan = plan_partition(partition, index_interval_bytes, max_message_size)
+                    qdir = None if dry_run else execute(plan)
+                    report.partition(plan, dry_run, qdir)
+                    plans.append(plan)
+                    if plan.changes:
+                        status = max(status, EXIT_REPAIRED)
+        except LockHeld as e:
+            click.echo("kafkalog: %s" % e.strerror, err=True)
+            status = EXIT_ERROR
+        except OSError as e:
+            click.echo("kafkalog: %s: %s" % (e.filename or log_dir, e.strerror or e), err=True)
+            status = EXIT_ERROR
+    report.summary(plans, dry_run)
+    sys.exit(status)
+
+
+

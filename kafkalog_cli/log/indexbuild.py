@@ -1,0 +1,96 @@
+"""Building a segment's .index, .timeindex and .txnindex exactly as a broker's recovery does
+(LogSegment.recover, semantics.md a.4), and writing files so that a crash never leaves half a file.
+"""
+
+import os
+
+from .index import OffsetIndex, TimeIndex
+from .txnindex import ENTRY as TXN_ENTRY
+
+DEFAULT_INDEX_INTERVAL = 4096  # index.interval.bytes
+
+
+class IndexBuilder:
+    """Feed the valid batches of a segment in order with ``add``; then ``offset_index_bytes``
+    and ``time_index_bytes`` are the files the broker would write (trimmed to their entries)."""
+
+    def __init__(self, base_offset, interval=DEFAULT_INDEX_INTERVAL):
+        self.base_offset = base_offset
+        self.interval = interval
+        self.offset_entries = []     # (absolute offset, position)
+        self.time_entries = []       # (timestamp, absolute offset)
+        self._valid_bytes = 0
+        self._last_index_entry = 0
+        self._max_ts = -1            # max timestamp so far, and the last offset of its batch
+        self._max_ts_offset = -1
+
+    def add(self, position, size, last_offset, max_timestamp):
+        if max_timestamp > self._max_ts:
+            self._max_ts, self._max_ts_offset = max_timestamp, last_offset
+        if self._valid_bytes - self._last_index_entry > self.interval:
+            self.offset_entries.append((last_offset, self._valid_bytes))
+            self._maybe_time_entry()
+            self._last_index_entry = self._valid_bytes
+        self._valid_bytes += size
+
+    def _maybe_time_entry(self):
+        last = self.time_entries[-1][0] if self.time_entries else -1
+        if self._max_ts > last:
+            self.time_entries.append((self._max_ts, self._max_ts_offset))
+
+    def finish(self):
+        """The final time index entry, appended at the end of recovery when it is newer."""
+        self._maybe_time_entry()
+        return self
+
+    def offset_index_bytes(self):
+        entry = OffsetIndex.entry
+        return b"".join(entry.pack(o - self.base_offset, p) for o, p in self.offset_entries)
+
+    def time_index_bytes(self):
+        entry = TimeIndex.entry
+        return b"".join(entry.pack(t, o - self.base_offset) for t, o in self.time_entries)
+
+
+def txn_index_bytes(aborted):
+    """.txnindex bytes of AbortedTxn-like tuples (producer id, first, last, last stable offset)."""
+    return b"".join(TXN_ENTRY.pack(0, pid, first, last, lso) for pid, first, last, lso in aborted)
+
+
+class TxnTracker:
+    """Open transactions along a partition, to list the aborted ones as the broker does: one
+    entry per ABORT marker of a producer with an open transaction, whose last stable offset is
+    the first offset of the earliest other open transaction, else the marker's offset + 1."""
+
+    def __init__(self):
+        self.open = {}  # producer id -> first offset of its open transaction
+
+    def data(self, producer_id, first_offset):
+        self.open.setdefault(producer_id, first_offset)
+
+    def marker(self, producer_id, offset, aborted):
+        """A COMMIT/ABORT marker; returns the aborted transaction's entry, or None."""
+        first = self.open.pop(producer_id, None)
+        if not aborted or first is None:
+            return None
+        return (producer_id, first, offset, min(self.open.values(), default=offset + 1))
+
+
+def write_atomically(path, data):
+    """Write ``data`` to ``path`` through a temporary file that is flushed and renamed into
+    place, then flush the directory: after a crash the file is the old one or the new one."""
+    tmp = path + ".kafkalog-tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path) or ".")
+
+
+def fsync_dir(directory):
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,65 @@
+"""The log directory's .lock, as a broker holds it: a POSIX record lock (fcntl), which the JVM's
+FileChannel.tryLock takes on Linux. BSD flock() locks do not see those, so they are not used."""
+
+import errno
+import fcntl
+import os
+import struct
+
+
+class LockHeld(OSError):
+    """A live process (a broker) holds the log directory."""
+
+
+def _holder_pid(fd):
+    """The PID of the process holding a write-conflicting lock on ``fd``, or None."""
+    try:
+        # struct flock: l_type, l_whence, l_start, l_len, l_pid (Linux x86-64/aarch64 layout)
+        request = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, request + bytes(4))
+        l_type, _, _, _, pid = struct.unpack_from("hhqqi", answer)
+        return pid if l_type != fcntl.F_UNLCK else None
+    except OSError:
+        return None
+
+
+class LogDirLock:
+    """Take the log directory's lock for the whole of an operation, as a broker would, so that
+    none can start beside us and we never run beside one. A .lock nobody holds (left by a crash)
+    is normal and simply taken. Use as a context manager."""
+
+    def __init__(self, log_dir, create=True):
+        self.path = os.path.join(log_dir, ".lock")
+        self.create = create
+        self._fd = None
+        self._created = False
+
+    def __enter__(self):
+        self._created = not os.path.exists(self.path)
+        if self._created and not self.create:
+            return self  # no .lock, so nobody holds it; and a dry run creates nothing
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            pid = _holder_pid(self._fd)
+            self._release(remove=False)
+            if e.errno not in (errno.EACCES, errno.EAGAIN):
+                raise
+            raise LockHeld(errno.EAGAIN, "%s is locked by a running process%s (a live broker): "
+                           "stop it first" % (self.path, " (pid %d)" % pid if pid else "")) from None
+        return self
+
+    def _release(self, remove):
+        if self._fd is not None:
+            # Closing our only descriptor of the file drops our POSIX lock on it.
+            os.close(self._fd)
+            self._fd = None
+        if remove and self._created:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+    def __exit__(self, *exc):
+        self._release(remove=True)
