@@ -5,6 +5,7 @@ import signal
 import click
 
 from .. import __version__
+from .append import append, roll
 from .dump import dump
 from .recover import recover
 from .verify_index import verify_index
@@ -19,6 +20,8 @@ def cli():
 cli.add_command(dump)
 cli.add_command(verify_index)
 cli.add_command(recover)
+cli.add_command(append)
+cli.add_command(roll)
 
 
 def main():

@@ -98,7 +98,9 @@ def _is_partition_dir(directory):
 
 
 def _files_in(directory):
-    names = [n for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n))]
+    # hidden files (kafkalog's own lock files) are nobody's business here
+    names = [n for n in os.listdir(directory)
+             if not n.startswith(".") and os.path.isfile(os.path.join(directory, n))]
     return [os.path.join(directory, n) for n in sorted(names, key=_file_order)]
 
 

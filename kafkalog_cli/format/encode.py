@@ -1,0 +1,176 @@
+"""Records and batches to bytes: v2 record batches (any codec, producer fields, control
+batches) and legacy v0/v1 messages, as Kafka's MemoryRecordsBuilder writes them."""
+
+import struct
+import zlib
+
+from crc32c import crc32c
+
+from . import codecs
+from .control import ABORT, COMMIT
+from .records import (ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, LOG_APPEND_TIME,
+                      V2_HEADER)
+from .varint import encode_varint
+
+_XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+_SNAPPY_BLOCK = 32 * 1024  # snappy-java's default block size
+_LZ4_BLOCK = 64 * 1024
+
+
+def _varint_cache():
+    return [encode_varint(i) for i in range(-1, 128)]
+
+
+_SMALL = _varint_cache()  # encode_varint(n) for -1 <= n < 128, the common lengths and deltas
+
+
+def _varint(n):
+    return _SMALL[n + 1] if -1 <= n < 128 else encode_varint(n)
+
+
+def compress(codec, data):
+    """Compress a records area (v2) or an inner message set (legacy) with ``codec``, in the
+    framing Kafka's Java clients read."""
+    if codec == codecs.GZIP:
+        c = zlib.compressobj(6, zlib.DEFLATED, 31)
+        return c.compress(data) + c.flush()
+    if codec == codecs.SNAPPY:
+        snappy = codecs._lib("cramjam").snappy
+        out = [_XERIAL_HEADER]
+        for i in range(0, len(data), _SNAPPY_BLOCK):
+            block = bytes(snappy.compress_raw(data[i:i + _SNAPPY_BLOCK]))
+            out.append(struct.pack(">i", len(block)))
+            out.append(block)
+        return b"".join(out)
+    if codec == codecs.LZ4:
+        frame = codecs._lib("lz4.frame")
+        # Independent 64 KiB blocks, no checksums: the subset Kafka's Lz4BlockInputStream reads.
+        return frame.compress(data, block_size=frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                              content_checksum=False, store_size=False)
+    if codec == codecs.ZSTD:
+        return codecs._lib("zstandard").ZstdCompressor(level=3).compress(data)
+    if codec == codecs.NONE:
+        return data
+    raise ValueError("unknown codec %r" % codec)
+
+
+class Record:
+    """What a producer sends: key and value bytes (or None), timestamp (ms), headers as a
+    sequence of (str key, bytes or None)."""
+
+    __slots__ = ("key", "value", "timestamp", "headers")
+
+    def __init__(self, key, value, timestamp, headers=()):
+        self.key = key
+        self.value = value
+        self.timestamp = timestamp
+        self.headers = headers
+
+    def size_estimate(self):
+        return ((len(self.key) if self.key is not None else 0)
+                + (len(self.value) if self.value is not None else 0)
+                + sum(len(k) + (len(v) if v is not None else 0) for k, v in self.headers) + 21)
+
+
+def _v2_record(rec, offset_delta, base_timestamp):
+    body = [b"\x00", encode_varint(rec.timestamp - base_timestamp), _varint(offset_delta)]
+    for field in (rec.key, rec.value):
+        if field is None:
+            body.append(b"\x01")
+        else:
+            body.append(_varint(len(field)))
+            body.append(field)
+    body.append(_varint(len(rec.headers)))
+    for k, v in rec.headers:
+        kb = k.encode("utf-8")
+        body.append(_varint(len(kb)))
+        body.append(kb)
+        if v is None:
+            body.append(b"\x01")
+        else:
+            body.append(_varint(len(v)))
+            body.append(v)
+    data = b"".join(body)
+    return _varint(len(data)) + data
+
+
+def encode_v2_batch(records, base_offset, codec=codecs.NONE, timestamp_type=0,
+                    log_append_time=None, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                    transactional=False, control=False, partition_leader_epoch=-1):
+    """One v2 record batch holding ``records`` at offsets base_offset, base_offset+1, ...
+
+    baseTimestamp is the first record's timestamp; maxTimestamp the largest, or
+    ``log_append_time`` for a LogAppendTime batch (whose records then all read as that time).
+    """
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    base_ts = records[0].timestamp
+    area = b"".join(_v2_record(r, i, base_ts) for i, r in enumerate(records))
+    area = compress(codec, area)
+    attrs = codec
+    if timestamp_type == LOG_APPEND_TIME:
+        attrs |= ATTR_TIMESTAMP_TYPE
+        max_ts = log_append_time
+    else:
+        max_ts = max(r.timestamp for r in records)
+    if transactional:
+        attrs |= ATTR_TRANSACTIONAL
+    if control:
+        attrs |= ATTR_CONTROL
+    header = bytearray(V2_HEADER.pack(base_offset, 49 + len(area), partition_leader_epoch, 2, 0,
+                                      attrs, len(records) - 1, base_ts, max_ts, producer_id,
+                                      producer_epoch, base_sequence, len(records)))
+    crc = crc32c(area, crc32c(bytes(header[21:])))
+    struct.pack_into(">I", header, 17, crc)
+    return bytes(header) + area
+
+
+def encode_control_batch(marker, base_offset, producer_id, producer_epoch, coordinator_epoch,
+                         timestamp, partition_leader_epoch=-1):
+    """A COMMIT or ABORT marker batch, as the broker writes one (78 bytes)."""
+    if marker not in (ABORT, COMMIT):
+        raise ValueError("marker must be ABORT or COMMIT")
+    rec = Record(struct.pack(">hh", 0, marker), struct.pack(">hi", 0, coordinator_epoch), timestamp)
+    return encode_v2_batch([rec], base_offset, producer_id=producer_id,
+                           producer_epoch=producer_epoch, transactional=True, control=True,
+                           partition_leader_epoch=partition_leader_epoch)
+
+
+def _legacy_message(offset, magic, attrs, timestamp, key, value):
+    body = [struct.pack(">bb", magic, attrs)]
+    if magic == 1:
+        body.append(struct.pack(">q", timestamp))
+    for field in (key, value):
+        if field is None:
+            body.append(b"\xff\xff\xff\xff")
+        else:
+            body.append(struct.pack(">i", len(field)))
+            body.append(field)
+    data = b"".join(body)
+    return struct.pack(">qiI", offset, len(data) + 4, zlib.crc32(data)) + data
+
+
+def encode_legacy(records, base_offset, magic, codec=codecs.NONE, timestamp_type=0,
+                  log_append_time=None):
+    """Legacy messages (magic 0 or 1) at offsets base_offset, ...: one entry per record, or
+    for a codec one wrapper message holding them (inner offsets absolute under magic 0,
+    relative under magic 1; the wrapper's offset is the last one)."""
+    if magic not in (0, 1):
+        raise ValueError("legacy magic must be 0 or 1")
+    if codec == codecs.ZSTD:
+        raise ValueError("zstd needs message format v2")
+    ts_attr = ATTR_TIMESTAMP_TYPE if magic == 1 and timestamp_type == LOG_APPEND_TIME else 0
+
+    def ts(r):
+        if magic == 0:
+            return -1
+        return log_append_time if ts_attr else r.timestamp
+
+    if codec == codecs.NONE:
+        return b"".join(_legacy_message(base_offset + i, magic, ts_attr, ts(r), r.key, r.value)
+                        for i, r in enumerate(records))
+    inner = b"".join(_legacy_message(i if magic == 1 else base_offset + i, magic, 0, ts(r),
+                                     r.key, r.value) for i, r in enumerate(records))
+    wrapper_ts = max(ts(r) for r in records) if magic == 1 else -1
+    return _legacy_message(base_offset + len(records) - 1, magic, codec | ts_attr, wrapper_ts, None,
+                           compress(codec, inner))
