@@ -294,11 +294,13 @@ def _plan_segments(plan, view, logs, interval, max_message_size):
                 later_stem = later.split(".", 1)[0]
                 plan.segments.append(_moved_report(directory, view, later))
                 for n in sorted(view):
-                    if n.split(".", 1)[0] == later_stem:
+                    if n.split(".", 1)[0] == later_stem and file_kind(n) != files.SNAPSHOT:
                         plan.add(MOVE, n, "after the corrupt segment %s (the broker deletes it)" % name)
+                        del view[n]
             for n in sorted(view):
                 if file_kind(n) == files.SNAPSHOT and _base(n) is not None and _base(n) > new_end:
                     plan.add(MOVE, n, "producer snapshot above the new log end offset %d" % new_end)
+                    del view[n]
             plan.add(CUT, name, scan.reason, start=scan.valid_end, end=report.size)
         _plan_indexes(plan, view, stem, scan, active, cut, report)
         if cut:

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Benchmark `kafkalog append`: 1 KiB JSON lines into a fresh partition, uncompressed and lz4.
+
+Writes an input file of --count JSON lines of about 1 KiB each (seeded), then times, best of
+--repeat, `kafkalog append` (a subprocess, start-up and the final fsync included) with:
+
+  lines   --input-format lines: each JSON line is a record's value
+  jsonl   --input-format jsonl: {"key": .., "value": ..} objects, parsed
+
+for --codec none and lz4, and prints MB/s of input consumed.
+
+    .venv/bin/python benchmarks/bench_append.py [--count 200000] [--quick]
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+TARGETS = {"none": 100, "lz4": 50}  # MB/s the issue asks for
+
+
+def write_inputs(directory, count):
+    rng = random.Random(7)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    paths = {fmt: os.path.join(directory, "input.%s" % fmt) for fmt in ("lines", "jsonl")}
+    with open(paths["lines"], "w") as lines, open(paths["jsonl"], "w") as jsonl:
+        for i in range(count):
+            text = " ".join(rng.choice(words) for _ in range(170))[:960]
+            lines.write(json.dumps({"id": i, "text": text}) + "\n")
+            jsonl.write(json.dumps({"key": "k%d" % i, "value": text}) + "\n")
+    return paths
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--count", type=int, default=200000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="20000 lines, for a smoke test")
+    args = parser.parse_args()
+    count = 20000 if args.quick else args.count
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = write_inputs(tmp, count)
+        ok = True
+        for fmt, path in inputs.items():
+            size = os.path.getsize(path)
+            for codec, target in TARGETS.items():
+                best = float("inf")
+                for _ in range(args.repeat):
+                    part = os.path.join(tmp, "bench-0")
+                    shutil.rmtree(part, ignore_errors=True)
+                    with open(path, "rb") as stdin:
+                        t0 = time.perf_counter()
+                        p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "append",
+                                            "--input-format", fmt, "--codec", codec, part],
+                                           stdin=stdin, stdout=subprocess.DEVNULL)
+                        best = min(best, time.perf_counter() - t0)
+                    if p.returncode != 0:
+                        sys.exit("append exited %d" % p.returncode)
+                rate = size / best / 1e6
+                ok &= rate >= target
+                print("%-6s %-5s %d records, %.1f MB in %.3f s: %6.1f MB/s (target %d) %s"
+                      % (fmt, codec, count, size / 1e6, best, rate, target,
+                         "ok" if rate >= target else "MISSES"))
+    sys.exit(0 if ok or args.quick else 1)
+
+
+if __name__ == "__main__":
+    main()
