@@ -8,6 +8,7 @@ from .. import __version__
 from .append import append, roll
 from .dump import dump
 from .recover import recover
+from .retain import retain
 from .verify_index import verify_index
 
 
@@ -22,6 +23,7 @@ cli.add_command(verify_index)
 cli.add_command(recover)
 cli.add_command(append)
 cli.add_command(roll)
+cli.add_command(retain)
 
 
 def main():

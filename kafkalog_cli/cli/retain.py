@@ -1,0 +1,133 @@
+"""`kafkalog retain`: the broker's retention, offline."""
+
+import datetime
+import json
+import os
+import sys
+import time
+
+import click
+
+from ..log.append import PartitionWriter
+from ..log.files import FileFormatError
+from ..log.lock import LockHeld, LogDirLock
+from ..log.retain import (Policy, delete_segments, finish_interrupted, plan_retention,
+                          purge_deleted, update_log_start_checkpoint)
+from .recover import partitions_of
+
+EXIT_OK, EXIT_ERROR = 0, 2
+
+
+def _iso(ms):
+    if ms is None or ms < 0:
+        return "-"
+    try:
+        return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def _report(plan, fmt, dry_run, rows):
+    d = plan.directory
+    verb = "would be deleted" if dry_run else "deleted"
+    if fmt == "json":
+        click.echo(json.dumps({"type": "partition", "directory": d, "high_watermark": plan.high_watermark,
+                               "high_watermark_source": plan.hw_source, "log_end_offset": plan.log_end,
+                               "new_log_start_offset": plan.new_log_start,
+                               "roll_first": plan.roll_first, "dry_run": dry_run}))
+    else:
+        click.echo("%s: high watermark %d (%s), log end offset %d%s"
+                   % (d, plan.high_watermark, plan.hw_source, plan.log_end,
+                      "; the active segment is rolled first" if plan.roll_first else ""))
+    for s in plan.segments:
+        path = os.path.join(d, s.name)
+        if fmt == "json":
+            click.echo(json.dumps({"type": "segment", "file": path, "base_offset": s.base,
+                                   "next_offset": s.next_offset, "size": s.size,
+                                   "first_timestamp": s.first_ts, "largest_timestamp": s.largest_ts,
+                                   "timestamp_source": s.ts_source, "fate": s.fate, "why": s.why}))
+        else:
+            click.echo("%s: %s (%s)" % (path, verb if s.fate == "deleted" else "kept", s.why or "-"))
+        rows.append((path, s))
+
+
+def _table(rows, dry_run):
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="kafkalog retain" + (" (dry run)" if dry_run else ""))
+    for column in ("segment", "offsets", "bytes", "first timestamp", "largest timestamp", "fate", "why"):
+        table.add_column(column, justify="right" if column == "bytes" else "left")
+    for path, s in rows:
+        table.add_row(path, "%d-%d" % (s.base, s.next_offset - 1) if s.next_offset > s.base else "empty",
+                      str(s.size), _iso(s.first_ts), _iso(s.largest_ts),
+                      "[red]deleted[/red]" if s.fate == "deleted" else "kept", s.why or "")
+    Console(stderr=True).print(table)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--retention-ms", type=int, default=None,
+              help="Delete segments whose largest timestamp is older than now minus this.")
+@click.option("--retention-bytes", type=int, default=None,
+              help="Per partition: delete the oldest segments while it stays above this size.")
+@click.option("--log-start-offset", type=click.IntRange(0), default=None,
+              help="Delete segments wholly below this offset.")
+@click.option("--now", type=int, default=None, metavar="MS", help="Evaluate at this time (epoch ms).")
+@click.option("--high-watermark", type=click.IntRange(0), default=None,
+              help="Used when replication-offset-checkpoint has no entry for the partition.")
+@click.option("--roll-active", is_flag=True,
+              help="When every segment is to go, roll first so that the active one can go too.")
+@click.option("--file-delete-delay-ms", type=click.IntRange(0), default=60000, show_default=True,
+              help="Remove .deleted files this long after their deletion (0: at once).")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_watermark, roll_active,
+           file_delete_delay_ms, dry_run, fmt):
+    """Delete expired segments of partitions as a broker's retention does.
+
+    PATHS are partition directories or log directories. The high watermark bounds every
+    deletion. Deleted segments' files are renamed to .deleted together and removed after
+    --file-delete-delay-ms (by this or a later run). Refuses while a broker holds the log
+    directory. Exit status: 0 done or nothing to do, 2 errors.
+    """
+    policy = Policy(retention_ms, retention_bytes, log_start_offset, now, high_watermark, roll_active)
+    status = EXIT_OK
+    rows = []
+    by_log_dir = {}
+    for path in paths:
+        try:
+            for partition in partitions_of(path):
+                by_log_dir.setdefault(os.path.dirname(partition), []).append(partition)
+        except OSError as e:
+            click.echo("kafkalog: %s: %s" % (path, e.strerror or e), err=True)
+            status = EXIT_ERROR
+    for log_dir, partitions in by_log_dir.items():
+        try:
+            with LogDirLock(log_dir, create=not dry_run):
+                for directory in dict.fromkeys(partitions):
+                    if not dry_run:
+                        finish_interrupted(directory)
+                    plan = plan_retention(directory, policy)
+                    _report(plan, fmt, dry_run, rows)
+                    if dry_run:
+                        continue
+                    if plan.roll_first:
+                        with PartitionWriter(directory) as writer:
+                            writer.roll()
+                    if plan.deleted:
+                        first_base = plan.segments[0].base
+                        delete_segments(plan)
+                        update_log_start_checkpoint(directory, plan.new_log_start, first_base)
+                    # wall-clock time: the delay runs from the rename, whatever --now says
+                    purge_deleted(directory, file_delete_delay_ms, int(time.time() * 1000))
+        except LockHeld as e:
+            click.echo("kafkalog: %s" % e.strerror, err=True)
+            status = EXIT_ERROR
+        except (OSError, FileFormatError) as e:
+            click.echo("kafkalog: %s" % (("%s: %s" % (e.filename, e.strerror))
+                                         if isinstance(e, OSError) and e.filename else e), err=True)
+            status = EXIT_ERROR
+    if fmt == "text" and rows and sys.stderr.isatty():
+        _table(rows, dry_run)
+    sys.exit(status)
