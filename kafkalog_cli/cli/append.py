@@ -201,6 +201,7 @@ def append(directory, input_format, key, batch_records, batch_bytes, codec, magi
     policy = RollPolicy(segment_bytes, segment_ms, segment_index_bytes, index_interval_bytes)
     status = EXIT_OK
     try:
+        os.makedirs(_log_dir(directory), exist_ok=True)  # the partition's log directory too
         with LogDirLock(_log_dir(directory)), PartitionWriter(directory, policy) as writer:
             app = _Appender(writer, opts, sys.stdout)
             for number, line in enumerate(sys.stdin.buffer, start=1):
