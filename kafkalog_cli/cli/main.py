@@ -9,6 +9,7 @@ from .append import append, roll
 from .dump import dump
 from .recover import recover
 from .retain import retain
+from .spark_cmds import export, scan
 from .verify_index import verify_index
 
 
@@ -24,6 +25,8 @@ cli.add_command(recover)
 cli.add_command(append)
 cli.add_command(roll)
 cli.add_command(retain)
+cli.add_command(export)
+cli.add_command(scan)
 
 
 def main():

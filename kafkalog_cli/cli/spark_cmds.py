@@ -1,0 +1,151 @@
+"""`kafkalog export` and `kafkalog scan`: the Spark pipeline's commands."""
+
+import importlib.util
+import json
+import os
+import sys
+
+import click
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def _spark_options(f):
+    f = click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+                     help="A Spark setting (repeatable), e.g. spark.executor.memory=4g.")(f)
+    f = click.option("--master", default="local[*]", show_default=True,
+                     help="Spark master: local[N], spark://host:7077, yarn, k8s://...")(f)
+    return f
+
+
+def _conf(pairs):
+    out = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter("expected KEY=VALUE, got %r" % pair, param_hint="--spark-conf")
+        out.append((key.strip(), value))
+    return out
+
+
+def _need_pyspark():
+    if importlib.util.find_spec("pyspark") is None:
+        click.echo("kafkalog: this command runs on Apache Spark and needs pyspark: "
+                   "pip install 'kafkalog[spark]'", err=True)
+        sys.exit(EXIT_USAGE)
+
+
+def _check_path(path):
+    if not os.path.exists(path):
+        click.echo("kafkalog: %s: No such file or directory" % path, err=True)
+        sys.exit(EXIT_USAGE)
+    return os.path.abspath(path)
+
+
+@click.command()
+@click.argument("path", type=click.Path())
+@click.option("--output", required=True, type=click.Path(), help="Where to write (a directory).")
+@click.option("--output-format", type=click.Choice(["parquet", "json", "csv"]), default="parquet",
+              show_default=True)
+@click.option("--partition-by", default="", metavar="COLS", help="e.g. topic,partition")
+@click.option("--mode", type=click.Choice(["errorifexists", "overwrite", "append"]),
+              default="errorifexists", show_default=True, help="When OUTPUT exists.")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="A kafkalog data source option (includeControl=true, fromOffset=N, ...).")
+@_spark_options
+def export(path, output, output_format, partition_by, mode, options, master, spark_conf):
+    """Export the records of a log directory, partition directory or segment to Parquet, JSON
+    Lines or CSV, with Spark (local by default; any cluster with --master)."""
+    _need_pyspark()
+    path = _check_path(path)
+    conf = _conf(spark_conf)
+    opts = dict(_conf(options))
+    cols = [c for c in partition_by.split(",") if c]
+    from ..spark import jobs
+    spark = jobs.session(master, conf, "kafkalog export")
+    try:
+        with jobs.Progress(spark, sys.stderr.isatty()):
+            jobs.export(spark, path, os.path.abspath(output), output_format, cols, mode, opts)
+    except Exception as e:  # Spark reports analysis and job errors as Java exceptions
+        click.echo("kafkalog: export failed: %s" % str(e).strip().splitlines()[0], err=True)
+        sys.exit(EXIT_USAGE)
+    finally:
+        spark.stop()
+    click.echo("exported %s to %s (%s)" % (path, output, output_format))
+
+
+def _row(tp, segs):
+    first = [s["first_offset"] for s in segs if s["first_offset"] is not None]
+    last = [s["last_offset"] for s in segs if s["last_offset"] is not None]
+    tmin = [s["min_timestamp"] for s in segs if s["min_timestamp"] is not None]
+    tmax = [s["max_timestamp"] for s in segs if s["max_timestamp"] is not None]
+    return {"topic": tp[0], "partition": tp[1], "segments": len(segs),
+            "batches": sum(s["batches"] for s in segs), "records": sum(s["records"] for s in segs),
+            "bytes": sum(s["bytes"] for s in segs),
+            "first_offset": min(first) if first else None, "last_offset": max(last) if last else None,
+            "min_timestamp": min(tmin) if tmin else None, "max_timestamp": max(tmax) if tmax else None,
+            "codecs": sorted({c for s in segs for c in s["codecs"]}),
+            "invalid_batches": sum(s["invalid_batches"] for s in segs),
+            "invalid_bytes": sum(s["invalid_bytes"] for s in segs),
+            "problems": ["%s: %s" % (os.path.basename(s["segment"]), p)
+                         for s in segs for p in s["problems"]]}
+
+
+def _table(rows):
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="kafkalog scan")
+    for c in ("partition", "segments", "batches", "records", "bytes", "offsets", "codecs",
+              "invalid batches", "invalid bytes"):
+        table.add_column(c, justify="left" if c in ("partition", "offsets", "codecs") else "right")
+    for r in rows:
+        bad = r["invalid_batches"] or r["invalid_bytes"]
+        table.add_row("%s-%d" % (r["topic"], r["partition"]), str(r["segments"]), str(r["batches"]),
+                      str(r["records"]), str(r["bytes"]),
+                      "-" if r["first_offset"] is None else "%d-%d" % (r["first_offset"], r["last_offset"]),
+                      ",".join(r["codecs"]), ("[red]%d[/red]" if bad else "%d") % r["invalid_batches"],
+                      ("[red]%d[/red]" if bad else "%d") % r["invalid_bytes"])
+    Console().print(table)
+
+
+@click.command()
+@click.argument("path", type=click.Path())
+@click.option("--topics", default="", help="Only these topics (comma-separated).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_spark_options
+def scan(path, topics, fmt, master, spark_conf):
+    """Check every segment under PATH with Spark tasks and sum up each partition: segments,
+    batches, records, bytes, offset and time ranges, codecs, invalid batches and bytes.
+    Exit status: 0 all valid, 1 anything invalid, 2 errors."""
+    _need_pyspark()
+    path = _check_path(path)
+    conf = _conf(spark_conf)
+    from ..spark import jobs
+    spark = jobs.session(master, conf, "kafkalog scan")
+    try:
+        with jobs.Progress(spark, sys.stderr.isatty()):
+            parts = jobs.scan(spark, path, [t for t in topics.split(",") if t])
+    except Exception as e:
+        click.echo("kafkalog: scan failed: %s" % str(e).strip().splitlines()[0], err=True)
+        sys.exit(EXIT_USAGE)
+    finally:
+        spark.stop()
+    rows = [_row(tp, sorted(segs, key=lambda s: s["segment"])) for tp, segs in sorted(parts.items())]
+    invalid = any(r["invalid_batches"] or r["invalid_bytes"] for r in rows)
+    if fmt == "json":
+        for r in rows:
+            click.echo(json.dumps(dict(r, type="partition")))
+    elif sys.stdout.isatty():
+        _table(rows)
+    else:
+        for r in rows:
+            click.echo("%s-%d: %d segments, %d batches, %d records, %d bytes, offsets %s, codecs %s, "
+                       "%d invalid batches, %d invalid bytes" % (
+                           r["topic"], r["partition"], r["segments"], r["batches"], r["records"],
+                           r["bytes"], "-" if r["first_offset"] is None else
+                           "%d-%d" % (r["first_offset"], r["last_offset"]),
+                           ",".join(r["codecs"]) or "-", r["invalid_batches"], r["invalid_bytes"]))
+    for r in rows:
+        for p in r["problems"]:
+            click.echo("kafkalog: %s-%d: %s" % (r["topic"], r["partition"], p), err=True)
+    sys.exit(EXIT_INVALID if invalid else EXIT_OK)
