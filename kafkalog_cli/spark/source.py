@@ -104,55 +104,87 @@ class Bounds:
 
 
 class _Columns:
-    """Column lists of the rows being built, turned into an Arrow record batch."""
-
-    NAMES = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
-             "headers", "segment", "batchPosition", "magic", "codec", "producerId",
-             "isTransactional", "isControl", "isValid")
+    """The rows being built, column by column (whole batches at a time, no per-row Python
+    objects), turned into an Arrow record batch."""
 
     def __init__(self):
-        self.cols = {n: [] for n in self.NAMES}
+        self.keys, self.values, self.offsets, self.timestamps = [], [], [], []
+        self.header_counts, self.header_keys, self.header_values = [], [], []
+        self.runs = []  # (row count, per-batch fields): the columns that are constant per batch
+        self.rows = 0
 
     def __len__(self):
-        return len(self.cols["offset"])
+        return self.rows
 
-    def batch_fields(self, topic, partition, segment, b, valid):
-        return {"topic": topic, "partition": partition, "segment": segment,
-                "batchPosition": b.position, "magic": b.magic, "codec": b.codec_name,
-                "producerId": b.producer_id, "isTransactional": b.is_transactional,
-                "isControl": b.is_control, "isValid": valid,
-                "timestampType": b.timestamp_type if b.timestamp_type != NO_TIMESTAMP_TYPE else -1}
+    @staticmethod
+    def batch_fields(topic, partition, segment, b, valid):
+        return (topic, partition, segment, b.position, b.magic, b.codec_name, b.producer_id,
+                b.is_transactional, b.is_control, valid,
+                b.timestamp_type if b.timestamp_type != NO_TIMESTAMP_TYPE else -1)
 
     def add_records(self, fields, recs, keep):
-        c = self.cols
-        n = 0
-        headers = recs.headers
-        for i, (off, ts, k, v) in enumerate(zip(recs.offsets, recs.timestamps, recs.keys, recs.values)):
-            if keep is not None and not keep(off, ts):
-                continue
-            c["key"].append(k)
-            c["value"].append(v)
-            c["offset"].append(off)
-            c["timestamp"].append(ts * 1000 if ts >= 0 else None)
-            c["headers"].append([{"key": hk, "value": hv} for hk, hv in headers[i]]
-                                if headers is not None else [])
-            n += 1
-        for name, value in fields.items():
-            c[name].extend([value] * n)
+        if keep is not None:
+            wanted = [i for i, (off, ts) in enumerate(zip(recs.offsets, recs.timestamps))
+                      if keep(off, ts)]
+            if len(wanted) != len(recs):
+                recs = recs.select(wanted)
+        n = len(recs)
+        if not n:
+            return
+        self.keys.extend(recs.keys)
+        self.values.extend(recs.values)
+        self.offsets.extend(recs.offsets)
+        self.timestamps.extend(recs.timestamps)
+        if recs.headers is None or not any(recs.headers):
+            self.header_counts.extend([0] * n)
+        else:
+            for hdrs in recs.headers:
+                self.header_counts.append(len(hdrs))
+                for hk, hv in hdrs:
+                    self.header_keys.append(hk)
+                    self.header_values.append(hv)
+        self.runs.append((n, fields))
+        self.rows += n
 
     def add_invalid(self, fields, offset):
-        c = self.cols
-        for name in ("key", "value", "timestamp"):
-            c[name].append(None)
-        c["offset"].append(offset)
-        c["headers"].append([])
-        for name, value in fields.items():
-            c[name].append(value)
+        self.keys.append(None)
+        self.values.append(None)
+        self.offsets.append(offset)
+        self.timestamps.append(-1)
+        self.header_counts.append(0)
+        self.runs.append((1, fields))
+        self.rows += 1
 
     def to_arrow(self, schema):
         import pyarrow as pa
-        arrays = [pa.array(self.cols[f.name], type=f.type) for f in schema]
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+        import pyarrow.compute as pc
+        ts = pa.array(self.timestamps, pa.int64())
+        ts = pc.if_else(pc.less(ts, 0), None, ts).cast(pa.timestamp("ms", tz="UTC")).cast(
+            schema.field("timestamp").type)
+        header_offsets = pa.array([0] + list(_accumulate(self.header_counts)), pa.int32())
+        headers = pa.ListArray.from_arrays(header_offsets, pa.StructArray.from_arrays(
+            [pa.array(self.header_keys, pa.string()), pa.array(self.header_values, pa.binary())],
+            names=["key", "value"]))
+        per_batch = list(zip(*(fields for _, fields in self.runs)))
+        counts = [n for n, _ in self.runs]
+        indices = pa.array([i for i, n in enumerate(counts) for _ in range(n)], pa.int32())
+        constant = {name: pa.array(values, schema.field(name).type).take(indices)
+                    for name, values in zip(_BATCH_FIELD_NAMES, per_batch)}
+        columns = {"key": pa.array(self.keys, pa.binary()), "value": pa.array(self.values, pa.binary()),
+                   "offset": pa.array(self.offsets, pa.int64()), "timestamp": ts, "headers": headers}
+        columns.update(constant)
+        return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+_BATCH_FIELD_NAMES = ("topic", "partition", "segment", "batchPosition", "magic", "codec",
+                      "producerId", "isTransactional", "isControl", "isValid", "timestampType")
+
+
+def _accumulate(counts):
+    total = 0
+    for c in counts:
+        total += c
+        yield total
 
 
 def _arrow_schema():
@@ -212,9 +244,8 @@ def read_slice(part, options):
 
 
 def _invalid_fields(topic, partition, segment, item):
-    return {"topic": topic, "partition": partition, "segment": segment,
-            "batchPosition": item.position, "magic": None, "codec": None, "producerId": None,
-            "isTransactional": None, "isControl": None, "isValid": False, "timestampType": None}
+    """The per-batch fields of a row standing for invalid bytes (no batch to speak of)."""
+    return (topic, partition, segment, item.position, None, None, None, None, None, False, None)
 
 
 class KafkalogReader(DataSourceReader):
