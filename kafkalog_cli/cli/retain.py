@@ -8,7 +8,7 @@ import time
 
 import click
 
-from ..log.append import PartitionWriter
+from ..log.append import AppendError, PartitionWriter
 from ..log.files import FileFormatError
 from ..log.lock import LockHeld, LogDirLock
 from ..log.retain import (Policy, delete_segments, finish_interrupted, plan_retention,
@@ -116,13 +116,15 @@ def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_wat
                         with PartitionWriter(directory) as writer:
                             writer.roll()
                     if plan.deleted:
-                        first_base = plan.segments[0].base
                         delete_segments(plan)
-                        update_log_start_checkpoint(directory, plan.new_log_start, first_base)
+                        update_log_start_checkpoint(directory, plan.new_log_start)
                     # wall-clock time: the delay runs from the rename, whatever --now says
                     purge_deleted(directory, file_delete_delay_ms, int(time.time() * 1000))
         except LockHeld as e:
             click.echo("kafkalog: %s" % e.strerror, err=True)
+            status = EXIT_ERROR
+        except AppendError as e:
+            click.echo("kafkalog: cannot roll the active segment first: %s" % e, err=True)
             status = EXIT_ERROR
         except (OSError, FileFormatError) as e:
             click.echo("kafkalog: %s" % (("%s: %s" % (e.filename, e.strerror))

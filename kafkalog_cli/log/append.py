@@ -90,6 +90,7 @@ class PartitionWriter:
         self.policy = policy or RollPolicy()
         self.max_message_size = max_message_size
         self._lock_fd = None
+        self._lock_created = False
         self.active = None
         self.next_offset = None
         self.rolled = []  # base offsets of the segments this writer created
@@ -123,7 +124,9 @@ class PartitionWriter:
             self._unlock()
 
     def _lock_partition(self):
-        fd = os.open(os.path.join(self.directory, PARTITION_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+        path = os.path.join(self.directory, PARTITION_LOCK)
+        self._lock_created = not os.path.exists(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -136,6 +139,10 @@ class PartitionWriter:
 
     def _unlock(self):
         if self._lock_fd is not None:
+            if self._lock_created:
+                # Safe to remove: every kafkalog writer also holds the log directory's .lock,
+                # so nobody else can be waiting on this file.
+                os.unlink(os.path.join(self.directory, PARTITION_LOCK))
             os.close(self._lock_fd)
             self._lock_fd = None
 

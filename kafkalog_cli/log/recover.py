@@ -21,7 +21,7 @@ from .files import FileFormatError, base_offset_from_name, file_kind, lifecycle_
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, IndexBuilder, TxnTracker, fsync_dir,
                          txn_index_bytes, write_atomically)
-from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
+from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from .txnindex import TransactionIndex
 
 QUARANTINE = "kafkalog-quarantine"
@@ -106,10 +106,8 @@ def _batch_problem(batch, recs_or_error, base, prev_last):
         return "unknown magic %d" % batch.magic
     if isinstance(recs_or_error, str):
         return "records cannot be read: %s" % recs_or_error
-    first = batch.base_offset if batch.magic >= 2 else (
-        recs_or_error.offsets[0] if len(recs_or_error) else batch.last_offset)
-    if prev_last is not None and first <= prev_last:
-        return "offset %d does not follow offset %d" % (first, prev_last)
+    if prev_last is not None and batch.last_offset <= prev_last:
+        return "last offset %d does not follow offset %d" % (batch.last_offset, prev_last)
     if not 0 <= batch.last_offset - base <= MAX_RELATIVE_OFFSET:
         return "last offset %d does not fit a segment based at %d" % (batch.last_offset, base)
     return None
@@ -120,7 +118,8 @@ def scan_segment(path, base, prev_last, tracker, interval, max_message_size):
     header says, offsets increasing and fitting the segment) and build its indexes."""
     result = _Scan()
     result.builder = IndexBuilder(base, interval)
-    with LogFile(path, max_message_size) as log:
+    # A record as large as its batch may inflate to is valid: the broker's recovery keeps it.
+    with LogFile(path, max_message_size, record_limit_factor=BATCH_LIMIT_FACTOR) as log:
         for item in log.entries():
             if not isinstance(item, Batch):
                 result.first_bad, result.reason = item.position, item.reason

@@ -73,12 +73,16 @@ def load_segments(directory):
                    and not lifecycle_suffix(n) and base_offset_from_name(n) is not None),
                   key=base_offset_from_name)
     out = []
-    for n in logs:
+    for i, n in enumerate(logs):
         seg = Segment(n, base_offset_from_name(n))
         path = os.path.join(directory, n)
         seg.size = os.path.getsize(path)
         batches_ts = _scan(path, seg)
         seg.largest_ts, seg.ts_source = _largest_timestamp(directory, seg, batches_ts)
+        if i == len(logs) - 1 and batches_ts > seg.largest_ts:
+            # The active segment's time index lacks its final entry until a roll (the broker
+            # keeps that maximum in memory): its batches know better.
+            seg.largest_ts, seg.ts_source = batches_ts, "batches"
         out.append(seg)
     return out
 
@@ -210,34 +214,53 @@ def segment_files(directory, base):
                             else [])
 
 
+INTENT = ".kafkalog-retain-intent"
+
+
 def finish_interrupted(directory):
-    """A segment some of whose files are already .deleted was being deleted: finish renaming
-    the rest, as a rerun after a crash must (so no half-deleted segment is left)."""
+    """Finish a deletion a crash interrupted: the bases it had decided are in the intent file
+    written before the first rename (so that no half-deleted segment is left, and no segment
+    that merely has .deleted files beside it, as the log cleaner leaves, is taken for one)."""
+    path = os.path.join(directory, INTENT)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        lines = f.read().split()
+    try:
+        bases, start = [int(x) for x in lines[1:]], int(lines[0])
+    except (ValueError, IndexError):
+        bases, start = [], None  # a torn intent file: the deletion had not begun
+    done = _rename_segments(directory, bases, start) if start is not None else []
+    os.unlink(path)
+    fsync_dir(directory)
+    return done
+
+
+def _rename_segments(directory, bases, new_start):
     done = []
-    for n in os.listdir(directory):
-        if n.endswith(DELETED) and file_kind(n[:-len(DELETED)]) is not None:
-            base = base_offset_from_name(n)
-            if base is not None:
-                for rest in segment_files(directory, base):
-                    os.rename(os.path.join(directory, rest), os.path.join(directory, rest + DELETED))
-                    done.append(rest)
-    if done:
-        fsync_dir(directory)
+    for base in bases:
+        for n in segment_files(directory, base):
+            os.rename(os.path.join(directory, n), os.path.join(directory, n + DELETED))
+            done.append(n)
+    for n in os.listdir(directory):  # producer snapshots below the new log start go too
+        b = base_offset_from_name(n)
+        if file_kind(n) == files.SNAPSHOT and not lifecycle_suffix(n) and b is not None \
+                and b < new_start:
+            os.rename(os.path.join(directory, n), os.path.join(directory, n + DELETED))
+            done.append(n)
+    fsync_dir(directory)
     return done
 
 
 def delete_segments(plan):
-    """Rename each deleted segment's files to .deleted: indexes and snapshots first, the .log
-    last (a crash between leaves a segment whose .log still stands: a rerun deletes it again)."""
+    """Rename each deleted segment's files to .deleted (indexes and snapshots first, the .log
+    last), after writing down which, so that a rerun after a crash finishes the same job."""
     directory = plan.directory
-    for seg in plan.deleted:
-        for n in segment_files(directory, seg.base):
-            os.rename(os.path.join(directory, n), os.path.join(directory, n + DELETED))
-    start = plan.new_log_start
-    for n in os.listdir(directory):  # producer snapshots below the new log start go too
-        if file_kind(n) == files.SNAPSHOT and not lifecycle_suffix(n) and \
-                base_offset_from_name(n) is not None and base_offset_from_name(n) < start:
-            os.rename(os.path.join(directory, n), os.path.join(directory, n + DELETED))
+    bases = [seg.base for seg in plan.deleted]
+    write_atomically(os.path.join(directory, INTENT),
+                     (" ".join(str(x) for x in [plan.new_log_start] + bases) + "\n").encode())
+    _rename_segments(directory, bases, plan.new_log_start)
+    os.unlink(os.path.join(directory, INTENT))
     fsync_dir(directory)
 
 
@@ -257,16 +280,21 @@ def purge_deleted(directory, delay_ms, now_ms):
     return removed
 
 
-def update_log_start_checkpoint(directory, new_start, first_base):
+def update_log_start_checkpoint(directory, first_base):
     """Rewrite the log directory's log-start-offset-checkpoint, when it exists, for this
-    partition: its entry is the new log start, or absent when that is the first segment's base."""
+    partition whose first segment now starts at ``first_base``: the log start offset only ever
+    grows (an entry above the base, from a DeleteRecords, stays), and the entry is left out
+    when the log start is the first segment's base, as the broker writes it."""
     path = os.path.join(os.path.dirname(os.path.abspath(directory)), "log-start-offset-checkpoint")
     topic, number = _partition_of(directory)
     if topic is None or not os.path.isfile(path):
         return False
-    entries = [e for e in checkpoints.read_offset_checkpoint(path) if (e[0], e[1]) != (topic, number)]
-    if new_start > first_base:
-        entries.append((topic, number, new_start))
+    entries = checkpoints.read_offset_checkpoint(path)
+    current = [o for t, p, o in entries if (t, p) == (topic, number)]
+    start = max([first_base] + current)
+    entries = [e for e in entries if (e[0], e[1]) != (topic, number)]
+    if start > first_base:
+        entries.append((topic, number, start))
     text = "0\n%d\n" % len(entries) + "".join("%s %d %d\n" % e for e in entries)
     write_atomically(path, text.encode("utf-8"))
     return True

@@ -20,10 +20,10 @@ RELEASE_STEP = 64 * 1024 * 1024
 class LogFile:
     """A segment data file opened read-only. Use as a context manager."""
 
-    def __init__(self, path, max_message_size=DEFAULT_MAX_MESSAGE_SIZE):
+    def __init__(self, path, max_message_size=DEFAULT_MAX_MESSAGE_SIZE, record_limit_factor=1):
         self.path = path
-        self.max_message_size = max_message_size
-        self.batch_limit = max_message_size * BATCH_LIMIT_FACTOR
+        self.max_message_size = max_message_size * record_limit_factor  # per record
+        self.batch_limit = max_message_size * BATCH_LIMIT_FACTOR  # per decompressed batch
         self._inflater = codecs.Inflater()
         self._released = 0
         self._file = open(path, "rb")
