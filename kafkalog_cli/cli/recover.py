@@ -9,7 +9,7 @@ import click
 from ..log import files
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.lock import LockHeld, LogDirLock
-from ..log.recover import MOVE, QUARANTINE, RENAME, execute, plan_partition
+from ..log.recover import MOVE, QUARANTINE, REMOVE, RENAME, execute, plan_partition
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 
 EXIT_OK, EXIT_REPAIRED, EXIT_ERROR = 0, 1, 2
@@ -57,6 +57,9 @@ class _Report:
             if a.kind == MOVE:
                 self.emit({"type": "moved", "file": path, "why": a.why},
                           "%s: %smoved to quarantine (%s)" % (path, "would be " if dry_run else "", a.why))
+            elif a.kind == REMOVE:
+                self.emit({"type": "removed", "file": path, "why": a.why},
+                          "%s: %sremoved (%s)" % (path, "would be " if dry_run else "", a.why))
             elif a.kind == RENAME:
                 self.emit({"type": "renamed", "file": path, "to": a.target, "why": a.why},
                           "%s: %srenamed to %s (%s)" % (path, "would be " if dry_run else "",

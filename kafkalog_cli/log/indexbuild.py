@@ -8,6 +8,7 @@ from .index import OffsetIndex, TimeIndex
 from .txnindex import ENTRY as TXN_ENTRY
 
 DEFAULT_INDEX_INTERVAL = 4096  # index.interval.bytes
+TMP_SUFFIX = ".kafkalog-tmp"
 
 
 class IndexBuilder:
@@ -79,7 +80,7 @@ class TxnTracker:
 def write_atomically(path, data):
     """Write ``data`` to ``path`` through a temporary file that is flushed and renamed into
     place, then flush the directory: after a crash the file is the old one or the new one."""
-    tmp = path + ".kafkalog-tmp"
+    tmp = path + TMP_SUFFIX
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()

@@ -14,12 +14,12 @@ import json
 import os
 
 from ..format import control
-from ..format.errors import CorruptRecordError
+from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from . import files
 from .files import FileFormatError, base_offset_from_name, file_kind, lifecycle_suffix
 from .index import OffsetIndex, TimeIndex
-from .indexbuild import (DEFAULT_INDEX_INTERVAL, IndexBuilder, TxnTracker, fsync_dir,
+from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, IndexBuilder, TxnTracker, fsync_dir,
                          txn_index_bytes, write_atomically)
 from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from .txnindex import TransactionIndex
@@ -27,7 +27,7 @@ from .txnindex import TransactionIndex
 QUARANTINE = "kafkalog-quarantine"
 MAX_RELATIVE_OFFSET = 2 ** 31 - 1
 
-MOVE, RENAME, CUT, WRITE = "move", "rename", "cut", "write"
+MOVE, RENAME, CUT, WRITE, REMOVE = "move", "rename", "cut", "write", "remove"
 
 
 class Action:
@@ -126,16 +126,22 @@ def scan_segment(path, base, prev_last, tracker, interval, max_message_size):
                 break
             try:
                 recs = log.records(item)
+            except LimitExceededError:
+                # Inflating further than the bound lets us is no proof of damage (the CRC holds,
+                # and the broker does not look inside): keep the batch, its records unchecked.
+                recs = None
             except CorruptRecordError as e:
                 recs = str(e)
             reason = _batch_problem(item, recs, base, prev_last)
             if reason is not None:
                 result.first_bad, result.reason = item.position, reason
                 break
-            _track_transactions(item, recs, tracker, result.aborted)
+            if recs is not None:
+                _track_transactions(item, recs, tracker, result.aborted)
             result.builder.add(item.position, item.size, item.last_offset, item.max_timestamp)
             result.last_at[item.position] = item.last_offset
-            result.max_ts_of[item.last_offset] = max(recs.timestamps) if len(recs) else -1
+            result.max_ts_of[item.last_offset] = (
+                item.max_timestamp if recs is None else max(recs.timestamps) if len(recs) else -1)
             result.valid_end = item.position + item.size
             prev_last = item.last_offset
     result.builder.finish()
@@ -247,6 +253,10 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
     """Everything recovery would change in ``directory``, with a report per segment."""
     plan = PartitionPlan(directory)
     names = sorted(n for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n)))
+    for n in names:
+        if n.endswith(TMP_SUFFIX):
+            plan.add(REMOVE, n, "temporary file of an interrupted kafkalog write")
+    names = [n for n in names if not n.endswith(TMP_SUFFIX)]
     view, swaps, log_swaps = _plan_leftovers(plan, names)
     if log_swaps:
         low, high = _swap_range(directory, log_swaps, max_message_size)
@@ -365,7 +375,7 @@ def _quarantine_dir(directory):
 
 def _copy_range(src, start, end, dst):
     """Save bytes [start, end) of ``src`` to ``dst`` in chunks, flushed and renamed into place."""
-    tmp = dst + ".kafkalog-tmp"
+    tmp = dst + TMP_SUFFIX
     with open(src, "rb") as f, open(tmp, "wb") as out:
         f.seek(start)
         left = end - start
@@ -403,7 +413,10 @@ def execute(plan):
 
     for a in plan.actions:
         src = os.path.join(directory, a.name)
-        if a.kind == MOVE:
+        if a.kind == REMOVE:
+            os.unlink(src)  # our own half-written temporary: the real file is intact
+            fsync_dir(directory)
+        elif a.kind == MOVE:
             os.rename(src, os.path.join(quarantine(), a.name))
             fsync_dir(directory)
             record({"what": "moved", "file": a.name, "saved_as": a.name, "why": a.why})
