@@ -473,3 +473,35 @@ def busy_segment(base_offset, n_batches=40, records_per_batch=3, value_size=300,
         else:
             w.add_v2(recs, codec)
     return w.data(), w.next_offset
+
+
+# -- partitions for the retention tests --------------------------------------------------------------
+
+def timed_segments(layout, first_offset=0, value_size=60, magic=2):
+    """Segments of one-record batches, one batch per timestamp: ``layout`` is a list (one item
+    per segment) of lists of record timestamps. Offsets are consecutive from ``first_offset``.
+    Returns ([(base offset, .log bytes)], log end offset). ``magic`` 0 writes v0 messages (whose
+    timestamps do not exist: -1), 1 v1 messages, 2 v2 batches."""
+    import kafkagen as kg
+    out = []
+    base = first_offset
+    for i, timestamps in enumerate(layout):
+        w = kg.SegmentWriter(base, partition_leader_epoch=1)
+        for j, ts in enumerate(timestamps):
+            rec = kg.Rec(b"k-%d-%d" % (i, j), bytes([97 + (i + j) % 26]) * value_size, ts)
+            if magic >= 2:
+                w.add_v2([rec])
+            else:
+                w.add_legacy(magic, [rec])
+        out.append((base, w.data()))
+        base = w.next_offset
+    return out, base
+
+
+def write_snapshots(directory, offsets):
+    """Empty producer snapshots ``<offset>.snapshot``; returns their names."""
+    names = []
+    for off in offsets:
+        names.append(segment_prefix(off) + ".snapshot")
+        write_file(os.path.join(str(directory), names[-1]), encode_snapshot([]))
+    return names

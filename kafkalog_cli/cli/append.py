@@ -62,8 +62,8 @@ def parse_jsonl(line):
     ts = obj.get("timestamp")
     if ts is None:
         ts = now_ms()
-    elif not isinstance(ts, int) or isinstance(ts, bool):
-        raise InputError("timestamp must be an integer (ms)")
+    elif not isinstance(ts, int) or isinstance(ts, bool) or not -2 ** 63 <= ts < 2 ** 63:
+        raise InputError("timestamp must be an integer number of ms within 64 bits")
     return Record(_bytes(obj.get("key"), "key"), _bytes(obj.get("value"), "value"), ts,
                   _headers(obj.get("headers")))
 
@@ -91,11 +91,13 @@ class _Appender:
 
     def add(self, record):
         size = record.size_estimate()
-        if self.pending and (len(self.pending) >= self.opts["batch_records"]
-                             or self.pending_bytes + size > self.opts["batch_bytes"]):
-            self.write_pending()
+        if self.pending and self.pending_bytes + size > self.opts["batch_bytes"]:
+            self.write_pending()  # this record would overflow the batch: it opens the next
         self.pending.append(record)
         self.pending_bytes += size
+        if (len(self.pending) >= self.opts["batch_records"]
+                or self.pending_bytes >= self.opts["batch_bytes"]):
+            self.write_pending()  # full: written now, so that a bad line later cannot drop it
 
     def write_pending(self):
         if not self.pending:
@@ -192,6 +194,14 @@ def append(directory, input_format, key, batch_records, batch_bytes, codec, magi
     """
     if magic < 2 and (codec == "zstd" or transactional or producer_id >= 0):
         raise click.UsageError("zstd, producer ids and transactions need --magic 2")
+    if transactional and producer_id < 0:
+        raise click.UsageError("--transactional needs --producer-id")
+    if producer_id >= 0:
+        # an idempotent producer's batches carry an epoch and sequences: a new producer's by default
+        producer_epoch = 0 if producer_epoch < 0 else producer_epoch
+        base_sequence = 0 if base_sequence < 0 else base_sequence
+    elif producer_epoch >= 0 or base_sequence >= 0:
+        raise click.UsageError("--producer-epoch and --base-sequence need --producer-id")
     opts = {"batch_records": batch_records, "batch_bytes": batch_bytes, "codec": CODECS[codec],
             "magic": magic, "timestamp_type": LOG_APPEND_TIME if timestamp_type == "LogAppendTime"
             else CREATE_TIME, "flush_messages": flush_messages, "producer_id": producer_id,

@@ -73,7 +73,7 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
                 pos = item.position + item.size
                 if isinstance(item, Batch):
                     if seek is not None:
-                        if seek.past_end(item):
+                        if seek.past_end(item, recs):
                             pos = end
                             break
                         if recs is not None:

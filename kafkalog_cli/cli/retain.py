@@ -12,7 +12,7 @@ from ..log.append import AppendError, PartitionWriter
 from ..log.files import FileFormatError
 from ..log.lock import LockHeld, LogDirLock
 from ..log.retain import (Policy, delete_segments, finish_interrupted, plan_retention,
-                          purge_deleted, update_log_start_checkpoint)
+                          purge_deleted)
 from .recover import partitions_of
 
 EXIT_OK, EXIT_ERROR = 0, 2
@@ -109,17 +109,16 @@ def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_wat
                     if not dry_run:
                         finish_interrupted(directory)
                     plan = plan_retention(directory, policy)
-                    _report(plan, fmt, dry_run, rows)
-                    if dry_run:
-                        continue
-                    if plan.roll_first:
-                        with PartitionWriter(directory) as writer:
-                            writer.roll()
-                    if plan.deleted:
-                        delete_segments(plan)
-                        update_log_start_checkpoint(directory, plan.new_log_start)
-                    # wall-clock time: the delay runs from the rename, whatever --now says
-                    purge_deleted(directory, file_delete_delay_ms, int(time.time() * 1000))
+                    if not dry_run:
+                        if plan.roll_first:
+                            # under the log directory's lock: no partition lock file needed
+                            with PartitionWriter(directory, lock_partition=False) as writer:
+                                writer.roll()
+                        if plan.deleted:
+                            delete_segments(plan)
+                        # wall-clock time: the delay runs from the rename, whatever --now says
+                        purge_deleted(directory, file_delete_delay_ms, int(time.time() * 1000))
+                    _report(plan, fmt, dry_run, rows)  # what was done, once it is done
         except LockHeld as e:
             click.echo("kafkalog: %s" % e.strerror, err=True)
             status = EXIT_ERROR

@@ -29,7 +29,13 @@ def _conf(pairs):
 
 
 def _need_pyspark():
-    if importlib.util.find_spec("pyspark") is None:
+    try:
+        found = importlib.util.find_spec("pyspark") is not None
+        if found:
+            import pyspark.sql  # noqa: F401  (installed but broken counts as missing)
+    except (ImportError, ValueError):
+        found = False
+    if not found:
         click.echo("kafkalog: this command runs on Apache Spark and needs pyspark: "
                    "pip install 'kafkalog[spark]'", err=True)
         sys.exit(EXIT_USAGE)

@@ -28,9 +28,9 @@ def _varint(n):
     return _SMALL[n + 1] if -1 <= n < 128 else encode_varint(n)
 
 
-def compress(codec, data):
+def compress(codec, data, magic=2):
     """Compress a records area (v2) or an inner message set (legacy) with ``codec``, in the
-    framing Kafka's Java clients read."""
+    framing Kafka's Java clients write (for magic 0 LZ4, with its historical header checksum)."""
     if codec == codecs.GZIP:
         c = zlib.compressobj(6, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
@@ -45,8 +45,12 @@ def compress(codec, data):
     if codec == codecs.LZ4:
         frame = codecs._lib("lz4.frame")
         # Independent 64 KiB blocks, no checksums: the subset Kafka's Lz4BlockInputStream reads.
-        return frame.compress(data, block_size=frame.BLOCKSIZE_MAX64KB, block_linked=False,
-                              content_checksum=False, store_size=False)
+        out = frame.compress(data, block_size=frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                             content_checksum=False, store_size=False)
+        if magic == 0:
+            # Kafka's magic-0 writers hashed the frame magic into the header checksum too
+            out = out[:6] + bytes([(codecs.xxh32(out[:6]) >> 8) & 0xFF]) + out[7:]
+        return out
     if codec == codecs.ZSTD:
         return codecs._lib("zstandard").ZstdCompressor(level=3).compress(data)
     if codec == codecs.NONE:
@@ -173,4 +177,4 @@ def encode_legacy(records, base_offset, magic, codec=codecs.NONE, timestamp_type
                                      r.key, r.value) for i, r in enumerate(records))
     wrapper_ts = max(ts(r) for r in records) if magic == 1 else -1
     return _legacy_message(base_offset + len(records) - 1, magic, codec | ts_attr, wrapper_ts, None,
-                           compress(codec, inner))
+                           compress(codec, inner, magic))

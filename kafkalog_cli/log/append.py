@@ -13,7 +13,7 @@ import time
 from ..format.records import Batch
 from .files import LOG, base_offset_from_name, file_kind, lifecycle_suffix
 from .index import OffsetIndex, TimeIndex
-from .indexbuild import fsync_dir, write_atomically
+from .indexbuild import IndexBuilder, fsync_dir, write_atomically
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 
 DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
@@ -72,8 +72,9 @@ class _Active:
 
     def flush(self):
         for f in self.files():
-            f.flush()
-            os.fsync(f.fileno())
+            if f is not None and not f.closed:
+                f.flush()
+                os.fsync(f.fileno())
 
     def close(self):
         for f in self.files():
@@ -85,8 +86,10 @@ class PartitionWriter:
     """Appends encoded batches to a partition directory. Use as a context manager; the caller
     holds the log directory's lock (log.lock.LogDirLock) around it."""
 
-    def __init__(self, directory, policy=None, max_message_size=DEFAULT_MAX_MESSAGE_SIZE):
+    def __init__(self, directory, policy=None, max_message_size=DEFAULT_MAX_MESSAGE_SIZE,
+                 lock_partition=True):
         self.directory = directory
+        self.lock_partition = lock_partition
         self.policy = policy or RollPolicy()
         self.max_message_size = max_message_size
         self._lock_fd = None
@@ -101,7 +104,8 @@ class PartitionWriter:
         os.makedirs(self.directory, exist_ok=True)
         if created:
             fsync_dir(os.path.dirname(os.path.abspath(self.directory)))
-        self._lock_partition()
+        if self.lock_partition:
+            self._lock_partition()
         try:
             bases = sorted(base_offset_from_name(n) for n in os.listdir(self.directory)
                            if file_kind(n) == LOG and not lifecycle_suffix(n)
@@ -149,6 +153,8 @@ class PartitionWriter:
     def _load_active(self, base):
         active = _Active(self.directory, base)
         next_offset = base
+        builder = IndexBuilder(base, self.policy.index_interval)
+        starts = set()
         with LogFile(active.log_path, self.max_message_size) as log:
             for item in log.entries():
                 if not isinstance(item, Batch) or not item.is_valid:
@@ -159,24 +165,37 @@ class PartitionWriter:
                     active.first_batch_ts = item.max_timestamp
                 if item.max_timestamp > active.max_ts:
                     active.max_ts, active.max_ts_offset = item.max_timestamp, item.last_offset
+                builder.add(item.position, item.size, item.last_offset, item.max_timestamp)
+                starts.add(item.position)
                 next_offset = item.last_offset + 1
             active.size = log.size
-        active.index_entries = self._trimmed(active.index_path, OffsetIndex, base)
-        active.time_entries = self._trimmed(active.time_path, TimeIndex, base)
-        if active.time_entries:
-            active.last_time_ts = TimeIndex(active.time_path, base).entries[-1][0]
+        # A missing index is rebuilt as the broker's recovery would (without the final time
+        # entry, which belongs to the roll); one that points past the log is left to recover.
+        active.index_entries = self._open_index(active.index_path, OffsetIndex, base,
+                                                builder.offset_index_bytes())
+        active.time_entries = self._open_index(active.time_path, TimeIndex, base,
+                                               builder.time_index_bytes())
+        index = OffsetIndex(active.index_path, base)
+        tindex = TimeIndex(active.time_path, base)
+        if ((index.count and (index.entries[-1][1] not in starts
+                              or index.entries[-1][0] >= next_offset))
+                or (tindex.count and tindex.entries[-1][1] >= next_offset)):
+            raise AppendError("%s: its indexes point past its log (an interrupted write): run "
+                              "`kafkalog recover` first" % active.log_path)
+        if tindex.count:
+            active.last_time_ts = tindex.entries[-1][0]
         active.open_files()
         self.active = active
         self.next_offset = next_offset
 
     @staticmethod
-    def _trimmed(path, cls, base):
-        """Entries of an index we are about to append to, first cutting a pre-allocated zero
-        tail (a broker leaves the active segment's index so) so that appends follow the last
-        real entry. A missing index starts empty."""
+    def _open_index(path, cls, base, rebuilt):
+        """Entries of an index we are about to append to: a missing one is written from
+        ``rebuilt``; a pre-allocated zero tail (a broker leaves the active segment's index so)
+        is cut first so that appends follow the last real entry."""
         if not os.path.exists(path):
-            write_atomically(path, b"")
-            return 0
+            write_atomically(path, rebuilt)
+            return len(rebuilt) // cls.entry.size
         index = cls(path, base)
         if index.zero_tail or index.file_size % index.entry.size:
             write_atomically(path, index.data[:index.count * index.entry.size])
@@ -184,7 +203,8 @@ class PartitionWriter:
 
     def _create_segment(self, base):
         active = _Active(self.directory, base)
-        for path in (active.log_path, active.index_path, active.time_path):
+        # The indexes first, the .log last: a crash leaves no segment without its indexes.
+        for path in (active.index_path, active.time_path, active.log_path):
             if os.path.exists(path) and os.path.getsize(path):
                 raise AppendError("%s already exists" % path)
             with open(path, "wb") as f:

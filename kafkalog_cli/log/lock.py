@@ -46,8 +46,9 @@ class LogDirLock:
             self._release(remove=False)
             if e.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
-            raise LockHeld(errno.EAGAIN, "%s is locked by a running process%s (a live broker): "
-                           "stop it first" % (self.path, " (pid %d)" % pid if pid else "")) from None
+            raise LockHeld(errno.EAGAIN, "%s is locked by a running process%s: a live broker, or "
+                           "another kafkalog command writing there; let it finish first"
+                           % (self.path, " (pid %d)" % pid if pid else "")) from None
         return self
 
     def _release(self, remove):

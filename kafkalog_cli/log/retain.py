@@ -218,19 +218,23 @@ INTENT = ".kafkalog-retain-intent"
 
 
 def finish_interrupted(directory):
-    """Finish a deletion a crash interrupted: the bases it had decided are in the intent file
-    written before the first rename (so that no half-deleted segment is left, and no segment
-    that merely has .deleted files beside it, as the log cleaner leaves, is taken for one)."""
+    """Finish a deletion a crash interrupted: the bases it had decided, and the new log start,
+    are in the intent file written before the first rename (so that no half-deleted segment is
+    left, and no segment that merely has .deleted files beside it, as the log cleaner leaves,
+    is taken for one)."""
     path = os.path.join(directory, INTENT)
     if not os.path.exists(path):
         return []
     with open(path) as f:
-        lines = f.read().split()
+        words = f.read().split()
     try:
-        bases, start = [int(x) for x in lines[1:]], int(lines[0])
+        start, bases = int(words[0]), [int(x) for x in words[1:]]
     except (ValueError, IndexError):
-        bases, start = [], None  # a torn intent file: the deletion had not begun
-    done = _rename_segments(directory, bases, start) if start is not None else []
+        start, bases = None, []  # a torn intent file: the deletion had not begun
+    done = []
+    if start is not None:
+        done = _rename_segments(directory, bases, start)
+        update_log_start_checkpoint(directory, start)
     os.unlink(path)
     fsync_dir(directory)
     return done
@@ -254,13 +258,15 @@ def _rename_segments(directory, bases, new_start):
 
 def delete_segments(plan):
     """Rename each deleted segment's files to .deleted (indexes and snapshots first, the .log
-    last), after writing down which, so that a rerun after a crash finishes the same job."""
+    last) and update the log start checkpoint, after writing down which, so that a rerun after
+    a crash finishes the same job."""
     directory = plan.directory
     bases = [seg.base for seg in plan.deleted]
-    write_atomically(os.path.join(directory, INTENT),
-                     (" ".join(str(x) for x in [plan.new_log_start] + bases) + "\n").encode())
+    intent = os.path.join(directory, INTENT)
+    write_atomically(intent, (" ".join(str(x) for x in [plan.new_log_start] + bases) + "\n").encode())
     _rename_segments(directory, bases, plan.new_log_start)
-    os.unlink(os.path.join(directory, INTENT))
+    update_log_start_checkpoint(directory, plan.new_log_start)
+    os.unlink(intent)
     fsync_dir(directory)
 
 

@@ -41,9 +41,13 @@ class Seek:
             return False
         return True
 
-    def past_end(self, batch):
-        """No later batch can be wanted (offsets increase along a partition)."""
-        return self.to_offset is not None and batch.base_offset > self.to_offset
+    def past_end(self, batch, recs=None):
+        """No later batch can be wanted (offsets increase along a partition). A legacy
+        compressed wrapper's offset is its last inner one: its records tell its first."""
+        if self.to_offset is None:
+            return False
+        first = recs.offsets[0] if recs is not None and len(recs) else batch.base_offset
+        return first > self.to_offset
 
     def select(self, recs):
         """Indices of the wanted records of a batch, in order."""

@@ -21,7 +21,9 @@ def session(master="local[*]", conf=(), app="kafkalog"):
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.pyspark.python", sys.executable)
                .config("spark.pyspark.driver.python", sys.executable)
-               .config("spark.ui.showConsoleProgress", "false"))
+               .config("spark.ui.showConsoleProgress", "false")
+               # base64() without line breaks every 76 characters (CSV export)
+               .config("spark.sql.chunkBase64String.enabled", "false"))
     for key, value in conf:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -83,7 +85,7 @@ def export(spark, path, output, fmt, partition_by=(), mode="errorifexists", opti
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     if fmt == "csv":
-        writer = writer.option("header", "true")
+        writer = writer.option("header", "true").option("escape", '"')  # quotes doubled, as in RFC 4180
     getattr(writer, fmt)(output)
 
 

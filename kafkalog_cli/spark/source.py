@@ -97,10 +97,12 @@ class Bounds:
         return any(v is not None for v in (self.from_offset, self.to_offset, self.from_ts, self.to_ts))
 
     def keep(self, offset, ts):
+        """Inside the bounds? A record without a timestamp (v0) is outside any time bound,
+        as a filter on the (null) timestamp column would have it."""
         return ((self.from_offset is None or offset >= self.from_offset)
                 and (self.to_offset is None or offset <= self.to_offset)
                 and (self.from_ts is None or ts >= self.from_ts)
-                and (self.to_ts is None or ts <= self.to_ts))
+                and (self.to_ts is None or 0 <= ts <= self.to_ts))
 
 
 class _Columns:
@@ -222,14 +224,17 @@ def read_slice(part, options):
                 if include_invalid:
                     cols.add_invalid(_invalid_fields(topic, partition, segment, item), None)
                 break  # the rest of the segment is not batches
-            if bounds.to_offset is not None and item.base_offset > bounds.to_offset:
-                break
             if item.is_control and not include_control:
                 continue
             try:
                 recs = log.records(item) if item.is_valid else None
             except CorruptRecordError:
                 recs = None
+            if bounds.to_offset is not None:
+                # a legacy compressed wrapper's offset is its last inner one: use its first
+                first = recs.offsets[0] if recs is not None and len(recs) else item.base_offset
+                if first > bounds.to_offset:
+                    break
             if recs is None:
                 if include_invalid:
                     cols.add_invalid(cols.batch_fields(topic, partition, segment, item, False),

@@ -1,0 +1,499 @@
+"""Helpers for the append / roll tests: run the CLI with stdin, read a partition directory with
+kafka-python, decode index files, and compute the expected segment layout and index entries with
+an independent simulation of the broker's append path (semantics.md §b.4, §c).
+
+Expected values come from ``kafkagen`` (kafka-python's parse) and ``indexgen``; nothing here
+imports ``kafkalog_cli`` except to run its click command in-process.
+"""
+
+import base64
+import contextlib
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+from typing import List, NamedTuple, Optional
+
+from click.testing import CliRunner
+
+import indexgen as ig
+from dumpcheck import REPO, Result
+from kafkagen import kafka_python_read
+
+INT32_MAX = 2**31 - 1
+DEFAULT_SEGMENT_INDEX_BYTES = 10485760
+DEFAULT_INTERVAL = 4096
+SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+
+
+# -- running -----------------------------------------------------------------------------------------
+
+def _to_bytes(data):
+    if data is None:
+        return b""
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    return bytes(data)
+
+
+def kafkalog_in(*args, input=None):
+    """``kafkalog ARGS`` in-process with ``input`` (bytes/str) on stdin; an uncaught exception
+    fails the test (a crash is never an acceptable outcome)."""
+    from kafkalog_cli.cli.main import cli
+    r = CliRunner().invoke(cli, [str(a) for a in args], input=_to_bytes(input),
+                           catch_exceptions=True)
+    exc = r.exception
+    if isinstance(exc, SystemExit):
+        exc = None
+    if exc is not None:
+        raise AssertionError("kafkalog %s raised %r" % (args[0] if args else "", exc)) from exc
+    res = Result(r.exit_code, r.stdout_bytes.decode("utf-8"), r.stderr_bytes.decode("utf-8"))
+    assert "Traceback" not in res.err, res
+    return res
+
+
+def kafkalog_sub(*args, input=None, timeout=120, env=None):
+    """``python -m kafkalog_cli ARGS`` as a real process."""
+    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", *[str(a) for a in args]],
+                       input=_to_bytes(input), cwd=REPO, capture_output=True, timeout=timeout,
+                       env=env)
+    res = Result(p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8"))
+    assert "Traceback" not in res.err, res
+    return res
+
+
+def append(directory, *args, input=None, subprocess_run=False):
+    fn = kafkalog_sub if subprocess_run else kafkalog_in
+    return fn("append", str(directory), *args, input=input)
+
+
+def roll(directory, *args):
+    return kafkalog_in("roll", str(directory), *args)
+
+
+def verify_index(directory):
+    res = kafkalog_in("verify-index", str(directory))
+    return res
+
+
+def assert_verify_clean(directory):
+    res = verify_index(directory)
+    assert res.code == 0, res
+    return res
+
+
+def assert_clean_exit2(res, stdout_allowed=False):
+    """Exit 2, one non-empty line on stderr, no traceback."""
+    assert res.code == 2, res
+    assert "Traceback" not in res.err, res
+    assert len(res.err_lines) == 1, res.err
+    assert res.err_lines[0].strip(), res.err
+    if not stdout_allowed:
+        assert res.out == "", res
+
+
+def ok(res):
+    assert res.code == 0, res
+    return res
+
+
+# -- input builders -----------------------------------------------------------------------------------
+
+def lines_input(values):
+    """``values`` (bytes or str, no newlines) as one line each."""
+    return b"".join(_to_bytes(v) + b"\n" for v in values)
+
+
+def jv(x):
+    """A JSON value for bytes/str/None: str when valid UTF-8 (and not looking binary), else
+    {"base64": ...}."""
+    if x is None:
+        return None
+    if isinstance(x, str):
+        return x
+    try:
+        return x.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(x).decode("ascii")}
+
+
+def b64obj(x):
+    return {"base64": base64.b64encode(x).decode("ascii")}
+
+
+def jsonl_input(objs):
+    return b"".join(json.dumps(o, ensure_ascii=False).encode("utf-8") + b"\n" for o in objs)
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+# -- output ------------------------------------------------------------------------------------------
+
+def json_lines(res):
+    return [json.loads(line) for line in res.lines if line.strip()]
+
+
+def appended_obj(res):
+    objs = json_lines(res)
+    assert objs, res
+    last = objs[-1]
+    assert last.get("type") == "appended", objs
+    return last
+
+
+def assert_text_range(res, first, last):
+    """The final stdout line names the offset range written."""
+    lines = [l for l in res.lines if l.strip()]
+    assert lines, res
+    nums = [int(n) for n in re.findall(r"\d+", lines[-1])]
+    assert first in nums and last in nums, (lines[-1], first, last)
+
+
+# -- the partition as kafka-python reads it -------------------------------------------------------------
+
+class Seg(NamedTuple):
+    base: int
+    path: str
+    data: bytes
+    kbs: list        # kafkagen.KBatch
+    batches: list    # indexgen.LogBatch
+
+    @property
+    def records(self):
+        return [r for kb in self.kbs for r in kb.records]
+
+    def prefix(self, kind):
+        return os.path.join(os.path.dirname(self.path), "%020d.%s" % (self.base, kind))
+
+
+def segment_paths(directory):
+    out = []
+    for n in os.listdir(directory):
+        m = SEGMENT_RE.match(n)
+        if m and os.path.isfile(os.path.join(directory, n)):
+            out.append((int(m.group(1)), os.path.join(str(directory), n)))
+    return sorted(out)
+
+
+def read_partition(directory) -> List[Seg]:
+    segs = []
+    for base, path in segment_paths(directory):
+        with open(path, "rb") as f:
+            data = f.read()
+        kbs = kafka_python_read(data, deep=True)
+        segs.append(Seg(base, path, data, kbs, ig.read_log(data)))
+    return segs
+
+
+class PRec(NamedTuple):
+    offset: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: list
+    timestamp: Optional[int]
+    batch: object
+
+
+def all_records(segs):
+    return [PRec(r.offset, r.key, r.value, [tuple(h) for h in r.headers],
+                r.timestamp, kb.batch)
+            for s in segs for kb in s.kbs for r in kb.records]
+
+
+def check_partition(directory, first_offset=0, verify=True, unnamed=(), gaps=False):
+    """Structural checks of a whole partition through kafka-python: every segment is a whole
+    number of valid batches, a non-empty segment's first offset is its name, offsets are
+    consecutive over the partition starting at ``first_offset`` (None: anywhere; segments
+    whose base is in ``unnamed`` may start later than their name; ``gaps``: offsets only
+    increase), an empty
+    segment can only be the last one and is named by the log end offset; verify-index passes.
+    Returns (segments, records)."""
+    segs = read_partition(directory)
+    assert segs, "no segments in %s" % directory
+    expected = first_offset
+    for i, s in enumerate(segs):
+        for kb in s.kbs:
+            assert kb.crc_ok, "%s: bad CRC at position %d" % (s.path, kb.position)
+        assert sum(kb.size for kb in s.kbs) == len(s.data), "%s: trailing bytes" % s.path
+        if not s.kbs:
+            assert i == len(segs) - 1, "%s: empty segment that is not the last one" % s.path
+            if expected is not None:
+                assert s.base == expected, (s.path, expected)
+            continue
+        first = s.batches[0].base_offset
+        if s.base in unnamed:
+            assert first >= s.base, s.path
+        else:
+            assert first == s.base, "%s starts at offset %d" % (s.path, first)
+        for b in s.batches:
+            offs = [o for o, _ in b.records]
+            if gaps:
+                assert offs == sorted(set(offs)) and (expected is None or not offs
+                                                      or offs[0] >= expected), s.path
+            elif expected is not None:
+                assert offs == list(range(expected, expected + len(offs))), (
+                    "%s: offsets %r, expected from %d" % (s.path, offs[:5], expected))
+            expected = offs[-1] + 1 if offs else expected
+            if b.magic >= 2 and offs:
+                assert b.base_offset == offs[0] and b.last_offset == offs[-1]
+    if verify:
+        assert_verify_clean(directory)
+    return segs, all_records(segs)
+
+
+def next_offset(directory):
+    segs = read_partition(directory)
+    last = segs[-1]
+    return last.batches[-1].last_offset + 1 if last.batches else last.base
+
+
+# -- index files -------------------------------------------------------------------------------------
+
+def _max_bytes(kind, sib):
+    return (sib // 8) * 8 if kind == "index" else (sib // 12) * 12
+
+
+def read_index(path, base, kind, sib=DEFAULT_SEGMENT_INDEX_BYTES, sealed=False):
+    """Entries of an ``.index`` (kind "index": (offset, position)) or ``.timeindex`` ("timeindex":
+    (timestamp, offset)) file. A sealed segment's file must be trimmed to its entries; an active
+    one may also be preallocated to its maximum size with zeros after the entries, or missing."""
+    if not os.path.exists(path):
+        assert not sealed, "%s missing" % path
+        return []
+    with open(path, "rb") as f:
+        data = f.read()
+    size = 8 if kind == "index" else 12
+    assert len(data) % size == 0, "%s: %d bytes, not a whole number of entries" % (path, len(data))
+    n = len(data) // size
+    entries = []
+    for i in range(n):
+        chunk = data[i * size:(i + 1) * size]
+        if not any(chunk):
+            rest = data[i * size:]
+            assert not any(rest), "%s: non-zero bytes after an all-zero slot" % path
+            assert not sealed, "%s: sealed segment's index not trimmed (%d bytes, %d entries)" % (
+                path, len(data), i)
+            assert len(data) == _max_bytes(kind, sib), (
+                "%s: %d bytes: neither trimmed to %d entries nor preallocated to %d" % (
+                    path, len(data), i, _max_bytes(kind, sib)))
+            break
+        if kind == "index":
+            rel, pos = struct.unpack(">ii", chunk)
+            entries.append((base + rel, pos))
+        else:
+            ts, rel = struct.unpack(">qi", chunk)
+            entries.append((ts, base + rel))
+    return entries
+
+
+def segment_indexes(seg, sib=DEFAULT_SEGMENT_INDEX_BYTES, sealed=False):
+    return ig.Indexes(read_index(seg.prefix("index"), seg.base, "index", sib, sealed),
+                      read_index(seg.prefix("timeindex"), seg.base, "timeindex", sib, sealed))
+
+
+# -- the broker's append path, simulated (semantics.md §b.4, §c.1-c.3) -----------------------------------
+
+class Config(NamedTuple):
+    segment_bytes: int = 1073741824
+    segment_ms: Optional[int] = None
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES
+    interval: int = DEFAULT_INTERVAL
+
+    def args(self):
+        out = ["--segment-bytes", self.segment_bytes, "--segment-index-bytes",
+               self.segment_index_bytes, "--index-interval-bytes", self.interval]
+        if self.segment_ms is not None:
+            out += ["--segment-ms", self.segment_ms]
+        return out
+
+
+class SimSeg:
+    def __init__(self, base):
+        self.base = base
+        self.batches = []          # indexgen.LogBatch, positions as in the source segment
+        self.positions = []
+        self.size = 0
+        self.t0 = None             # max timestamp of the segment's first batch
+        self.offset_entries = []
+        self.time_entries = []
+        self.max_ts, self.offset_of_max = -1, -1
+        self.bytes_since = 0
+        self.sealed = False
+
+    def last_time_ts(self):
+        return self.time_entries[-1][0] if self.time_entries else -1
+
+    def should_roll(self, b, cfg):
+        if self.size == 0:
+            return False
+        if self.size + b.size > cfg.segment_bytes:
+            return True
+        if cfg.segment_ms is not None and self.t0 is not None and self.t0 >= 0:
+            if b.max_timestamp - self.t0 > cfg.segment_ms:
+                return True
+        if len(self.offset_entries) >= cfg.segment_index_bytes // 8:
+            return True
+        if len(self.time_entries) >= cfg.segment_index_bytes // 12 - 1:
+            return True
+        if b.last_offset - self.base > INT32_MAX:
+            return True
+        return False
+
+    def append(self, b, interval):
+        pos = self.size
+        if pos == 0:
+            self.t0 = b.max_timestamp
+        self.batches.append(b)
+        self.positions.append(pos)
+        self.size += b.size
+        if b.max_timestamp > self.max_ts:
+            self.max_ts, self.offset_of_max = b.max_timestamp, b.last_offset
+        if self.bytes_since > interval:
+            self.offset_entries.append((b.last_offset, pos))
+            if self.max_ts > self.last_time_ts():
+                self.time_entries.append((self.max_ts, self.offset_of_max))
+            self.bytes_since = 0
+        self.bytes_since += b.size
+
+    def seal(self):
+        if self.max_ts > self.last_time_ts():
+            self.time_entries.append((self.max_ts, self.offset_of_max))
+        self.sealed = True
+
+
+def simulate(batches, cfg: Config, start: Optional[SimSeg] = None) -> List[SimSeg]:
+    """Segments a broker-like appender makes of ``batches`` (indexgen.LogBatch, one append call
+    each) from an empty partition (``start`` None) or continuing the active segment ``start``."""
+    segs = [start] if start is not None else []
+    for b in batches:
+        if not segs:
+            segs.append(SimSeg(b.base_offset))
+        cur = segs[-1]
+        if cur.should_roll(b, cfg):
+            cur.seal()
+            cur = SimSeg(b.base_offset)
+            segs.append(cur)
+        cur.append(b, cfg.interval)
+    return segs
+
+
+def resumed_segment(seg: Seg, interval_model="reset", max_model="scan",
+                    sib=DEFAULT_SEGMENT_INDEX_BYTES, indexes=None):
+    """A SimSeg for an existing active segment as a new append run opens it: its index entries as
+    on disk, t0 from its first batch on disk. ``interval_model``: ``bytes_since`` is 0 ("reset":
+    counted from where the run opened the segment, as a restarted broker) or the bytes after the
+    last index entry ("continue": as if the segment had been written by one run).
+    ``max_model``: the max timestamp so far is the segment's real max ("scan") or the last
+    time-index entry ("timeindex", as a broker's LogSegment loads it). ``indexes``: the
+    segment's index entries when the run started (default: read them now)."""
+    s = SimSeg(seg.base)
+    idx = indexes if indexes is not None else segment_indexes(seg, sib)
+    s.offset_entries = list(idx.offset_entries)
+    s.time_entries = list(idx.time_entries)
+    s.batches = list(seg.batches)
+    s.positions = [b.position for b in seg.batches]
+    s.size = len(seg.data)
+    s.t0 = seg.batches[0].max_timestamp if seg.batches else None
+    if max_model == "scan":
+        for b in seg.batches:
+            if b.max_timestamp > s.max_ts:
+                s.max_ts, s.offset_of_max = b.max_timestamp, b.last_offset
+    elif s.time_entries:
+        s.max_ts, s.offset_of_max = s.time_entries[-1]
+    else:
+        s.max_ts, s.offset_of_max = -1, seg.base
+    if interval_model == "reset":
+        s.bytes_since = 0
+    else:
+        last_pos = s.offset_entries[-1][1] if s.offset_entries else 0
+        s.bytes_since = s.size - last_pos
+    return s
+
+
+RESUME_MODELS = [(i, m) for i in ("reset", "continue") for m in ("scan", "timeindex")]
+
+
+def layout_matches(directory, sim, sib=DEFAULT_SEGMENT_INDEX_BYTES, skip=0):
+    try:
+        assert_layout(directory, sim, sib=sib, skip=skip)
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
+def all_batches(segs):
+    return [b for s in segs for b in s.batches]
+
+
+def assert_layout(directory, sim: List[SimSeg], sib=DEFAULT_SEGMENT_INDEX_BYTES, skip=0):
+    """The partition's segments (from the ``skip``-th on) are exactly the simulated ones: names,
+    batches (offsets and positions), index entries (sealed: trimmed files holding the final
+    time entry; active: the live entries, file trimmed or preallocated)."""
+    segs = read_partition(directory)[skip:]
+    got = [s.base for s in segs]
+    want = [s.base for s in sim]
+    # an appender may leave an empty active segment after a roll it made at the very end; the
+    # simulation never does (it rolls only before a batch)
+    assert got == want, "segments %r, expected %r" % (got, want)
+    for s, e in zip(segs, sim):
+        assert [(b.base_offset, b.last_offset, b.position) for b in s.batches] == [
+            (b.base_offset, b.last_offset, p) for b, p in zip(e.batches, e.positions)], s.path
+        idx = segment_indexes(s, sib, sealed=e.sealed)
+        assert idx.offset_entries == e.offset_entries, "%s: offset index" % s.path
+        assert idx.time_entries == e.time_entries, "%s: time index" % s.path
+
+
+def assert_sealed_like_indexgen(seg: Seg, interval=DEFAULT_INTERVAL):
+    """A sealed segment written by one run: its trimmed index files are byte for byte what
+    indexgen (LogSegment.recover's rule, final time entry included) builds from its bytes."""
+    exp = ig.build_indexes(seg.data, interval=interval, final_time_entry=True)
+    with open(seg.prefix("index"), "rb") as f:
+        assert f.read() == ig.encode_offset_index(exp.offset_entries, seg.base), seg.path
+    with open(seg.prefix("timeindex"), "rb") as f:
+        assert f.read() == ig.encode_time_index(exp.time_entries, seg.base), seg.path
+
+
+# -- a process holding the log directory's .lock the way a JVM does ---------------------------------------
+
+_HOLDER = r"""
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+sys.stdout.write("locked\n"); sys.stdout.flush()
+sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def lock_held(log_dir):
+    """A separate live process holds ``log_dir/.lock`` with a POSIX (fcntl) lock."""
+    os.makedirs(log_dir, exist_ok=True)
+    p = subprocess.Popen([sys.executable, "-c", _HOLDER, os.path.join(str(log_dir), ".lock")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"locked\n"
+        yield p
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
+
+
+def file_bytes(directory):
+    """name -> bytes of the regular files directly in ``directory``."""
+    out = {}
+    for n in sorted(os.listdir(directory)):
+        p = os.path.join(str(directory), n)
+        if os.path.isfile(p):
+            with open(p, "rb") as f:
+                out[n] = f.read()
+    return out
+
+
+def next_offset_of(segs):
+    last = segs[-1]
+    return last.batches[-1].last_offset + 1 if last.batches else last.base

@@ -1,0 +1,624 @@
+"""The Spark pipeline on a real local Spark session: the `kafkalog` data source against
+kafka-python's parse of the same files, segment splitting, includeInvalid, the record bounds and
+topics options, `kafkalog export` and `kafkalog scan`, the workers' interpreter, and the message
+when pyspark is missing.
+
+One Spark session serves the whole module (start-up is slow) and the number of Spark jobs is
+kept small: each DataFrame is collected once by a module-scoped fixture and the tests compare
+what it returned. Expected rows always come from kafka-python (tests/kafkagen.py), never from
+kafkalog_cli's own decoder. Only one command starts a Spark of its own (`kafkalog export` as a
+real process); the other CLI runs go through click's CliRunner in this process, where the
+command's ``getOrCreate`` returns the module's session (its ``stop`` is disabled meanwhile).
+"""
+
+import base64
+import csv
+import functools
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from click.testing import CliRunner  # noqa: E402
+from pyspark.sql import DataFrame  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+import indexgen as ig  # noqa: E402
+import kafkagen as kg  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(REPO, "fixtures", "logdir")
+T0 = 1704067200000  # the fixtures' first timestamp (fixtures/make_fixtures.py)
+
+COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+           "segment", "batchPosition", "magic", "codec", "producerId", "isTransactional",
+           "isControl", "isValid"]
+SCHEMA = ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+          "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>,"
+          "segment:string,batchPosition:bigint,magic:int,codec:string,producerId:bigint,"
+          "isTransactional:boolean,isControl:boolean,isValid:boolean>")
+
+# The segment corrupted in the copy of the fixtures: its second batch (snappy, producer 2001)
+# gets a flipped bit, then a garbage tail follows the last batch.
+BROKEN_PARTITION = "orders-1"
+BROKEN_SEGMENT = "00000000000000000000.log"
+GARBAGE = 37
+
+BIG_MAX_BYTES = 128 * 1024  # maxBytesPerPartition of the split reads (segments of ~2 MB)
+KG_T0 = kg.T0  # the big partition's first timestamp (a batch a second from there)
+
+
+# -- expected rows from kafka-python ----------------------------------------------------------------
+
+def topic_partition(directory):
+    topic, _, number = os.path.basename(directory).rpartition("-")
+    return topic, int(number)
+
+
+def kafka_python_batches(data):
+    """(KBatch, records) of every entry kafka-python reads; the records of a batch that fails
+    its CRC are not decoded (None)."""
+    return [(kb, list(kb.batch) if kb.crc_ok else None)
+            for kb in kg.kafka_python_read(data, deep=False)]
+
+
+def kafka_python_rows(log_path, include_control=False):
+    """The rows of one segment, one per record of its valid batches, as kafka-python parses
+    the file."""
+    topic, partition = topic_partition(os.path.dirname(log_path))
+    with open(log_path, "rb") as f:
+        data = f.read()
+    out = []
+    for kb, records in kafka_python_batches(data):
+        b = kb.batch
+        v2 = b.magic >= 2
+        control = v2 and b.is_control_batch
+        if (control and not include_control) or records is None:
+            continue
+        for r in records:
+            out.append({
+                "key": r.key, "value": r.value, "topic": topic, "partition": partition,
+                "offset": r.offset, "timestamp": r.timestamp,  # None for v0
+                "timestampType": -1 if r.timestamp_type is None else r.timestamp_type,
+                "headers": [(k, v) for k, v in r.headers] if v2 else [],
+                "segment": os.path.basename(log_path), "batchPosition": kb.position,
+                "magic": b.magic, "codec": kg.CODEC_NAMES[b.compression_type],
+                "producerId": b.producer_id if v2 else -1,
+                "isTransactional": bool(v2 and b.is_transactional), "isControl": control,
+                "isValid": True})
+    return out
+
+
+def logs_under(root):
+    return sorted(glob.glob(os.path.join(str(root), "*", "*.log")))
+
+
+def kafka_python_dir_rows(root, include_control=False):
+    return [r for log in logs_under(root) for r in kafka_python_rows(log, include_control)]
+
+
+def by_segment(rows):
+    """{(topic, partition, segment): [rows in the order given]}."""
+    out = {}
+    for r in rows:
+        out.setdefault((r["topic"], r["partition"], r["segment"]), []).append(r)
+    return out
+
+
+def order(rows):
+    return sorted(rows, key=lambda r: (r["topic"], r["partition"], r["offset"],
+                                       r["batchPosition"]))
+
+
+# -- Spark helpers ----------------------------------------------------------------------------------
+
+def read(spark, path, **options):
+    return spark.read.format("kafkalog").options(**{k: str(v) for k, v in options.items()}).load(
+        str(path))
+
+
+def _b(x):
+    return None if x is None else bytes(x)
+
+
+def row_dict(row):
+    d = row.asDict()
+    d["key"], d["value"] = _b(d["key"]), _b(d["value"])
+    d["headers"] = [(h["key"], _b(h["value"])) for h in d["headers"]]
+    return d
+
+
+def collect(df):
+    """Rows as dicts in the order Spark returns them; timestamp as epoch milliseconds."""
+    return [row_dict(r) for r in df.withColumn("timestamp", F.unix_millis("timestamp")).collect()]
+
+
+def strip(rows, *names):
+    return [{k: v for k, v in r.items() if k not in names} for r in rows]
+
+
+def run_cli(spark, *args):
+    """`kafkalog ARGS` in this process: the command's session is the module's (getOrCreate),
+    which it must not stop."""
+    from kafkalog_cli.cli.main import cli
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(spark, "stop", lambda: None)
+        res = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise AssertionError("kafkalog %s raised %r" % (args[0], res.exception)) from res.exception
+    return res
+
+
+# -- module fixtures --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def spark():
+    from kafkalog_cli.spark import jobs
+    session = jobs.session("local[2]", [("spark.ui.enabled", "false")])
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def full_rows(spark):
+    """The fixtures with control records (job 1)."""
+    return collect(read(spark, FIXTURES, includeControl="true"))
+
+
+@pytest.fixture(scope="module")
+def default_rows(spark):
+    """The fixtures with the default options (job 2)."""
+    return collect(read(spark, FIXTURES))
+
+
+@pytest.fixture(scope="module")
+def big_partition(tmp_path_factory):
+    """A partition of three segments with broker-style indexes: ~2.1 MB, ~1.5 MB (timestamps
+    going back every 4th batch, an aborted transaction) and a small zstd one."""
+    d = tmp_path_factory.mktemp("big") / "big-3"
+    a, n1 = ig.busy_segment(0, n_batches=2000)
+    b, n2 = ig.busy_segment(n1, n_batches=1500, t0=KG_T0 + 2000 * 1000, backwards_every=4,
+                            txn_at=7, seed=1)
+    c, _ = ig.busy_segment(n2, n_batches=300, t0=KG_T0 + 3500 * 1000, codec="zstd", seed=2)
+    segs = ig.write_partition(d, [(0, a), (n1, b), (n2, c)])
+    assert len(a) > 10 * BIG_MAX_BYTES and len(b) > 10 * BIG_MAX_BYTES
+    assert all(s.indexes.offset_entries for s in segs)
+    return d
+
+
+@pytest.fixture(scope="module")
+def big_reads(spark, big_partition):
+    """(default read, split read) of the big partition: (number of input partitions, rows)
+    each; the split rows carry the id of the Spark partition that produced them (jobs 3, 4)."""
+    default = read(spark, big_partition)
+    split = read(spark, big_partition, maxBytesPerPartition=BIG_MAX_BYTES)
+    return ((default.rdd.getNumPartitions(), collect(default)),
+            (split.rdd.getNumPartitions(),
+             collect(split.withColumn("sparkPartition", F.spark_partition_id()))))
+
+
+@pytest.fixture(scope="module")
+def corrupt_copy(tmp_path_factory):
+    """A copy of the fixtures whose orders-1 segment has a flipped bit in its second batch and
+    a garbage tail. Returns (root, original segment bytes, corrupted bytes)."""
+    root = tmp_path_factory.mktemp("corrupt") / "logdir"
+    shutil.copytree(FIXTURES, root)
+    path = root / BROKEN_PARTITION / BROKEN_SEGMENT
+    data = path.read_bytes()
+    kbs = kg.kafka_python_read(data, deep=False)
+    mid = kbs[1]
+    bad = kg.flip_bit(data, mid.position + mid.size - 5, 3)  # inside its compressed records
+    bad = kg.garbage_tail(bad, GARBAGE)
+    path.write_bytes(bad)
+    # what kafka-python makes of it: the second batch fails its CRC, the tail is not an entry
+    got = kg.kafka_python_read(bad, deep=False)
+    assert [kb.crc_ok for kb in got] == [i != 1 for i in range(len(kbs))]
+    assert sum(kb.size for kb in got) == len(data)
+    return root, data, bad
+
+
+@pytest.fixture(scope="module")
+def invalid_reads(spark, corrupt_copy):
+    """The corrupted partition read with and without includeInvalid (jobs 5, 6)."""
+    part = corrupt_copy[0] / BROKEN_PARTITION
+    return collect(read(spark, part, includeInvalid="true")), collect(read(spark, part))
+
+
+# -- 1. rows against kafka-python -------------------------------------------------------------------
+
+def test_schema(spark):
+    df = read(spark, FIXTURES)
+    assert df.columns == COLUMNS
+    assert df.schema.simpleString() == SCHEMA
+
+
+def test_default_rows_equal_kafka_python(default_rows):
+    expected = kafka_python_dir_rows(FIXTURES)
+    assert len(default_rows) == len(expected) > 700
+    # every segment's rows in file order, field by field
+    got, want = by_segment(default_rows), by_segment(expected)
+    assert sorted(got) == sorted(want)
+    for seg in want:
+        assert got[seg] == want[seg], seg
+    assert not any(r["isControl"] for r in default_rows)
+
+
+def test_fixtures_cover_the_format_matrix(default_rows):
+    """The comparison above met every codec of every format, headers with null values, null
+    keys and values, LogAppendTime and timestamp-less v0 records."""
+    combos = {(r["magic"], r["codec"]) for r in default_rows}
+    assert {(0, c) for c in kg.LEGACY_CODECS} <= combos
+    assert {(1, c) for c in kg.LEGACY_CODECS} <= combos
+    assert {(2, c) for c in kg.V2_CODECS} <= combos
+    assert any(v is None for r in default_rows for _, v in r["headers"])
+    assert any(r["key"] is None for r in default_rows)
+    assert any(r["value"] is None for r in default_rows)
+    assert {(r["magic"], r["timestampType"]) for r in default_rows} >= {(0, -1), (1, 0), (1, 1),
+                                                                          (2, 0), (2, 1)}
+    assert all((r["timestamp"] is None) == (r["magic"] == 0) for r in default_rows)
+    assert any(r["isTransactional"] for r in default_rows)
+    assert {r["producerId"] for r in default_rows} >= {-1, 1000, 2000, 2001}
+
+
+def test_include_control_rows_equal_kafka_python(full_rows, default_rows):
+    expected = kafka_python_dir_rows(FIXTURES, include_control=True)
+    got, want = by_segment(full_rows), by_segment(expected)
+    assert sorted(got) == sorted(want)
+    for seg in want:
+        assert got[seg] == want[seg], seg
+    control = [(r["topic"], r["partition"], r["offset"]) for r in full_rows if r["isControl"]]
+    assert control == [("orders", 0, 41), ("orders", 1, 15)]  # a COMMIT and an ABORT marker
+    assert [r for r in full_rows if not r["isControl"]] == default_rows
+
+
+# -- 2. segment splitting ---------------------------------------------------------------------------
+
+def test_split_segments_give_the_same_rows(big_partition, big_reads):
+    (n_default, default), (n_split, split) = big_reads
+    segments = len(logs_under(big_partition.parent))
+    assert segments == 3
+    assert n_default == segments  # one task per segment
+    assert n_split > segments + 10
+    # more than one Spark partition produced rows of each large segment
+    tasks = {}
+    for r in split:
+        tasks.setdefault(r["segment"], set()).add(r["sparkPartition"])
+    assert sorted(len(t) for t in tasks.values())[-2] >= 10  # both large segments
+    split = strip(split, "sparkPartition")
+    by_offset = functools.partial(sorted, key=lambda r: r["offset"])
+    assert by_offset(split) == by_offset(default)
+    # and both are what kafka-python reads
+    expected = kafka_python_dir_rows(big_partition.parent)
+    assert by_offset(default) == by_offset(expected)
+    assert len(expected) > 10000
+
+
+# -- 3. includeInvalid ------------------------------------------------------------------------------
+
+def test_include_invalid(corrupt_copy, invalid_reads):
+    root, data, bad = corrupt_copy
+    with_invalid, without = invalid_reads
+    broken = kg.kafka_python_read(bad, deep=False)[1]
+    valid = kafka_python_rows(str(root / BROKEN_PARTITION / BROKEN_SEGMENT))
+    assert valid and without == valid
+
+    invalid = [r for r in with_invalid if not r["isValid"]]
+    assert [r for r in with_invalid if r["isValid"]] == valid
+    # one row for the batch that fails its CRC, one for the garbage after the last batch
+    assert [(r["batchPosition"], r["offset"]) for r in invalid] == [
+        (broken.position, broken.batch.base_offset), (len(data), None)]
+    for r in invalid:
+        assert (r["topic"], r["partition"], r["segment"]) == ("orders", 1, BROKEN_SEGMENT)
+        assert r["key"] is None and r["value"] is None and r["timestamp"] is None
+        assert r["headers"] == []
+    assert (invalid[0]["magic"], invalid[0]["codec"], invalid[0]["producerId"]) == (
+        2, "snappy", broken.batch.producer_id)
+    # rows in file order: the invalid batch between the records of its neighbours
+    positions = [r["batchPosition"] for r in with_invalid]
+    assert positions == sorted(positions)
+
+
+# -- 4. bounds and topics options -------------------------------------------------------------------
+
+XFAIL_CASES = {}  # case -> reason of a known bug (strict xfail); none open
+
+
+def _fixture_case(options, keep, path=FIXTURES):
+    return path, options, keep
+
+
+def _ts_at_most(t):
+    return lambda r: r["timestamp"] is not None and r["timestamp"] <= t
+
+
+def _ts_at_least(t):
+    return lambda r: r["timestamp"] is not None and r["timestamp"] >= t
+
+
+# name: (path (None: the big partition), options, filter on the full rows)
+CASES = {
+    # toOffset 30 falls inside legacy-0's v1 snappy wrapper of offsets 28..31
+    "offsets": _fixture_case({"fromOffset": 5, "toOffset": 30},
+                             lambda r: 5 <= r["offset"] <= 30),
+    # toOffset 27 is the last offset of a wrapper
+    "offsets-at-batch-ends": _fixture_case({"fromOffset": 5, "toOffset": 27},
+                                           lambda r: 5 <= r["offset"] <= 27),
+    "fromOffset-in-second-segment": _fixture_case({"fromOffset": 330},
+                                                  lambda r: r["offset"] >= 330),
+    "fromTimestamp": _fixture_case({"fromTimestamp": T0 + 150 * 60000},
+                                   _ts_at_least(T0 + 150 * 60000)),
+    "toTimestamp": _fixture_case({"toTimestamp": T0 + 20000}, _ts_at_most(T0 + 20000)),
+    "toTimestamp-no-v0": _fixture_case(
+        {"toTimestamp": T0 + 20000, "topics": "orders,events,metrics"},
+        lambda r: r["topic"] != "legacy" and _ts_at_most(T0 + 20000)(r)),
+    "all-bounds": _fixture_case(
+        {"fromOffset": 3, "toOffset": 400, "fromTimestamp": T0 + 5000,
+         "toTimestamp": T0 + 300 * 60000},
+        lambda r: 3 <= r["offset"] <= 400 and T0 + 5000 <= (r["timestamp"] or -1) <= T0 + 18000000),
+    "topics": _fixture_case({"topics": "orders,legacy"},
+                            lambda r: r["topic"] in ("orders", "legacy")),
+    "unknown-topic": _fixture_case({"topics": "nosuch"}, lambda r: False),
+    "past-the-end": _fixture_case({"fromOffset": 10 ** 6}, lambda r: False),
+    "control-in-bounds": _fixture_case({"includeControl": "true", "fromOffset": 40,
+                                        "toOffset": 41}, lambda r: 40 <= r["offset"] <= 41),
+    "partition-dir": _fixture_case({}, lambda r: r["topic"] == "events",
+                                   os.path.join(FIXTURES, "events-0")),
+    "segment-file": _fixture_case(
+        {}, lambda r: (r["topic"], r["segment"]) == ("orders", "00000000000000000042.log"),
+        os.path.join(FIXTURES, "orders-0", "00000000000000000042.log")),
+    "split-offsets": (None, {"maxBytesPerPartition": BIG_MAX_BYTES, "fromOffset": 3333,
+                             "toOffset": 8000}, lambda r: 3333 <= r["offset"] <= 8000),
+    # from the end of the first segment into the second, whose timestamps go back now and then
+    "split-timestamps": (None, {"maxBytesPerPartition": BIG_MAX_BYTES,
+                                "fromTimestamp": KG_T0 + 1900 * 1000,
+                                "toTimestamp": KG_T0 + 2600 * 1000},
+                         lambda r: KG_T0 + 1900000 <= r["timestamp"] <= KG_T0 + 2600000),
+}
+
+
+@pytest.fixture(scope="module")
+def option_rows(spark, big_partition):
+    """Every case read in one job (a union of the reads, each row tagged with its case)."""
+    dfs = [read(spark, big_partition if path is None else path, **options)
+           .withColumn("case", F.lit(name)) for name, (path, options, _) in CASES.items()]
+    rows = collect(functools.reduce(DataFrame.unionByName, dfs))
+    out = {name: [] for name in CASES}
+    for r in rows:
+        out[r.pop("case")].append(r)
+    return out
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=XFAIL_CASES[name])]
+                 if name in XFAIL_CASES else []) for name in CASES])
+def test_options_equal_a_filter(case, option_rows, full_rows, big_reads):
+    path, options, keep = CASES[case]
+    if path is None:
+        base = big_reads[0][1]
+    else:
+        control = str(options.get("includeControl")) == "true"
+        base = [r for r in full_rows if control or not r["isControl"]]
+    expected = [r for r in base if keep(r)]
+    got = option_rows[case]
+    ids = [(r["topic"], r["partition"], r["offset"]) for r in got]
+    want = [(r["topic"], r["partition"], r["offset"]) for r in expected]
+    missing = sorted(set(want) - set(ids))
+    extra = sorted(set(ids) - set(want))
+    assert not missing and not extra, "missing %s, extra %s" % (missing[:10], extra[:10])
+    assert order(got) == order(expected)
+    if case not in ("unknown-topic", "past-the-end"):
+        assert got, "the case selects something"
+
+
+# -- 5. export --------------------------------------------------------------------------------------
+
+def arrow_rows(table, **constants):
+    """A table written by Spark as row dicts like ``collect``'s (timestamp in ms)."""
+    i = table.schema.get_field_index("timestamp")
+    ms = table.column(i).cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+    table = table.set_column(i, "timestamp", ms)
+    rows = []
+    for r in table.to_pylist():
+        r["headers"] = [(h["key"], h["value"]) for h in r["headers"]]
+        r.update(constants)
+        rows.append(r)
+    return rows
+
+
+def part_files(out, ext):
+    files = sorted(glob.glob(os.path.join(str(out), "**", "part-*" + ext), recursive=True))
+    assert files, "no part files under %s" % out
+    return files
+
+
+def test_export_parquet_partitioned_process(tmp_path, default_rows):
+    """`python -m kafkalog_cli export` with its own local Spark, partitioned by topic and
+    partition: topic=/partition= folders whose Parquet files hold the DataFrame's rows."""
+    out = tmp_path / "out"
+    p = subprocess.run(
+        [sys.executable, "-m", "kafkalog_cli", "export", FIXTURES, "--output", str(out),
+         "--output-format", "parquet", "--partition-by", "topic,partition",
+         "--master", "local[2]", "--spark-conf", "spark.ui.enabled=false"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "exported" in p.stdout
+    assert (out / "_SUCCESS").exists()
+    leaves = sorted({os.path.relpath(os.path.dirname(f), out) for f in part_files(out, ".parquet")})
+    want = sorted({"topic=%s/partition=%d" % (r["topic"], r["partition"]) for r in default_rows})
+    assert leaves == want
+    got = []
+    for leaf in leaves:
+        topic, partition = (x.split("=", 1)[1] for x in leaf.split("/"))
+        got += arrow_rows(pq.read_table(str(out / leaf)), topic=topic, partition=int(partition))
+    assert order(got) == order(default_rows)
+
+
+def test_export_parquet(spark, tmp_path, default_rows):
+    out = tmp_path / "plain"
+    res = run_cli(spark, "export", FIXTURES, "--output", out, "--master", "local[2]")
+    assert res.exit_code == 0, res.output
+    table = pq.read_table(part_files(out, ".parquet"))
+    assert table.column_names == COLUMNS
+    assert order(arrow_rows(table)) == order(default_rows)
+
+
+def _unb64(s):
+    return None if s is None else base64.b64decode(s)
+
+
+def test_export_json(spark, tmp_path, full_rows):
+    """JSON Lines with --option includeControl=true: one object per record, control included."""
+    out = tmp_path / "json"
+    res = run_cli(spark, "export", FIXTURES, "--output", out, "--output-format",
+                  "json", "--option", "includeControl=true", "--master", "local[2]")
+    assert res.exit_code == 0, res.output
+    objs = [json.loads(line) for f in part_files(out, ".json") for line in open(f, encoding="utf-8")]
+    assert len(objs) == len(full_rows)
+    got = sorted((o["topic"], o["partition"], o["offset"], _unb64(o.get("key")),
+                  _unb64(o.get("value")), o["isControl"]) for o in objs)
+    want = sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"], r["isControl"])
+                  for r in full_rows)
+    assert got == want
+
+
+@pytest.fixture(scope="module")
+def csv_export(spark, tmp_path_factory):
+    out = tmp_path_factory.mktemp("csv") / "out"
+    res = run_cli(spark, "export", FIXTURES, "--output", out, "--output-format", "csv",
+                  "--master", "local[2]")
+    return res, part_files(out, ".csv") if res.exit_code == 0 else []
+
+
+def test_export_csv(csv_export, default_rows):
+    """CSV: binary columns as base64, headers as JSON; one row per record (read with Spark's
+    CSV conventions: quotes escaped by a backslash, fields may hold line breaks)."""
+    res, files = csv_export
+    assert res.exit_code == 0, res.output
+    rows = []
+    for f in files:
+        with open(f, newline="", encoding="utf-8") as fh:
+            rows += list(csv.DictReader(fh))  # RFC 4180: quotes doubled
+    assert len(rows) == len(default_rows)
+    assert list(rows[0]) == COLUMNS
+
+    def b64(s):  # no empty keys or values in the fixtures: an empty field is a null
+        return base64.b64decode(s) if s else None
+
+    def headers(s):
+        return [(h["key"], b64(h.get("value"))) for h in json.loads(s)]
+
+    got = sorted((r["topic"], int(r["partition"]), int(r["offset"]), b64(r["key"]),
+                  b64(r["value"]), headers(r["headers"])) for r in rows)
+    want = sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"], r["headers"])
+                  for r in default_rows)
+    assert got == want
+
+
+CSV_CHUNKED_BASE64 = (
+    "the CSV export breaks base64 keys/values into 76-character lines (CRLF inside the quoted "
+    "field): jobs.export uses F.base64, which Spark 4 chunks by default "
+    "(spark.sql.chunkBase64String.enabled=true), so a record spans several lines and "
+    "spark.read.csv without multiLine reads 2 rows for one record (kafkalog_cli/spark/jobs.py "
+    "export)")
+
+
+def test_export_csv_one_line_per_record(csv_export, default_rows):
+    res, files = csv_export
+    assert res.exit_code == 0, res.output
+    lines = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            lines += fh.read().count(b"\n") - 1  # the header line
+    assert lines == len(default_rows)
+
+
+# -- 6. scan ----------------------------------------------------------------------------------------
+
+def kafka_python_partition_summary(partition_dir):
+    recs = batches = 0
+    codecs = set()
+    offsets = []
+    for log in sorted(glob.glob(os.path.join(str(partition_dir), "*.log"))):
+        with open(log, "rb") as f:
+            for kb, records in kafka_python_batches(f.read()):
+                batches += 1
+                codecs.add(kg.CODEC_NAMES[kb.batch.compression_type])
+                if records is not None:
+                    recs += len(records)
+                    offsets += [r.offset for r in records]
+    return {"records": recs, "batches": batches, "codecs": sorted(codecs),
+            "first_offset": min(offsets), "last_offset": max(offsets),
+            "segments": len(glob.glob(os.path.join(str(partition_dir), "*.log"))),
+            "bytes": sum(os.path.getsize(p) for p in glob.glob(os.path.join(str(partition_dir),
+                                                                             "*.log")))}
+
+
+def scan_objects(res):
+    objs = [json.loads(line) for line in res.stdout.splitlines()]
+    assert all(o["type"] == "partition" for o in objs)
+    return {"%s-%d" % (o["topic"], o["partition"]): o for o in objs}
+
+
+def test_scan_fixtures(spark):
+    res = run_cli(spark, "scan", FIXTURES, "--format", "json", "--master", "local[2]")
+    assert res.exit_code == 0, res.output
+    objs = scan_objects(res)
+    parts = sorted(os.path.basename(os.path.dirname(p)) for p in logs_under(FIXTURES))
+    assert sorted(objs) == sorted(set(parts))
+    for name, o in objs.items():
+        want = kafka_python_partition_summary(os.path.join(FIXTURES, name))
+        assert {k: o[k] for k in want} == want, name  # records include the control records
+        assert (o["invalid_batches"], o["invalid_bytes"], o["problems"]) == (0, 0, [])
+
+
+def test_scan_corrupted_copy(spark, corrupt_copy):
+    root, data, bad = corrupt_copy
+    res = run_cli(spark, "scan", root, "--format", "json", "--master", "local[2]")
+    assert res.exit_code == 1, res.output
+    objs = scan_objects(res)
+    broken = objs[BROKEN_PARTITION]
+    assert broken["invalid_batches"] == 1
+    assert broken["invalid_bytes"] > 0
+    assert broken["records"] == kafka_python_partition_summary(root / BROKEN_PARTITION)["records"]
+    assert all(o["invalid_batches"] == o["invalid_bytes"] == 0
+               for name, o in objs.items() if name != BROKEN_PARTITION)
+    assert "kafkalog: orders-1: " in res.stderr
+
+
+# -- 7. the workers' interpreter --------------------------------------------------------------------
+
+def test_workers_run_this_interpreter(spark):
+    got = spark.sparkContext.parallelize([0], 1).map(
+        lambda _: (sys.executable, sys.prefix)).collect()
+    assert got == [(sys.executable, sys.prefix)]
+
+
+# -- 8. without pyspark -----------------------------------------------------------------------------
+
+# pyspark made unimportable as if not installed: a None entry in sys.modules makes both
+# importlib.util.find_spec("pyspark") return None and `import pyspark` fail.
+NO_PYSPARK = ("import sys; sys.modules['pyspark'] = None; "
+              "from kafkalog_cli.cli.main import main; main()")
+
+
+@pytest.mark.parametrize("args", [["export", FIXTURES, "--output", "OUT"], ["scan", FIXTURES]],
+                         ids=["export", "scan"])
+def test_without_pyspark(tmp_path, args):
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    p = subprocess.run([sys.executable, "-c", NO_PYSPARK, *args], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == ""
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "pyspark" in lines[0] and "kafkalog[spark]" in lines[0]
+    assert not (tmp_path / "out").exists()
