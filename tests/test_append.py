@@ -399,8 +399,9 @@ def test_producer_id_alone_is_refused_or_completed(tmp_path):
 def test_transactional_without_producer_id_is_refused(tmp_path):
     d = part_dir(tmp_path)
     res = append(d, "--transactional", input=b"a\n")
-    if res.code == 2:
-        assert_clean_exit2(res)
+    if res.code == 2:  # a usage error, in click's words: the reason on the last line
+        assert "Traceback" not in res.err
+        assert "--producer-id" in res.err_lines[-1], res.err
         return
     segs, _ = check_partition(d)
     b = segs[0].kbs[0].batch
