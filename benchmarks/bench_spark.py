@@ -47,8 +47,12 @@ def time_export(log_dir, cores):
 import sys, time, tempfile, os
 from kafkalog_cli.spark import jobs
 spark = jobs.session("local[%d]")
-# start the Python workers before the clock: a worker's start-up is not the job
-spark.sparkContext.parallelize(range(%d), %d).map(lambda x: x).collect()
+# start the Python workers before the clock, with what they import: a worker's start-up is
+# not the job
+def warm(_):
+    import pyarrow.parquet, kafkalog_cli.spark.jobs, kafkalog_cli.spark.source
+    return 0
+spark.sparkContext.parallelize(range(%d), %d).map(warm).collect()
 out = tempfile.mkdtemp()
 t0 = time.perf_counter()
 jobs.export(spark, %r, os.path.join(out, "pq"), "parquet", mode="overwrite")

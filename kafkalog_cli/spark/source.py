@@ -11,6 +11,8 @@ Kafka source (key, value, topic, partition, offset, timestamp, timestampType, he
 each record lives and what its batch says.
 """
 
+import array
+import itertools
 import os
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -30,6 +32,7 @@ SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "isTransactional boolean, isControl boolean, isValid boolean")
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
 ROWS_PER_ARROW_BATCH = 65536
+BYTES_PER_ARROW_BATCH = 256 * 1024 * 1024  # well below the 2 GiB a binary column can hold
 
 
 def _bool(value):
@@ -114,6 +117,7 @@ class _Columns:
         self.header_counts, self.header_keys, self.header_values = [], [], []
         self.runs = []  # (row count, per-batch fields): the columns that are constant per batch
         self.rows = 0
+        self.data_bytes = 0
 
     def __len__(self):
         return self.rows
@@ -147,6 +151,7 @@ class _Columns:
                     self.header_values.append(hv)
         self.runs.append((n, fields))
         self.rows += n
+        self.data_bytes += sum(map(len, filter(None, recs.values)))
 
     def add_invalid(self, fields, offset):
         self.keys.append(None)
@@ -172,10 +177,24 @@ class _Columns:
         indices = pa.array([i for i, n in enumerate(counts) for _ in range(n)], pa.int32())
         constant = {name: pa.array(values, schema.field(name).type).take(indices)
                     for name, values in zip(_BATCH_FIELD_NAMES, per_batch)}
-        columns = {"key": pa.array(self.keys, pa.binary()), "value": pa.array(self.values, pa.binary()),
+        columns = {"key": _binary_array(self.keys), "value": _binary_array(self.values),
                    "offset": pa.array(self.offsets, pa.int64()), "timestamp": ts, "headers": headers}
         columns.update(constant)
         return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _binary_array(values):
+    """An Arrow binary array of bytes-or-None values, built from one joined buffer and its
+    offsets: several times faster than pa.array() on a list of bytes objects."""
+    import pyarrow as pa
+    bitmap = None
+    if None in values:
+        bitmap = pa.array([v is not None for v in values], pa.bool_()).buffers()[1]
+        values = [b"" if v is None else v for v in values]
+    offsets = array.array("i", [0])
+    offsets.extend(itertools.accumulate(map(len, values)))
+    return pa.Array.from_buffers(pa.binary(), len(values),
+                                 [bitmap, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
 
 
 _BATCH_FIELD_NAMES = ("topic", "partition", "segment", "batchPosition", "magic", "codec",
@@ -241,7 +260,7 @@ def read_slice(part, options):
                                      item.base_offset)
                 continue
             cols.add_records(cols.batch_fields(topic, partition, segment, item, True), recs, keep)
-            if len(cols) >= ROWS_PER_ARROW_BATCH:
+            if len(cols) >= ROWS_PER_ARROW_BATCH or cols.data_bytes >= BYTES_PER_ARROW_BATCH:
                 yield cols.to_arrow(schema)
                 cols = _Columns()
     if len(cols):
