@@ -1,32 +1,40 @@
-"""The `kafkalog` command group."""
+"""The `kafkalog` command group. Each command's module is imported only when that command
+runs: start-up time counts for a tool run from cron and shell loops."""
 
+import importlib
 import signal
 
 import click
 
 from .. import __version__
-from .append import append, roll
-from .dump import dump
-from .recover import recover
-from .retain import retain
-from .spark_cmds import export, scan
-from .verify_index import verify_index
+
+COMMANDS = {
+    "dump": "dump:dump",
+    "verify-index": "verify_index:verify_index",
+    "recover": "recover:recover",
+    "append": "append:append",
+    "roll": "append:roll",
+    "retain": "retain:retain",
+    "export": "spark_cmds:export",
+    "scan": "spark_cmds:scan",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        module, attr = COMMANDS[name].split(":")
+        return getattr(importlib.import_module("." + module, __package__), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kafkalog")
 def cli():
     """Offline toolkit for Apache Kafka log directories."""
-
-
-cli.add_command(dump)
-cli.add_command(verify_index)
-cli.add_command(recover)
-cli.add_command(append)
-cli.add_command(roll)
-cli.add_command(retain)
-cli.add_command(export)
-cli.add_command(scan)
 
 
 def main():
