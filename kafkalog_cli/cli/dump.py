@@ -11,7 +11,7 @@ from ..log.seek import Seek, next_bases
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile
 from ..format.records import Batch
 from . import decoders
-from .dump_aux import DUMPERS, IndexOptions, dump_aux
+from .dump_aux import IndexOptions, dump_aux
 from .render import WRITERS, DumpOptions
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2

@@ -6,37 +6,13 @@ import sys
 
 import click
 
-from ..log import files
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.lock import LockHeld, LogDirLock
-from ..log.recover import MOVE, QUARANTINE, REMOVE, RENAME, execute, plan_partition
+from ..log.recover import MOVE, REMOVE, RENAME, execute, plan_partition
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
+from .targets import partitions_by_log_dir
 
 EXIT_OK, EXIT_REPAIRED, EXIT_ERROR = 0, 1, 2
-
-
-def _is_partition(directory):
-    return any(files.file_kind(n) is not None and files.file_kind(n) != files.OFFSET_CHECKPOINT
-               for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n)))
-
-
-def partitions_of(path):
-    """The partition directories a path stands for: a .log file's directory, a partition
-    directory, or every partition directory of a log directory."""
-    if os.path.isfile(path):
-        if files.file_kind(path) != files.LOG:
-            raise click.UsageError("%s: not a segment (.log) file or a directory" % path)
-        return [os.path.dirname(os.path.abspath(path))]
-    if not os.path.isdir(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
-    if _is_partition(path):
-        return [os.path.abspath(path)]
-    found = [os.path.join(os.path.abspath(path), n) for n in sorted(os.listdir(path))
-             if n != QUARANTINE and os.path.isdir(os.path.join(path, n))
-             and _is_partition(os.path.join(path, n))]
-    if not found:
-        raise FileNotFoundError(2, "no partition directories in it", path)
-    return found
 
 
 class _Report:
@@ -146,20 +122,13 @@ def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
     with --dry-run, would repair), 2 errors.
     """
     report = _Report(fmt)
-    status = EXIT_OK
     plans = []
-    by_log_dir = {}
-    for path in paths:
-        try:
-            for partition in partitions_of(path):
-                by_log_dir.setdefault(os.path.dirname(partition), []).append(partition)
-        except OSError as e:
-            click.echo("kafkalog: %s: %s" % (path, e.strerror or e), err=True)
-            status = EXIT_ERROR
+    by_log_dir, ok = partitions_by_log_dir(paths)
+    status = EXIT_OK if ok else EXIT_ERROR
     for log_dir, partitions in by_log_dir.items():
         try:
             with LogDirLock(log_dir, create=not dry_run):
-                for partition in dict.fromkeys(partitions):
+                for partition in partitions:
                     plan = plan_partition(partition, index_interval_bytes, max_message_size)
                     qdir = None if dry_run else execute(plan)
                     report.partition(plan, dry_run, qdir)

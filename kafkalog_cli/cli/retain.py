@@ -13,7 +13,7 @@ from ..log.files import FileFormatError
 from ..log.lock import LockHeld, LogDirLock
 from ..log.retain import (Policy, delete_segments, finish_interrupted, plan_retention,
                           purge_deleted)
-from .recover import partitions_of
+from .targets import partitions_by_log_dir
 
 EXIT_OK, EXIT_ERROR = 0, 2
 
@@ -92,20 +92,13 @@ def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_wat
     directory. Exit status: 0 done or nothing to do, 2 errors.
     """
     policy = Policy(retention_ms, retention_bytes, log_start_offset, now, high_watermark, roll_active)
-    status = EXIT_OK
     rows = []
-    by_log_dir = {}
-    for path in paths:
-        try:
-            for partition in partitions_of(path):
-                by_log_dir.setdefault(os.path.dirname(partition), []).append(partition)
-        except OSError as e:
-            click.echo("kafkalog: %s: %s" % (path, e.strerror or e), err=True)
-            status = EXIT_ERROR
+    by_log_dir, ok = partitions_by_log_dir(paths)
+    status = EXIT_OK if ok else EXIT_ERROR
     for log_dir, partitions in by_log_dir.items():
         try:
             with LogDirLock(log_dir, create=not dry_run):
-                for directory in dict.fromkeys(partitions):
+                for directory in partitions:
                     if not dry_run:
                         finish_interrupted(directory)
                     plan = plan_retention(directory, policy)

@@ -111,7 +111,7 @@ def _prepare_output(output, mode):
 
 
 def _export_parquet(spark, path, output, partition_by, mode, options):
-    from .source import DEFAULT_MAX_BYTES_PER_PARTITION, SegmentSlice  # noqa: F401
+    from .source import DEFAULT_MAX_BYTES_PER_PARTITION
     opts = {k.lower(): v for k, v in options.items()}
     topics = [t for t in opts.get("topics", "").split(",") if t]
     max_bytes = int(opts.get("maxbytesperpartition", DEFAULT_MAX_BYTES_PER_PARTITION))
