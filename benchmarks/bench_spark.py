@@ -23,7 +23,9 @@ import subprocess
 import sys
 import time
 
+MiB = 1 << 20
 from bench_dump import build_segment
+from bench_seek import write_indexes
 
 
 # The Parquet output goes to memory (tmpfs) when the machine has it, so that the figures
@@ -34,22 +36,27 @@ WARM_SEGMENT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 def build_log_dir(workdir, partitions, segment_mb):
+    """Partitions of one segment each (hard links of one file) with its broker-style indexes."""
     source = build_segment(workdir, "1k", segment_mb, "none")
-    log_dir = os.path.join(workdir, "spark-%dx%dMiB" % (partitions, segment_mb))
+    stem = source[:-len(".log")]
+    if not os.path.exists(stem + ".index"):
+        write_indexes(source)
+    log_dir = os.path.join(workdir, "spark-%dx%dMiB-indexed" % (partitions, segment_mb))
     if not os.path.isdir(log_dir):
         tmp = log_dir + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         for p in range(partitions):
             part = os.path.join(tmp, "bench-%d" % p)
             os.makedirs(part)
-            os.link(source, os.path.join(part, os.path.basename(source)))
+            for suffix in (".log", ".index", ".timeindex"):
+                os.link(stem + suffix, os.path.join(part, os.path.basename(stem) + suffix))
         os.rename(tmp, log_dir)
     size = sum(os.path.getsize(os.path.join(root, n)) for root, _, names in os.walk(log_dir)
-               for n in names)
+               for n in names if n.endswith(".log"))
     return log_dir, size
 
 
-def time_export(log_dir, cores):
+def time_export(log_dir, cores, task_bytes):
     """Seconds the Parquet export job takes in a local[cores] session (start-up excluded)."""
     code = """
 import sys, time, tempfile, os
@@ -68,12 +75,13 @@ def warm(_):
 spark.sparkContext.parallelize(range(%d), %d).map(warm).collect()
 out = tempfile.mkdtemp(dir=%r)
 t0 = time.perf_counter()
-jobs.export(spark, %r, os.path.join(out, "pq"), "parquet", mode="overwrite")
+jobs.export(spark, %r, os.path.join(out, "pq"), "parquet", mode="overwrite",
+            options={"maxBytesPerPartition": str(%d)})
 print(time.perf_counter() - t0)
 spark.stop()
 import shutil
 shutil.rmtree(out)
-""" % (cores, WARM_SEGMENT, cores, cores, OUTPUT_DIR, log_dir)
+""" % (cores, WARM_SEGMENT, cores, cores, OUTPUT_DIR, log_dir, task_bytes)
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit("export with local[%d] failed:\n%s" % (cores, p.stderr[-2000:]))
@@ -86,19 +94,24 @@ def main():
     parser.add_argument("--workdir", default=os.path.join(here, "data"))
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--quick", action="store_true", help="2 partitions of 16 MiB")
+    parser.add_argument("--task-mb", type=int, default=128,
+                        help="maxBytesPerPartition, MiB: segments split at index entries into "
+                             "tasks of about this size (default 128: the data source's own)")
     args = parser.parse_args()
     partitions, segment_mb = (2, 16) if args.quick else (args.partitions, 128)
     log_dir, size = build_log_dir(args.workdir, partitions, segment_mb)
     print("%s: %d partitions, %.1f MB" % (log_dir, partitions, size / 1e6))
 
     t0 = time.perf_counter()
+    logs = sorted(os.path.join(root, n) for root, _, names in os.walk(log_dir)
+                  for n in names if n.endswith(".log"))  # the same data: the segments only
     subprocess.run([sys.executable, "-m", "kafkalog_cli", "dump", "--format", "json",
-                    "--print-data-log", log_dir], stdout=subprocess.DEVNULL, check=True)
+                    "--print-data-log"] + logs, stdout=subprocess.DEVNULL, check=True)
     dump_rate = size / (time.perf_counter() - t0) / 1e6
     print("  json dump, one process:   %7.1f MB/s" % dump_rate)
     rates = {}
     for cores in (1, 2):
-        secs = time_export(log_dir, cores)
+        secs = time_export(log_dir, cores, args.task_mb * MiB)
         rates[cores] = size / secs / 1e6
         print("  export local[%d]:          %7.1f MB/s (%.1f s)" % (cores, rates[cores], secs))
     speedup = rates[2] / rates[1]
