@@ -369,3 +369,15 @@ def kafkalog(*args):
     if exc is not None:
         raise AssertionError("kafkalog %s raised %r" % (args[0] if args else "", exc)) from exc
     return Result(r.exit_code, r.stdout_bytes.decode("utf-8"), r.stderr_bytes.decode("utf-8"))
+
+
+def files_in(directory):
+    """{name: bytes} of the regular files directly in ``directory`` (a partition's Kafka files;
+    the quarantine folder is a directory)."""
+    out = {}
+    for n in os.listdir(directory):
+        p = os.path.join(directory, n)
+        if os.path.isfile(p):
+            with open(p, "rb") as f:
+                out[n] = f.read()
+    return out

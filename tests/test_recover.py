@@ -25,7 +25,7 @@ import pytest
 
 import indexgen as ig
 import kafkagen as kg
-from dumpcheck import json_objects, kafkalog
+from dumpcheck import files_in, json_objects, kafkalog
 
 T0 = kg.T0
 QUARANTINE = "kafkalog-quarantine"
@@ -80,15 +80,6 @@ def assert_same_tree(before, after):
         assert after[k][1] == before[k][1], "%s: mtime changed" % k
 
 
-def top_files(directory):
-    """{name: bytes} of the regular files directly in ``directory``."""
-    out = {}
-    for n in os.listdir(directory):
-        p = os.path.join(directory, n)
-        if os.path.isfile(p):
-            with open(p, "rb") as f:
-                out[n] = f.read()
-    return out
 
 
 def age_files(directory):
@@ -210,7 +201,7 @@ class Expect(NamedTuple):
 
 def expect_from(part_dir, logs, cuts=None, moved_names=(), untouched=(), renamed=None,
                 exact=None, interval=ig.INDEX_INTERVAL_BYTES):
-    original = top_files(part_dir)
+    original = files_in(part_dir)
     moved = {n: original[n] for n in moved_names}
     for n in untouched:
         assert n in original, n
@@ -589,7 +580,7 @@ def deleted_case(directory):
              # a deleted copy of a live segment's file: moved, the live file kept
              write_aged(os.path.join(d, name(part.bases[1], "index.deleted")), b"\x00" * 24)]
     logs = {os.path.basename(s.paths["log"]): s.data for s in part.segs}
-    untouched = set(top_files(d)) - set(moved)
+    untouched = set(files_in(d)) - set(moved)
     return expect_from(d, logs, moved_names=moved, untouched=untouched)
 
 
@@ -605,7 +596,7 @@ def orphans_case(directory):
              write_aged(os.path.join(d, name(orphan + 7, "txnindex")),
                         ig.encode_txn_index(seg.txns))]
     logs = {os.path.basename(s.paths["log"]): s.data for s in part.segs}
-    untouched = set(top_files(d)) - set(moved)
+    untouched = set(files_in(d)) - set(moved)
     return expect_from(d, logs, moved_names=moved, untouched=untouched)
 
 
@@ -626,7 +617,7 @@ def cleaned_case(directory):
              write_aged(os.path.join(d, name(b2, "index.swap")), ig.encode_offset_index(
                  ig.build_indexes(c2).offset_entries, b2))]
     logs = {os.path.basename(s.paths["log"]): s.data for s in part.segs}
-    untouched = set(top_files(d)) - set(moved)
+    untouched = set(files_in(d)) - set(moved)
     return expect_from(d, logs, moved_names=moved, untouched=untouched)
 
 
@@ -758,7 +749,7 @@ def expected_txns(exp):
 def check_partition_files(exp):
     """The files outside the quarantine folder: names, .log bytes, rebuilt indexes."""
     d = exp.dir
-    actual = top_files(d)
+    actual = files_in(d)
     subdirs = [n for n in os.listdir(d) if os.path.isdir(os.path.join(d, n))]
     assert subdirs in ([], [QUARANTINE]), subdirs
     txns = expected_txns(exp)

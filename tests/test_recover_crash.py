@@ -31,7 +31,7 @@ import pytest
 
 import indexgen as ig
 import kafkagen as kg
-from dumpcheck import kafkalog
+from dumpcheck import files_in, kafkalog
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUARANTINE = "kafkalog-quarantine"
@@ -104,16 +104,6 @@ class Big:
         self.bases = (base_a, base_b)
 
 
-def files_in(directory):
-    """{name: bytes} of the files directly in ``directory`` (the Kafka files; the quarantine
-    folder is a directory)."""
-    out = {}
-    for n in os.listdir(directory):
-        p = os.path.join(directory, n)
-        if os.path.isfile(p):
-            with open(p, "rb") as f:
-                out[n] = f.read()
-    return out
 
 
 def quarantine_union(directory):

@@ -19,7 +19,7 @@ import pytest
 
 import indexgen as ig
 import kafkagen as kg
-from dumpcheck import kafkalog
+from dumpcheck import files_in, kafkalog
 
 T0 = kg.T0
 TOPIC = "orders"
@@ -30,15 +30,6 @@ DEFAULT_LAYOUT = [[T0 + 1000 * i, T0 + 1000 * i + 200, T0 + 1000 * i + 100] for 
 
 # -- partitions --------------------------------------------------------------------------------------
 
-def files_in(directory):
-    """{name: bytes} of the regular files directly in ``directory``."""
-    out = {}
-    for n in os.listdir(directory):
-        p = os.path.join(directory, n)
-        if os.path.isfile(p):
-            with open(p, "rb") as f:
-                out[n] = f.read()
-    return out
 
 
 def tree(directory):

@@ -27,7 +27,7 @@ from click.testing import CliRunner
 
 import indexgen as ig
 import kafkagen as kg
-from dumpcheck import REPO, kafkalog
+from dumpcheck import REPO, files_in, kafkalog
 
 T0 = kg.T0
 TOPIC = "orders"
@@ -41,14 +41,6 @@ def name(base, kind="log"):
     return "%s.%s" % (ig.segment_prefix(base), kind)
 
 
-def files_in(directory):
-    out = {}
-    for n in os.listdir(directory):
-        p = os.path.join(directory, n)
-        if os.path.isfile(p):
-            with open(p, "rb") as f:
-                out[n] = f.read()
-    return out
 
 
 def base_of(n):
