@@ -109,7 +109,8 @@ def scan(buf, start, end, resync=False):
     field, as Kafka does; with ``resync`` it is reported as invalid bytes instead when its size
     field does not lead to another valid entry (or the end), since the size is then suspect.
     """
-    pos = start
+    # A start outside the data (a position read from a corrupt index) scans from its edge.
+    pos = min(max(start, 0), end)
     while True:
         if end - pos < MIN_HEADER:
             if pos < end:
