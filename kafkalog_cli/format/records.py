@@ -95,10 +95,6 @@ class Batch:
             return "zstd is not allowed for message format v%d" % self.magic
         return None
 
-    @property
-    def next_offset(self):
-        return self.last_offset + 1
-
 
 def read_batch(buf, pos, size, magic):
     """Parse the header of the entry of ``size`` bytes at ``pos`` (bounds already checked)."""
