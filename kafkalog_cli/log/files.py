@@ -2,6 +2,7 @@
 
 import errno
 import os
+import stat
 
 # Suffixes the broker appends to a segment's files while deleting, cleaning or swapping them.
 LIFECYCLE_SUFFIXES = (".deleted", ".cleaned", ".swap")
@@ -19,6 +20,56 @@ _NAMED_KINDS.update((n, OFFSET_CHECKPOINT) for n in OFFSET_CHECKPOINT_NAMES)
 
 class NoSegmentsError(OSError):
     """A directory holds no Kafka log files."""
+
+
+class NotRegularFileError(OSError):
+    """A path that is not a regular file (a FIFO, a device, a directory, a socket, or a symlink
+    to one): readers refuse it rather than block on it or read it without end."""
+
+
+def open_regular(path):
+    """Open ``path`` read-only as a binary file object, refusing anything but a regular file.
+
+    The open itself does not block (O_NONBLOCK: a FIFO with no writer would otherwise hang in
+    open()), and the check is made on the opened descriptor (fstat), so a symlink swapped
+    between a check and the open cannot slip a device in.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFileError(errno.EINVAL, "not a regular file (%s)"
+                                      % _mode_name(st.st_mode), path)
+        if flags & getattr(os, "O_NONBLOCK", 0):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _mode_name(mode):
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "mode %o" % stat.S_IFMT(mode)
+
+
+def read_regular(path, limit):
+    """The whole contents of the regular file ``path``, refusing one larger than ``limit``
+    bytes (auxiliary files are small; /dev/zero and friends are refused by open_regular)."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise FileFormatError("%s: %d bytes, more than the %d this kind of file may hold"
+                                  % (path, size, limit))
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise FileFormatError("%s: grew past %d bytes while being read" % (path, limit))
+    return data
 
 
 class FileFormatError(ValueError):
