@@ -49,6 +49,16 @@ def open_regular(path):
         raise
 
 
+def printable_name(name):
+    """A file name (str or bytes) safe to print on one line in any encoding: bytes that are not
+    UTF-8 and control characters are shown as backslash escapes (``\\xff``), never raised."""
+    raw = os.fsencode(name)
+    text = raw.decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() or c == " " else
+                   ("\\x%02x" % ord(c) if ord(c) < 0x100 else "\\u%04x" % ord(c)
+                    if ord(c) < 0x10000 else "\\U%08x" % ord(c)) for c in text)
+
+
 def _mode_name(mode):
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
