@@ -25,10 +25,18 @@ def test_random_bytes_in_a_partition_file(tmp_path, kind, seed):
                  ["recover", "--dry-run", str(part)]):
         res = kafkalog(*args)
         assert "Traceback" not in res.err + res.out, (args, res.err)
-        if args[:2] == ["dump", str(part)]:
-            assert res.code == 1, (args, res)  # a plain dump reads every file: the garbage shows
-        else:
-            assert res.code in (0, 1), (args, res)  # verify/recover/seek read what they need
+        assert res.code == _expected_exit(kind, args[0], "--from-offset" in args), (args, res)
+
+
+def _expected_exit(kind, command, seeking):
+    """Which commands must see garbage in which file: a dump of the partition reads every file;
+    a seek reads only the .log (an index failing the sanity check is replaced by a scan, which
+    finds the same records); verify-index and recover judge the log and its three indexes but
+    not producer snapshots (recover's handling of a corrupt snapshot, which the broker deletes,
+    belongs with the producer-state work of a later issue)."""
+    if command == "dump":
+        return 1 if kind == "log" or not seeking else 0
+    return 0 if kind == "snapshot" else 1
 
 
 def test_index_entry_with_a_negative_position(tmp_path):

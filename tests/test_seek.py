@@ -109,11 +109,15 @@ def test_to_offset_only(partition, hi):
     assert record_lines(res) == by_offset(records, None, hi)
 
 
-def test_to_offset_below_from_offset(partition):
+@pytest.mark.parametrize("option", ["offset", "timestamp"])
+def test_to_below_from_is_a_usage_error(partition, option):
+    """An empty range is a mistake in the command line, not an empty answer: exit 2, nothing
+    printed on stdout, the error naming both options."""
     d, segs, end, records = partition
-    res = seek("--from-offset", 100, "--to-offset", 50, d)
-    assert res.code in (0, 2), res
-    assert record_lines(res) == []
+    res = seek("--from-" + option, 100, "--to-" + option, 50, d)
+    assert res.code == 2, res
+    assert res.out == ""
+    assert "--from-%s 100 is above --to-%s 50" % (option, option) in res.err
 
 
 def test_offset_range_on_a_segment_file(partition):

@@ -159,6 +159,11 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     targets = _targets(paths, files_arg)
     if not targets:
         raise click.UsageError("no files given: name segment files or directories, or use --files")
+    for low, high, name in ((from_offset, to_offset, "offset"),
+                            (from_timestamp, to_timestamp, "timestamp")):
+        if low is not None and high is not None and low > high:
+            raise click.UsageError("--from-%s %d is above --to-%s %d: no record can match"
+                                   % (name, low, name, high))
     key_decoder = key_decoder or _decoder_from_class(key_decoder_class)
     value_decoder = value_decoder or _decoder_from_class(value_decoder_class)
     print_data = print_data_log or key_decoder is not None or value_decoder is not None
