@@ -11,7 +11,10 @@
  *     The `| offset: ...` lines of a v2 data batch, keys and payloads as UTF-8 text (malformed
  *     bytes replaced by U+FFFD, as Java's String does).
  *
- * The text is exactly what render.KafkaWriter's Python code produces; tests run both.
+ * The text is exactly what render.KafkaWriter's Python code produces; tests run both
+ * (tests/test_c_differential.py in-process, the dump tests through the CLI). No signed sum is
+ * evaluated that could overflow: a batch whose last offset does not fit a 64-bit long is left to
+ * the Python path (the scan reports it as invalid bytes).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -72,6 +75,49 @@ out_int(out_t *o, long long v)
     return out_put(o, p, tmp + sizeof(tmp) - p);
 }
 
+#ifdef __SIZEOF_INT128__
+/* The sequence of a record at any int64 offset, as Python's arbitrary-precision integers give
+ * it: base_seq + (off - base_offset), less 2^31 past Integer.MAX_VALUE (|sum| < 2^65). */
+static int
+out_sequence(out_t *o, long long base_seq, long long off, long long base_offset)
+{
+    if (base_seq == -1)
+        return out_int(o, -1);
+    __int128 s = (__int128)base_seq + ((__int128)off - (__int128)base_offset);
+    if (s > 0x7FFFFFFF)
+        s -= 0x80000000LL;
+    if (s >= INT64_MIN && s <= INT64_MAX)
+        return out_int(o, (long long)s);
+    char tmp[48];
+    char *p = tmp + sizeof(tmp);
+    unsigned __int128 u = s < 0 ? (unsigned __int128)0 - (unsigned __int128)s : (unsigned __int128)s;
+    do {
+        *--p = (char)('0' + (int)(u % 10));
+        u /= 10;
+    } while (u);
+    if (s < 0)
+        *--p = '-';
+    return out_put(o, p, tmp + sizeof(tmp) - p);
+}
+#else
+static int
+out_sequence(out_t *o, long long base_seq, long long off, long long base_offset)
+{
+    if (base_seq == -1)
+        return out_int(o, -1);
+    /* without 128-bit integers: the decoder's offsets are base + an int32 delta */
+    if ((base_offset < 0 && off > LLONG_MAX + base_offset)
+        || (base_offset > 0 && off < LLONG_MIN + base_offset)
+        || off - base_offset > INT32_MAX || off - base_offset < INT32_MIN
+        || base_seq > INT32_MAX || base_seq < INT32_MIN) {
+        PyErr_SetString(PyExc_ValueError, "record offset too far from its batch's base offset");
+        return -1;
+    }
+    long long s = base_seq + (off - base_offset);
+    return out_int(o, s > 0x7FFFFFFFLL ? s - 0x80000000LL : s);
+}
+#endif
+
 static PyObject *
 out_finish(out_t *o)
 {
@@ -109,6 +155,8 @@ tf(int b)
     return b ? "true" : "false";
 }
 
+/* A record's sequence for a batch's int32 base sequence and an int32 offset delta (the sum
+ * fits a long long): -1 without one, else continuing at 0 past Integer.MAX_VALUE. */
 static inline long long
 record_sequence(long long base_seq, long long delta)
 {
@@ -116,6 +164,16 @@ record_sequence(long long base_seq, long long delta)
         return -1;
     long long s = base_seq + delta;
     return s > 0x7FFFFFFFLL ? s - 0x80000000LL : s;
+}
+
+/* The last offset of a v2 batch, or -1 when base + lastOffsetDelta leaves the int64 range. */
+static inline int
+last_offset(int64_t base, int32_t delta, int64_t *out)
+{
+    if ((delta > 0 && base > INT64_MAX - delta) || (delta < 0 && base < INT64_MIN - delta))
+        return -1;
+    *out = base + delta;
+    return 0;
 }
 
 /* The kafka-dump-log line of the complete v2 batch at b (position pos, total bytes). */
@@ -131,12 +189,17 @@ put_batch_line(out_t *o, const unsigned char *b, Py_ssize_t pos, Py_ssize_t tota
     int16_t epoch = be16(b + 51);
     int32_t base_seq = be32(b + 53), count = be32(b + 57);
     const char *codec = CODECS[attrs & 7];
+    int64_t last;
     if (codec == NULL) {
         PyErr_SetString(PyExc_ValueError, "unknown compression type");
         return -1;
     }
+    if (last_offset(base_offset, last_delta, &last) < 0) {
+        PyErr_SetString(PyExc_ValueError, "last offset overflows a 64-bit long");
+        return -1;
+    }
     if (out_str(o, "baseOffset: ") || out_int(o, base_offset)
-        || out_str(o, " lastOffset: ") || out_int(o, base_offset + last_delta)
+        || out_str(o, " lastOffset: ") || out_int(o, last)
         || out_str(o, " count: ") || out_int(o, count)
         || out_str(o, " baseSequence: ") || out_int(o, base_seq)
         || out_str(o, " lastSequence: ") || out_int(o, record_sequence(base_seq, last_delta))
@@ -174,9 +237,15 @@ batch_lines(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nnnO|n", &view, &pos, &end, &max_bytes, &crc_func, &base))
         return NULL;
     const unsigned char *buf = view.buf;
+    if (pos < 0 || max_bytes < 0 || base < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "negative position, size or base");
+        return NULL;
+    }
     if (end > view.len)
         end = view.len;
-    Py_ssize_t stop = pos + max_bytes;
+    /* pos + max_bytes without overflow */
+    Py_ssize_t stop = max_bytes > PY_SSIZE_T_MAX - pos ? PY_SSIZE_T_MAX : pos + max_bytes;
     while (pos < stop && end - pos >= 18) {
         const unsigned char *b = buf + pos;
         int32_t size = be32(b + 8);
@@ -196,7 +265,9 @@ batch_lines(PyObject *self, PyObject *args)
         Py_DECREF(crc);
         if (computed == (unsigned long)-1 && PyErr_Occurred())
             goto fail;
-        if (computed != stored || CODECS[b[22] & 7] == NULL)
+        int64_t last;
+        if (computed != stored || CODECS[b[22] & 7] == NULL
+            || last_offset(be64(b), be32(b + 23), &last) < 0 || base > PY_SSIZE_T_MAX - pos)
             break;
         if (put_batch_line(&o, b, base + pos, total, 1) < 0)
             goto fail;
@@ -223,12 +294,14 @@ batch_line(PyObject *self, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "y*np", &view, &pos, &valid))
         return NULL;
-    const unsigned char *b = (const unsigned char *)view.buf + pos;
-    if (pos < 0 || view.len - pos < 61 || be32(b + 8) < 49 || (Py_ssize_t)be32(b + 8) > view.len - pos - 12) {
+    if (pos < 0 || pos > view.len || view.len - pos < 61
+        || be32((const unsigned char *)view.buf + pos + 8) < 49
+        || (Py_ssize_t)be32((const unsigned char *)view.buf + pos + 8) > view.len - pos - 12) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "no complete v2 batch at this position");
         return NULL;
     }
+    const unsigned char *b = (const unsigned char *)view.buf + pos;
     int r = put_batch_line(&o, b, pos, (Py_ssize_t)be32(b + 8) + 12, valid);
     PyBuffer_Release(&view);
     if (r < 0) {
@@ -302,7 +375,7 @@ record_lines(PyObject *self, PyObject *args)
             || out_put(&o, label, label_len) || out_str(&o, ": ") || out_int(&o, ts)
             || out_str(&o, " keySize: ") || out_int(&o, k == Py_None ? -1 : PyBytes_GET_SIZE(k))
             || out_str(&o, " valueSize: ") || out_int(&o, v == Py_None ? -1 : PyBytes_GET_SIZE(v))
-            || out_str(&o, " sequence: ") || out_int(&o, record_sequence(base_seq, off - base_offset))
+            || out_str(&o, " sequence: ") || out_sequence(&o, base_seq, off, base_offset)
             || out_str(&o, " headerKeys: ["))
             goto fail;
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(h); j++) {

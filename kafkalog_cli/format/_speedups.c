@@ -1,11 +1,16 @@
 /*
  * Optional C fast path for the v2 record decoder (kafkalog_cli/format/records.py).
  *
- * decode_v2(data, count, base_offset, base_timestamp, append_time, limit, records,
- *           corrupt_error, limit_error)
- * fills records.offsets / timestamps / keys / values / headers exactly as the pure-Python
- * decoder does, and raises the same errors. records.py falls back to Python when this module
- * is not built; tests run both.
+ * decode_v2(data, pos, n, done, total, base_offset, base_timestamp, append_time, limit,
+ *           records, corrupt_error, limit_error) -> new pos
+ * decodes n records from data[pos:] into records.offsets / timestamps / keys / values /
+ * headers and returns the position after them, exactly as records._decode_v2_loop does: the
+ * same values, the same error classes and the same error messages (tests/test_c_differential.py
+ * checks it). On an error the lists keep the complete records before it. records.py falls back
+ * to Python when this module is not built.
+ *
+ * Every sum is checked before it is made: a record offset or timestamp outside a signed 64-bit
+ * long is invalid data (CorruptRecordError), never a wrapped value.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -13,7 +18,12 @@
 
 static PyObject *empty_tuple;
 
-/* Zigzag varint of at most max_bytes bytes; returns 0 on success, -1 on a bad varint. */
+#define VARINT_OK 0
+#define VARINT_PAST_END (-1)
+#define VARINT_TOO_LONG (-2)
+
+/* Zigzag varint of at most max_bytes bytes within buf[*pos:end]. Excess high bits of the last
+ * group are dropped, as Kafka's ByteUtils does. */
 static inline int
 read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int max_bytes,
             int64_t *out)
@@ -23,21 +33,40 @@ read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int max_b
     Py_ssize_t p = *pos;
     for (int i = 0; i < max_bytes; i++) {
         if (p >= end)
-            return -1;
+            return VARINT_PAST_END;
         unsigned char b = buf[p++];
         raw |= (uint64_t)(b & 0x7F) << shift;
         if (b < 0x80) {
             if (max_bytes == 5)
                 raw &= 0xFFFFFFFFULL;
+            /* (raw >> 1) < 2^63: the conversion is exact; so is the negation of 0 or 1 */
             *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-            if (max_bytes == 5)
-                *out = (int32_t)*out;
             *pos = p;
-            return 0;
+            return VARINT_OK;
         }
         shift += 7;
     }
-    return -1;
+    return VARINT_TOO_LONG;
+}
+
+/* The error of a failed body varint, as records._varint reports it. */
+static void
+varint_error(PyObject *err, int r, int max_bytes)
+{
+    if (r == VARINT_TOO_LONG)
+        PyErr_Format(err, "varint longer than %d bytes", max_bytes);
+    else
+        PyErr_SetString(err, "record runs past the end of the batch data");
+}
+
+/* a + b, or -1 when it does not fit an int64_t (no signed overflow is ever evaluated). */
+static inline int
+add_int64(int64_t a, int64_t b, int64_t *out)
+{
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
+        return -1;
+    *out = a + b;
+    return 0;
 }
 
 static int
@@ -54,35 +83,44 @@ static PyObject *
 read_headers(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, PyObject *err)
 {
     int64_t n, klen, vlen;
-    if (read_varint(buf, pos, end, 5, &n) < 0 || n < 0 || n > end - *pos) {
-        PyErr_SetString(err, "invalid number of record headers");
+    int r;
+    if ((r = read_varint(buf, pos, end, 5, &n)) != VARINT_OK) {
+        varint_error(err, r, 5);
+        return NULL;
+    }
+    if (n < 0 || n > end - *pos) {
+        PyErr_Format(err, "invalid number of record headers %lld", (long long)n);
         return NULL;
     }
     PyObject *tuple = PyTuple_New((Py_ssize_t)n);
     if (tuple == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (read_varint(buf, pos, end, 5, &klen) < 0 || klen < 0 || *pos + klen > end) {
-            PyErr_SetString(err, "invalid header key size");
+        if ((r = read_varint(buf, pos, end, 5, &klen)) != VARINT_OK) {
+            varint_error(err, r, 5);
+            goto fail;
+        }
+        if (klen < 0 || klen > end - *pos) {
+            PyErr_Format(err, "invalid header key size %lld", (long long)klen);
             goto fail;
         }
         PyObject *key = PyUnicode_DecodeUTF8((const char *)buf + *pos, (Py_ssize_t)klen, "replace");
         if (key == NULL)
             goto fail;
-        *pos += klen;
+        *pos += (Py_ssize_t)klen;
         PyObject *value;
-        if (read_varint(buf, pos, end, 5, &vlen) < 0) {
+        if ((r = read_varint(buf, pos, end, 5, &vlen)) != VARINT_OK) {
             Py_DECREF(key);
-            PyErr_SetString(err, "invalid header value size");
+            varint_error(err, r, 5);
             goto fail;
         }
         if (vlen < 0) {
             value = Py_None;
             Py_INCREF(value);
         } else {
-            if (*pos + vlen > end) {
+            if (vlen > end - *pos) {
                 Py_DECREF(key);
-                PyErr_SetString(err, "invalid header value size");
+                PyErr_Format(err, "invalid header value size %lld", (long long)vlen);
                 goto fail;
             }
             value = PyBytes_FromStringAndSize((const char *)buf + *pos, (Py_ssize_t)vlen);
@@ -90,7 +128,7 @@ read_headers(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, PyObject
                 Py_DECREF(key);
                 goto fail;
             }
-            *pos += vlen;
+            *pos += (Py_ssize_t)vlen;
         }
         PyObject *pair = PyTuple_Pack(2, key, value);
         Py_DECREF(key);
@@ -121,14 +159,16 @@ static PyObject *
 decode_v2(PyObject *self, PyObject *args)
 {
     Py_buffer view;
-    Py_ssize_t count;
+    Py_ssize_t pos, count, done, total;
     long long base_offset, base_ts, limit;
     PyObject *append_obj, *records, *err, *limit_err;
     PyObject *offsets = NULL, *timestamps = NULL, *keys = NULL, *values = NULL, *headers = NULL;
     PyObject *result = NULL;
+    Py_ssize_t complete = -1; /* list length to keep on an error, once the lists are known */
 
-    if (!PyArg_ParseTuple(args, "y*nLLOLOOO", &view, &count, &base_offset, &base_ts,
-                          &append_obj, &limit, &records, &err, &limit_err))
+    if (!PyArg_ParseTuple(args, "y*nnnnLLOLOOO", &view, &pos, &count, &done, &total,
+                          &base_offset, &base_ts, &append_obj, &limit, &records, &err,
+                          &limit_err))
         return NULL;
     int have_append = append_obj != Py_None;
     long long append_ts = 0;
@@ -141,20 +181,26 @@ decode_v2(PyObject *self, PyObject *args)
         || !(keys = get_list(records, "keys")) || !(values = get_list(records, "values"))
         || !(headers = get_list(records, "headers")))
         goto done;
+    if (pos < 0 || pos > view.len) {
+        PyErr_SetString(PyExc_ValueError, "start position outside the data");
+        goto done;
+    }
+    complete = PyList_GET_SIZE(headers);
 
     const unsigned char *buf = view.buf;
-    Py_ssize_t end = view.len, pos = 0;
+    Py_ssize_t end = view.len;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t length, ts_delta, off_delta, n;
+        int64_t length, ts_delta, off_delta, n, offset, timestamp;
+        int r;
         if (pos >= end) {
-            PyErr_Format(err, "premature end of record data: %zd of %zd records read", i, count);
+            PyErr_Format(err, "premature end of record data: %zd of %zd records read", done + i,
+                         total);
             goto done;
         }
-        if (read_varint(buf, &pos, end, 5, &length) < 0) {
+        if (read_varint(buf, &pos, end, 5, &length) != VARINT_OK) {
             PyErr_SetString(err, "invalid record length varint");
             goto done;
         }
-        Py_ssize_t rec_end = pos + (Py_ssize_t)length;
         if (length < 0 || length > end - pos) {
             PyErr_Format(err, "invalid record size %lld with %zd bytes left", (long long)length,
                          end - pos);
@@ -165,21 +211,33 @@ decode_v2(PyObject *self, PyObject *args)
                          (long long)length, limit);
             goto done;
         }
-        Py_ssize_t start = pos;
-        pos += 1; /* attributes */
-        if (read_varint(buf, &pos, rec_end, 10, &ts_delta) < 0
-            || read_varint(buf, &pos, rec_end, 5, &off_delta) < 0) {
-            PyErr_SetString(err, "record runs past the end of the batch data");
+        Py_ssize_t start = pos, rec_end = pos + (Py_ssize_t)length;
+        pos += 1; /* attributes: unused (pos may now be end + 1: the next read fails) */
+        if ((r = read_varint(buf, &pos, end, 10, &ts_delta)) != VARINT_OK) {
+            varint_error(err, r, 10);
             goto done;
         }
-        if (append_new(offsets, PyLong_FromLongLong(base_offset + off_delta)) < 0
-            || append_new(timestamps, PyLong_FromLongLong(have_append ? append_ts : base_ts + ts_delta)) < 0)
+        if (have_append)
+            timestamp = append_ts;
+        else if (add_int64(base_ts, ts_delta, &timestamp) < 0) {
+            PyErr_Format(err, "record timestamp overflows a 64-bit long: base timestamp %lld + "
+                         "timestampDelta %lld", base_ts, (long long)ts_delta);
             goto done;
+        }
+        if ((r = read_varint(buf, &pos, end, 5, &off_delta)) != VARINT_OK) {
+            varint_error(err, r, 5);
+            goto done;
+        }
+        if (add_int64(base_offset, off_delta, &offset) < 0) {
+            PyErr_Format(err, "record offset overflows a 64-bit long: base offset %lld + "
+                         "offsetDelta %lld", base_offset, (long long)off_delta);
+            goto done;
+        }
         /* key, value */
         for (int kv = 0; kv < 2; kv++) {
             PyObject *target = kv ? values : keys;
-            if (read_varint(buf, &pos, rec_end, 5, &n) < 0) {
-                PyErr_SetString(err, "record runs past the end of the batch data");
+            if ((r = read_varint(buf, &pos, end, 5, &n)) != VARINT_OK) {
+                varint_error(err, r, 5);
                 goto done;
             }
             if (n < 0) {
@@ -195,32 +253,44 @@ decode_v2(PyObject *self, PyObject *args)
                 pos += (Py_ssize_t)n;
             }
         }
-        if (pos < rec_end && buf[pos] == 0) {
-            pos += 1;
-            if (PyList_Append(headers, empty_tuple) < 0)
-                goto done;
-        } else {
-            if (pos >= end) {
-                PyErr_SetString(err, "record runs past the end of the batch data");
-                goto done;
-            }
-            if (append_new(headers, read_headers(buf, &pos, rec_end, err)) < 0)
-                goto done;
+        PyObject *hdrs;
+        if (pos >= end) {
+            PyErr_SetString(err, "record runs past the end of the batch data");
+            goto done;
         }
+        if (buf[pos] == 0) {
+            pos += 1;
+            hdrs = empty_tuple;
+            Py_INCREF(hdrs);
+        } else if ((hdrs = read_headers(buf, &pos, end, err)) == NULL)
+            goto done;
         if (pos != rec_end) {
+            Py_DECREF(hdrs);
             PyErr_Format(err, "invalid record size: expected %lld bytes, read %zd",
                          (long long)length, pos - start);
             goto done;
         }
+        if (append_new(offsets, PyLong_FromLongLong(offset)) < 0
+            || append_new(timestamps, PyLong_FromLongLong(timestamp)) < 0) {
+            Py_DECREF(hdrs);
+            goto done;
+        }
+        if (append_new(headers, hdrs) < 0)
+            goto done;
     }
-    if (pos != end) {
-        PyErr_Format(err, "incorrect declared batch size: %zd bytes remain after %zd records",
-                     end - pos, count);
-        goto done;
-    }
-    result = Py_None;
-    Py_INCREF(result);
+    result = PyLong_FromSsize_t(pos);
 done:
+    if (result == NULL && complete >= 0) {
+        /* keep the complete records only (headers is appended last) */
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        complete = PyList_GET_SIZE(headers);
+        PyObject *lists[4] = {offsets, timestamps, keys, values};
+        for (int k = 0; k < 4; k++)
+            if (PyList_GET_SIZE(lists[k]) > complete)
+                PyList_SetSlice(lists[k], complete, PyList_GET_SIZE(lists[k]), NULL);
+        PyErr_Restore(exc_type, exc_value, exc_tb);
+    }
     Py_XDECREF(offsets);
     Py_XDECREF(timestamps);
     Py_XDECREF(keys);
@@ -231,7 +301,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"decode_v2", decode_v2, METH_VARARGS, "Decode v2 records into a Records object's lists."},
+    {"decode_v2", decode_v2, METH_VARARGS, "Decode v2 records into a Records object's lists; return the position after them."},
     {NULL, NULL, 0, NULL},
 };
 

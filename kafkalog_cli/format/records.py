@@ -14,7 +14,6 @@ from crc32c import crc32c
 
 from . import codecs
 from .errors import CorruptRecordError, LimitExceededError
-from .varint import read_varint, read_varlong
 
 # The optional C decoder (built from _speedups.c when a compiler is there). Setting
 # KAFKALOG_PURE_PYTHON=1 forces the pure-Python decoder, so tests can check both.
@@ -181,117 +180,246 @@ class Records:
         return out
 
 
-def decode_v2_records(data, count, base_offset, base_timestamp, append_time, limit):
-    """Decode ``count`` v2 records that fill ``data`` (bytes) exactly.
+# Records are decoded this many at a time, so that a batch of millions of tiny records costs
+# its decompressed bytes plus one chunk of Python objects, never an object per record at once.
+RECORD_CHUNK = 32768
 
-    ``append_time`` is the batch max timestamp for LogAppendTime batches (every record then
-    carries it), else None. ``limit`` bounds each record's size.
-    """
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+# A one-byte zigzag varint is within this of zero: a base this far from the int64 limits cannot
+# overflow with it, so the decoder checks the sum only on the multi-byte path.
+_SMALL_DELTA = 64
+
+
+def v2_offset_problem(base_offset, last_offset_delta):
+    """Why a v2 batch's offset range is impossible (its last offset, base offset plus
+    lastOffsetDelta, does not fit a signed 64-bit long), or None. Kafka's longs would wrap;
+    its batch validation (LogValidator) rejects the wrapped range."""
+    last = base_offset + last_offset_delta
+    if last > INT64_MAX or last < INT64_MIN:
+        return ("last offset overflows a 64-bit long: baseOffset %d + lastOffsetDelta %d"
+                % (base_offset, last_offset_delta))
+    return None
+
+
+def v2_offset_problem_at(buf, pos):
+    """v2_offset_problem of the v2 batch header at ``buf[pos:]`` (61 bytes there)."""
+    return v2_offset_problem(INT64.unpack_from(buf, pos)[0], INT32.unpack_from(buf, pos + 23)[0])
+
+
+def _new_v2_records():
     recs = Records()
     recs.headers = []
-    if count < 0:
-        raise CorruptRecordError("invalid record count %d" % count)
-    if _speedups is not None:
-        _speedups.decode_v2(data, count, base_offset, base_timestamp, append_time, limit, recs,
-                            CorruptRecordError, LimitExceededError)
-        return recs
-    try:
-        _decode_v2_loop(data, count, base_offset, base_timestamp, append_time, limit, recs)
-    except IndexError:
-        raise CorruptRecordError("record runs past the end of the batch data") from None
     return recs
 
 
-def _decode_v2_loop(data, count, base_offset, base_timestamp, append_time, limit, recs):
-    offsets = recs.offsets
-    add_off = offsets.append
+def iter_v2_records(data, count, base_offset, base_timestamp, append_time, limit,
+                    chunk=RECORD_CHUNK):
+    """Yield the ``count`` v2 records that fill ``data`` (bytes) exactly, as Records of at most
+    ``chunk`` records each.
+
+    ``append_time`` is the batch max timestamp for LogAppendTime batches (every record then
+    carries it), else None. ``limit`` bounds each record's size. At damage, the complete records
+    before it are yielded, then CorruptRecordError (LimitExceededError for ``limit``) is raised.
+    """
+    if count < 0:
+        raise CorruptRecordError("invalid record count %d" % count)
+    decode = _decode_v2_loop if _speedups is None else _speedups.decode_v2
+    pos = 0
+    done = 0
+    while done < count:
+        n = min(chunk, count - done)
+        recs = _new_v2_records()
+        try:
+            pos = decode(data, pos, n, done, count, base_offset, base_timestamp, append_time,
+                         limit, recs, CorruptRecordError, LimitExceededError)
+        except CorruptRecordError:
+            if len(recs):
+                yield recs
+            raise
+        done += n
+        yield recs
+    if pos != len(data):
+        raise CorruptRecordError("incorrect declared batch size: %d bytes remain after %d records"
+                                 % (len(data) - pos, count))
+
+
+def join_records(chunks, empty):
+    """One Records holding every record of ``chunks`` (``empty`` when there are none)."""
+    out = None
+    for recs in chunks:
+        if out is None:
+            out = recs
+            continue
+        for name in Records.__slots__:
+            column = getattr(recs, name)
+            if column is not None:
+                getattr(out, name).extend(column)
+    return empty if out is None else out
+
+
+def decode_v2_records(data, count, base_offset, base_timestamp, append_time, limit):
+    """All ``count`` v2 records of ``data`` as one Records (see iter_v2_records)."""
+    return join_records(iter_v2_records(data, count, base_offset, base_timestamp, append_time,
+                                        limit), _new_v2_records())
+
+
+def _varint(data, pos, end, max_bytes):
+    """A zigzag varint of a record body: IndexError when it runs past ``end`` (reported as
+    running past the batch data), CorruptRecordError when it is longer than ``max_bytes``.
+    Excess high bits of the last group are dropped as Kafka's ByteUtils does."""
+    raw = 0
+    shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            raise IndexError
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            raw &= 0xFFFFFFFF if max_bytes == 5 else 0xFFFFFFFFFFFFFFFF
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    raise CorruptRecordError("varint longer than %d bytes" % max_bytes)
+
+
+def _decode_v2_loop(data, pos, n, done, total, base_offset, base_timestamp, append_time, limit,
+                    recs, corrupt_error=CorruptRecordError, limit_error=LimitExceededError):
+    """Decode ``n`` v2 records from ``data[pos:]`` (records ``done`` on of ``total``) into the
+    lists of ``recs``; return the position after them.
+
+    The rules (_speedups.decode_v2 follows them to the byte and the message): fields are read
+    within the batch data, as Kafka's DefaultRecord.readFrom reads them from the batch buffer,
+    and a record must then have used exactly its declared length. A record offset or timestamp
+    outside a signed 64-bit long is invalid data. On an error ``recs`` keeps the complete
+    records before it.
+    """
+    try:
+        return _decode_v2_records(data, pos, n, done, total, base_offset, base_timestamp,
+                                  append_time, limit, recs)
+    except BaseException as e:
+        complete = len(recs.headers)
+        for column in (recs.offsets, recs.timestamps, recs.keys, recs.values):
+            del column[complete:]
+        if isinstance(e, IndexError):
+            raise CorruptRecordError("record runs past the end of the batch data") from None
+        raise
+
+
+def _offset_overflow(base_offset, delta):
+    return CorruptRecordError("record offset overflows a 64-bit long: base offset %d + offsetDelta %d"
+                              % (base_offset, delta))
+
+
+def _timestamp_overflow(base_timestamp, delta):
+    return CorruptRecordError("record timestamp overflows a 64-bit long: base timestamp %d + "
+                              "timestampDelta %d" % (base_timestamp, delta))
+
+
+def _decode_v2_records(data, pos, n, done, total, base_offset, base_timestamp, append_time, limit,
+                       recs):
+    add_off = recs.offsets.append
     add_ts = recs.timestamps.append
     key_and_value = (recs.keys.append, recs.values.append)
     add_hdr = recs.headers.append
     end = len(data)
-    pos = 0
     no_headers = ()
-    for _ in range(count):
+    lo, hi = INT64_MIN, INT64_MAX
+    check_ts = append_time is None
+    # Can a one-byte delta overflow? Only next to the limits.
+    off_edge = not lo + _SMALL_DELTA <= base_offset <= hi - _SMALL_DELTA
+    ts_edge = check_ts and not lo + _SMALL_DELTA <= base_timestamp <= hi - _SMALL_DELTA
+    for i in range(n):
         if pos >= end:
             raise CorruptRecordError("premature end of record data: %d of %d records read"
-                                     % (len(offsets), count))
+                                     % (done + i, total))
         # length
         b = data[pos]
         if b < 0x80:
             length = (b >> 1) ^ -(b & 1)
             pos += 1
         else:
-            length, pos = read_varint(data, pos, end)
-        rec_end = pos + length
-        if length < 0 or rec_end > end:
+            try:
+                length, pos = _varint(data, pos, end, 5)
+            except (IndexError, CorruptRecordError):
+                raise CorruptRecordError("invalid record length varint") from None
+        if length < 0 or length > end - pos:
             raise CorruptRecordError("invalid record size %d with %d bytes left" % (length, end - pos))
         if length > limit:
             raise LimitExceededError("record of %d bytes exceeds the limit of %d bytes" % (length, limit))
+        rec_end = pos + length
         pos += 1  # attributes: unused
         # timestampDelta (varlong)
         b = data[pos]
         if b < 0x80:
             ts_delta = (b >> 1) ^ -(b & 1)
             pos += 1
+            if ts_edge and not lo <= base_timestamp + ts_delta <= hi:
+                raise _timestamp_overflow(base_timestamp, ts_delta)
         else:
-            ts_delta, pos = read_varlong(data, pos, rec_end)
+            ts_delta, pos = _varint(data, pos, end, 10)
+            if check_ts and not lo <= base_timestamp + ts_delta <= hi:
+                raise _timestamp_overflow(base_timestamp, ts_delta)
         # offsetDelta
         b = data[pos]
         if b < 0x80:
-            add_off(base_offset + ((b >> 1) ^ -(b & 1)))
+            delta = (b >> 1) ^ -(b & 1)
             pos += 1
+            if off_edge and not lo <= base_offset + delta <= hi:
+                raise _offset_overflow(base_offset, delta)
         else:
-            delta, pos = read_varint(data, pos, rec_end)
-            add_off(base_offset + delta)
-        add_ts(base_timestamp + ts_delta if append_time is None else append_time)
+            delta, pos = _varint(data, pos, end, 5)
+            if not lo <= base_offset + delta <= hi:
+                raise _offset_overflow(base_offset, delta)
+        # key, value: a length past the data shows at the next read (IndexError)
         for add in key_and_value:
             b = data[pos]
             if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
+                size = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                n, pos = read_varint(data, pos, rec_end)
-            if n < 0:
+                size, pos = _varint(data, pos, end, 5)
+            if size < 0:
                 add(None)
             else:
-                add(data[pos:pos + n])
-                pos += n
+                add(data[pos:pos + size])
+                pos += size
         # headers
         b = data[pos]
         if b == 0:
             pos += 1
-            add_hdr(no_headers)
+            hdrs = no_headers
         else:
-            pos = _read_headers(data, pos, rec_end, add_hdr)
+            hdrs, pos = _read_headers(data, pos, end)
         if pos != rec_end:
             raise CorruptRecordError("invalid record size: expected %d bytes, read %d"
                                      % (length, pos - (rec_end - length)))
-    if pos != end:
-        raise CorruptRecordError("incorrect declared batch size: %d bytes remain after %d records"
-                                 % (end - pos, count))
+        add_off(base_offset + delta)
+        add_ts(base_timestamp + ts_delta if append_time is None else append_time)
+        add_hdr(hdrs)
+    return pos
 
 
-def _read_headers(data, pos, end, add_hdr):
-    n, pos = read_varint(data, pos, end)
+def _read_headers(data, pos, end):
+    n, pos = _varint(data, pos, end, 5)
     if n < 0 or n > end - pos:
         raise CorruptRecordError("invalid number of record headers %d" % n)
     hdrs = []
     for _ in range(n):
-        klen, pos = read_varint(data, pos, end)
-        if klen < 0 or pos + klen > end:
+        klen, pos = _varint(data, pos, end, 5)
+        if klen < 0 or klen > end - pos:
             raise CorruptRecordError("invalid header key size %d" % klen)
         key = data[pos:pos + klen].decode("utf-8", "replace")
         pos += klen
-        vlen, pos = read_varint(data, pos, end)
+        vlen, pos = _varint(data, pos, end, 5)
         if vlen < 0:
             hdrs.append((key, None))
         else:
-            if pos + vlen > end:
+            if vlen > end - pos:
                 raise CorruptRecordError("invalid header value size %d" % vlen)
             hdrs.append((key, data[pos:pos + vlen]))
             pos += vlen
-    add_hdr(tuple(hdrs))
-    return pos
+    return tuple(hdrs), pos
 
 
 def _legacy_key_value(buf, pos, end):
@@ -323,11 +451,16 @@ def _legacy_body_start(magic):
     return 18 + (8 if magic == 1 else 0)
 
 
-def decode_legacy_records(buf, batch, inflater, limit):
-    """The messages of a legacy entry: itself, or a compressed wrapper's inner messages."""
+def _new_legacy_records():
     recs = Records()
     recs.crcs = []
     recs.valids = []
+    return recs
+
+
+def iter_legacy_records(buf, batch, inflater, limit, chunk=RECORD_CHUNK):
+    """The messages of a legacy entry, as Records of at most ``chunk`` messages: the entry
+    itself, or a compressed wrapper's inner messages."""
     pos = batch.position
     end = pos + batch.size
     magic = batch.magic
@@ -335,40 +468,38 @@ def decode_legacy_records(buf, batch, inflater, limit):
         raise CorruptRecordError("legacy message of %d bytes is below the minimum size" % batch.size)
     key, value = _legacy_key_value(buf, pos + _legacy_body_start(magic), end)
     if batch.codec == codecs.NONE:
+        recs = _new_legacy_records()
         recs.offsets.append(batch.base_offset)
         recs.timestamps.append(batch.max_timestamp)
         recs.keys.append(key)
         recs.values.append(value)
         recs.crcs.append(batch.crc)
         recs.valids.append(batch.crc == batch.computed_crc)
-        return recs
+        yield recs
+        return
     if value is None:
         raise CorruptRecordError("compressed wrapper message has a null value")
     inner = inflater.inflate(batch.codec, value, limit, magic)
-    entries = []
-    ipos = 0
-    iend = len(inner)
-    while iend - ipos >= LOG_OVERHEAD + 5:
-        off, size = PREFIX.unpack_from(inner, ipos)
-        if size < LEGACY_MIN_SIZE:
-            raise CorruptRecordError("inner message size %d below the minimum" % size)
-        if ipos + LOG_OVERHEAD + size > iend:
-            break  # a truncated inner entry ends iteration silently, as in Kafka
-        entries.append((off, ipos, size))
-        ipos += LOG_OVERHEAD + size
-    if not entries:
+    iend = _inner_end(inner)  # first pass: sizes checked, no per-message objects kept
+    if iend == 0:
         raise CorruptRecordError("compressed wrapper message has no inner records")
     base = 0
     if magic >= 1:
-        last_inner = entries[-1][0]
+        last_inner = PREFIX.unpack_from(inner, _last_inner_position(inner, iend))[0]
         if batch.base_offset != 0:
             if batch.base_offset < last_inner:
                 raise CorruptRecordError("wrapper offset %d is below the last inner relative offset %d"
                                          % (batch.base_offset, last_inner))
             base = batch.base_offset - last_inner
     append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
-    for off, ipos, size in entries:
+    recs = _new_legacy_records()
+    ipos = 0
+    while ipos < iend:
+        off, size = PREFIX.unpack_from(inner, ipos)
         crc, imagic, iattrs = struct.unpack_from(">Ibb", inner, ipos + 12)
+        if off + base > INT64_MAX:
+            raise CorruptRecordError("inner offset %d with the wrapper's base %d overflows a 64-bit "
+                                     "long" % (off, base))
         if iattrs & ATTR_CODEC:
             raise CorruptRecordError("inner messages must not be compressed (offset %d)" % (off + base))
         ibody = _legacy_body_start(imagic if imagic in (0, 1) else 0)
@@ -384,25 +515,66 @@ def decode_legacy_records(buf, batch, inflater, limit):
         recs.values.append(ival)
         recs.crcs.append(crc)
         recs.valids.append(crc == zlib.crc32(inner[ipos + 16:ipos + LOG_OVERHEAD + size]))
-    return recs
+        ipos += LOG_OVERHEAD + size
+        if len(recs) >= chunk:
+            yield recs
+            recs = _new_legacy_records()
+    if len(recs):
+        yield recs
 
 
-def decode_records(buf, batch, inflater, limit, batch_limit):
-    """All records of ``batch`` (whose bytes are ``buf[batch.position:+batch.size]``)."""
+def _inner_end(inner):
+    """Where the complete inner messages of a decompressed wrapper end: a truncated inner entry
+    ends iteration silently, as in Kafka; a size field below the minimum is an error."""
+    ipos = 0
+    iend = len(inner)
+    while iend - ipos >= LOG_OVERHEAD + 5:
+        size = PREFIX.unpack_from(inner, ipos)[1]
+        if size < LEGACY_MIN_SIZE:
+            raise CorruptRecordError("inner message size %d below the minimum" % size)
+        if ipos + LOG_OVERHEAD + size > iend:
+            break
+        ipos += LOG_OVERHEAD + size
+    return ipos
+
+
+def _last_inner_position(inner, iend):
+    ipos = last = 0
+    while ipos < iend:
+        last = ipos
+        ipos += LOG_OVERHEAD + PREFIX.unpack_from(inner, ipos)[1]
+    return last
+
+
+def decode_legacy_records(buf, batch, inflater, limit):
+    """Every message of a legacy entry as one Records (see iter_legacy_records)."""
+    return join_records(iter_legacy_records(buf, batch, inflater, limit), _new_legacy_records())
+
+
+def iter_records(buf, batch, inflater, limit, batch_limit, chunk=RECORD_CHUNK):
+    """The records of ``batch`` (whose bytes are ``buf[batch.position:+batch.size]``), as
+    Records of at most ``chunk`` records: memory stays bounded by the batch's decompressed
+    size (at most ``batch_limit``) plus a chunk. At damage, the complete records before it are
+    yielded, then CorruptRecordError is raised. A batch of no records yields nothing."""
     if batch.magic < 2:
-        return decode_legacy_records(buf, batch, inflater, batch_limit)
+        yield from iter_legacy_records(buf, batch, inflater, batch_limit, chunk)
+        return
     if batch.size < V2_OVERHEAD:
         raise CorruptRecordError("batch of %d bytes is below the minimum of %d" % (batch.size, V2_OVERHEAD))
+    if batch.count == 0:
+        return
     start = batch.position + V2_OVERHEAD
     end = batch.position + batch.size
-    if batch.count == 0:
-        recs = Records()
-        recs.headers = []
-        return recs
     if batch.codec == codecs.NONE:
         data = bytes(buf[start:end])
     else:
         data = inflater.inflate(batch.codec, buf[start:end], batch_limit, batch.magic)
     append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
-    return decode_v2_records(data, batch.count, batch.base_offset, batch.base_timestamp,
-                             append_time, limit)
+    yield from iter_v2_records(data, batch.count, batch.base_offset, batch.base_timestamp,
+                               append_time, limit, chunk)
+
+
+def decode_records(buf, batch, inflater, limit, batch_limit):
+    """All records of ``batch`` as one Records (see iter_records; for small batches)."""
+    empty = _new_legacy_records() if batch.magic < 2 else _new_v2_records()
+    return join_records(iter_records(buf, batch, inflater, limit, batch_limit), empty)

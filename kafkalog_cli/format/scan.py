@@ -11,10 +11,11 @@ import zlib
 
 from crc32c import crc32c
 
-from .records import LEGACY_MIN_SIZE, LOG_OVERHEAD, PREFIX, V2_OVERHEAD, read_batch
+from .records import (LEGACY_MIN_SIZE, LOG_OVERHEAD, PREFIX, V2_OVERHEAD, read_batch,
+                      v2_offset_problem_at)
 
-SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH = (
-    "short tail", "past end", "below minimum", "zero fill", "crc mismatch")
+SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH, OFFSET_OVERFLOW = (
+    "short tail", "past end", "below minimum", "zero fill", "crc mismatch", "offset overflow")
 MIN_HEADER = 18  # fewer bytes than this left: end of data, as in Kafka
 
 _NONZERO = re.compile(rb"[^\x00]")
@@ -25,7 +26,8 @@ _CANDIDATE = re.compile(rb"(?s)(?=.{8}[\x00-\x7f].{7}[\x00-\x02])")
 class InvalidBytes:
     """``size`` bytes at ``position`` that hold no valid entry; ``reason`` says why.
 
-    ``kind`` is one of SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH; ``at_end``
+    ``kind`` is one of SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH,
+    OFFSET_OVERFLOW; ``at_end``
     tells whether the stretch runs to the end of the data scanned.
     """
 
@@ -58,7 +60,7 @@ def entry_is_valid(buf, pos, end):
         return False
     stop = pos + LOG_OVERHEAD + size
     if magic == 2:
-        if size + LOG_OVERHEAD < V2_OVERHEAD:
+        if size + LOG_OVERHEAD < V2_OVERHEAD or v2_offset_problem_at(buf, pos) is not None:
             return False
         return crc32c(buf[pos + 21:stop]) == int.from_bytes(buf[pos + 17:pos + 21], "big")
     return zlib.crc32(buf[pos + 16:stop]) == int.from_bytes(buf[pos + 12:pos + 16], "big")
@@ -99,6 +101,12 @@ def _describe_bad_entry(buf, pos, end, size, magic):
     if magic >= 2 and size + LOG_OVERHEAD < V2_OVERHEAD:
         return BELOW_MINIMUM, "v2 batch of %d bytes is below the minimum of %d" % (
             size + LOG_OVERHEAD, V2_OVERHEAD)
+    if magic >= 2:
+        # The CRC does not cover the base offset: a batch whose last offset does not fit a long
+        # is damaged however its CRC reads (Kafka's LogValidator rejects such a range).
+        problem = v2_offset_problem_at(buf, pos)
+        if problem is not None:
+            return OFFSET_OVERFLOW, problem
     return None, None
 
 
