@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.lock import LockHeld, LogDirLock
 from ..log.recover import MOVE, REMOVE, RENAME, execute, plan_partition
@@ -28,20 +29,26 @@ class _Report:
 
     def partition(self, plan, dry_run, qdir):
         d = plan.directory
+        would = "would be " if dry_run else ""
         for a in plan.actions:
-            path = os.path.join(d, a.name)
+            path = printable_name(os.path.join(d, a.name))
             if a.kind == MOVE:
                 self.emit({"type": "moved", "file": path, "why": a.why},
-                          "%s: %smoved to quarantine (%s)" % (path, "would be " if dry_run else "", a.why))
+                          "%s: %smoved to quarantine (%s)" % (path, would, a.why))
             elif a.kind == REMOVE:
                 self.emit({"type": "removed", "file": path, "why": a.why},
-                          "%s: %sremoved (%s)" % (path, "would be " if dry_run else "", a.why))
+                          "%s: %sremoved (%s)" % (path, would, a.why))
             elif a.kind == RENAME:
-                self.emit({"type": "renamed", "file": path, "to": a.target, "why": a.why},
-                          "%s: %srenamed to %s (%s)" % (path, "would be " if dry_run else "",
-                                                        a.target, a.why))
+                target = printable_name(a.target)
+                self.emit({"type": "renamed", "file": path, "to": target, "why": a.why},
+                          "%s: %srenamed to %s (%s)" % (path, would, target, a.why))
+        for name, text in plan.notes:
+            path = printable_name(os.path.join(d, name))
+            self.emit({"type": "note", "file": path, "note": text}, "%s: %s" % (path, text))
         for r in plan.segments:
-            path = os.path.join(d, r.name)
+            path = printable_name(os.path.join(d, r.name))
+            for text in r.notes:
+                self.emit({"type": "note", "file": path, "note": text}, "%s: %s" % (path, text))
             obj = {"type": "segment", "file": path, "size": r.size, "kept": r.kept, "cut": r.cut,
                    "moved": r.moved}
             if r.first_bad is not None:
@@ -54,8 +61,9 @@ class _Report:
             self.emit(obj, "%s: %s" % (path, _segment_text(r)))
             self.rows.append((path, r))
         if qdir is not None:
+            qdir = printable_name(qdir)
             self.emit({"type": "quarantine", "directory": qdir},
-                      "%s: what was removed is kept in %s" % (d, qdir))
+                      "%s: what was removed is kept in %s" % (printable_name(d), qdir))
 
     def summary(self, plans, dry_run):
         changed = sum(1 for p in plans if p.changes)
@@ -71,14 +79,15 @@ class _Report:
 
     def _table(self):
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
         table = Table(title="kafkalog recover")
         for column in ("segment", "kept", "cut", "first bad", "indexes"):
             table.add_column(column, justify="left" if column in ("segment", "first bad") else "right")
         for path, r in self.rows:
-            table.add_row(path, str(r.kept), ("[red]%d[/red]" % r.cut) if r.cut else "0",
+            table.add_row(escape(path), str(r.kept), ("[red]%d[/red]" % r.cut) if r.cut else "0",
                           "moved" if r.moved else ("" if r.first_bad is None else
-                                                   "%d: %s" % (r.first_bad, r.reason)),
+                                                   escape("%d: %s" % (r.first_bad, r.reason))),
                           "" if r.index_entries is None else "rebuilt (%d/%d)" % (
                               r.index_entries, r.timeindex_entries))
         Console(stderr=True).print(table)
@@ -139,7 +148,8 @@ def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
             click.echo("kafkalog: %s" % e.strerror, err=True)
             status = EXIT_ERROR
         except OSError as e:
-            click.echo("kafkalog: %s: %s" % (e.filename or log_dir, e.strerror or e), err=True)
+            click.echo("kafkalog: %s: %s" % (printable_name(e.filename or log_dir),
+                                             e.strerror or e), err=True)
             status = EXIT_ERROR
     report.summary(plans, dry_run)
     sys.exit(status)

@@ -2,6 +2,8 @@
 (LogSegment.recover, semantics.md a.4), and writing files so that a crash never leaves half a file.
 """
 
+import ctypes
+import errno
 import os
 
 from .index import OffsetIndex, TimeIndex
@@ -79,14 +81,33 @@ class TxnTracker:
 
 def write_atomically(path, data):
     """Write ``data`` to ``path`` through a temporary file that is flushed and renamed into
-    place, then flush the directory: after a crash the file is the old one or the new one."""
-    tmp = path + TMP_SUFFIX
+    place, then flush the directory: after a crash the file is the old one or the new one.
+    An existing ``path`` is replaced: for files whose old contents are not worth keeping (a
+    checkpoint being rewritten, our own manifest growing)."""
+    tmp = _write_tmp(path, data)
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path) or ".")
+
+
+def write_new(path, data):
+    """Like ``write_atomically``, for a file that must not exist yet: an existing ``path`` is
+    never replaced (FileExistsError, and the temporary file is removed)."""
+    tmp = _write_tmp(path, data)
+    try:
+        rename_noreplace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    fsync_dir(os.path.dirname(path) or ".")
+
+
+def _write_tmp(path, data):
+    tmp = path + TMP_SUFFIX  # our own name: a leftover of an interrupted write is ours to reuse
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    return tmp
 
 
 def fsync_dir(directory):
@@ -95,3 +116,57 @@ def fsync_dir(directory):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# -- renaming without replacing --------------------------------------------------------------------
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def _load_renameat2():
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_renameat2 = _load_renameat2()
+# errno values meaning "this primitive is not available here": try the next one
+_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP}
+
+
+def rename_noreplace(src, dst):
+    """Rename ``src`` to ``dst``, never replacing an existing ``dst`` (FileExistsError instead).
+
+    Atomic where the system offers it: Linux's renameat2(RENAME_NOREPLACE) (glibc 2.28+, most
+    local file systems); else a hard link to the new name (which fails if the name exists) and
+    the removal of the old one (a crash between the two leaves the file under both names,
+    nothing lost); else, on a file system without hard links, a check for the new name and
+    then a rename, which is safe against other kafkalog commands because every caller holds
+    the log directory's lock. Returns which way was used ("renameat2", "link", "check").
+    """
+    if _renameat2 is not None:
+        if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst),
+                      _RENAME_NOREPLACE) == 0:
+            return "renameat2"
+        err = ctypes.get_errno()
+        if err not in _UNSUPPORTED:
+            raise OSError(err, os.strerror(err), src, None, dst) if err != errno.EEXIST else \
+                FileExistsError(err, os.strerror(err), dst)
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno not in _UNSUPPORTED | {errno.EMLINK}:
+            raise
+        if os.path.lexists(dst):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst) from None
+        os.rename(src, dst)
+        return "check"
+    os.unlink(src)
+    return "link"

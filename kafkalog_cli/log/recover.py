@@ -10,6 +10,7 @@ temporary files that are flushed and renamed into place.
 """
 
 import datetime
+import errno
 import json
 import os
 
@@ -17,14 +18,16 @@ from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from . import files
-from .files import FileFormatError, base_offset_from_name, file_kind, lifecycle_suffix
+from .files import (FileFormatError, base_offset_from_name, file_kind, lifecycle_suffix,
+                    printable_name)
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, IndexBuilder, TxnTracker, fsync_dir,
-                         txn_index_bytes, write_atomically)
+                         rename_noreplace, txn_index_bytes, write_atomically, write_new)
 from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from .txnindex import TransactionIndex
 
 QUARANTINE = "kafkalog-quarantine"
+MANIFEST = "manifest.json"
 MAX_RELATIVE_OFFSET = 2 ** 31 - 1
 
 MOVE, RENAME, CUT, WRITE, REMOVE = "move", "rename", "cut", "write", "remove"
@@ -50,7 +53,7 @@ class SegmentReport:
     """What recovery found and did for one segment."""
 
     __slots__ = ("name", "size", "kept", "first_bad", "reason", "index_entries",
-                 "timeindex_entries", "txn_entries", "moved")
+                 "timeindex_entries", "txn_entries", "moved", "notes")
 
     def __init__(self, name, size):
         self.name = name
@@ -62,6 +65,7 @@ class SegmentReport:
         self.timeindex_entries = None
         self.txn_entries = None
         self.moved = False
+        self.notes = []                # things said, not changed (batches left unchecked)
 
     @property
     def cut(self):
@@ -73,6 +77,7 @@ class PartitionPlan:
         self.directory = directory
         self.actions = []
         self.segments = []
+        self.notes = []   # (file name, text): found and reported, left alone
 
     @property
     def changes(self):
@@ -86,7 +91,7 @@ class PartitionPlan:
 
 class _Scan:
     """The longest valid prefix of a segment, with what is needed to rebuild and check its
-    indexes: where each batch starts, what it ends with, its max record timestamp."""
+    indexes: where each batch starts, what it ends with, its max timestamp."""
 
     def __init__(self):
         self.valid_end = 0
@@ -96,16 +101,16 @@ class _Scan:
         self.builder = None
         self.aborted = []
         self.last_at = {}        # batch position -> its last offset
-        self.max_ts_of = {}      # batch last offset -> max record timestamp
+        self.max_ts_of = {}      # batch last offset -> the batch header's max timestamp
+        self.unchecked = []      # (position, base offset, last offset) of batches kept unchecked
 
 
-def _batch_problem(batch, recs_or_error, base, prev_last):
+def _header_problem(batch, base, prev_last):
+    """Why a batch is invalid by its header alone (size and completeness are the scanner's)."""
     if not batch.is_valid:
         return "CRC mismatch (stored %d, computed %s)" % (batch.crc, batch.computed_crc)
     if batch.magic > 2:
         return "unknown magic %d" % batch.magic
-    if isinstance(recs_or_error, str):
-        return "records cannot be read: %s" % recs_or_error
     if prev_last is not None and batch.last_offset <= prev_last:
         return "last offset %d does not follow offset %d" % (batch.last_offset, prev_last)
     if not 0 <= batch.last_offset - base <= MAX_RELATIVE_OFFSET:
@@ -113,9 +118,35 @@ def _batch_problem(batch, recs_or_error, base, prev_last):
     return None
 
 
+# KRaft control records whose values the readers decode (and call invalid when they cannot)
+_KRAFT_TYPES = (control.LEADER_CHANGE, control.SNAPSHOT_HEADER, control.SNAPSHOT_FOOTER,
+                control.KRAFT_VERSION, control.KRAFT_VOTERS)
+
+
+def control_problem(recs):
+    """Why the records of a control batch are malformed, or None: every key a control key
+    (ControlRecordType: at least 4 bytes, a version that is not negative), an ABORT/COMMIT
+    value an end transaction marker (EndTransactionMarker), a KRaft control value readable as
+    its type. The same rule as the readers' (a record they cannot show makes them exit 1)."""
+    for offset, key, value in zip(recs.offsets, recs.keys, recs.values):
+        try:
+            type_id = control.control_type(key)
+            if type_id in (control.ABORT, control.COMMIT):
+                control.end_txn_marker(value)
+            elif type_id in _KRAFT_TYPES:
+                control.kraft_control_json(type_id, value)
+        except CorruptRecordError as e:
+            return "control record at offset %d: %s" % (offset, e)
+    return None
+
+
 def scan_segment(path, base, prev_last, tracker, interval, max_message_size):
-    """Validate ``path`` batch by batch (size, magic, CRC, records decodable and as many as the
-    header says, offsets increasing and fitting the segment) and build its indexes."""
+    """Validate ``path`` batch by batch and build its indexes. A batch is valid when it is
+    complete, its size and magic are right, its CRC holds, its last offset follows the previous
+    one and fits the segment, its records decode and are as many as the header says, and, in a
+    control batch, they are well-formed control records. A batch whose records inflate past the
+    bound is kept with its records unchecked (its CRC holds, and the broker's recovery does not
+    look inside a data batch): ``unchecked`` lists them."""
     result = _Scan()
     result.builder = IndexBuilder(base, interval)
     # A record as large as its batch may inflate to is valid: the broker's recovery keeps it.
@@ -124,24 +155,28 @@ def scan_segment(path, base, prev_last, tracker, interval, max_message_size):
             if not isinstance(item, Batch):
                 result.first_bad, result.reason = item.position, item.reason
                 break
-            try:
-                recs = log.records(item)
-            except LimitExceededError:
-                # Inflating further than the bound lets us is no proof of damage (the CRC holds,
-                # and the broker does not look inside): keep the batch, its records unchecked.
-                recs = None
-            except CorruptRecordError as e:
-                recs = str(e)
-            reason = _batch_problem(item, recs, base, prev_last)
+            reason = _header_problem(item, base, prev_last)
+            recs = None
+            if reason is None:
+                try:
+                    recs = log.records(item)
+                except LimitExceededError:
+                    # Inflating further than the bound lets us is no proof of damage: keep the
+                    # batch, its records unchecked (and say so).
+                    result.unchecked.append((item.position, item.base_offset, item.last_offset))
+                except CorruptRecordError as e:
+                    reason = "records cannot be read: %s" % e
+            if reason is None and recs is not None and item.is_control:
+                reason = control_problem(recs)
             if reason is not None:
                 result.first_bad, result.reason = item.position, reason
                 break
-            if recs is not None:
-                _track_transactions(item, recs, tracker, result.aborted)
+            _track_transactions(item, recs, tracker, result.aborted)
             result.builder.add(item.position, item.size, item.last_offset, item.max_timestamp)
             result.last_at[item.position] = item.last_offset
-            result.max_ts_of[item.last_offset] = (
-                item.max_timestamp if recs is None else max(recs.timestamps) if len(recs) else -1)
+            # LogSegment.recover indexes the batch header's maxTimestamp, so that is what an
+            # existing time index is checked against too.
+            result.max_ts_of[item.last_offset] = item.max_timestamp
             result.valid_end = item.position + item.size
             prev_last = item.last_offset
     result.builder.finish()
@@ -150,20 +185,21 @@ def scan_segment(path, base, prev_last, tracker, interval, max_message_size):
 
 
 def _track_transactions(batch, recs, tracker, aborted):
+    """ProducerAppendInfo.append during recovery: a transactional data batch opens its
+    producer's transaction at its base offset (from the header: its records are not needed);
+    a control batch's first record, an end marker, closes it at the batch's base offset."""
     if not batch.is_transactional or batch.producer_id < 0:
         return
     if not batch.is_control:
         tracker.data(batch.producer_id, batch.base_offset)
         return
-    for offset, key in zip(recs.offsets, recs.keys):
-        try:
-            type_id = control.control_type(key)
-        except CorruptRecordError:
-            continue
-        if type_id in (control.ABORT, control.COMMIT):
-            entry = tracker.marker(batch.producer_id, offset, type_id == control.ABORT)
-            if entry is not None:
-                aborted.append(entry)
+    if recs is None or not len(recs):
+        return  # an empty control batch: its transaction was cleaned away
+    type_id = control.control_type(recs.keys[0])
+    if type_id in (control.ABORT, control.COMMIT):
+        entry = tracker.marker(batch.producer_id, batch.base_offset, type_id == control.ABORT)
+        if entry is not None:
+            aborted.append(entry)
 
 
 def _offset_index_ok(path, scan, active):
@@ -210,9 +246,18 @@ def _base(name):
     return base_offset_from_name(name)
 
 
+def _is_segment_swap(name):
+    """A .swap of a numbered segment's log or index file (the names the log cleaner and the
+    segment split give files they are about to swap in)."""
+    return (name.endswith(".swap") and file_kind(name) in files.SEGMENT_KINDS
+            and _base(name) is not None)
+
+
 def _plan_leftovers(plan, names):
-    """semantics.md a.2 steps 1-2: .deleted, .cleaned and .swap files; returns the file names
-    as they will be once the plan is carried out, each mapped to the name it has now."""
+    """LogLoader's first pass: .deleted and .cleaned files, and .swap files of a split that did
+    not finish; index .swap files without their segment's .log.swap. Returns the file names as
+    they will be once the plan is carried out, each mapped to the name it has now, and the
+    .swap files still to be renamed into place."""
     view = {n: n for n in names}
     for n in names:
         if n.endswith(".deleted") and not n.endswith(".checkpoint.deleted"):
@@ -220,17 +265,31 @@ def _plan_leftovers(plan, names):
             del view[n]
     cleaned = [n for n in names if n.endswith(".cleaned")]
     min_cleaned = min((_base(n) for n in cleaned if _base(n) is not None), default=None)
-    swaps = [n for n in names if n.endswith(".swap")]
-    for n in swaps:
-        if min_cleaned is not None and _base(n) is not None and _base(n) >= min_cleaned:
+    swaps = []
+    for n in names:
+        if not n.endswith(".swap"):
+            continue
+        if not _is_segment_swap(n):
+            plan.notes.append((n, "a .swap name the broker does not write: left alone"))
+            continue
+        if min_cleaned is not None and _base(n) >= min_cleaned:
             plan.add(MOVE, n, "swap file of a segment split that did not finish")
             del view[n]
+        else:
+            swaps.append(n)
     for n in cleaned:
         plan.add(MOVE, n, "log cleaner output that was never swapped in (.cleaned)")
         del view[n]
-    swaps = [n for n in swaps if n in view]
-    log_swaps = [n for n in swaps if n.endswith(".log.swap")]
-    return view, swaps, log_swaps
+    log_swap_stems = {n.split(".", 1)[0] for n in swaps if n.endswith(".log.swap")}
+    for n in list(swaps):
+        if n.split(".", 1)[0] not in log_swap_stems:
+            # Not part of a segment swap: renaming it would replace the segment's index with
+            # one nothing vouches for. Set aside; the index is checked and rebuilt if wrong.
+            plan.add(MOVE, n, "index .swap without its segment's .log.swap (the broker's loader "
+                     "deletes it and rebuilds the index)")
+            del view[n]
+            swaps.remove(n)
+    return view, swaps
 
 
 def _swap_range(directory, log_swaps, max_message_size):
@@ -257,8 +316,11 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
         if n.endswith(TMP_SUFFIX):
             plan.add(REMOVE, n, "temporary file of an interrupted kafkalog write")
     names = [n for n in names if not n.endswith(TMP_SUFFIX)]
-    view, swaps, log_swaps = _plan_leftovers(plan, names)
+    view, swaps = _plan_leftovers(plan, names)
+    log_swaps = [n for n in swaps if n.endswith(".log.swap")]
     if log_swaps:
+        # LogLoader's second pass: the segments the swap replaces go (any file whose name
+        # starts with an offset in the swap's range, snapshots too).
         low, high = _swap_range(directory, log_swaps, max_message_size)
         for n in sorted(view):
             if (not lifecycle_suffix(n) and _base(n) is not None and low <= _base(n) < high
@@ -266,9 +328,14 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
                 plan.add(MOVE, n, "replaced by the swap segment covering offsets %d-%d"
                          % (low, high - 1))
                 del view[n]
-    # The .log.swap first: once it is in place, the segment's other swap files are plain renames.
+    # Third pass: the .swap files renamed into place, the .log.swap first (once it is in
+    # place, the segment's index .swap files are plain renames). A file still holding the
+    # final name is set aside first: nothing is replaced.
     for n in sorted(swaps, key=lambda n: not n.endswith(".log.swap")):
         final = n[:-len(".swap")]
+        if final in view:
+            plan.add(MOVE, final, "replaced by %s (completing a swap)" % printable_name(n))
+            del view[final]
         plan.add(RENAME, n, "completing a swap the broker had started", target=final)
         view[final] = view.pop(n)
     logs = sorted((n for n in view if file_kind(n) == files.LOG and not lifecycle_suffix(n)
@@ -293,6 +360,11 @@ def _plan_segments(plan, view, logs, interval, max_message_size):
         report = SegmentReport(name, os.path.getsize(path))
         plan.segments.append(report)
         scan = scan_segment(path, base, prev_last, tracker, interval, max_message_size)
+        for position, first, last in scan.unchecked:
+            report.notes.append(
+                "records of the batch at position %d (offsets %d-%d) not checked: they inflate "
+                "past %d bytes (raise --max-message-size to check them); the batch is kept"
+                % (position, first, last, max_message_size * BATCH_LIMIT_FACTOR))
         cut = scan.first_bad is not None
         active = cut or i == len(logs) - 1
         stem = name.split(".", 1)[0]
@@ -303,7 +375,8 @@ def _plan_segments(plan, view, logs, interval, max_message_size):
                 later_stem = later.split(".", 1)[0]
                 plan.segments.append(_moved_report(directory, view, later))
                 for n in sorted(view):
-                    if n.split(".", 1)[0] == later_stem and file_kind(n) != files.SNAPSHOT:
+                    if (n.split(".", 1)[0] == later_stem and file_kind(n) in files.SEGMENT_KINDS
+                            and not lifecycle_suffix(n)):
                         plan.add(MOVE, n, "after the corrupt segment %s (the broker deletes it)" % name)
                         del view[n]
             for n in sorted(view):
@@ -366,15 +439,88 @@ def _plan_indexes(plan, view, stem, scan, active, cut, report):
 
 # -- carrying a plan out -------------------------------------------------------------------------
 
-def _quarantine_dir(directory):
+class Quarantine:
+    """One run's folder in ``<partition>/kafkalog-quarantine/``, made on first use.
+
+    Nothing in it is ever replaced: the run folder gets a name no other run holds (created with
+    mkdir, which fails rather than reuse a folder: two runs in the same microsecond, or a clock
+    set back, take the next free name), and each file set aside gets a name nothing in the
+    folder holds yet: its own name (escaped when it is not printable UTF-8), or, when a file
+    of that name was already set aside in this run, the same name in a numbered subfolder
+    (``2/``, ``3/``...). ``manifest.json`` maps every saved name to where it came from and why.
+    """
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.path = None
+        self.entries = []
+        self._taken = {MANIFEST}
+
+    def folder(self):
+        if self.path is None:
+            self.path = _new_run_folder(self.directory)
+        return self.path
+
+    def reserve(self, name):
+        """A relative path in the run folder, free, for a file to be saved as ``name``."""
+        folder = self.folder()
+        saved = printable_name(name)
+        if saved.endswith(TMP_SUFFIX):
+            saved += "_"  # never mistaken for one of our temporary files
+        k = 1
+        rel = saved
+        while rel in self._taken or os.path.lexists(os.path.join(folder, rel)):
+            k += 1
+            sub = str(k)
+            try:
+                os.mkdir(os.path.join(folder, sub))
+            except FileExistsError:
+                pass
+            rel = os.path.join(sub, saved)
+        self._taken.add(rel)
+        return rel
+
+    def record(self, entry):
+        """Add a manifest entry and rewrite the manifest (flushed, renamed into place)."""
+        self.entries.append(entry)
+        partition = os.path.abspath(self.directory)
+        doc = {"tool": "kafkalog recover", "partition": printable_name(partition)}
+        if printable_name(partition) != partition:
+            doc["partition_bytes_hex"] = os.fsencode(partition).hex()
+        doc["entries"] = self.entries
+        write_atomically(os.path.join(self.folder(), MANIFEST), json.dumps(doc, indent=1).encode())
+
+
+def _new_run_folder(directory):
+    root = os.path.join(directory, QUARANTINE)
+    try:
+        os.mkdir(root)
+    except FileExistsError:
+        pass
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    path = os.path.join(directory, QUARANTINE, stamp)
-    os.makedirs(path)
-    return path
+    for k in range(1, 100000):
+        path = os.path.join(root, stamp if k == 1 else "%s-%d" % (stamp, k))
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            continue
+        fsync_dir(root)
+        fsync_dir(directory)
+        return path
+    raise FileExistsError(errno.EEXIST, "no free quarantine folder name", root)
+
+
+def _entry(what, name, saved, why, **extra):
+    entry = {"what": what, "file": printable_name(name), "saved_as": saved, "why": why}
+    if printable_name(name) != name:
+        entry["file_bytes_hex"] = os.fsencode(name).hex()
+    entry.update(extra)
+    return entry
 
 
 def _copy_range(src, start, end, dst):
-    """Save bytes [start, end) of ``src`` to ``dst`` in chunks, flushed and renamed into place."""
+    """Save bytes [start, end) of ``src`` to the new file ``dst`` in chunks, flushed and
+    renamed into place (never over an existing file)."""
     tmp = dst + TMP_SUFFIX
     with open(src, "rb") as f, open(tmp, "wb") as out:
         f.seek(start)
@@ -387,51 +533,47 @@ def _copy_range(src, start, end, dst):
             left -= len(chunk)
         out.flush()
         os.fsync(out.fileno())
-    os.replace(tmp, dst)
+    rename_noreplace(tmp, dst)
     fsync_dir(os.path.dirname(dst))
 
 
 def execute(plan):
-    """Carry ``plan`` out; return the quarantine folder used (None when nothing was kept)."""
+    """Carry ``plan`` out; return the quarantine folder used (None when nothing was kept).
+
+    Every rename is one that cannot replace a file (``rename_noreplace``); a rebuilt index is
+    written only where no file holds its name any more (its predecessor was set aside first).
+    """
     if not plan.actions:
         return None
     directory = plan.directory
-    qdir = None
-    manifest = []
-
-    def quarantine():
-        nonlocal qdir
-        if qdir is None:
-            qdir = _quarantine_dir(directory)
-        return qdir
-
-    def record(entry):
-        manifest.append(entry)
-        write_atomically(os.path.join(quarantine(), "manifest.json"), json.dumps(
-            {"tool": "kafkalog recover", "partition": os.path.abspath(directory),
-             "entries": manifest}, indent=1).encode())
-
+    q = Quarantine(directory)
+    earlier = {}  # name -> the .swap name it had before this run renamed it
     for a in plan.actions:
         src = os.path.join(directory, a.name)
         if a.kind == REMOVE:
             os.unlink(src)  # our own half-written temporary: the real file is intact
             fsync_dir(directory)
         elif a.kind == MOVE:
-            os.rename(src, os.path.join(quarantine(), a.name))
+            saved = q.reserve(a.name)
+            rename_noreplace(src, os.path.join(q.folder(), saved))
+            fsync_dir(os.path.dirname(os.path.join(q.folder(), saved)))
             fsync_dir(directory)
-            record({"what": "moved", "file": a.name, "saved_as": a.name, "why": a.why})
+            extra = {}
+            if a.name in earlier:
+                extra["earlier_name"] = printable_name(earlier.pop(a.name))
+            q.record(_entry("moved", a.name, saved, a.why, **extra))
         elif a.kind == RENAME:
-            os.replace(src, os.path.join(directory, a.target))
+            rename_noreplace(src, os.path.join(directory, a.target))
             fsync_dir(directory)
+            earlier[a.target] = a.name
         elif a.kind == CUT:
-            saved = "%s.cut-%d-%d" % (a.name, a.start, a.end)
-            _copy_range(src, a.start, a.end, os.path.join(quarantine(), saved))
-            record({"what": "cut", "file": a.name, "saved_as": saved, "why": a.why,
-                    "range": [a.start, a.end]})
+            saved = q.reserve("%s.cut-%d-%d" % (a.name, a.start, a.end))
+            _copy_range(src, a.start, a.end, os.path.join(q.folder(), saved))
+            q.record(_entry("cut", a.name, saved, a.why, range=[a.start, a.end]))
             with open(src, "r+b") as f:
                 f.truncate(a.start)
                 f.flush()
                 os.fsync(f.fileno())
         elif a.kind == WRITE:
-            write_atomically(src, a.data)
-    return qdir
+            write_new(src, a.data)
+    return q.path
