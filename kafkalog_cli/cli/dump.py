@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..log import files
-from ..log.files import NoSegmentsError, base_offset_from_name, expand_path, file_kind
+from ..log.files import NoSegmentsError, base_offset_from_name, expand, printable_name
 from ..log.seek import Seek, next_bases
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile
 from ..format.records import Batch
@@ -60,8 +60,8 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
             if base is None:
                 base, source = 0, "as no batch holds one"
             writer.warn("%s: the file name holds no base offset; using %d %s (--base-offset sets it)"
-                        % (path, base, source))
-        writer.begin_file(path, base, log.buf)
+                        % (printable_name(path), base, source))
+        writer.begin_file(printable_name(path), base, log.buf)
         end = min(log.size, max_bytes)
         fast = writer.fast_path() if seek is None else None
         pos = min(start, end)
@@ -181,30 +181,35 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     try:
         for target in targets:
             try:
-                found = expand_path(target)
+                found = expand(target)
             except (NoSegmentsError, OSError) as e:
                 writer.warn(str(e) if isinstance(e, NoSegmentsError) else _os_error(target, e))
                 status = EXIT_USAGE
                 continue
-            from_directory = found != [target]
             if bounds is not None:
                 # Seeking reads the logs only, and of those only the segments the bounds reach.
-                found = [f for f in found if file_kind(f) == files.LOG]
-                following = next_bases(found)
-                found = [f for f in found if bounds.wants_segment(
-                    base_offset_from_name(f), following.get(f))]
+                found = [f for f in found if f.kind == files.LOG or f.error is not None]
+                following = next_bases([f.path for f in found if f.error is None])
+                found = [f for f in found if f.error is not None or bounds.wants_segment(
+                    base_offset_from_name(f.path), following.get(f.path))]
             seek, seek_dir = None, None
-            for path in found:
-                kind = file_kind(path)
+            for f in found:
+                path, kind = f.path, f.kind
+                if f.error is not None:
+                    # a partition directory that cannot be read: named, the others go on
+                    writer.warn(_os_error(path, f.error))
+                    status = EXIT_USAGE
+                    continue
                 if bounds is not None and os.path.dirname(path) != seek_dir:
                     seek, seek_dir = bounds.fresh(), os.path.dirname(path)
                 if kind is None:
-                    if from_directory:
-                        writer.ignored(path)
+                    if not f.explicit:
+                        writer.ignored(printable_name(path))
                     else:
                         writer.warn("%s: unknown file kind: dump reads segments (*.log and their "
                                     ".deleted/.cleaned/.swap names), *.index, *.timeindex, "
-                                    "*.txnindex, *.snapshot and checkpoint files" % path)
+                                    "*.txnindex, *.snapshot and checkpoint files"
+                                    % printable_name(path))
                         status = EXIT_USAGE
                     continue
                 try:
@@ -225,4 +230,6 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
 
 
 def _os_error(path, e):
-    return "%s: %s" % (path, e.strerror or e)
+    """One line for a file or directory that cannot be read: its name, printable, and why."""
+    name = e.filename if isinstance(e, OSError) and e.filename else path
+    return "%s: %s" % (printable_name(name), e.strerror or e)

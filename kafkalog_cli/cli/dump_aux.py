@@ -29,8 +29,9 @@ def _status(problems):
 
 def _open_log(path, max_message_size):
     log_path = files.segment_file(path, files.LOG)
-    if not os.path.isfile(log_path):
+    if not os.path.lexists(log_path):
         return None, verify.missing_log(path, log_path)
+    # a log that is not a regular file (a FIFO, a device) raises: unreadable input
     return LogFile(log_path, max_message_size), None
 
 
@@ -40,7 +41,10 @@ def _check_offset_index(index, log):
 
 def _check_time_index(tindex, log):
     index_path = files.segment_file(tindex.path, files.INDEX)
-    oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
+    try:
+        oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
+    except OSError:
+        oindex = None  # scanned from the start instead; the offset index tells its own error
     return verify.check_time_index(tindex, oindex, log)
 
 
@@ -54,9 +58,10 @@ def _dump_index(kind, path, writer, iopts):
     as DumpLogSegments checks them (or only the sanity check, or only the checks)."""
     reader, check, names = _INDEXES[kind]
     index = reader(path)
-    writer.begin_aux(path)
+    writer.begin_aux(files.printable_name(path))
     if kind == files.INDEX and index.slots == 0:
-        writer.note("%s is empty." % path)  # Kafka says so for an offset index only
+        # Kafka says so for an offset index only
+        writer.note("%s is empty." % files.printable_name(path))
         return EXIT_OK
     if iopts.sanity_only:
         return _sanity(index, writer)
@@ -84,20 +89,20 @@ def dump_time_index(path, writer, iopts):
 
 def _note_zero_tail(index, path, writer):
     if index.zero_tail and not files.is_active_segment(files.segment_file(path, files.LOG)):
-        writer.warn("%s: %s" % (path, verify.zero_tail_note(index).message))
+        writer.warn("%s: %s" % (files.printable_name(path), verify.zero_tail_note(index).message))
 
 
 def _sanity(index, writer):
     problems = verify.sanity_problems(index)
     if not problems:
-        writer.note("%s passed sanity check." % index.path)
+        writer.note("%s passed sanity check." % files.printable_name(index.path))
     writer.problems(problems)
     return _status(problems)
 
 
 def dump_txn_index(path, writer, iopts):
     txn = TransactionIndex(path)
-    writer.begin_aux(path)
+    writer.begin_aux(files.printable_name(path))
     for e in txn.entries:
         writer.entry(files.TXNINDEX, {"version": e.version, "producerId": e.producer_id,
                                       "firstOffset": e.first_offset, "lastOffset": e.last_offset,
@@ -106,7 +111,7 @@ def dump_txn_index(path, writer, iopts):
 
 
 def dump_snapshot(path, writer, iopts):
-    writer.begin_aux(path)
+    writer.begin_aux(files.printable_name(path))
     for e in read_snapshot(path):
         fields = {"producerId": e.producer_id, "producerEpoch": e.epoch,
                   "coordinatorEpoch": e.coordinator_epoch,
@@ -123,7 +128,7 @@ def dump_snapshot(path, writer, iopts):
 
 def dump_offset_checkpoint(path, writer, iopts):
     entries = checkpoints.read_offset_checkpoint(path)
-    writer.begin_aux(path)
+    writer.begin_aux(files.printable_name(path))
     for topic, partition, offset in entries:
         writer.entry(files.OFFSET_CHECKPOINT, {"topic": topic, "partition": partition,
                                                "offset": offset})
@@ -132,7 +137,7 @@ def dump_offset_checkpoint(path, writer, iopts):
 
 def dump_leader_epochs(path, writer, iopts):
     entries = checkpoints.read_leader_epochs(path)
-    writer.begin_aux(path)
+    writer.begin_aux(files.printable_name(path))
     for epoch, start in entries:
         writer.entry(files.LEADER_EPOCHS, {"epoch": epoch, "startOffset": start})
     return EXIT_OK
@@ -140,7 +145,7 @@ def dump_leader_epochs(path, writer, iopts):
 
 def dump_partition_metadata(path, writer, iopts):
     version, topic_id = checkpoints.read_partition_metadata(path)
-    writer.begin_aux(path)
+    writer.begin_aux(files.printable_name(path))
     writer.entry(files.PARTITION_METADATA, {"version": version, "topicId": topic_id})
     return EXIT_OK
 

@@ -10,8 +10,11 @@ from ..log.recover import QUARANTINE
 
 
 def _is_partition(directory):
-    return any(files.file_kind(n) is not None and files.file_kind(n) != files.OFFSET_CHECKPOINT
-               for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n)))
+    # A folder holding recover's quarantine is a partition directory, even when nothing else
+    # is left in it (recover set aside everything it held).
+    return os.path.isdir(os.path.join(directory, QUARANTINE)) or any(
+        files.file_kind(n) is not None and files.file_kind(n) != files.OFFSET_CHECKPOINT
+        for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n)))
 
 
 def partitions_of(path):

@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..log import files
-from ..log.files import NoSegmentsError, expand_path, file_kind
+from ..log.files import NoSegmentsError, expand, printable_name
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.verify import verify_segment
 
@@ -15,19 +15,22 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 _CHECKED = (files.LOG, files.INDEX, files.TIMEINDEX, files.TXNINDEX)
 
 
-def _segments(found, explicit):
+def _segments(found):
     """(log path, active, only) per segment to check: ``only`` is the one index file asked
     for, or None for all of the segment's indexes. From a directory, each segment once (and an
     index whose log is missing, to report it)."""
     out = []
-    for path in found:
-        kind = file_kind(path)
-        log_path = files.segment_file(path, files.LOG)
-        if kind == files.LOG:
+    for f in found:
+        log_path = files.segment_file(f.path, files.LOG)
+        if f.kind == files.LOG:
             out.append((log_path, files.is_active_segment(log_path), None))
-        elif kind in _CHECKED and (explicit or not os.path.isfile(log_path)):
-            out.append((log_path, files.is_active_segment(log_path), path))
+        elif f.kind in _CHECKED and (f.explicit or not os.path.lexists(log_path)):
+            out.append((log_path, files.is_active_segment(log_path), f.path))
     return out
+
+
+def _error(path, e):
+    click.echo("kafkalog: %s: %s" % (printable_name(path), e.strerror or e), err=True)
 
 
 def _summary_table(reports):
@@ -37,7 +40,7 @@ def _summary_table(reports):
     for column in ("file", "kind", "entries", "problems"):
         table.add_column(column, justify="right" if column in ("entries", "problems") else "left")
     for r in reports:
-        table.add_row(r.path, r.kind, str(r.entries),
+        table.add_row(printable_name(r.path), r.kind, str(r.entries),
                       ("[red]%d[/red]" % len(r.problems)) if r.problems else "0")
     Console(stderr=True).print(table)
 
@@ -64,26 +67,43 @@ def verify_index(paths, sanity_only, fmt, max_message_size):
     reports = []
     for target in paths:
         try:
-            found = expand_path(target, kinds=_CHECKED)
-        except (NoSegmentsError, OSError) as e:
-            click.echo("kafkalog: %s" % (e if isinstance(e, NoSegmentsError) else
-                                         "%s: %s" % (target, e.strerror or e)), err=True)
+            found = expand(target)
+        except NoSegmentsError as e:
+            click.echo("kafkalog: %s" % e, err=True)
             status = EXIT_USAGE
             continue
-        explicit = found == [target]
-        if explicit and file_kind(target) not in _CHECKED:
-            click.echo("kafkalog: %s: not a log or index file" % target, err=True)
+        except OSError as e:
+            _error(target, e)
             status = EXIT_USAGE
             continue
-        for log_path, active, only in _segments(found, explicit):
+        if len(found) == 1 and found[0].explicit and found[0].kind not in _CHECKED:
+            click.echo("kafkalog: %s: not a log or index file" % printable_name(target), err=True)
+            status = EXIT_USAGE
+            continue
+        checked = []
+        for f in found:
+            if f.error is not None:
+                _error(f.path, f.error)  # a partition directory that cannot be read
+                status = EXIT_USAGE
+            elif f.kind is None and files.file_kind(f.path) in _CHECKED:
+                # a Kafka suffix on a name that is not Kafka's: nobody's segment or index
+                click.echo("Ignoring unknown file %s" % printable_name(f.path), err=True)
+            elif f.kind in _CHECKED:
+                checked.append(f)
+        for log_path, active, only in _segments(checked):
             try:
                 segment_reports = verify_segment(log_path, active, sanity_only, max_message_size)
             except OSError as e:
-                click.echo("kafkalog: %s: %s" % (log_path, e.strerror or e), err=True)
+                _error(e.filename or log_path, e)
                 status = EXIT_USAGE
                 continue
             reports.extend(r for r in segment_reports if only is None or r.path == only)
     for r in reports:
+        name = printable_name(r.path)
+        if r.error is not None:
+            _error(r.path, r.error)
+            status = EXIT_USAGE
+            continue
         for item, label in [(p, p.kind) for p in r.problems] + [(n, "note") for n in r.notes]:
             if fmt == "json":
                 obj = item.as_dict()
@@ -91,9 +111,9 @@ def verify_index(paths, sanity_only, fmt, max_message_size):
                     obj["type"] = "note"
                 click.echo(json.dumps(obj))
             else:
-                click.echo("%s: %s: %s" % (r.path, label, item.message), err=True)
+                click.echo("%s: %s: %s" % (name, label, item.message), err=True)
         if fmt == "json":
-            click.echo(json.dumps({"type": "file", "file": r.path, "kind": r.kind,
+            click.echo(json.dumps({"type": "file", "file": name, "kind": r.kind,
                                    "entries": r.entries, "problems": len(r.problems)}))
         if r.problems:
             status = max(status, EXIT_PROBLEMS)

@@ -3,7 +3,12 @@
 import base64
 import re
 
-from .files import FileFormatError
+from .files import FileFormatError, read_regular
+
+# Text checkpoints are small: an offset checkpoint lists a log directory's partitions (some
+# tens of bytes each), a leader-epoch-checkpoint a partition's epochs. A larger file is refused
+# before it is read.
+MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
 
 # The four per-log-directory checkpoints share one format: "0", a count, then "topic partition offset".
 OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
@@ -15,8 +20,7 @@ _FIELDS = re.compile(r"\s+")
 
 
 def _read_text(path):
-    with open(path, "rb") as f:
-        raw = f.read()
+    raw = read_regular(path, MAX_CHECKPOINT_BYTES)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -52,6 +52,8 @@ def open_regular(path):
 def printable_name(name):
     """A file name (str or bytes) safe to print on one line in any encoding: bytes that are not
     UTF-8 and control characters are shown as backslash escapes (``\\xff``), never raised."""
+    if isinstance(name, str) and name.isprintable():
+        return name  # the common case (a lone surrogate from a non-UTF-8 byte is not printable)
     raw = os.fsencode(name)
     text = raw.decode("utf-8", "backslashreplace")
     return "".join(c if c.isprintable() or c == " " else
@@ -82,6 +84,15 @@ def read_regular(path, limit):
     return data
 
 
+def read_sized(path):
+    """The whole contents of the regular file ``path``, up to the size it has when opened
+    (a file that grows meanwhile is read as it was; open_regular refuses devices and FIFOs,
+    which have no size to stop at)."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        return f.read(size)
+
+
 class FileFormatError(ValueError):
     """A file whose contents are not what its kind requires (a corrupt snapshot, a malformed
     checkpoint...); the message says what and where."""
@@ -96,14 +107,42 @@ def lifecycle_suffix(name):
 
 
 def file_kind(name):
-    """The kind of a file by its name (one of the constants above), or None when unknown."""
+    """The kind of a file by its suffix alone (one of the constants above), or None.
+
+    For a file named explicitly (``dump X``): its name need not be a base offset
+    (``--base-offset`` gives one). Files met in a directory are judged by
+    ``partition_file_kind``, which follows Kafka's naming rules exactly.
+    """
     name = os.path.basename(name)
     if name in _NAMED_KINDS:
         return _NAMED_KINDS[name]
     stem, dot, ext = name[:len(name) - len(lifecycle_suffix(name))].rpartition(".")
-    if dot and stem and ext in (LOG, INDEX, TIMEINDEX, TXNINDEX, SNAPSHOT):
+    if dot and stem and ext in _OFFSET_KINDS:
         return ext
     return None
+
+
+_OFFSET_KINDS = (LOG, INDEX, TIMEINDEX, TXNINDEX, SNAPSHOT)
+
+
+def partition_file_kind(name):
+    """The kind of a file met in a partition or log directory, or None when its name is not
+    one Kafka gives: exactly ``<digits>.<kind>`` with an optional ``.deleted``, ``.cleaned`` or
+    ``.swap`` (LogFileUtils names segment files and producer snapshots by a 20-digit offset;
+    any number of ASCII digits is accepted), or one of the fixed checkpoint names.
+
+    ``abc.log``, ``00000000000000000000.log.log``, ``-1.log`` or a name in other scripts'
+    digits are unknown files: a broker does not load them, and nobody should read, move or
+    rebuild them as segments.
+    """
+    name = os.path.basename(name)
+    if name in _NAMED_KINDS:
+        return _NAMED_KINDS[name]
+    stem, dot, rest = name.partition(".")
+    if not (dot and stem.isascii() and stem.isdigit()):
+        return None
+    ext = rest[:len(rest) - len(lifecycle_suffix(rest))]
+    return ext if ext in _OFFSET_KINDS else None
 
 
 def base_offset_from_name(name):
@@ -127,20 +166,24 @@ def is_active_segment(log_path):
     base = base_offset_from_name(log_path)
     if base is None or not os.path.isdir(directory):
         return False
-    bases = [base_offset_from_name(n) for n in os.listdir(directory)
-             if file_kind(n) == LOG and not lifecycle_suffix(n)]
-    return base == max((b for b in bases if b is not None), default=base)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return False
+    bases = [base_offset_from_name(n) for n in names
+             if partition_file_kind(n) == LOG and not lifecycle_suffix(n)]
+    return base == max(bases, default=base)
 
 
 def _file_order(name):
     """Segments by base offset (each: log, index, timeindex, txnindex, lifecycle suffix last),
     then producer snapshots by offset, then the named files, then unknown files."""
-    kind = file_kind(name)
-    base = base_offset_from_name(name)
+    kind = partition_file_kind(name)
     if kind in SEGMENT_KINDS:
-        return (0, base, SEGMENT_KINDS.index(kind), lifecycle_suffix(name), name)
+        return (0, base_offset_from_name(name), SEGMENT_KINDS.index(kind), lifecycle_suffix(name),
+                name)
     if kind == SNAPSHOT:
-        return (1, base, 0, lifecycle_suffix(name), name)
+        return (1, base_offset_from_name(name), 0, lifecycle_suffix(name), name)
     if kind is not None:
         return (2, 0, 0, "", name)
     return (3, 0, 0, "", name)
@@ -148,49 +191,133 @@ def _file_order(name):
 
 def _partition_sort_key(name):
     topic, _, part = name.rpartition("-")
-    if topic and part.isdigit():
+    if topic and part.isascii() and part.isdigit():
         return (topic, int(part), name)
     return (name, -1, name)
 
 
-def _is_partition_dir(directory):
-    return any(file_kind(n) in SEGMENT_KINDS + (SNAPSHOT, LEADER_EPOCHS, PARTITION_METADATA)
-               for n in os.listdir(directory))
+def looks_like_partition(name):
+    """A directory name of the form a broker gives a partition: ``<topic>-<n>``, or one being
+    deleted, moved or awaiting removal (``<topic>-<n>.<uuid>-delete``, ``-future``, ``-stray``)."""
+    topic, _, tail = name.rpartition("-")
+    return bool(topic) and ((tail.isascii() and tail.isdigit())
+                            or tail in ("delete", "future", "stray"))
 
 
-def _files_in(directory):
-    # hidden files (kafkalog's own lock files) are nobody's business here
-    names = [n for n in os.listdir(directory)
-             if not n.startswith(".") and os.path.isfile(os.path.join(directory, n))]
-    return [os.path.join(directory, n) for n in sorted(names, key=_file_order)]
+_PARTITION_MARKS = SEGMENT_KINDS + (SNAPSHOT, LEADER_EPOCHS, PARTITION_METADATA)
+
+
+def _is_partition_dir(names):
+    return any(partition_file_kind(n) in _PARTITION_MARKS for n in names)
+
+
+def _is_dir(path):
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _files_in(directory, names):
+    """The entries of ``directory`` worth naming, in dump order: every entry with a Kafka
+    file name whatever it is (a reader refuses what is not a regular file, with an error
+    naming it), and every other entry but directories (named as unknown files). Hidden files
+    (kafkalog's own lock files, the broker's .lock) are nobody's business here."""
+    keep = [n for n in names if not n.startswith(".") and (
+        partition_file_kind(n) is not None or not _is_dir(os.path.join(directory, n)))]
+    return [os.path.join(directory, n) for n in sorted(keep, key=_file_order)]
+
+
+class Found:
+    """One file a path stands for: ``kind`` (None: unknown), ``explicit`` (named on the
+    command line, so judged by its suffix, rather than met in a directory), or ``error``, an
+    OSError for a partition directory that could not be read (``path`` is that directory)."""
+
+    __slots__ = ("path", "kind", "explicit", "error")
+
+    def __init__(self, path, kind, explicit=False, error=None):
+        self.path = path
+        self.kind = kind
+        self.explicit = explicit
+        self.error = error
+
+    def __repr__(self):
+        return "Found(%r, %r, explicit=%r, error=%r)" % (self.path, self.kind, self.explicit,
+                                                        self.error)
+
+
+def expand(path, kinds=None):
+    """The files a path stands for, in dump order, as ``Found``, unknown kinds included
+    (callers name them).
+
+    A file stands for itself, its kind taken from its suffix. A partition directory stands for
+    its files: each segment's files in offset order, then producer snapshots, then
+    leader-epoch-checkpoint and partition.metadata, kinds by Kafka's naming rules
+    (``partition_file_kind``). A log directory stands for its own files (the offset checkpoints)
+    and then every partition directory in it, in topic and partition-number order; a partition
+    directory of it that cannot be read is one ``Found`` with ``error`` set, and the others
+    follow. ``kinds``, when given, keeps only files of those kinds (and drops unknown ones).
+
+    Raises OSError when ``path`` itself cannot be read, NoSegmentsError when it holds no Kafka
+    file and no partition that could not be read.
+    """
+    if not os.path.isdir(path):
+        if os.path.lexists(path) and not os.path.exists(path):
+            os.stat(path)  # a dangling symlink or a loop: raise its own error
+        if os.path.exists(path):
+            return [Found(path, file_kind(path), explicit=True)]
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    names = os.listdir(path)
+    if _is_partition_dir(names):
+        found = [Found(p, partition_file_kind(p)) for p in _files_in(path, names)]
+    else:
+        own, subdirs, failed = [], [], {}
+        for n in names:
+            if n.startswith("."):
+                continue
+            if partition_file_kind(n) is not None:
+                own.append(n)  # a checkpoint of the log directory, whatever it is
+                continue
+            try:
+                is_dir = stat.S_ISDIR(os.stat(os.path.join(path, n)).st_mode)
+            except OSError as e:
+                # A dangling symlink or a loop: named as an unreadable partition when it has a
+                # partition's name, else as an unknown file.
+                if looks_like_partition(n):
+                    failed[n] = e
+                    subdirs.append(n)
+                else:
+                    own.append(n)
+                continue
+            (subdirs if is_dir else own).append(n)
+        found = [Found(p, partition_file_kind(p)) for p in _files_in(path, own)]
+        for sub in sorted(subdirs, key=_partition_sort_key):
+            subpath = os.path.join(path, sub)
+            try:
+                if sub in failed:
+                    raise failed[sub]
+                subnames = os.listdir(subpath)
+            except OSError as e:
+                # A partition directory that cannot be read is named; any other directory
+                # (lost+found at a mount's root) is none of ours.
+                if looks_like_partition(sub):
+                    found.append(Found(subpath, None, error=e))
+                continue
+            if _is_partition_dir(subnames):
+                found.extend(Found(p, partition_file_kind(p)) for p in _files_in(subpath, subnames))
+    if kinds is not None:
+        found = [f for f in found if f.error is not None or f.kind in kinds]
+    if not any(f.kind or f.error for f in found):
+        raise NoSegmentsError("%s: no Kafka log files in this directory or the partition "
+                              "directories in it" % printable_name(path))
+    return found
 
 
 def expand_path(path, kinds=None):
-    """The files a path stands for, in dump order, unknown kinds included (callers name them).
-
-    A file stands for itself. A partition directory stands for its files: each segment's files
-    in offset order, then producer snapshots, then leader-epoch-checkpoint and
-    partition.metadata. A log directory stands for its own files (the offset checkpoints) and
-    then every partition directory in it, in topic and partition-number order. ``kinds``, when
-    given, keeps only files of those kinds (and drops unknown ones).
-    """
-    if os.path.isdir(path):
-        if _is_partition_dir(path):
-            found = _files_in(path)
-        else:
-            found = _files_in(path)
-            subdirs = sorted((n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))),
-                             key=_partition_sort_key)
-            for sub in subdirs:
-                subpath = os.path.join(path, sub)
-                if _is_partition_dir(subpath):
-                    found.extend(_files_in(subpath))
-        if kinds is not None:
-            found = [f for f in found if file_kind(f) in kinds]
-        if not any(file_kind(f) for f in found):
-            raise NoSegmentsError("%s: no Kafka log files in this directory or the partition "
-                                  "directories in it" % path)
-        return found
-    if os.path.exists(path):
-        return [path]
-    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    """The paths ``expand`` finds (raising the error of the first partition directory that
+    could not be read)."""
+    found = expand(path, kinds)
+    for f in found:
+        if f.error is not None:
+            raise f.error
+    return [f.path for f in found]

@@ -13,7 +13,7 @@ import os
 import struct
 import sys
 
-from .files import FileFormatError, base_offset_from_name
+from .files import FileFormatError, base_offset_from_name, read_sized
 
 DEFAULT_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
 
@@ -40,8 +40,7 @@ class _Index:
             if base_offset is None:
                 raise FileFormatError("%s: the file name holds no base offset" % path)
         self.base_offset = base_offset
-        with open(path, "rb") as f:
-            self.data = f.read()
+        self.data = read_sized(path)
         self.file_size = len(self.data)
         self.slots = self.file_size // self.entry.size
         self.count = self._count_real()

@@ -4,7 +4,7 @@ import struct
 
 from crc32c import crc32c
 
-from .files import FileFormatError
+from .files import FileFormatError, read_sized
 
 HEADER = struct.Struct(">hIi")  # version, crc, count
 # producerId, epoch, lastSequence, lastOffset, offsetDelta, timestamp, coordinatorEpoch,
@@ -34,8 +34,7 @@ class ProducerEntry:
 
 def read_snapshot(path):
     """The entries of a producer snapshot, checked as ProducerStateManager.readSnapshot does."""
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_sized(path)
     if len(data) < 2:
         raise FileFormatError("Snapshot failed schema validation: %d bytes, too short for a version"
                               % len(data))

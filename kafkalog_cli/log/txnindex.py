@@ -2,7 +2,7 @@
 
 import struct
 
-from .files import FileFormatError, base_offset_from_name
+from .files import FileFormatError, base_offset_from_name, read_sized
 
 ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
 
@@ -24,8 +24,7 @@ class TransactionIndex:
     def __init__(self, path, base_offset=None):
         self.path = path
         self.base_offset = base_offset_from_name(path) if base_offset is None else base_offset
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_sized(path)
         self.file_size = len(data)
         self.trailing = len(data) % ENTRY.size
         self.entries = []

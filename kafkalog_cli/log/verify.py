@@ -3,12 +3,13 @@
 Each check returns a list of ``Problem``; an empty list means the file is sound.
 """
 
+import array
+import bisect
 import os
 
 from ..format import control
 from ..format.errors import CorruptRecordError
 from ..format.records import Batch
-from ..format.scan import scan
 from . import files
 from .files import FileFormatError
 from .index import OffsetIndex, TimeIndex
@@ -36,9 +37,10 @@ class Problem:
     __slots__ = ("file", "kind", "message", "fields")
 
     def __init__(self, file, kind, message, **fields):
-        self.file = file
+        # file names (and messages naming files) as they may be printed: escaped, one line
+        self.file = files.printable_name(file)
         self.kind = kind
-        self.message = message
+        self.message = files.printable_name(message)
         self.fields = fields
 
     def as_dict(self):
@@ -52,7 +54,7 @@ def batch_at(log, position):
     the end."""
     if position < 0 or position >= log.size:
         return None
-    for item in scan(log.buf, position, log.size):
+    for item in log.entries(position):
         return item
     return None
 
@@ -92,33 +94,154 @@ def _max_record_timestamp(log, batch):
     return max(recs.timestamps) if len(recs) else -1
 
 
-def check_time_index(tindex, oindex, log):
+class _BatchChain:
+    """The batches a scan of ``log`` from position 0 meets, as two arrays (positions, last
+    offsets), built in one pass: "the first batch that a scan from position P meets whose last
+    offset reaches X" is then a search, not a rescan of the log.
+
+    A scan from a position on the chain meets the chain's batches from there on (a scan depends
+    only on where it starts). A start off the chain (a corrupt index's position) is scanned
+    from until it joins the chain or the data ends, once per start.
+    """
+
+    def __init__(self, log):
+        self.log = log
+        self.positions = array.array("q")
+        self.lasts = array.array("q")
+        monotonic = True
+        prev = None
+        for item in log.entries(0):
+            if not isinstance(item, Batch):
+                break  # without resync, the rest of the log is one stretch of invalid bytes
+            if prev is not None and item.last_offset < prev:
+                monotonic = False
+            prev = item.last_offset
+            self.positions.append(item.position)
+            self.lasts.append(item.last_offset)
+        self._tree = None if monotonic else _MaxTree(self.lasts)
+        self._off_chain = {}  # start -> ([(position, last offset)], chain index joined or None)
+
+    def _index_of(self, position):
+        i = bisect.bisect_left(self.positions, position)
+        if i < len(self.positions) and self.positions[i] == position:
+            return i
+        return None
+
+    def _first_from(self, i, offset):
+        """The first chain index >= i whose last offset is at least ``offset``, or None."""
+        if self._tree is None:
+            j = bisect.bisect_left(self.lasts, offset, i)
+        else:
+            j = self._tree.first_at_least(i, offset)
+        return j if j is not None and j < len(self.lasts) else None
+
+    def find(self, start, offset):
+        """(position, last offset) of the first batch a scan from ``start`` meets whose last
+        offset is at least ``offset``, or None."""
+        start = min(max(start, 0), self.log.size)  # as the scanner clamps a start
+        i = self._index_of(start)
+        if i is None:
+            if start not in self._off_chain:
+                self._off_chain[start] = self._walk_off_chain(start)
+            prefix, i = self._off_chain[start]
+            for position, last in prefix:
+                if last >= offset:
+                    return position, last
+            if i is None:
+                return None
+        j = self._first_from(i, offset)
+        return None if j is None else (self.positions[j], self.lasts[j])
+
+    def _walk_off_chain(self, start):
+        prefix = []
+        for item in self.log.entries(start):
+            if not isinstance(item, Batch):
+                return prefix, None
+            joined = self._index_of(item.position)
+            if joined is not None:
+                return prefix, joined
+            prefix.append((item.position, item.last_offset))
+        return prefix, None
+
+
+class _MaxTree:
+    """A max segment tree over an array: the first index at or after i holding a value at
+    least x, in logarithmic time (for logs whose last offsets go down somewhere)."""
+
+    def __init__(self, values):
+        n = 1
+        while n < len(values):
+            n *= 2
+        self.n = n
+        low = -(1 << 63)
+        tree = [low] * (2 * n)
+        tree[n:n + len(values)] = values
+        for k in range(n - 1, 0, -1):
+            tree[k] = max(tree[2 * k], tree[2 * k + 1])
+        self.tree = tree
+
+    def first_at_least(self, i, x):
+        tree, n = self.tree, self.n
+        if i >= n:
+            return None
+        k = i + n
+        if tree[k] >= x:
+            return i
+        # climb while k is a right child or its right sibling holds nothing large enough
+        while True:
+            while k & 1:
+                k >>= 1
+                if k == 0:
+                    return None
+            k += 1  # the right sibling: the next block after what was covered
+            if tree[k] >= x:
+                break
+        while k < n:
+            k = 2 * k if tree[2 * k] >= x else 2 * k + 1
+        return k - n
+
+
+def check_time_index(tindex, oindex, log, header_timestamps=False):
     """DumpLogSegments' three checks of a time index: the batch that each entry's offset ends
     must exist, hold the entry's timestamp as its max record timestamp, and timestamps must
-    increase from entry to entry."""
+    increase from entry to entry.
+
+    ``header_timestamps``: compare with the batch header's maxTimestamp instead of the max
+    over its records, as LogSegment.recover indexes it (what verify-index and recover check;
+    DumpLogSegments compares the records', so dump does).
+
+    For each entry, DumpLogSegments scans the log from the offset index's position for the
+    entry's offset to the first batch that reaches it; here the log is scanned once and each
+    entry's batch found by a search (a time index may hold far more entries than the log has
+    batches), and each batch's records are decoded once however many entries name it.
+    """
     problems = []
     prev_ts = -1
+    chain = _BatchChain(log)
+    max_timestamps = {}  # batch position -> max record timestamp, or the error reading it
     for ts, offset in tindex.entries:
         start = oindex.lookup(offset)[1] if oindex is not None else 0
-        found = None
-        for item in scan(log.buf, min(start, log.size), log.size):
-            if isinstance(item, Batch) and item.last_offset >= offset:
-                found = item
-                break
-        if found is None or found.last_offset != offset:
-            log_offset = -1 if found is None else found.last_offset
+        found = chain.find(start, offset)
+        if found is None or found[1] != offset:
+            log_offset = -1 if found is None else found[1]
             problems.append(Problem(tindex.path, OFFSET_NOT_FOUND,
                                     "Indexed offset: %d, found log offset: %d" % (offset, log_offset),
                                     index_offset=offset, log_offset=log_offset))
         else:
-            try:
-                max_ts = _max_record_timestamp(log, found)
-            except CorruptRecordError as e:
+            position = found[0]
+            if position not in max_timestamps:
+                try:
+                    batch = batch_at(log, position)
+                    max_timestamps[position] = (batch.max_timestamp if header_timestamps
+                                                else _max_record_timestamp(log, batch))
+                except CorruptRecordError as e:
+                    max_timestamps[position] = e
+            max_ts = max_timestamps[position]
+            if isinstance(max_ts, CorruptRecordError):
                 problems.append(Problem(tindex.path, UNREADABLE,
                                         "batch at position %d for indexed offset %d cannot be read: %s"
-                                        % (found.position, offset, e), index_offset=offset))
-                max_ts = None
-            if max_ts is not None and max_ts != ts:
+                                        % (position, offset, max_ts), index_offset=offset))
+            elif max_ts != ts:
                 problems.append(Problem(tindex.path, TIMESTAMP_MISMATCH,
                                         "Index timestamp: %d, log timestamp: %d" % (ts, max_ts),
                                         index_timestamp=ts, log_timestamp=max_ts))
@@ -191,16 +314,19 @@ def check_txn_index(txn, log):
 
 
 class FileReport:
-    """What verifying one index file found: ``problems`` fail it, ``notes`` only inform."""
+    """What verifying one index file found: ``problems`` fail it, ``notes`` only inform;
+    ``error``, an OSError, says the file could not be opened as a regular file at all (a
+    FIFO, a device, a directory, no permission): unreadable input rather than a finding."""
 
-    __slots__ = ("path", "kind", "entries", "problems", "notes")
+    __slots__ = ("path", "kind", "entries", "problems", "notes", "error")
 
-    def __init__(self, path, kind, entries=0, problems=(), notes=()):
+    def __init__(self, path, kind, entries=0, problems=(), notes=(), error=None):
         self.path = path
         self.kind = kind
         self.entries = entries
         self.problems = list(problems)
         self.notes = list(notes)
+        self.error = error
 
 
 def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
@@ -210,22 +336,29 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
     pre-allocated; their zero tail is trimmed before the sanity check, as the broker trims it on
     close. Anywhere else a zero tail is reported (a crash can leave one: KAFKA-19200), and with
     ``sanity_only`` the broker's start-up check runs on the file exactly as it is.
+
+    Raises OSError when the log exists but cannot be opened as a regular file; an index that
+    cannot be is a report with ``error`` set, and the others are still checked.
     """
     from .segment import LogFile, DEFAULT_MAX_MESSAGE_SIZE
     reports = []
     paths = {kind: files.segment_file(log_path, kind)
              for kind in (files.INDEX, files.TIMEINDEX, files.TXNINDEX)}
-    have_log = os.path.isfile(log_path)
+    # lexists: a symlink to a device or a FIFO is refused by the reader, not taken for no log
+    have_log = os.path.lexists(log_path)
     log = LogFile(log_path, max_message_size or DEFAULT_MAX_MESSAGE_SIZE) if have_log else None
     try:
         oindex = None
         for kind, cls in ((files.INDEX, OffsetIndex), (files.TIMEINDEX, TimeIndex)):
             path = paths[kind]
-            if not os.path.isfile(path):
+            if not os.path.lexists(path):
                 continue
             try:
                 index = cls(path)
-            except (OSError, FileFormatError) as e:
+            except OSError as e:
+                reports.append(FileReport(path, kind, error=e))
+                continue
+            except FileFormatError as e:
                 reports.append(FileReport(path, kind, problems=[unreadable(path, e)]))
                 continue
             report = FileReport(path, kind, len(index.entries))
@@ -243,12 +376,15 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
             elif kind == files.INDEX:
                 report.problems.extend(check_offset_index(index, log))
             else:
-                report.problems.extend(check_time_index(index, oindex, log))
+                report.problems.extend(check_time_index(index, oindex, log,
+                                                        header_timestamps=True))
         path = paths[files.TXNINDEX]
-        if os.path.isfile(path):
+        if os.path.lexists(path):
             try:
                 txn = TransactionIndex(path)
-            except (OSError, FileFormatError) as e:
+            except OSError as e:
+                reports.append(FileReport(path, files.TXNINDEX, error=e))
+            except FileFormatError as e:
                 reports.append(FileReport(path, files.TXNINDEX, problems=[unreadable(path, e)]))
             else:
                 report = FileReport(path, files.TXNINDEX, len(txn.entries),
