@@ -1,0 +1,983 @@
+"""Shared pieces of the fuzz harness (tests/test_fuzz.py and fuzz/run.py).
+
+* Seeds: real files to mutate. Segments of every message format and codec written by
+  kafka-python (``kafkagen``), nested compression and decompression bombs compressed here with
+  the codec libraries themselves, the indexes ``indexgen`` builds (the broker's rules over
+  kafka-python's reading), and the shipped fixtures.
+* Mutators: a mutation is a list of ``(op, a, b)`` triples of plain integers, so that hypothesis
+  can draw and shrink them and a plain random loop can draw them too; ``apply_ops`` turns seed
+  bytes into mutated bytes. ``mutate_tree`` does the same to a partition directory (file names,
+  symlinks, FIFOs, copies under a lifecycle suffix).
+* Invariant checks: the in-process readers may raise only the documented exception classes;
+  the CLI may exit only 0, 1 or 2, without a traceback, within a time and address-space bound;
+  read-only commands change no byte; ``recover`` loses no byte (everything it took out of the
+  partition is in its quarantine, verbatim) and a second ``recover`` finds nothing to do.
+
+The generators here never import ``kafkalog_cli``; only the checks call it (it is what is
+under test).
+"""
+
+import gzip
+import hashlib
+import json
+import os
+import random
+import resource
+import shutil
+import stat
+import struct
+import subprocess
+import sys
+import time
+import zlib
+
+from crc32c import crc32c
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import kafkagen as kg  # noqa: E402
+
+REPO = os.path.dirname(HERE)
+FIXTURES = os.path.join(REPO, "fixtures", "logdir")
+
+EXTREME_INT32 = (0, -1, 2 ** 31 - 1, -2 ** 31, 1, 13, 14, 48, 49, 61)
+EXTREME_INT64 = (0, -1, 2 ** 63 - 1, 2 ** 63 - 2, -2 ** 63, 2 ** 31 - 1, 2 ** 31, -2 ** 31 - 1)
+# Offsets inside an entry (from its first byte) of int32 length-like fields:
+#   8 size; 23 v2 lastOffsetDelta; 57 v2 records count; 53 v2 baseSequence; 12 v2 leader epoch;
+#   18/22 a v0 message's key and value lengths (with a null key); 26/30 the same for v1.
+LENGTH_FIELDS = (8, 23, 57, 53, 12, 18, 22, 26, 30)
+INT64_FIELDS = (0, 27, 35, 43)  # v2 baseOffset, baseTimestamp, maxTimestamp, producerId
+
+OPS = ("flip", "truncate", "splice", "length", "int32", "int64", "offset", "varint", "insert",
+       "delete", "overwrite", "zero", "dup", "inner", "fixcrc")
+
+
+# -- entries, CRCs and codecs, from Kafka's layouts (independent of kafkalog_cli) ---------------
+
+def entry_starts(data):
+    """Positions of the entries of ``data``, following size fields while they fit."""
+    starts = []
+    pos = 0
+    n = len(data)
+    while pos + 17 <= n:
+        (size,) = struct.unpack_from(">i", data, pos + 8)
+        starts.append(pos)
+        if size < 0 or pos + 12 + size > n:
+            break
+        pos += 12 + size
+    return starts
+
+
+def fix_crcs(data):
+    """Every complete entry's CRC recomputed (CRC-32C from byte 21 for v2, CRC-32 from byte 16
+    for legacy messages), so that mutations reach past the CRC check."""
+    b = bytearray(data)
+    for pos in entry_starts(b):
+        (size,) = struct.unpack_from(">i", b, pos + 8)
+        end = pos + 12 + size
+        if size < 0 or end > len(b):
+            break
+        magic = b[pos + 16]
+        if magic == 2 and size >= 49:
+            struct.pack_into(">I", b, pos + 17, crc32c(bytes(b[pos + 21:end])))
+        elif magic in (0, 1) and size >= 4:
+            struct.pack_into(">I", b, pos + 12, zlib.crc32(bytes(b[pos + 16:end])) & 0xFFFFFFFF)
+    return bytes(b)
+
+
+_XERIAL = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+
+
+def compress(codec, data, magic=2):
+    """``data`` compressed in the framing Kafka's Java clients write, with the codec libraries
+    directly (not kafkalog_cli's encoder)."""
+    if codec == 1:
+        return gzip.compress(data, compresslevel=1, mtime=0)
+    if codec == 2:
+        import cramjam
+        out = [_XERIAL]
+        for i in range(0, len(data), 32 * 1024):
+            block = bytes(cramjam.snappy.compress_raw(data[i:i + 32 * 1024]))
+            out += [struct.pack(">i", len(block)), block]
+        return b"".join(out)
+    if codec == 3:
+        import lz4.frame
+        out = lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                                 content_checksum=False, store_size=False)
+        if magic == 0:  # magic-0 writers hashed the frame magic into the header checksum
+            out = out[:6] + bytes([(kg_xxh32(out[:6]) >> 8) & 0xFF]) + out[7:]
+        return out
+    if codec == 4:
+        import zstandard
+        return zstandard.ZstdCompressor(level=1).compress(data)
+    return data
+
+
+def kg_xxh32(data):
+    import xxhash
+    return xxhash.xxh32(bytes(data)).intdigest()
+
+
+def decompress(codec, data):
+    """The inverse of ``compress`` (None when the bytes do not decompress)."""
+    try:
+        if codec == 1:
+            return gzip.decompress(data)
+        if codec == 2:
+            import cramjam
+            if data[:8] != _XERIAL[:8]:
+                return bytes(cramjam.snappy.decompress_raw(data))
+            out, pos = [], 16
+            while pos + 4 <= len(data):
+                (n,) = struct.unpack_from(">i", data, pos)
+                out.append(bytes(cramjam.snappy.decompress_raw(data[pos + 4:pos + 4 + n])))
+                pos += 4 + n
+            return b"".join(out)
+        if codec == 3:
+            import lz4.block
+            # independent blocks (what Kafka writes): read the frame by hand, bounded
+            flg = data[4]
+            pos = 7 + (8 if flg & 0x08 else 0)
+            out = []
+            while pos + 4 <= len(data):
+                (size,) = struct.unpack_from("<I", data, pos)
+                pos += 4
+                if size == 0:
+                    break
+                raw = size & 0x7FFFFFFF
+                block = data[pos:pos + raw]
+                out.append(block if size & 0x80000000 else
+                           lz4.block.decompress(block, uncompressed_size=4 << 20))
+                pos += raw + (4 if flg & 0x10 else 0)
+            return b"".join(out)
+        if codec == 4:
+            import zstandard
+            return zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True).read(64 << 20)
+    except Exception:
+        return None
+    return None
+
+
+def _rebuild_v2(entry, body):
+    out = bytearray(entry[:61]) + body
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def _legacy_value_at(entry):
+    """(position of the value length field, value) of a legacy message, or None."""
+    magic = entry[16]
+    kpos = 18 + (8 if magic == 1 else 0)
+    if len(entry) < kpos + 8:
+        return None
+    (klen,) = struct.unpack_from(">i", entry, kpos)
+    vpos = kpos + 4 + max(klen, 0)
+    if vpos + 4 > len(entry):
+        return None
+    (vlen,) = struct.unpack_from(">i", entry, vpos)
+    if vlen < 0 or vpos + 4 + vlen > len(entry):
+        return None
+    return vpos, bytes(entry[vpos + 4:vpos + 4 + vlen])
+
+
+def _rebuild_legacy(entry, vpos, value):
+    out = bytearray(entry[:vpos]) + struct.pack(">i", len(value)) + value
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">I", out, 12, zlib.crc32(bytes(out[16:])) & 0xFFFFFFFF)
+    return bytes(out)
+
+
+def mutate_inside(data, a, b):
+    """Mutate the records area of one entry *under* its compression: decompress it, apply a
+    byte mutation, compress it again, fix the size and the CRC. Reaches the record decoders of
+    compressed batches and legacy wrappers' inner messages, which byte flips of the compressed
+    bytes rarely do."""
+    starts = entry_starts(data)
+    if not starts:
+        return data
+    pos = starts[a % len(starts)]
+    (size,) = struct.unpack_from(">i", data, pos + 8)
+    end = pos + 12 + size
+    if size < 0 or end > len(data):
+        return data
+    entry = data[pos:end]
+    if len(entry) < 18:
+        return data
+    magic = entry[16]
+    inner_op = OPS[b % 13]  # a plain byte mutation (not inner, fixcrc)
+    ia, ib = (b >> 4) & 0xFFFFF, (b >> 24) & 0xFFFFFF
+    if magic == 2 and len(entry) >= 61:
+        codec = entry[22] & 7
+        body = entry[61:]
+        raw = decompress(codec, body) if codec else body
+        if raw is None:
+            return data
+        raw = apply_op(raw, inner_op, ia, ib)
+        new = _rebuild_v2(entry, compress(codec, raw) if codec else raw)
+    elif magic in (0, 1):
+        codec = entry[17] & 7
+        found = _legacy_value_at(entry)
+        if found is None:
+            return data
+        vpos, value = found
+        raw = decompress(codec, value) if codec else value
+        if raw is None:
+            return data
+        raw = apply_op(raw, inner_op, ia, ib)
+        new = _rebuild_legacy(entry, vpos, compress(codec, raw, magic) if codec else raw)
+    else:
+        return data
+    return data[:pos] + new + data[end:]
+
+
+# -- byte mutations ------------------------------------------------------------------------------
+
+def _noise(seed, n):
+    return random.Random(seed).randbytes(n)
+
+
+def _zigzag_varint(v, width=None):
+    z = (v << 1) ^ (v >> 63)
+    z &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = z & 0x7F
+        z >>= 7
+        if z:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            break
+    return bytes(out)
+
+
+VARINTS = ([_zigzag_varint(v) for v in (-1, 0, 2 ** 31 - 1, -2 ** 31, 2 ** 63 - 1, -2 ** 63,
+                                         2 ** 20, -2)]
+           + [b"\xff" * 5, b"\xff" * 10 + b"\x01", b"\x80" * 11, b"\xff\xff\xff\xff\x0f"])
+
+
+def apply_op(data, op, a, b, other=b""):
+    """``data`` after one mutation; ``a`` and ``b`` are any non-negative integers (positions and
+    choices are taken modulo what fits)."""
+    n = len(data)
+    if op == "truncate":
+        return data[:a % (n + 1)]
+    if op == "splice":
+        src = other or data
+        return data[:a % (n + 1)] + src[b % (len(src) + 1):]
+    if op == "insert":
+        at = a % (n + 1)
+        return data[:at] + _noise(b, 1 + b % 64) + data[at:]
+    if op == "inner":
+        return mutate_inside(data, a, b)
+    if op == "fixcrc":
+        return fix_crcs(data)
+    if n == 0:
+        return data
+    if op == "flip":
+        buf = bytearray(data)
+        buf[a % n] ^= 1 << (b % 8)
+        return bytes(buf)
+    if op == "delete":
+        at = a % n
+        return data[:at] + data[at + 1 + b % 256:]
+    if op == "overwrite":
+        at = a % n
+        chunk = _noise(b, 1 + b % 32)[:n - at]
+        return data[:at] + chunk + data[at + len(chunk):]
+    if op == "zero":
+        at = a % n
+        k = min(1 + b % 4096, n - at)
+        return data[:at] + bytes(k) + data[at + k:]
+    if op == "dup":
+        at = a % n
+        chunk = data[at:at + 1 + b % 512]
+        to = b % (n + 1)
+        return data[:to] + chunk + data[to:]
+    if op in ("length", "offset"):
+        starts = entry_starts(data)
+        if not starts:
+            return data
+        start = starts[a % len(starts)]
+        if op == "length":
+            field = LENGTH_FIELDS[b % len(LENGTH_FIELDS)]
+            value = EXTREME_INT32[(b // len(LENGTH_FIELDS)) % len(EXTREME_INT32)]
+            if start + field + 4 > n:
+                return data
+            return data[:start + field] + struct.pack(">i", value) + data[start + field + 4:]
+        field = INT64_FIELDS[b % len(INT64_FIELDS)]
+        value = EXTREME_INT64[(b // len(INT64_FIELDS)) % len(EXTREME_INT64)]
+        if start + field + 8 > n:
+            return data
+        return data[:start + field] + struct.pack(">q", value) + data[start + field + 8:]
+    if op == "int32":
+        at = a % n
+        chunk = struct.pack(">i", EXTREME_INT32[b % len(EXTREME_INT32)])[:n - at]
+        return data[:at] + chunk + data[at + len(chunk):]
+    if op == "int64":
+        at = a % n
+        chunk = struct.pack(">q", EXTREME_INT64[b % len(EXTREME_INT64)])[:n - at]
+        return data[:at] + chunk + data[at + len(chunk):]
+    if op == "varint":
+        at = a % n
+        chunk = VARINTS[b % len(VARINTS)][:n - at]
+        return data[:at] + chunk + data[at + len(chunk):]
+    raise ValueError("unknown op %r" % op)
+
+
+def apply_ops(data, ops, other=b""):
+    for op, a, b in ops:
+        data = apply_op(data, op, a, b, other)
+    return data
+
+
+def random_ops(rng, max_ops=4):
+    """A random mutation (what fuzz/run.py's plain loop draws)."""
+    return [(rng.choice(OPS), rng.getrandbits(32), rng.getrandbits(32))
+            for _ in range(rng.randint(1, max_ops))]
+
+
+def describe_ops(ops):
+    return ", ".join("%s(%d,%d)" % t for t in ops)
+
+
+# -- seeds -----------------------------------------------------------------------------------------
+
+def _big_record_batch_v2(codec, value_size):
+    """One v2 batch holding one record of ``value_size`` zero bytes, compressed with ``codec``
+    here (kafka-python writes the uncompressed batch; the records area is recompressed)."""
+    plain = kg.v2_batch([kg.Rec(b"bomb", bytes(value_size), kg.T0)], 0, "none")
+    if codec == 0:
+        return plain
+    return kg.recompress_v2(plain, codec, lambda raw: compress(codec, raw))
+
+
+def _big_record_legacy(magic, codec, value_size):
+    inner = kg.legacy_entries(magic, [kg.Rec(b"bomb", bytes(value_size), kg.T0)],
+                              codec="none", offsets=[0])
+    return kg.legacy_wrapper(magic, inner, 0, codec, lambda raw: compress(codec, raw, magic),
+                             timestamp=kg.T0)
+
+
+def many_records_v2(codec, count, base_offset=0):
+    """One v2 batch of ``count`` empty records (a 7-byte record each), encoded here from
+    Kafka's layout: the records-per-byte extreme (the 'many records' memory case)."""
+    out = bytearray()
+    for i in range(count):
+        body = b"\x00\x00" + _zigzag_varint(i) + b"\x01\x00\x00"  # attrs, ts, delta, key -1, value "", 0 headers
+        out += _zigzag_varint(len(body)) + body
+    area = compress(codec, bytes(out)) if codec else bytes(out)
+    header = struct.pack(">qiibIHiqqqhii", base_offset, 49 + len(area), 0, 2, 0, codec, count - 1,
+                         kg.T0, kg.T0, -1, -1, -1, count)
+    return _rebuild_v2(header, area)
+
+
+def nested_legacy(magic, outer, inner_codec):
+    """A legacy wrapper whose only inner message is itself a compressed wrapper: Kafka forbids
+    it (inner messages must not be compressed)."""
+    inner = kg.legacy_entries(magic, [kg.Rec(b"n-%d" % i, kg.filler(i), kg.T0 + i) for i in range(3)],
+                              codec=inner_codec, offsets=[0, 1, 2])
+    return kg.legacy_wrapper(magic, inner, 2, outer, lambda raw: compress(outer, raw, magic),
+                             timestamp=kg.T0)
+
+
+def nested_v2(outer, inner):
+    """A v2 batch whose records area is compressed twice."""
+    plain = kg.v2_batch([kg.Rec(b"k%d" % i, kg.filler(i), kg.T0 + i) for i in range(4)], 0, "none")
+    return kg.recompress_v2(plain, outer, lambda raw: compress(outer, compress(inner, raw)))
+
+
+def kraft_control_batches():
+    """v2 control batches of every KRaft control type (values from the message schemas:
+    version int16 then the fields, tagged fields 0), and ABORT/COMMIT markers."""
+    out = []
+    values = {
+        2: struct.pack(">hi", 0, 1) + b"\x02" + struct.pack(">i", 1) + b"\x00" + b"\x02"
+           + struct.pack(">i", 1) + b"\x00\x00",                                  # LEADER_CHANGE
+        3: struct.pack(">hq", 0, kg.T0) + b"\x00",                                 # SNAPSHOT_HEADER
+        4: struct.pack(">h", 0) + b"\x00",                                         # SNAPSHOT_FOOTER
+        5: struct.pack(">hh", 0, 1) + b"\x00",                                     # KRAFT_VERSION
+        6: struct.pack(">h", 0) + b"\x02" + struct.pack(">i", 1) + bytes(16) + b"\x02"
+           + b"\x05CTRL" + b"\x0alocalhost" + struct.pack(">H", 9093) + b"\x00"
+           + struct.pack(">hh", 0, 1) + b"\x00\x00" + b"\x00",                   # KRAFT_VOTERS
+    }
+    for i, (t, v) in enumerate(sorted(values.items())):
+        b = bytearray(kg.v2_batch([kg.Rec(struct.pack(">hh", 0, t), v, kg.T0)], i, "none"))
+        b[22] |= kg.ATTR_CONTROL
+        out.append(bytes(kg.fix_v2_crc(b)))
+    out.append(kg.control_batch(kg.ABORT, 10, 5, 0, 1))
+    out.append(kg.control_batch(kg.COMMIT, 11, 5, 0, 1))
+    return b"".join(out)
+
+
+def log_seeds(bomb_size=2 << 20):
+    """{name: segment bytes}: every message format and codec, control batches, nested
+    compression and a decompression bomb per codec (``bomb_size`` zero bytes in one record)."""
+    seeds = {}
+    for codec in kg.V2_CODECS:
+        seeds["v2-%s" % codec] = kg.sample_segment(2, codec)
+    for magic in (0, 1):
+        for codec in kg.LEGACY_CODECS:
+            seeds["v%d-%s" % (magic, codec)] = kg.sample_segment(magic, codec)
+    seeds["control"] = kraft_control_batches()
+    for magic in (0, 1):
+        seeds["nested-v%d" % magic] = nested_legacy(magic, 1, 2) + nested_legacy(magic, 3, 1)
+    seeds["nested-v2"] = nested_v2(4, 1) + nested_v2(1, 3)
+    for codec in (1, 2, 3, 4):
+        name = kg.CODEC_NAMES[codec]
+        seeds["bomb-v2-%s" % name] = _big_record_batch_v2(codec, bomb_size)
+        if codec != 4:
+            seeds["bomb-v1-%s" % name] = _big_record_legacy(1, codec, bomb_size)
+    seeds["many-records-zstd"] = many_records_v2(4, 20000)
+    return seeds
+
+
+def fixture_files(kinds=None):
+    """{relative path: bytes} of every file of the shipped fixtures."""
+    out = {}
+    for root, _, names in os.walk(FIXTURES):
+        for n in sorted(names):
+            p = os.path.join(root, n)
+            rel = os.path.relpath(p, FIXTURES)
+            with open(p, "rb") as f:
+                out[rel] = f.read()
+    return out
+
+
+def aux_seeds():
+    """{(kind, name): bytes} for each auxiliary file kind, from the fixtures and indexgen."""
+    import indexgen as ig
+    from_kind = {"index": "index", "timeindex": "timeindex", "txnindex": "txnindex",
+                 "snapshot": "snapshot", "leader-epoch-checkpoint": "leader-epoch-checkpoint",
+                 "partition.metadata": "partition.metadata"}
+    seeds = {}
+    for rel, data in fixture_files().items():
+        name = os.path.basename(rel)
+        kind = None
+        for suffix, k in from_kind.items():
+            if name.endswith(suffix):
+                kind = k
+        if name.endswith("offset-checkpoint"):
+            kind = "offset-checkpoint"
+        if kind is not None:
+            seeds[(kind, rel)] = data
+    seg, _ = ig.busy_segment(0, n_batches=30, txn_at=5)
+    idx = ig.build_indexes(seg)
+    seeds[("index", "busy")] = ig.encode_offset_index(idx.offset_entries, 0)
+    seeds[("timeindex", "busy")] = ig.encode_time_index(idx.time_entries, 0)
+    seeds[("index", "prealloc")] = ig.preallocated_offset_index(seeds[("index", "busy")])[:64 << 10]
+    txns = ig.aborted_txns(ig.read_log(seg))
+    seeds[("txnindex", "busy")] = ig.encode_txn_index(txns)
+    seeds[("snapshot", "entries")] = ig.encode_snapshot(
+        [ig.SnapshotEntry(7000 + i, 1, 5 + i, 100 + i, 2, kg.T0, 3, -1) for i in range(3)])
+    return seeds
+
+
+def busy_log():
+    import indexgen as ig
+    seg, _ = ig.busy_segment(0, n_batches=30, txn_at=5)
+    return seg
+
+
+# -- in-process invariant: only the documented exceptions -------------------------------------------
+
+def allowed_exceptions():
+    from kafkalog_cli.format.errors import CorruptRecordError
+    from kafkalog_cli.log.files import FileFormatError
+    return (CorruptRecordError, FileFormatError, OSError)
+
+
+def read_log_bytes(buf, max_message_size=64 << 10, batch_limit=1 << 20, resync=False):
+    """Everything the format layer reads from segment bytes: the scan, every batch's records,
+    control records. Raises AssertionError when an invariant does not hold; returns the number
+    of entries seen. Only CorruptRecordError may come out of a decoder (caught here)."""
+    from kafkalog_cli.format import control, scan as fscan
+    from kafkalog_cli.format.codecs import Inflater
+    from kafkalog_cli.format.errors import CorruptRecordError, LimitExceededError
+    from kafkalog_cli.format.records import Batch, decode_records
+    inflater = Inflater()
+    end = len(buf)
+    pos = 0
+    n = 0
+    for item in fscan.scan(buf, 0, end, resync):
+        n += 1
+        assert item.position == pos, ("entries do not tile the data", item.position, pos)
+        assert item.size > 0 and item.position + item.size <= end, ("entry past the end",
+                                                                    item.position, item.size, end)
+        pos = item.position + item.size
+        if not isinstance(item, Batch):
+            continue
+        (item.codec_problem, item.codec_name, item.timestamp_type_name, item.last_sequence,
+         item.delete_horizon_ms, item.is_valid)
+        try:
+            recs = decode_records(buf, item, inflater, max_message_size, batch_limit)
+        except LimitExceededError:
+            continue
+        except CorruptRecordError as e:
+            assert str(e), "an error without a message"
+            continue
+        k = len(recs.offsets)
+        assert len(recs.timestamps) == k and len(recs.keys) == k and len(recs.values) == k
+        if item.magic >= 2:
+            assert k == item.count, ("records decoded differ from the header's count", k, item.count)
+        total = sum(len(x) for x in recs.keys if x is not None) + sum(
+            len(x) for x in recs.values if x is not None)
+        assert total <= max(batch_limit, item.size), ("records larger than the batch limit", total)
+        if item.is_control:
+            for key, value in zip(recs.keys, recs.values):
+                try:
+                    t = control.control_type(key)
+                    if t in (control.ABORT, control.COMMIT):
+                        control.end_txn_marker(value)
+                    else:
+                        control.kraft_control_json(t, value)
+                except CorruptRecordError:
+                    pass
+    assert pos == end, ("entries stop short of the end", pos, end)
+    return n
+
+
+def read_records_area(data, count, limit=1 << 16):
+    """decode_v2_records on raw bytes: only CorruptRecordError may escape."""
+    from kafkalog_cli.format.errors import CorruptRecordError
+    from kafkalog_cli.format.records import decode_v2_records
+    for append_time in (None, kg.T0):
+        try:
+            recs = decode_v2_records(data, count, 2 ** 63 - 1 - (count % 3), -2 ** 63 + count % 5,
+                                     append_time, limit)
+        except CorruptRecordError:
+            continue
+        assert len(recs.offsets) == count
+
+
+def with_pure_python(fn, *args, **kw):
+    """Run ``fn`` with the C decoder switched off (the same process)."""
+    import kafkalog_cli.format.records as records
+    saved = records._speedups
+    records._speedups = None
+    try:
+        return fn(*args, **kw)
+    finally:
+        records._speedups = saved
+
+
+AUX_KINDS = ("index", "timeindex", "txnindex", "snapshot", "offset-checkpoint",
+             "leader-epoch-checkpoint", "partition.metadata")
+
+
+def aux_file_name(kind):
+    return {"index": "00000000000000000000.index", "timeindex": "00000000000000000000.timeindex",
+            "txnindex": "00000000000000000000.txnindex", "snapshot": "00000000000000000016.snapshot",
+            "offset-checkpoint": "recovery-point-offset-checkpoint",
+            "leader-epoch-checkpoint": "leader-epoch-checkpoint",
+            "partition.metadata": "partition.metadata"}[kind]
+
+
+def read_aux_file(kind, path, log_path=None, probe=0):
+    """Read ``path`` with the reader of its kind and use everything it gives (entries, sanity
+    checks, lookups, checks against ``log_path``). Exceptions other than the documented ones
+    propagate to the caller."""
+    from kafkalog_cli.log import checkpoints, verify
+    from kafkalog_cli.log.index import OffsetIndex, TimeIndex
+    from kafkalog_cli.log.segment import LogFile
+    from kafkalog_cli.log.snapshot import read_snapshot
+    from kafkalog_cli.log.txnindex import TransactionIndex
+    allowed = allowed_exceptions()
+    try:
+        if kind in ("index", "timeindex"):
+            cls = OffsetIndex if kind == "index" else TimeIndex
+            idx = cls(path)
+            idx.entries, idx.sanity_problems(), idx.zero_tail, idx.preallocated
+            idx.trimmed().entries
+            for i in range(min(idx.slots, 3)):
+                idx.slot(i)
+            idx.lookup(probe)
+            idx.lookup(-probe)
+            if log_path is not None:
+                with LogFile(log_path) as log:
+                    if kind == "index":
+                        verify.check_offset_index(idx, log)
+                    else:
+                        verify.check_time_index(idx, None, log)
+        elif kind == "txnindex":
+            txn = TransactionIndex(path)
+            txn.sanity_problems()
+            if log_path is not None:
+                with LogFile(log_path) as log:
+                    verify.check_txn_index(txn, log)
+        elif kind == "snapshot":
+            for e in read_snapshot(path):
+                e.first_sequence, e.has_batch_metadata
+        elif kind == "offset-checkpoint":
+            checkpoints.read_offset_checkpoint(path)
+        elif kind == "leader-epoch-checkpoint":
+            checkpoints.read_leader_epochs(path)
+        elif kind == "partition.metadata":
+            checkpoints.read_partition_metadata(path)
+        else:
+            raise ValueError(kind)
+    except allowed:
+        pass
+
+
+# -- partition trees ---------------------------------------------------------------------------------
+
+TREE_OPS = ("file", "file", "file", "file", "rename-junk", "nonnumeric", "nonutf8", "loglog",
+            "lifecycle", "devzero", "fifo", "remove", "splice-files", "empty", "dirname",
+            "tmpfile")
+
+
+def tree_files(root):
+    """Regular files under ``root`` (relative paths), sorted, the quarantine excluded."""
+    out = []
+    for d, dirs, names in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x != "kafkalog-quarantine")
+        for n in sorted(names):
+            p = os.path.join(d, n)
+            if os.path.isfile(p) and not os.path.islink(p):
+                out.append(os.path.relpath(p, root))
+    return out
+
+
+def mutate_tree(root, ops, other=b""):
+    """Apply ``(tree_op, file_choice, a, b, byte_ops)`` mutations to the files under ``root``.
+    ``file`` applies byte mutations to one file; the others change the directory's contents as
+    a hostile or half-crashed directory could hold them. Returns a description."""
+    done = []
+    for top, choice, a, b, byte_ops in ops:
+        files = tree_files(root)
+        if not files:
+            break
+        rel = files[choice % len(files)]
+        path = os.path.join(root, rel)
+        d, name = os.path.split(path)
+        if top == "file":
+            with open(path, "rb") as f:
+                data = f.read()
+            with open(path, "wb") as f:
+                f.write(apply_ops(data, byte_ops, other))
+            done.append("%s: %s" % (rel, describe_ops(byte_ops)))
+            continue
+        if top == "rename-junk":
+            new = name + "." + ("x", "bak", "log", "index", "tmp", "swap")[a % 6]
+        elif top == "nonnumeric":
+            new = ("abc", "-0000000000000000001", "\u0661\u0662", "0x10", "1e3")[a % 5] + \
+                "." + name.split(".", 1)[-1]
+        elif top == "nonutf8":
+            new = None
+            os.rename(os.fsencode(path), os.path.join(os.fsencode(d), b"\xff" + os.fsencode(name)))
+            done.append("%s -> \\xff%s" % (rel, name))
+            continue
+        elif top == "loglog":
+            new = name.split(".", 1)[0] + ".log.log"
+            shutil.copyfile(path, os.path.join(d, new))
+            done.append("copy %s -> %s" % (rel, new))
+            continue
+        elif top == "lifecycle":
+            new = name + (".deleted", ".cleaned", ".swap")[a % 3]
+            shutil.copyfile(path, os.path.join(d, new))
+            done.append("copy %s -> %s" % (rel, new))
+            continue
+        elif top == "devzero":
+            os.unlink(path)
+            os.symlink("/dev/zero", path)
+            done.append("%s -> symlink to /dev/zero" % rel)
+            continue
+        elif top == "fifo":
+            os.unlink(path)
+            os.mkfifo(path)
+            done.append("%s -> FIFO" % rel)
+            continue
+        elif top == "remove":
+            os.unlink(path)
+            done.append("removed %s" % rel)
+            continue
+        elif top == "splice-files":
+            files2 = [f for f in files if f != rel]
+            if not files2:
+                continue
+            rel2 = files2[a % len(files2)]
+            with open(path, "rb") as f:
+                x = f.read()
+            with open(os.path.join(root, rel2), "rb") as f:
+                y = f.read()
+            with open(path, "wb") as f:
+                f.write(x[:b % (len(x) + 1)] + y[a % (len(y) + 1):])
+            done.append("%s = splice with %s" % (rel, rel2))
+            continue
+        elif top == "empty":
+            open(path, "wb").close()
+            done.append("%s emptied" % rel)
+            continue
+        elif top == "dirname":
+            os.mkdir(os.path.join(d, "%020d.%s" % (a % 1000, ("log", "index", "snapshot")[b % 3])))
+            done.append("directory named like a segment file in %s" % os.path.dirname(rel))
+            continue
+        elif top == "tmpfile":
+            shutil.copyfile(path, path + ".kafkalog-tmp")
+            done.append("copy %s -> %s.kafkalog-tmp" % (rel, rel))
+            continue
+        else:
+            raise ValueError(top)
+        os.rename(path, os.path.join(d, new))
+        done.append("%s -> %s" % (rel, new))
+    return done
+
+
+def snapshot_tree(root):
+    """{relative path: digest} of everything under ``root`` (regular files by content, symlinks
+    by target, FIFOs and directories by kind); kafkalog's own lock files left out."""
+    out = {}
+    for d, dirs, names in os.walk(os.fsencode(root)):
+        dirs.sort()
+        for n in sorted(names) + [x + b"/" for x in dirs]:
+            p = os.path.join(d, n.rstrip(b"/"))
+            rel = os.path.relpath(p, os.fsencode(root))
+            if n in (b".lock", b".kafkalog-append.lock") or n.endswith(b".lock") and n.startswith(b"."):
+                continue
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = b"symlink:" + os.readlink(p)
+            elif stat.S_ISREG(st.st_mode):
+                with open(p, "rb") as f:
+                    out[rel] = hashlib.sha256(f.read()).digest()
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = b"dir"
+            else:
+                out[rel] = b"special:%o" % stat.S_IFMT(st.st_mode)
+    return out
+
+
+def _blob(path):
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return b"symlink:" + os.readlink(path)
+    if stat.S_ISREG(st.st_mode):
+        with open(path, "rb") as f:
+            return f.read()
+    return b"special:%o" % stat.S_IFMT(st.st_mode)
+
+
+def partition_contents(part):
+    """{name (bytes): blob} of the entries directly in a partition directory (files, symlinks,
+    FIFOs; not subdirectories)."""
+    out = {}
+    for n in os.listdir(os.fsencode(part)):
+        p = os.path.join(os.fsencode(part), n)
+        if os.path.isdir(p) and not os.path.islink(p):
+            continue
+        out[n] = _blob(p)
+    return out
+
+
+def check_nothing_lost(before, part):
+    """``before`` is partition_contents() of ``part`` before a ``recover``. Every original entry's
+    bytes must be found verbatim: in the partition (any name: a .swap renamed into place), in the
+    quarantine, or (a cut .log) as what stays in the log followed by the cut bytes the quarantine
+    holds for it. Returns a list of problems (empty: nothing lost)."""
+    after = partition_contents(part)
+    qroot = os.path.join(part, "kafkalog-quarantine")
+    held = set(after.values())
+    reassembled = set()
+    problems = []
+    if os.path.isdir(qroot):
+        for run in sorted(os.listdir(qroot)):
+            rdir = os.path.join(qroot, run)
+            kept = set()
+            for d, _, names in os.walk(os.fsencode(rdir)):
+                for n in names:
+                    p = os.path.join(d, n)
+                    held.add(_blob(p))
+                    kept.add(os.path.relpath(p, os.fsencode(rdir)))
+            mpath = os.path.join(rdir, "manifest.json")
+            if not os.path.exists(mpath):
+                problems.append("quarantine run %s has no manifest.json" % run)
+                continue
+            try:
+                with open(mpath, "rb") as f:
+                    manifest = json.load(f)
+            except ValueError as e:
+                problems.append("quarantine run %s: manifest.json is not JSON: %s" % (run, e))
+                continue
+            listed = {b"manifest.json"}
+            for entry in manifest.get("entries", []):
+                saved = entry.get("saved_as")
+                if saved is None:
+                    continue
+                spath = os.path.join(os.fsencode(rdir), os.fsencode(saved))
+                listed.add(os.path.relpath(spath, os.fsencode(rdir)))
+                if not os.path.lexists(spath):
+                    problems.append("manifest names %r, not in the quarantine" % saved)
+                    continue
+                if entry.get("what") == "cut":
+                    tail = _blob(spath)
+                    start = (entry.get("range") or [None])[0]
+                    for blob in after.values():
+                        if start is None or len(blob) == start:
+                            reassembled.add(blob + tail)
+            for rel in sorted(kept - listed):
+                problems.append("quarantine run %s holds %s, which its manifest does not list"
+                                % (run, rel.decode("utf-8", "backslashreplace")))
+    for name, blob in before.items():
+        if blob in held or blob in reassembled:
+            continue
+        problems.append("the bytes of %s (%d bytes) are nowhere after recover"
+                        % (name.decode("utf-8", "backslashreplace"), len(blob)))
+    return problems
+
+
+# -- running the CLI ---------------------------------------------------------------------------------
+
+class Run:
+    __slots__ = ("args", "code", "out", "err", "seconds")
+
+    def __init__(self, args, code, out, err, seconds):
+        self.args = args
+        self.code = code
+        self.out = out
+        self.err = err
+        self.seconds = seconds
+
+    def __repr__(self):
+        return "Run(%s -> %r in %.1fs, stderr=%r)" % (" ".join(self.args), self.code,
+                                                       self.seconds, self.err[-1500:])
+
+
+def _limits(address_space):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    return apply
+
+
+def run_cli(args, timeout=60, address_space=3 << 30, env=None, cwd=None):
+    """``python -m kafkalog_cli ARGS`` in a subprocess bounded in time and address space.
+    Returns a Run; ``code`` is None after a timeout."""
+    t0 = time.monotonic()
+    e = dict(os.environ)
+    e.setdefault("PYTHONIOENCODING", "utf-8")
+    e.pop("COLUMNS", None)
+    if env:
+        e.update(env)
+    try:
+        p = subprocess.run([sys.executable, "-m", "kafkalog_cli", *args], cwd=cwd or REPO,
+                           capture_output=True, timeout=timeout, env=e,
+                           preexec_fn=_limits(address_space), stdin=subprocess.DEVNULL)
+        code, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as x:
+        code, out, err = None, x.stdout or b"", x.stderr or b""
+    return Run(list(args), code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+               time.monotonic() - t0)
+
+
+def run_problems(run, codes=(0, 1, 2)):
+    """What is wrong with one CLI run (empty when it behaved)."""
+    problems = []
+    if run.code is None:
+        problems.append("timed out after %.0fs" % run.seconds)
+    elif run.code < 0:
+        problems.append("killed by signal %d" % -run.code)
+    elif run.code not in codes:
+        problems.append("exit status %d (expected one of %s)" % (run.code, codes))
+    if "Traceback (most recent call last)" in run.err or "Traceback" in run.out[:0]:
+        last = [line for line in run.err.splitlines() if line.strip()][-1:]
+        problems.append("traceback: %s" % (last[0] if last else "?"))
+    for marker in ("MemoryError", "Segmentation fault", "Fatal Python error"):
+        if marker in run.err and "traceback" not in " ".join(problems):
+            problems.append(marker)
+    return problems
+
+
+DUMP_VARIANTS = (
+    ("dump", "--deep-iteration", "--print-data-log"),
+    ("dump", "--format", "messages", "--print-data-log"),
+    ("dump", "--format", "json", "--deep-iteration", "--print-data-log"),
+)
+
+
+def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_VARIANTS,
+                   extra_dump=(), address_space=3 << 30):
+    """Run every read-only command on ``targets`` (paths under ``tree``), then ``recover`` on
+    each partition of ``tree`` twice. Returns a list of problem strings."""
+    problems = []
+
+    def run(args, codes=(0, 1, 2)):
+        r = run_cli(list(args), timeout=timeout, address_space=address_space)
+        for p in run_problems(r, codes):
+            problems.append("%s: %s" % (" ".join(args), p))
+        return r
+
+    for variant in tuple(dump_variants) + tuple(extra_dump):
+        for target in targets:
+            before = snapshot_tree(tree)
+            run(list(variant) + [target])
+            if snapshot_tree(tree) != before:
+                problems.append("%s %s changed the tree" % (" ".join(variant), target))
+    for args in (("verify-index",), ("recover", "--dry-run")):
+        before = snapshot_tree(tree)
+        run(list(args) + list(targets))
+        if snapshot_tree(tree) != before:
+            problems.append("%s changed the tree" % " ".join(args))
+    if not recover:
+        return problems
+    for part in partitions_of(tree):
+        before = partition_contents(part)
+        first = run(["recover", part])
+        if first.code is None or first.code < 0:
+            continue
+        lost = check_nothing_lost(before, part)
+        problems += ["recover %s: %s" % (part, p) for p in lost]
+        snap = snapshot_tree(part)
+        second = run(["recover", part], codes=(0,))
+        if snapshot_tree(part) != snap:
+            problems.append("second recover %s changed the partition" % part)
+        if first.code in (0, 1) and second.code == 0:
+            # recover and the readers agree on what a valid batch is
+            logs = sorted(os.path.join(part, n) for n in os.listdir(part)
+                          if n.endswith(".log") and os.path.isfile(os.path.join(part, n))
+                          and not os.path.islink(os.path.join(part, n))
+                          and n.split(".", 1)[0].isdigit() and n.count(".") == 1)
+            if logs:
+                r = run(["dump", "--deep-iteration"] + logs, codes=(0,))
+                if r.code == 1:
+                    problems[-1] += " (after recover said the partition was sound)"
+            # 2: what recover leaves alone (a FIFO, a symlink to a device) is still unreadable
+            r = run(["verify-index", part], codes=(0, 2))
+            if r.code == 1:
+                problems[-1] += " (after recover said the partition was sound)"
+    return problems
+
+
+def partitions_of(tree):
+    """Partition directories under ``tree`` (``tree`` itself when it is one)."""
+    names = os.listdir(tree)
+    if any(n.endswith(".log") or n.endswith(".index") for n in names):
+        return [tree]
+    return [os.path.join(tree, n) for n in sorted(names)
+            if os.path.isdir(os.path.join(tree, n)) and not os.path.islink(os.path.join(tree, n))]
+
+
+# -- minimising ----------------------------------------------------------------------------------------
+
+def minimise(data, fails, rounds=8):
+    """A smaller input for which ``fails(data)`` still holds: delete chunks of halving size,
+    then zero single bytes (keeps the failing behaviour; simple ddmin)."""
+    assert fails(data)
+    chunk = max(1, len(data) // 2)
+    for _ in range(64):
+        i = 0
+        changed = False
+        while i < len(data):
+            candidate = data[:i] + data[i + chunk:]
+            if candidate != data and fails(candidate):
+                data = candidate
+                changed = True
+            else:
+                i += chunk
+        if chunk == 1 and not changed:
+            break
+        chunk = max(1, chunk // 2)
+    return data

@@ -1,0 +1,347 @@
+"""Fuzz tests: every reader on mutated bytes, and the CLI end to end on mutated directories.
+
+In-process (hypothesis, thousands of inputs): the format layer (scan, batch headers, records of
+v2 batches and legacy messages, every codec, nested compression, decompression bombs, control
+records) and every auxiliary file reader (offset/time/transaction indexes, producer snapshots,
+checkpoints), on seeds written by kafka-python and the shipped fixtures, mutated by bit flips,
+truncations, splices, length fields at their extremes and mutations under the compression.
+Only the documented exceptions may escape (CorruptRecordError and its LimitExceededError,
+FileFormatError, OSError), in bounded time.
+
+End to end (real processes, a few dozen inputs): ``dump`` in every format, ``verify-index``,
+``recover --dry-run``, ``recover`` and a second ``recover`` on mutated copies of the fixtures and
+of kafka-python partitions of every codec, with hostile directory contents too. No traceback,
+exit status 0/1/2, bounded time and address space, read-only commands change no byte, ``recover``
+loses no byte and a second run has nothing to do.
+
+``KAFKALOG_FUZZ_EXAMPLES`` scales every budget (default 1; 10 for a longer run). For a long run
+use fuzz/run.py.
+"""
+
+import os
+import random
+import shutil
+import struct
+import tempfile
+import time
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import fuzzlib as F
+import indexgen as ig
+import kafkagen as kg
+
+SCALE = float(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "1"))
+
+
+def budget(n):
+    return max(1, int(n * SCALE))
+
+
+def fuzz_settings(n, shrink=True):
+    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
+    return settings(max_examples=budget(n), deadline=None, derandomize=True, database=None,
+                    phases=phases, suppress_health_check=list(HealthCheck))
+
+
+OPS = st.lists(st.tuples(st.sampled_from(F.OPS), st.integers(0, 2 ** 32 - 1),
+                         st.integers(0, 2 ** 32 - 1)), min_size=1, max_size=4)
+
+LOG_SEEDS = F.log_seeds()
+LOG_NAMES = sorted(LOG_SEEDS)
+AUX_SEEDS = F.aux_seeds()
+AUX_NAMES = sorted(AUX_SEEDS)
+SECONDS = 5.0  # one in-process input, however hostile
+
+
+def _timed(fn, *args, **kw):
+    t0 = time.monotonic()
+    out = fn(*args, **kw)
+    took = time.monotonic() - t0
+    assert took < SECONDS, "took %.1fs" % took
+    return out
+
+
+# -- the format layer ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", LOG_NAMES)
+def test_every_seed_reads_clean(name):
+    """The seeds themselves: every entry complete (bombs stop at the bound, as they must)."""
+    for pure in (False, True):
+        run = F.with_pure_python if pure else (lambda fn, *a: fn(*a))
+        assert run(F.read_log_bytes, LOG_SEEDS[name]) >= 1
+
+
+@fuzz_settings(2500)
+@given(name=st.sampled_from(LOG_NAMES), other=st.sampled_from(LOG_NAMES), ops=OPS,
+       resync=st.booleans(), pure=st.booleans())
+def test_log_bytes_mutated(name, other, ops, resync, pure):
+    data = F.apply_ops(LOG_SEEDS[name], ops, LOG_SEEDS[other])
+    allowed = F.allowed_exceptions()
+    try:
+        if pure:
+            _timed(F.with_pure_python, F.read_log_bytes, data, resync=resync)
+        else:
+            _timed(F.read_log_bytes, data, resync=resync)
+    except allowed:
+        pass  # the scan itself raises nothing for bad bytes; a reader may say why it stopped
+
+
+@fuzz_settings(1500)
+@given(data=st.binary(max_size=300), count=st.integers(-2, 70), pure=st.booleans())
+def test_records_area_random_bytes(data, count, pure):
+    if pure:
+        _timed(F.with_pure_python, F.read_records_area, data, count)
+    else:
+        _timed(F.read_records_area, data, count)
+
+
+@fuzz_settings(1000)
+@given(raw=st.binary(max_size=200), version_field=st.integers(-3, 3), type_id=st.integers(-1, 8))
+def test_control_records_random_bytes(raw, version_field, type_id):
+    from kafkalog_cli.format import control
+    from kafkalog_cli.format.errors import CorruptRecordError
+    for key, value in ((struct.pack(">hh", version_field, type_id), raw), (raw, raw)):
+        try:
+            control.control_type(key)
+        except CorruptRecordError:
+            pass
+        try:
+            control.end_txn_marker(value)
+        except CorruptRecordError:
+            pass
+        try:
+            control.kraft_control_json(type_id, value)
+        except CorruptRecordError:
+            pass
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("magic", [1, 2])
+def test_decompression_bomb_in_process(codec, magic):
+    """A record of 64 MiB of zeros: the default bounds (5 MiB records, 80 MiB batches) stop
+    the inflation at the limit, quickly and without holding the whole payload."""
+    if magic < 2 and codec == "zstd":
+        pytest.skip("zstd needs message format v2")
+    from kafkalog_cli.format.codecs import Inflater
+    from kafkalog_cli.format.errors import CorruptRecordError, LimitExceededError
+    from kafkalog_cli.format.records import decode_records
+    from kafkalog_cli.format.scan import scan
+    cid = kg.CODECS[codec]
+    if magic == 2:
+        data = F._big_record_batch_v2(cid, 64 << 20)
+    else:
+        data = F._big_record_legacy(magic, cid, 64 << 20)
+    (batch,) = list(scan(data, 0, len(data)))
+    t0 = time.monotonic()
+    with pytest.raises(LimitExceededError):
+        decode_records(data, batch, Inflater(), 5 << 20, 4 << 20)
+    assert time.monotonic() - t0 < SECONDS
+    if magic == 2:
+        # The payload fits the batch bound but the record does not: the record bound says so.
+        with pytest.raises(CorruptRecordError):
+            decode_records(data, batch, Inflater(), 5 << 20, 80 << 20)
+
+
+# -- auxiliary files ----------------------------------------------------------------------------------
+
+@fuzz_settings(2000)
+@given(seed=st.sampled_from(AUX_NAMES), ops=OPS, with_log=st.booleans(),
+       probe=st.integers(-2 ** 63, 2 ** 63 - 1))
+def test_aux_files_mutated(seed, ops, with_log, probe):
+    kind, _ = seed
+    data = F.apply_ops(AUX_SEEDS[seed], ops)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, F.aux_file_name(kind))
+        with open(path, "wb") as f:
+            f.write(data)
+        log_path = None
+        if with_log and kind in ("index", "timeindex", "txnindex"):
+            log_path = os.path.join(d, "00000000000000000000.log")
+            with open(log_path, "wb") as f:
+                f.write(F.busy_log())
+        _timed(F.read_aux_file, kind, path, log_path, probe)
+
+
+_SPECIAL_READER = """
+import sys
+from kafkalog_cli.log import checkpoints
+from kafkalog_cli.log.files import NotRegularFileError
+from kafkalog_cli.log.index import OffsetIndex, TimeIndex
+from kafkalog_cli.log.snapshot import read_snapshot
+from kafkalog_cli.log.txnindex import TransactionIndex
+reader = {"index": OffsetIndex, "timeindex": TimeIndex, "txnindex": TransactionIndex,
+          "snapshot": read_snapshot, "offset-checkpoint": checkpoints.read_offset_checkpoint,
+          "leader-epoch-checkpoint": checkpoints.read_leader_epochs,
+          "partition.metadata": checkpoints.read_partition_metadata}[sys.argv[1]]
+try:
+    reader(sys.argv[2])
+except NotRegularFileError:
+    sys.exit(0)
+sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+@pytest.mark.parametrize("kind", F.AUX_KINDS)
+def test_aux_reader_refuses_what_is_not_a_regular_file(tmp_path, kind, special):
+    """/dev/zero symlinked as an auxiliary file, or a FIFO with no writer: the reader refuses
+    it at once with NotRegularFileError (in a process bounded to 1 GB and 20 s, since the
+    failure modes are reading without end and blocking forever)."""
+    import subprocess
+    import sys
+    path = tmp_path / F.aux_file_name(kind)
+    if special == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(special)
+    try:
+        p = subprocess.run([sys.executable, "-c", _SPECIAL_READER, kind, str(path)],
+                           capture_output=True, timeout=20, cwd=F.REPO,
+                           preexec_fn=F._limits(1 << 30))
+    except subprocess.TimeoutExpired:
+        pytest.fail("reading a %s as %s blocked" % (special, kind))
+    assert p.returncode == 0, p.stderr.decode()[-600:]
+
+
+# -- the CLI end to end ------------------------------------------------------------------------------
+#
+# The end-to-end inputs are drawn from seeded random generators, not hypothesis: each one costs
+# a dozen processes, so every problem of every input is collected and reported together (with
+# the seed and the mutation, replayable with fuzz/run.py --target cli-replay).
+
+def _fixture_copy(dest, partition):
+    shutil.copytree(os.path.join(F.FIXTURES, partition), dest, symlinks=True)
+    return dest
+
+
+def _generated_partition(dest, variant):
+    """A partition of kafka-python segments (two segments) with broker-built indexes."""
+    if variant.startswith("v2-"):
+        first = kg.sample_segment(2, variant[3:])
+    elif variant.startswith("v1-") or variant.startswith("v0-"):
+        first = kg.sample_segment(int(variant[1]), variant[3:])
+    elif variant == "control":
+        first = F.kraft_control_batches()
+    elif variant == "nested":
+        first = (F.nested_legacy(1, 1, 2) + F.nested_legacy(0, 3, 1))
+    else:
+        raise ValueError(variant)
+    nxt = 1000  # past every seed's offsets
+    second, _ = ig.busy_segment(nxt, n_batches=8)
+    if variant == "nested":
+        # kafka-python refuses to read double compression: no indexes for it (recover builds them)
+        kg.write_segment(dest, 0, first)
+        ig.write_partition(dest, [(nxt, second)])
+    else:
+        ig.write_partition(dest, [(0, first), (nxt, second)])
+    return dest
+
+
+CLI_FIXTURES = ("events-0", "legacy-0", "metrics-0", "orders-0", "orders-1")
+CLI_GENERATED = tuple("v2-%s" % c for c in kg.V2_CODECS) + tuple(
+    "v%d-%s" % (m, c) for m in (0, 1) for c in kg.LEGACY_CODECS) + ("control", "nested")
+
+
+def _tree_ops(rng, hostile):
+    ops = []
+    for _ in range(rng.randint(1, 3)):
+        top = rng.choice(F.TREE_OPS) if hostile else "file"
+        ops.append((top, rng.getrandbits(16), rng.getrandbits(16), rng.getrandbits(16),
+                    F.random_ops(rng, 3)))
+    return ops
+
+
+def _fuzz_partitions(make, names, n, seed, hostile_every=3):
+    rng = random.Random(seed)
+    problems = []
+    for i in range(n):
+        name = names[i % len(names)]
+        with tempfile.TemporaryDirectory() as d:
+            part = make(os.path.join(d, name), name)
+            ops = _tree_ops(rng, hostile=i % hostile_every == hostile_every - 1)
+            desc = F.mutate_tree(part, ops, other=LOG_SEEDS[rng.choice(LOG_NAMES)])
+            found = F.check_commands(part, [part], timeout=60)
+            problems += ["[%s #%d %s: %s] %s" % (seed, i, name, "; ".join(desc), p) for p in found]
+    return problems
+
+
+def test_cli_mutated_fixtures():
+    problems = _fuzz_partitions(_fixture_copy, CLI_FIXTURES, budget(15), seed=1)
+    assert not problems, "\n".join(problems)
+
+
+def test_cli_mutated_generated_partitions():
+    """kafka-python partitions of every format and codec, nested compression, KRaft control
+    batches, each mutated (byte mutations, some under the compression)."""
+    problems = _fuzz_partitions(_generated_partition, CLI_GENERATED, budget(15), seed=2)
+    assert not problems, "\n".join(problems)
+
+
+def test_cli_length_fields_at_extremes(tmp_path):
+    """The size field of one entry of every segment set to 0, -1, 2^31-1 and -2^31 (one value
+    per partition), and a records count and a key length likewise."""
+    logdir = tmp_path / "logdir"
+    shutil.copytree(F.FIXTURES, logdir)
+    values = (0, -1, 2 ** 31 - 1, -2 ** 31)
+    for i, part in enumerate(CLI_FIXTURES):
+        for j, n in enumerate(sorted(os.listdir(logdir / part))):
+            if not n.endswith(".log"):
+                continue
+            p = logdir / part / n
+            data = p.read_bytes()
+            starts = F.entry_starts(data)
+            at = starts[len(starts) // 2]
+            field = (8, 57, 18)[(i + j) % 3] if data[at + 16] == 2 or (i + j) % 3 != 1 else 8
+            data = data[:at + field] + struct.pack(">i", values[(i + j) % 4]) + data[at + field + 4:]
+            p.write_bytes(data)
+    problems = F.check_commands(str(logdir), [str(logdir)])
+    assert not problems, "\n".join(problems)
+
+
+def test_cli_splices_and_truncations(tmp_path):
+    """Each segment spliced with another file of the fixtures (index or log) at seeded points,
+    or truncated mid-batch."""
+    rng = random.Random(3)
+    logdir = tmp_path / "logdir"
+    shutil.copytree(F.FIXTURES, logdir)
+    others = [p for p in F.fixture_files().values()]
+    for part in CLI_FIXTURES:
+        for n in sorted(os.listdir(logdir / part)):
+            if n.endswith(".log"):
+                p = logdir / part / n
+                data = p.read_bytes()
+                if rng.random() < 0.5:
+                    other = rng.choice(others)
+                    data = data[:rng.randrange(len(data) + 1)] + other[rng.randrange(len(other) + 1):]
+                else:
+                    data = data[:rng.randrange(len(data) + 1)]
+                p.write_bytes(data)
+    problems = F.check_commands(str(logdir), [str(logdir)])
+    assert not problems, "\n".join(problems)
+
+
+def test_cli_decompression_bombs(tmp_path):
+    """A record of 128 MiB of zeros in a batch of every codec (v2 and legacy): past the 80 MiB a
+    batch may inflate to with the default --max-message-size. Every command stays within 3 GB
+    of address space and a minute, without a traceback."""
+    part = tmp_path / "bombs-0"
+    w = bytearray()
+    offset = 0
+    for codec in (1, 2, 3, 4):
+        for magic in (2, 1, 0):
+            if codec == 4 and magic < 2:
+                continue
+            if magic == 2:
+                b = bytearray(F._big_record_batch_v2(codec, 128 << 20))
+                struct.pack_into(">q", b, 0, offset)
+            else:
+                b = bytearray(F._big_record_legacy(magic, codec, 128 << 20))
+                struct.pack_into(">q", b, 0, offset)  # wrapper offset (not in the CRC)
+            w += b
+            offset += 1
+    ig.write_partition(part, [(0, bytes(w))])
+    problems = F.check_commands(str(part), [str(part)], timeout=120)
+    assert not problems, "\n".join(problems)
