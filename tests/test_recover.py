@@ -1346,3 +1346,203 @@ def test_lock_held_while_recover_runs_in_a_subprocess(tmp_path, lock_holder):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1, p
     check_partition_files(exp)
+
+
+# -- issue 10: recover agrees with itself and with the readers --------------------------------------
+
+def _patched_batch(data, k, patch):
+    """``data`` with its ``k``-th entry changed by ``patch(bytearray)`` and its CRC fixed up."""
+    entries = [bytearray(e) for e in kg.split_entries(data)]
+    patch(entries[k])
+    kg.fix_v2_crc(entries[k])
+    return b"".join(bytes(e) for e in entries)
+
+
+def _max_ts_beyond_records(buf):
+    struct.pack_into(">q", buf, 35, struct.unpack_from(">q", buf, 35)[0] + 10**9)
+
+
+def test_header_max_timestamp_above_records_nothing_to_do(tmp_path):
+    """Regression (issue 10 item 5): a batch whose header maxTimestamp is above its records'
+    (CRC fixed up). LogSegment.recover indexes the header's value, so the broker-built indexes
+    are right: nothing to do, and verify-index agrees. Before the fix every run rebuilt the
+    indexes and exited 1."""
+    data, _ = ig.busy_segment(0, n_batches=30, seed=3)
+    data = _patched_batch(data, 12, _max_ts_beyond_records)
+    b = ig.read_log(data)[12]
+    assert b.max_timestamp > b.record_max_timestamp
+    part = make_partition(str(tmp_path / "logdir" / "metrics-0"), segment_data=[(0, data)])
+    assert any(ts == b.max_timestamp for ts, _ in part.segs[0].indexes.time_entries)
+    assert verify_index(part.dir).code == 0
+    assert_nothing_to_do(part.dir)
+
+
+def test_time_index_from_record_timestamps_is_rebuilt_once(tmp_path):
+    """The same batch with a time index holding its records' maximum instead (as
+    kafka-dump-log's check would want): one run rebuilds it as the broker would, the next finds
+    nothing to do."""
+    data, _ = ig.busy_segment(0, n_batches=30, seed=3)
+    data = _patched_batch(data, 29, _max_ts_beyond_records)
+    b = ig.read_log(data)[29]
+    part = make_partition(str(tmp_path / "logdir" / "metrics-0"), segment_data=[(0, data)],
+                          snapshots=False)
+    entries = list(part.segs[0].indexes.time_entries)
+    assert entries[-1] == (b.max_timestamp, b.last_offset)
+    entries[-1] = (b.record_max_timestamp, b.last_offset)
+    tpath = part.segs[0].paths["timeindex"]
+    write_aged(tpath, ig.encode_time_index(entries, 0))
+    res = recover(part.dir)
+    assert res.code == 1, res
+    with open(tpath, "rb") as f:
+        assert f.read() == ig.encode_time_index(part.segs[0].indexes.time_entries, 0)
+    assert verify_index(part.dir).code == 0
+    assert_nothing_to_do(part.dir)
+
+
+def _overbound_txn_partition(directory):
+    """A transactional zstd batch inflating to ~200 KB (past the bound of --max-message-size
+    1000, 16000 bytes) and the ABORT closing it, between ordinary batches."""
+    w = kg.SegmentWriter(0)
+    w.add_v2([kg.Rec(b"a", b"x" * 100, T0)])
+    w.add_v2([kg.Rec(b"big%d" % i, bytes(50_000), T0 + 1) for i in range(4)], "zstd",
+             producer_id=4242, producer_epoch=0, base_sequence=0, transactional=True)
+    w.add_control(0, 4242, 0, 3, timestamp=T0 + 2)   # ABORT
+    w.add_v2([kg.Rec(b"b", b"y" * 100, T0 + 3)])
+    part = make_partition(directory, segment_data=[(0, w.data())], snapshots=False)
+    assert part.segs[0].txns, part.segs[0].txns
+    return part
+
+
+def test_overbound_transactional_batch_keeps_its_txnindex_entry(tmp_path):
+    """Regression (issue 10 item 6): the transaction's first offset comes from the batch
+    header, not from its records; the correct .txnindex stays (before the fix it was set aside
+    and none written). The batch is reported as kept with its records unchecked."""
+    part = _overbound_txn_partition(str(tmp_path / "logdir" / "orders-1"))
+    res = assert_nothing_to_do(part.dir, "--max-message-size", "1000")
+    notes = [line for line in res.lines if "not checked" in line]
+    assert len(notes) == 1, res.out
+    assert ("offsets 1-4" in notes[0] and "inflate past 16000 bytes" in notes[0]
+            and "--max-message-size" in notes[0]), notes
+    # and with the txnindex missing, it is written with the entry
+    os.unlink(part.segs[0].paths["txnindex"])
+    res = recover("--max-message-size", "1000", part.dir)
+    assert res.code == 1, res
+    with open(part.segs[0].paths["txnindex"], "rb") as f:
+        assert f.read() == ig.encode_txn_index(part.segs[0].txns)
+    assert verify_index(part.dir).code == 0
+
+
+def test_overbound_batch_readers_agree(tmp_path):
+    """Regression (issue 10 items 6, 8): recover keeps a batch inflating past the bound; a deep
+    dump prints it with a note on stderr and exits 0; verify-index exits 0."""
+    part = _overbound_txn_partition(str(tmp_path / "logdir" / "orders-1"))
+    assert_nothing_to_do(part.dir, "--max-message-size", "1000")
+    d = kafkalog("dump", "--deep-iteration", "--max-message-size", "1000", part.dir)
+    assert d.code == 0, d
+    notes = [line for line in d.err.splitlines() if "not decoded" in line]
+    assert len(notes) == 1 and "offsets 1-4" in notes[0] and "16000" in notes[0], d.err
+    assert any("baseOffset: 1 lastOffset: 4" in line for line in d.lines), d.out
+    v = verify_index("--max-message-size", "1000", part.dir)
+    assert v.code == 0, v
+
+
+def _bad_control_key(buf):
+    """Turn a transactional data batch of 2-byte keys into a control batch (attributes bit 5)."""
+    buf[22] |= 0x20
+
+
+def test_malformed_control_batch_is_cut(tmp_path):
+    """Regression (issue 10 items 6, 8): a batch whose attributes say transactional+control
+    but whose record keys are shorter than 4 bytes is invalid for the readers, so recover cuts
+    there (before the fix it was kept, and dump then exited 1)."""
+    w = kg.SegmentWriter(0)
+    w.add_v2([kg.Rec(b"k", b"x" * 100, T0)])
+    w.add_v2([kg.Rec(b"\x00\x00", b"\x00\x00\x00\x00\x00\x00", T0 + 1)],
+             producer_id=77, producer_epoch=0, base_sequence=0, transactional=True)
+    w.add_v2([kg.Rec(b"k2", b"y" * 100, T0 + 2)])
+    good = w.data()
+    k = 1
+    bad = _patched_batch(good, k, _bad_control_key)
+    entries = kg.split_entries(bad)
+    prefix = len(entries[0])
+    part = make_partition(str(tmp_path / "logdir" / "__cluster_metadata-0"),
+                          segment_data=[(0, good)])
+    exp = cut_expect(part, 0, bad, prefix)
+    res = recover(exp.dir)
+    assert any("control record" in line for line in res.lines), res.out
+    check_recovered(exp, res)
+    d = kafkalog("dump", "--deep-iteration", exp.dir)
+    assert d.code == 0, d
+
+
+def test_index_swap_is_set_aside_not_renamed_over(tmp_path):
+    """Regression (issue 10 item 7): an index .swap without its segment's .log.swap was
+    renamed over the existing index, which was kept nowhere. Now it is set aside (the broker's
+    loader deletes it and rebuilds), the existing index (right) stays;
+    leader-epoch-checkpoint.swap, a name Kafka does not write, is left alone and reported."""
+    part = make_partition(str(tmp_path / "logdir" / "orders-0"), n_segments=2)
+    d = part.dir
+    b1 = part.bases[1]
+    swap = write_aged(os.path.join(d, name(b1, "timeindex.swap")), b"\x00" * 12 * 3)
+    lec = write_aged(os.path.join(d, "leader-epoch-checkpoint"), b"0\n1\n1 0\n")
+    lec_swap = write_aged(os.path.join(d, "leader-epoch-checkpoint.swap"), b"0\n1\n2 5\n")
+    logs = {os.path.basename(s.paths["log"]): s.data for s in part.segs}
+    untouched = set(files_in(d)) - {swap}
+    exp = expect_from(d, logs, moved_names=[swap], untouched=untouched)
+    res = recover(d)
+    assert any(lec_swap in line and "left alone" in line for line in res.lines), res.out
+    check_recovered(exp, res)
+    assert lec in untouched and lec_swap in untouched
+
+
+def test_partition_holding_only_deleted_file_second_run_exit_0(tmp_path):
+    """Regression (issue 10 item 8): after the first run moved the only file away, the second
+    exited 2 ('no partition directories in it'); a directory holding our quarantine is still a
+    partition directory, and there is nothing to do."""
+    d = str(tmp_path / "logdir" / "t-0")
+    os.makedirs(d)
+    data, _ = ig.busy_segment(0, n_batches=5)
+    write_aged(os.path.join(d, name(0, "log.deleted")), data)
+    res = recover(d)
+    assert res.code == 1, res
+    assert os.listdir(d) == [QUARANTINE]
+    for path in (d, os.path.dirname(d)):
+        before = tree(d)
+        again = recover(path)
+        assert again.code == 0, again
+        assert_same_tree(before, tree(d))
+
+
+def test_non_utf8_file_name(tmp_path):
+    """Regression (issue 10 item 8): a file named b'\\xff.index' made the report raise
+    UnicodeEncodeError; names are printed escaped, the manifest is valid JSON keeping the raw
+    name, and the file is kept verbatim."""
+    part = make_partition(str(tmp_path / "logdir" / "t-0"), n_segments=1)
+    raw = os.path.join(os.fsencode(part.dir), b"\xff.timeindex.deleted")
+    with open(raw, "wb") as f:
+        f.write(b"raw bytes")
+    for args in (("--dry-run",), ("--dry-run", "--format", "json")):
+        res = recover(*args, part.dir)
+        assert res.code == 1, res
+        assert any("\\xff.timeindex.deleted" in line for line in res.lines), res.out
+    res = recover("--format", "json", part.dir)
+    assert res.code == 1, res
+    json_objects(res)
+    (qdir,) = quarantine_dirs(part.dir)
+    entries = read_manifest(qdir)
+    (e,) = [e for e in entries if "file_bytes_hex" in e]
+    assert bytes.fromhex(e["file_bytes_hex"]) == b"\xff.timeindex.deleted"
+    with open(os.path.join(qdir, e["saved_as"]), "rb") as f:
+        assert f.read() == b"raw bytes"
+    assert not os.path.exists(raw)
+
+
+@pytest.mark.parametrize("odd", ["00000000000000000000.log.log", "abc.log", "abc.index",
+                                 "-00000000000000000001.log", "\u0661\u0662.log"])
+def test_names_kafka_does_not_give_are_left_alone(tmp_path, odd):
+    """Regression (issue 10 item 8): ``X.log.log`` was taken for segment X (and abc.log made
+    a TypeError elsewhere); such files are no segment's: left alone, named in the report."""
+    part = make_partition(str(tmp_path / "logdir" / "t-0"), n_segments=2)
+    write_aged(os.path.join(part.dir, odd), part.segs[0].data[:500])
+    res = assert_nothing_to_do(part.dir)
+    assert any(odd in line and "left alone" in line for line in res.lines), res.out

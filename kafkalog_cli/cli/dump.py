@@ -9,6 +9,7 @@ from ..log import files
 from ..log.files import NoSegmentsError, base_offset_from_name, expand, printable_name
 from ..log.seek import Seek, next_bases
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile
+from ..format.errors import LimitExceededError
 from ..format.records import Batch
 from . import decoders
 from .dump_aux import IndexOptions, dump_aux
@@ -85,10 +86,19 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
                     if seek is not None and not seek.shown:
                         writer.flush()  # the first match at once: the rest may take a scan
                         seek.shown = True
+                    if isinstance(error, LimitExceededError):
+                        # A batch whose records inflate past the bound is valid (its CRC holds;
+                        # the broker does not look inside): said, not counted as invalid.
+                        writer.warn("%s: records of the batch at position %d (offsets %d-%d) not "
+                                    "decoded: they inflate past %d bytes (raise "
+                                    "--max-message-size)" % (writer.path, item.position,
+                                                             item.base_offset, item.last_offset,
+                                                             log.batch_limit))
+                        error = None
                     if error is None and not opts.deep:
                         error = item.codec_problem
                     if error is not None:
-                        writer.record_error(item, error)
+                        writer.record_error(item, str(error))
                         status = EXIT_INVALID
                     elif not item.is_valid:
                         status = EXIT_INVALID

@@ -18,7 +18,7 @@ from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from . import files
-from .files import (FileFormatError, base_offset_from_name, file_kind, lifecycle_suffix,
+from .files import (FileFormatError, base_offset_from_name, lifecycle_suffix,
                     printable_name)
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, IndexBuilder, TxnTracker, fsync_dir,
@@ -246,10 +246,17 @@ def _base(name):
     return base_offset_from_name(name)
 
 
+def kind_of(name):
+    """A file's kind by Kafka's naming rules (``<digits>.<kind>`` with an optional lifecycle
+    suffix, or a checkpoint name); None for any other name (``abc.log``, ``X.log.log``): such
+    files are no segment's, and recovery leaves them alone."""
+    return files.partition_file_kind(name)
+
+
 def _is_segment_swap(name):
     """A .swap of a numbered segment's log or index file (the names the log cleaner and the
     segment split give files they are about to swap in)."""
-    return (name.endswith(".swap") and file_kind(name) in files.SEGMENT_KINDS
+    return (name.endswith(".swap") and kind_of(name) in files.SEGMENT_KINDS
             and _base(name) is not None)
 
 
@@ -316,6 +323,9 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
         if n.endswith(TMP_SUFFIX):
             plan.add(REMOVE, n, "temporary file of an interrupted kafkalog write")
     names = [n for n in names if not n.endswith(TMP_SUFFIX)]
+    for n in names:
+        if kind_of(n) is None and not n.startswith(".") and not lifecycle_suffix(n):
+            plan.notes.append((n, "not a name Kafka gives a file (no segment's): left alone"))
     view, swaps = _plan_leftovers(plan, names)
     log_swaps = [n for n in swaps if n.endswith(".log.swap")]
     if log_swaps:
@@ -324,7 +334,7 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
         low, high = _swap_range(directory, log_swaps, max_message_size)
         for n in sorted(view):
             if (not lifecycle_suffix(n) and _base(n) is not None and low <= _base(n) < high
-                    and file_kind(n) is not None):
+                    and kind_of(n) is not None):
                 plan.add(MOVE, n, "replaced by the swap segment covering offsets %d-%d"
                          % (low, high - 1))
                 del view[n]
@@ -338,11 +348,11 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
             del view[final]
         plan.add(RENAME, n, "completing a swap the broker had started", target=final)
         view[final] = view.pop(n)
-    logs = sorted((n for n in view if file_kind(n) == files.LOG and not lifecycle_suffix(n)
+    logs = sorted((n for n in view if kind_of(n) == files.LOG and not lifecycle_suffix(n)
                    and _base(n) is not None), key=_base)
     log_stems = {n.split(".", 1)[0] for n in logs}
     for n in sorted(view):
-        if (file_kind(n) in (files.INDEX, files.TIMEINDEX, files.TXNINDEX)
+        if (kind_of(n) in (files.INDEX, files.TIMEINDEX, files.TXNINDEX)
                 and not lifecycle_suffix(n) and n.split(".", 1)[0] not in log_stems):
             plan.add(MOVE, n, "index without a log (the broker deletes it)")
             del view[n]
@@ -375,12 +385,12 @@ def _plan_segments(plan, view, logs, interval, max_message_size):
                 later_stem = later.split(".", 1)[0]
                 plan.segments.append(_moved_report(directory, view, later))
                 for n in sorted(view):
-                    if (n.split(".", 1)[0] == later_stem and file_kind(n) in files.SEGMENT_KINDS
+                    if (n.split(".", 1)[0] == later_stem and kind_of(n) in files.SEGMENT_KINDS
                             and not lifecycle_suffix(n)):
                         plan.add(MOVE, n, "after the corrupt segment %s (the broker deletes it)" % name)
                         del view[n]
             for n in sorted(view):
-                if file_kind(n) == files.SNAPSHOT and _base(n) is not None and _base(n) > new_end:
+                if kind_of(n) == files.SNAPSHOT and _base(n) is not None and _base(n) > new_end:
                     plan.add(MOVE, n, "producer snapshot above the new log end offset %d" % new_end)
                     del view[n]
             plan.add(CUT, name, scan.reason, start=scan.valid_end, end=report.size)

@@ -80,15 +80,17 @@ class LogFile:
     def walk(self, start=0, end=None, deep=False, resync=False):
         """Yield (entry, records, error) for each entry up to ``end``.
 
-        ``records`` is set for batches when ``deep``; ``error`` says why a batch's records could
-        not be decoded (records is then None). InvalidBytes come with (None, None).
+        ``records`` is set for batches when ``deep``; ``error``, a CorruptRecordError, says why
+        a batch's records could not be decoded (records is then None; a LimitExceededError
+        means they inflate past the bound, not that they are damaged). InvalidBytes come with
+        (None, None).
         """
         for item in self.entries(start, end, resync):
             if deep and isinstance(item, Batch):
                 try:
                     yield item, self.records(item), None
                 except CorruptRecordError as e:
-                    yield item, None, str(e)
+                    yield item, None, e
             else:
                 yield item, None, None
 

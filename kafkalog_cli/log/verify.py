@@ -8,7 +8,7 @@ import bisect
 import os
 
 from ..format import control
-from ..format.errors import CorruptRecordError
+from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from . import files
 from .files import FileFormatError
@@ -234,6 +234,10 @@ def check_time_index(tindex, oindex, log, header_timestamps=False):
                     batch = batch_at(log, position)
                     max_timestamps[position] = (batch.max_timestamp if header_timestamps
                                                 else _max_record_timestamp(log, batch))
+                except LimitExceededError:
+                    # records inflating past the bound are not decoded (the batch is valid):
+                    # its header's maxTimestamp, which the broker indexes, stands for them
+                    max_timestamps[position] = batch.max_timestamp
                 except CorruptRecordError as e:
                     max_timestamps[position] = e
             max_ts = max_timestamps[position]
