@@ -4,6 +4,11 @@
 size field, treat magic < 2 as legacy and anything else as v2. Where Kafka throws (a size field
 below 14) or stops quietly (an entry that runs past the end), ``scan`` yields an ``InvalidBytes``
 that says why; with ``resync`` it then looks for the next position where a valid entry starts.
+
+``buf`` may be only partly loaded: the optional ``need(a, b)`` is called before any byte of
+``buf[a:b]`` is read, and may let go of what lies before ``a`` (nothing before ``a`` is read
+again). Long searches (zero fill, resynchronisation) go in chunks of ``SEARCH_CHUNK`` bytes, so
+a reader can keep memory flat over any stretch of garbage.
 """
 
 import re
@@ -17,6 +22,7 @@ from .records import (LEGACY_MIN_SIZE, LOG_OVERHEAD, PREFIX, V2_OVERHEAD, read_b
 SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH, OFFSET_OVERFLOW = (
     "short tail", "past end", "below minimum", "zero fill", "crc mismatch", "offset overflow")
 MIN_HEADER = 18  # fewer bytes than this left: end of data, as in Kafka
+SEARCH_CHUNK = 4 << 20  # bytes searched per step when looking through a bad stretch
 
 _NONZERO = re.compile(rb"[^\x00]")
 # A plausible entry start: size field below 2^31 and a magic byte of 0, 1 or 2.
@@ -50,15 +56,21 @@ def _signed_byte(b):
     return b - 256 if b >= 128 else b
 
 
-def entry_is_valid(buf, pos, end):
+def _nothing(a, b):
+    return None
+
+
+def entry_is_valid(buf, pos, end, need=_nothing):
     """Does a complete entry with a correct CRC start at ``pos``?"""
     if end - pos < MIN_HEADER:
         return False
+    need(pos, pos + MIN_HEADER)
     _, size = PREFIX.unpack_from(buf, pos)
     magic = buf[pos + 16]
     if size < LEGACY_MIN_SIZE or pos + LOG_OVERHEAD + size > end or magic > 2:
         return False
     stop = pos + LOG_OVERHEAD + size
+    need(pos, stop)
     if magic == 2:
         if size + LOG_OVERHEAD < V2_OVERHEAD or v2_offset_problem_at(buf, pos) is not None:
             return False
@@ -66,32 +78,54 @@ def entry_is_valid(buf, pos, end):
     return zlib.crc32(buf[pos + 16:stop]) == int.from_bytes(buf[pos + 12:pos + 16], "big")
 
 
-def find_next_entry(buf, pos, end):
+def _find_nonzero(buf, pos, end, need):
+    """The position of the first non-zero byte of ``buf[pos:end]``, or None."""
+    while pos < end:
+        stop = min(end, pos + SEARCH_CHUNK)
+        need(pos, stop)
+        n = _NONZERO.search(buf, pos, stop)
+        if n is not None:
+            return n.start()
+        pos = stop
+    return None
+
+
+def _find_candidate(buf, pos, last, end, need):
+    """The first position in ``[pos, last]`` where an entry could start, or None."""
+    while pos <= last:
+        stop = min(last + 1, pos + SEARCH_CHUNK)
+        # the pattern looks MIN_HEADER - 1 bytes past the position it matches
+        need(pos, stop + MIN_HEADER - 1)
+        m = _CANDIDATE.search(buf, pos, stop + MIN_HEADER - 1)
+        if m is not None and m.start() < stop:
+            return m.start()
+        pos = stop
+    return None
+
+
+def find_next_entry(buf, pos, end, need=_nothing):
     """The first position at or after ``pos`` where a valid entry starts, or None."""
     last = end - MIN_HEADER
     while pos <= last:
-        m = _CANDIDATE.search(buf, pos, end)
-        if m is None:
-            return None
-        pos = m.start()
-        if pos > last:
+        pos = _find_candidate(buf, pos, last, end, need)
+        if pos is None:
             return None
         if buf[pos + 8] == 0 and buf[pos + 9] == 0 and buf[pos + 10] == 0 and buf[pos + 11] < LEGACY_MIN_SIZE:
             # a size field below the minimum: skip ahead to where the size bytes could be non-zero
-            n = _NONZERO.search(buf, pos + 8, end)
+            n = _find_nonzero(buf, pos + 8, end, need)
             if n is None:
                 return None
-            pos = max(pos + 1, n.start() - 11)
+            pos = max(pos + 1, n - 11)
             continue
-        if entry_is_valid(buf, pos, end):
+        if entry_is_valid(buf, pos, end, need):
             return pos
         pos += 1
     return None
 
 
-def _describe_bad_entry(buf, pos, end, size, magic):
+def _describe_bad_entry(buf, pos, end, size, magic, need):
     if size < LEGACY_MIN_SIZE:
-        if _NONZERO.search(buf, pos, end) is None:
+        if _find_nonzero(buf, pos, end, need) is None:
             return ZERO_FILL, "zero fill (%d bytes of zeros)" % (end - pos)
         return BELOW_MINIMUM, "size field %d is below the minimum entry size of %d" % (
             size, LEGACY_MIN_SIZE)
@@ -104,19 +138,25 @@ def _describe_bad_entry(buf, pos, end, size, magic):
     if magic >= 2:
         # The CRC does not cover the base offset: a batch whose last offset does not fit a long
         # is damaged however its CRC reads (Kafka's LogValidator rejects such a range).
+        need(pos, pos + V2_OVERHEAD)
         problem = v2_offset_problem_at(buf, pos)
         if problem is not None:
             return OFFSET_OVERFLOW, problem
     return None, None
 
 
-def scan(buf, start, end, resync=False):
+def scan(buf, start, end, resync=False, need=None):
     """Yield each entry of ``buf[start:end]`` as a Batch, and bad stretches as InvalidBytes.
 
     A batch whose CRC does not match is yielded (``is_valid`` false) and followed by its size
     field, as Kafka does; with ``resync`` it is reported as invalid bytes instead when its size
     field does not lead to another valid entry (or the end), since the size is then suspect.
+
+    ``need(a, b)``, when given, is called before ``buf[a:b]`` is read (see the module notes);
+    the bytes of an entry stay loaded until the next entry is asked for.
     """
+    if need is None:
+        need = _nothing
     # A start outside the data (a position read from a corrupt index) scans from its edge.
     pos = min(max(start, 0), end)
     while True:
@@ -126,21 +166,23 @@ def scan(buf, start, end, resync=False):
                                    "%d bytes left, fewer than a batch header needs" % (end - pos),
                                    True)
             return
+        need(pos, pos + MIN_HEADER)
         _, size = PREFIX.unpack_from(buf, pos)
         magic = _signed_byte(buf[pos + 16])
-        kind, reason = _describe_bad_entry(buf, pos, end, size, magic)
+        kind, reason = _describe_bad_entry(buf, pos, end, size, magic, need)
         if kind is None:
+            nxt = pos + LOG_OVERHEAD + size
+            need(pos, min(end, nxt + MIN_HEADER))  # the entry and the next one's header
             batch = read_batch(buf, pos, size + LOG_OVERHEAD, magic)
-            nxt = pos + batch.size
             if (batch.is_valid or not resync or end - nxt < MIN_HEADER
-                    or entry_is_valid(buf, nxt, end)):
+                    or entry_is_valid(buf, nxt, end, lambda a, b: need(pos, b))):
                 yield batch
                 pos = nxt
                 continue
             kind = CRC_MISMATCH
             reason = "CRC mismatch (stored %d, computed %s) and no valid batch follows it" % (
                 batch.crc, batch.computed_crc)
-        nxt = find_next_entry(buf, pos + 1, end) if resync else None
+        nxt = find_next_entry(buf, pos + 1, end, need) if resync else None
         if nxt is None:
             yield InvalidBytes(pos, end - pos, kind, reason, True)
             return

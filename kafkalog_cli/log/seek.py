@@ -11,7 +11,6 @@ import os
 from . import files
 from .files import FileFormatError
 from ..format.records import Batch
-from ..format.scan import scan
 from .index import OffsetIndex, TimeIndex
 from .verify import batch_at
 
@@ -105,7 +104,7 @@ class Seek:
 def _time_entry_holds(log, oindex, timestamp, offset):
     """Does the batch ending at ``offset`` exist and carry ``timestamp`` as its max timestamp,
     as a time index entry claims? (A wrong index can pass the sanity check.)"""
-    for item in scan(log.buf, min(oindex.lookup(offset)[1], log.size), log.size):
+    for item in log.entries(oindex.lookup(offset)[1]):
         if isinstance(item, Batch) and item.last_offset >= offset:
             return item.last_offset == offset and item.max_timestamp == timestamp
     return False

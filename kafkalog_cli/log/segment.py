@@ -1,5 +1,7 @@
-"""Reading a segment's .log file: memory-mapped, scanned batch by batch in bounded memory."""
+"""Reading a segment's .log file: copied into memory a window at a time, scanned batch by batch
+in bounded memory, and safe against the file changing under us."""
 
+import errno
 import mmap
 import os
 
@@ -7,33 +9,65 @@ from ..format import codecs
 from ..format.errors import CorruptRecordError
 from ..format.records import Batch, decode_records
 from ..format.scan import scan
+from .files import open_regular
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 # A batch holds many messages: its decompressed size may reach this multiple of the
 # per-message limit before it counts as a decompression bomb.
 BATCH_LIMIT_FACTOR = 16
-# Pages already scanned are dropped from the mapping in steps of this size, so that the
-# resident size stays flat however large the file is.
-RELEASE_STEP = 64 * 1024 * 1024
+# Bytes already scanned are dropped from memory in steps of this size, so that the resident
+# size stays flat however large the file is.
+RELEASE_STEP = 32 * 1024 * 1024
+# How far ahead of the scan the file is read: the first read after a jump is small (a seek
+# or an index check reads one batch), and each following one twice as large, up to WINDOW.
+FIRST_READ = 64 * 1024
+WINDOW = 16 * 1024 * 1024
+_MAX_READ = 1 << 30  # one preadv call at most (Linux stops a read a little short of 2 GiB)
+_PAGE = mmap.PAGESIZE
+_HUGE = 2 * 1024 * 1024  # released memory is given back in whole (huge) pages of this size
+
+
+class FileChangedError(OSError):
+    """The file holds fewer bytes than it did when opened: another process truncated it."""
 
 
 class LogFile:
-    """A segment data file opened read-only. Use as a context manager."""
+    """A segment data file opened read-only. Use as a context manager.
+
+    ``buf`` spans the whole file (``size`` bytes, measured at open) with absolute positions,
+    but it is not a mapping of the file: it is private memory into which the file is read
+    (preadv) just ahead of the scan, and released behind it. A file truncated while we read
+    it then shows up as a short read, reported as FileChangedError (a mapping of the file
+    would instead kill the process with SIGBUS on the first access past the new end).
+    Bytes of ``buf`` are valid at the positions ``entries()`` yields, until the next entry is
+    asked for; other ranges must be loaded first with ``ensure(start, stop)``.
+    """
 
     def __init__(self, path, max_message_size=DEFAULT_MAX_MESSAGE_SIZE, record_limit_factor=1):
         self.path = path
         self.max_message_size = max_message_size * record_limit_factor  # per record
         self.batch_limit = max_message_size * BATCH_LIMIT_FACTOR  # per decompressed batch
         self._inflater = codecs.Inflater()
-        self._released = 0
-        self._file = open(path, "rb")
+        self._map = None
+        self._lo = self._hi = 0  # buf[_lo:_hi] holds the file's bytes; _lo is page-aligned
+        self._ahead = FIRST_READ
+        self._file = open_regular(path)
         try:
-            self.size = os.fstat(self._file.fileno()).st_size
+            self._fd = self._file.fileno()
+            self.size = os.fstat(self._fd).st_size
             if self.size:
-                self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+                # Anonymous memory: pages cost nothing until written, and read as zeros again
+                # once released (MADV_DONTNEED), never as a fault.
+                self._map = mmap.mmap(-1, self.size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+                if self.size >= _HUGE and hasattr(mmap, "MADV_HUGEPAGE"):
+                    # Huge pages: a fifth of the cost of faulting in fresh 4 KiB pages, which
+                    # otherwise makes copying the file in dearer than mapping it.
+                    try:
+                        self._map.madvise(mmap.MADV_HUGEPAGE)
+                    except OSError:
+                        pass
                 self.buf = memoryview(self._map)
             else:
-                self._map = None
                 self.buf = memoryview(b"")
         except BaseException:
             self._file.close()
@@ -42,15 +76,12 @@ class LogFile:
     def close(self):
         if self._map is not None:
             self.buf.release()
-            self._map.close()
+            try:
+                self._map.close()
+            except BufferError:
+                pass  # a slice still lives (in an exception's traceback, say): freed with it
             self._map = None
         self._file.close()
-
-    def read_into(self, buffer, pos):
-        """Copy the file's bytes from ``pos`` into ``buffer`` (reused by the caller); return
-        how many were copied. For a straight pass over a large file this costs less than
-        faulting in the mapping's pages."""
-        return os.preadv(self._file.fileno(), [buffer], pos)
 
     def __enter__(self):
         return self
@@ -58,24 +89,88 @@ class LogFile:
     def __exit__(self, *exc):
         self.close()
 
-    def release_before(self, pos):
-        """Drop the mapped pages before ``pos`` from memory once a step's worth has been read
-        (they are read again if needed), so that memory use stays flat."""
-        if pos - self._released < RELEASE_STEP or self._map is None:
+    def _changed(self, pos, got):
+        try:
+            now = "%d bytes now" % os.fstat(self._fd).st_size
+        except OSError:
+            now = "its size now unknown"
+        return FileChangedError(
+            errno.EIO, "changed size while being read (%d bytes at open, %s; a short read at "
+            "position %d)" % (self.size, now, pos + got), self.path)
+
+    def read_into(self, buffer, pos):
+        """Copy the file's bytes from ``pos`` into ``buffer`` (reused by the caller); return
+        how many were copied: ``len(buffer)``, or fewer where the file (as opened) ends.
+        Raises FileChangedError when the file has shrunk since it was opened."""
+        want = max(0, min(len(buffer), self.size - pos))
+        got = 0
+        while got < want:
+            n = os.preadv(self._fd, [buffer[got:want]], pos + got)
+            if n <= 0:
+                raise self._changed(pos, got)
+            got += n
+        return want
+
+    def _fill(self, start, stop):
+        view = self.buf
+        pos = start
+        while pos < stop:
+            n = os.preadv(self._fd, [view[pos:min(stop, pos + _MAX_READ)]], pos)
+            if n <= 0:
+                raise self._changed(pos, 0)
+            pos += n
+
+    def _drop(self, start, stop):
+        """Give back the memory of the whole pages of ``[start, stop)`` (they read as zeros)."""
+        start = -(-start // _PAGE) * _PAGE
+        stop = min(stop, self.size)
+        if stop < self.size:
+            stop -= stop % _PAGE
+        if stop > start and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED, start, stop - start)
+
+    def ensure(self, start, stop):
+        """Load ``buf[start:stop]`` from the file (a no-op for bytes already loaded). Bytes a
+        step or more before ``start`` may be released: callers never read behind ``start``."""
+        if start >= self._lo and stop <= self._hi:
             return
-        if hasattr(mmap, "MADV_DONTNEED"):
-            self._map.madvise(mmap.MADV_DONTNEED, 0, pos - pos % mmap.PAGESIZE)
-        self._released = pos
+        stop = min(stop, self.size)
+        start = max(0, min(start, stop))
+        lo, hi = self._lo, self._hi
+        if start < lo or start > hi + FIRST_READ or lo == hi:
+            # A jump (backward, or far ahead): forget what is loaded, start a new window.
+            if hi > lo:
+                self._drop(lo, hi)
+            lo = hi = start - start % _PAGE
+            self._ahead = FIRST_READ
+        elif start - lo >= RELEASE_STEP:
+            lo = start - start % _HUGE
+            self._drop(self._lo, lo)
+        if stop > hi:
+            new_hi = min(self.size, max(stop, hi + self._ahead))
+            self._lo, self._hi = lo, lo  # nothing counts as loaded if the read fails
+            self._fill(hi, new_hi)
+            hi = new_hi
+            self._ahead = min(WINDOW, self._ahead * 2)
+        self._lo, self._hi = lo, hi
+
+    def release_before(self, pos):
+        """Let go of the loaded bytes before ``pos`` once a step's worth has been read, so
+        that memory use stays flat."""
+        if pos - self._lo >= RELEASE_STEP and self._hi > self._lo:
+            if pos >= self._hi:
+                self._drop(self._lo, self._hi)
+                self._lo = self._hi = pos - pos % _PAGE
+            else:
+                lo = pos - pos % _HUGE
+                self._drop(self._lo, lo)
+                self._lo = lo
 
     def entries(self, start=0, end=None, resync=False):
-        """Batches and InvalidBytes of ``[start, end)``, as ``format.scan.scan`` yields them."""
+        """Batches and InvalidBytes of ``[start, end)``, as ``format.scan.scan`` yields them,
+        reading the file just ahead of the scan."""
         end = self.size if end is None else min(end, self.size)
-        next_release = self._released + RELEASE_STEP
-        for item in scan(self.buf, start, end, resync):
-            if item.position >= next_release:
-                self.release_before(item.position)
-                next_release = self._released + RELEASE_STEP
-            yield item
+        return scan(self.buf, start, end, resync, self.ensure)
 
     def walk(self, start=0, end=None, deep=False, resync=False):
         """Yield (entry, records, error) for each entry up to ``end``.
@@ -106,4 +201,4 @@ class LogFile:
         return None
 
 
-__all__ = ["LogFile", "CorruptRecordError", "DEFAULT_MAX_MESSAGE_SIZE"]
+__all__ = ["LogFile", "CorruptRecordError", "DEFAULT_MAX_MESSAGE_SIZE", "FileChangedError"]
