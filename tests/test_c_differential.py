@@ -1,0 +1,616 @@
+"""The C fast paths against the Python code they mirror, in one process, input for input.
+
+``_speedups.decode_v2`` must return what ``records._decode_v2_loop`` returns (the position
+reached and every record field) or raise the same error class with the same message, leaving
+the same complete records behind. ``_kafkatext``'s ``batch_lines``/``batch_line``/``record_lines``
+must produce the bytes that render.KafkaWriter's Python code produces. The inputs are batches
+built here from Kafka's published v2 layout (DefaultRecordBatch / DefaultRecord) at the edges
+(offsets and timestamps next to the 64-bit limits, counts near 2^31, empty and maximal records,
+every varint width, negative lengths, headers), then random bytes and mutations from hypothesis.
+
+The C modules are those kafkalog_cli imports, or, when KAFKALOG_C_MODULE_DIR names a directory,
+the ``_speedups*.so`` and ``_kafkatext*.so`` built there (``.ci/sanitize`` builds them with
+AddressSanitizer and UndefinedBehaviorSanitizer and runs this file against them). Without
+either module the tests are skipped with a message.
+"""
+
+import glob
+import importlib.util
+import os
+import struct
+import sys
+
+import pytest
+from crc32c import crc32c
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalog_cli.cli import render
+from kafkalog_cli.format import records
+from kafkalog_cli.format.errors import CorruptRecordError, LimitExceededError
+from kafkalog_cli.format.scan import OFFSET_OVERFLOW, InvalidBytes, scan
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+MODULE_DIR = os.environ.get("KAFKALOG_C_MODULE_DIR")
+EXAMPLES = int(os.environ.get("KAFKALOG_DIFF_EXAMPLES", "300"))
+
+
+def _load(name, package):
+    """The C module ``name``: from KAFKALOG_C_MODULE_DIR when set, else kafkalog_cli's own."""
+    if MODULE_DIR:
+        paths = glob.glob(os.path.join(MODULE_DIR, name + ".*.so")) + glob.glob(
+            os.path.join(MODULE_DIR, name + ".so"))
+        if not paths:
+            return None
+        spec = importlib.util.spec_from_file_location(name, paths[0])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module("%s.%s" % (package, name))
+    except ImportError:
+        return None
+
+
+speedups = _load("_speedups", "kafkalog_cli.format")
+kafkatext = _load("_kafkatext", "kafkalog_cli.cli")
+if speedups is None and kafkatext is None:
+    pytest.skip("no C module built (no compiler at install time, or none in "
+                "KAFKALOG_C_MODULE_DIR): nothing to compare", allow_module_level=True)
+
+needs_speedups = pytest.mark.skipif(speedups is None, reason="_speedups is not built")
+needs_kafkatext = pytest.mark.skipif(kafkatext is None, reason="_kafkatext is not built")
+fuzz = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                suppress_health_check=list(HealthCheck))
+
+
+# -- Kafka's v2 layout, written here ------------------------------------------------------------
+
+def zigzag(value, bits):
+    return ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
+
+
+def uvarint(raw, width=None):
+    """Base-128 groups of ``raw``; ``width`` pads with continuation groups (a longer, still
+    valid encoding, which Kafka's ByteUtils reads)."""
+    out = bytearray()
+    while True:
+        group = raw & 0x7F
+        raw >>= 7
+        if raw or (width is not None and len(out) + 1 < width):
+            out.append(group | 0x80)
+        else:
+            out.append(group)
+            return bytes(out)
+
+
+def varint(value, width=None):
+    return uvarint(zigzag(value, 32), width)
+
+
+def varlong(value, width=None):
+    return uvarint(zigzag(value, 64), width)
+
+
+def record(ts_delta=0, off_delta=0, key=b"k", value=b"v", headers=(), attrs=0, length=None,
+           raw_key_size=None, raw_value_size=None, widths=None):
+    """One DefaultRecord: length varint, attributes int8, timestampDelta varlong, offsetDelta
+    varint, key, value (varint size, -1 for null), header count, headers."""
+    w = widths or {}
+    body = bytearray([attrs & 0xFF])
+    body += varlong(ts_delta, w.get("ts"))
+    body += varint(off_delta, w.get("off"))
+    for data, raw, name in ((key, raw_key_size, "key"), (value, raw_value_size, "value")):
+        if raw is not None:
+            body += varint(raw, w.get(name))
+            body += data or b""
+        elif data is None:
+            body += varint(-1, w.get(name))
+        else:
+            body += varint(len(data), w.get(name)) + data
+    body += varint(len(headers), w.get("hdrs"))
+    for hk, hv in headers:
+        body += varint(len(hk)) + hk
+        body += varint(-1) if hv is None else varint(len(hv)) + hv
+    n = len(body) if length is None else length
+    return varint(n, w.get("len")) + bytes(body)
+
+
+def batch(base_offset, recs, count=None, last_delta=None, base_ts=0, max_ts=0, attrs=0,
+          base_seq=-1, pid=-1, epoch=-1, ple=0, crc=None):
+    """A DefaultRecordBatch of uncompressed records ``recs`` (bytes each)."""
+    payload = b"".join(recs)
+    count = len(recs) if count is None else count
+    last_delta = max(count - 1, 0) if last_delta is None else last_delta
+    after_crc = struct.pack(">hiqqqhii", attrs, last_delta, base_ts, max_ts, pid, epoch, base_seq,
+                            count) + payload
+    crc = crc32c(after_crc) if crc is None else crc
+    size = 4 + 1 + 4 + len(after_crc)  # partitionLeaderEpoch, magic, crc, rest
+    return struct.pack(">qiibI", base_offset, size, ple, 2, crc) + after_crc
+
+
+# -- running both sides -------------------------------------------------------------------------
+
+def _fields(recs):
+    return (list(recs.offsets), list(recs.timestamps), list(recs.keys), list(recs.values),
+            list(recs.headers))
+
+
+def _outcome(call):
+    recs = records.Records()
+    recs.headers = []
+    try:
+        result = ("ok", call(recs))
+    except Exception as e:  # the class and the text are what is compared
+        result = (type(e), str(e))
+    return result, _fields(recs)
+
+
+def both_decoders(data, pos=0, n=None, done=0, total=None, base_offset=0, base_ts=0,
+                  append_time=None, limit=1 << 30):
+    n = (total if total is not None else 1) if n is None else n
+    total = n if total is None else total
+    args = (data, pos, n, done, total, base_offset, base_ts, append_time, limit)
+    py = _outcome(lambda recs: records._decode_v2_loop(*args, recs))
+    c = _outcome(lambda recs: speedups.decode_v2(*args, recs, CorruptRecordError,
+                                                  LimitExceededError))
+    return py, c
+
+
+def same_decoding(data, **kw):
+    py, c = both_decoders(data, **kw)
+    assert c == py, (data[:200], kw)
+    return py
+
+
+# -- the decoder: edges -------------------------------------------------------------------------
+
+@needs_speedups
+@pytest.mark.parametrize("base_offset, deltas, overflows", [
+    (INT64_MAX, [0], False),
+    (INT64_MAX, [0, 1], True),                      # the reproduction: base 2^63-1, delta 1
+    (INT64_MAX - 2, [0, 1, 2, 3], True),
+    (INT64_MAX - 200, [199, 200], False),           # multi-byte deltas next to the limit
+    (INT64_MAX - 200, [201], True),
+    (INT64_MAX - INT32_MAX, [INT32_MAX], False),
+    (INT64_MAX - INT32_MAX + 1, [INT32_MAX], True),
+    (INT64_MIN, [0, -1], True),
+    (INT64_MIN + 5, [-5], False),
+    (INT64_MIN + 5, [-6], True),
+    (INT64_MIN - INT32_MIN, [INT32_MIN], False),
+    (0, [INT32_MAX, INT32_MIN], False),
+])
+def test_offsets_at_the_64_bit_limits(base_offset, deltas, overflows):
+    data = b"".join(record(off_delta=d) for d in deltas)
+    (result, fields) = same_decoding(data, total=len(deltas), base_offset=base_offset)
+    if overflows:
+        assert result[0] is CorruptRecordError
+        assert result[1].startswith("record offset overflows a 64-bit long")
+    else:
+        assert result == ("ok", len(data))
+        assert fields[0] == [base_offset + d for d in deltas]
+
+
+@needs_speedups
+@pytest.mark.parametrize("base_ts, deltas, append_time, overflows", [
+    (INT64_MAX, [0, 1], None, True),
+    (INT64_MAX, [0, 1], 5, False),                   # LogAppendTime: the deltas are not used
+    (INT64_MAX - 10, [10, -INT64_MAX], None, False),
+    (INT64_MIN, [-1], None, True),
+    (INT64_MIN, [INT64_MAX], None, False),
+    (-1, [INT64_MIN], None, True),
+    (0, [INT64_MIN, INT64_MAX], None, False),
+    (1, [INT64_MAX], None, True),
+    (INT64_MIN + 63, [-63, -64], None, True),        # one-byte deltas next to the limit
+])
+def test_timestamps_at_the_64_bit_limits(base_ts, deltas, append_time, overflows):
+    data = b"".join(record(ts_delta=d) for d in deltas)
+    (result, fields) = same_decoding(data, total=len(deltas), base_ts=base_ts,
+                                     append_time=append_time)
+    if overflows:
+        assert result[0] is CorruptRecordError
+        assert result[1].startswith("record timestamp overflows a 64-bit long")
+    else:
+        assert result == ("ok", len(data))
+        assert fields[1] == [append_time if append_time is not None else base_ts + d
+                             for d in deltas]
+
+
+@needs_speedups
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("field", ["len", "off", "key", "value", "hdrs"])
+def test_every_varint_width(field, width):
+    rec = record(off_delta=3, key=b"kk", value=b"vvv", headers=[(b"h", b"x")],
+                 widths={field: width})
+    (result, fields) = same_decoding(rec, base_offset=10)
+    assert result == ("ok", len(rec))
+    assert fields[0] == [13] and fields[2] == [b"kk"] and fields[3] == [b"vvv"]
+
+
+@needs_speedups
+@pytest.mark.parametrize("width", [1, 2, 5, 9, 10])
+def test_every_varlong_width(width):
+    rec = record(ts_delta=-7, widths={"ts": width})
+    assert same_decoding(rec, base_ts=100)[1][1] == [93]
+
+
+@needs_speedups
+@pytest.mark.parametrize("data, message", [
+    (b"\x80\x80\x80\x80\x80\x00", "invalid record length varint"),       # 6 bytes
+    (b"\x80\x80", "invalid record length varint"),                       # runs past the data
+    (b"\x10\x00" + b"\xff" * 10 + b"\x01", "varint longer than 10 bytes"),
+    (b"\x10\x00\x00" + b"\xff" * 5 + b"\x01", "varint longer than 5 bytes"),
+    (b"\x08\x00\x00\x00\xff\xff\xff\xff\x7f", None),                      # key size past the data
+])
+def test_malformed_varints(data, message):
+    (result, _) = same_decoding(data)
+    assert result[0] is CorruptRecordError
+    if message is not None:
+        assert result[1] == message
+
+
+@needs_speedups
+def test_excess_high_bits_of_the_last_group_are_dropped():
+    # offsetDelta 5 written in 5 groups whose last carries bits beyond 32: Kafka keeps the low 32
+    rec = bytearray(record(off_delta=5, widths={"off": 5}))
+    rec[7] |= 0x70  # length, attributes, timestampDelta, then offsetDelta at 3-7
+    (result, fields) = same_decoding(bytes(rec))
+    assert result[0] == "ok" and fields[0] == [5]
+
+
+@needs_speedups
+@pytest.mark.parametrize("kw, message", [
+    ({"length": -1}, "invalid record size -1 with"),
+    ({"length": 1000}, "invalid record size 1000 with"),
+    ({"length": 3}, "invalid record size: expected 3 bytes, read"),
+    ({"raw_key_size": -2, "key": b""}, None),                           # any negative: null
+    ({"raw_value_size": 1000}, "record runs past the end of the batch data"),
+    ({"headers": [(b"a", b"b")], "raw_key_size": 0}, "any"),              # "k" read as a size
+])
+def test_lengths(kw, message):
+    rec = record(**kw)
+    (result, fields) = same_decoding(rec)
+    if message is None:
+        assert result[0] == "ok"
+    elif message != "any":
+        assert result[0] is CorruptRecordError and result[1].startswith(message), result
+
+
+@needs_speedups
+@pytest.mark.parametrize("tail, message", [
+    (varint(-1), "invalid number of record headers -1"),
+    (varint(1000), "invalid number of record headers 1000"),
+    (varint(1) + varint(-1), "invalid header key size -1"),
+    (varint(1) + varint(50) + b"k", "invalid header key size 50"),
+    (varint(1) + varint(1) + b"k" + varint(9), "invalid header value size 9"),
+    (varint(1) + varint(1) + b"k" + varint(-7), None),                  # null value
+    (varint(2) + varint(1) + b"\xff" + varint(0) + varint(0) + varint(1) + b"x", None),
+])
+def test_headers(tail, message):
+    body = b"\x00" + varlong(0) + varint(0) + varint(-1) + varint(-1) + tail
+    rec = varint(len(body)) + body
+    (result, fields) = same_decoding(rec)
+    if message is None:
+        assert result[0] == "ok", result
+    else:
+        assert result == (CorruptRecordError, message)
+
+
+@needs_speedups
+def test_empty_and_maximal_records():
+    empty = record(key=None, value=None)
+    full = record(key=b"", value=b"x" * 1000)
+    size = len(full) - 2  # the length varint of 1006 body bytes takes 2
+    data = empty + full
+    (result, fields) = same_decoding(data, total=2, limit=size)
+    assert result == ("ok", len(data))
+    assert fields[2] == [None, b""] and fields[3] == [None, b"x" * 1000]
+    (result, fields) = same_decoding(data, total=2, limit=size - 1)
+    assert result == (LimitExceededError,
+                      "record of %d bytes exceeds the limit of %d bytes" % (size, size - 1))
+    assert fields[0] == [0]  # the complete record before it stays
+
+
+@needs_speedups
+@pytest.mark.parametrize("total", [2, 1 << 16, INT32_MAX])
+def test_counts_beyond_the_data(total):
+    data = record() + record(off_delta=1)
+    (result, fields) = same_decoding(data, total=total)
+    if total == 2:
+        assert result == ("ok", len(data))
+    else:
+        assert result == (CorruptRecordError,
+                          "premature end of record data: 2 of %d records read" % total)
+        assert len(fields[0]) == 2
+
+
+@needs_speedups
+def test_chunks_resume_where_the_last_stopped():
+    recs = [record(ts_delta=i * 1000, off_delta=i, key=b"k%d" % i, headers=[(b"n", b"%d" % i)])
+            for i in range(10)]
+    data = b"".join(recs)
+    pos = 0
+    for done in range(0, 10, 3):
+        n = min(3, 10 - done)
+        (result, fields) = same_decoding(data, pos=pos, n=n, done=done, total=10, base_offset=7)
+        assert result[0] == "ok" and fields[0] == [7 + i for i in range(done, done + n)]
+        pos = result[1]
+    assert pos == len(data)
+    (result, _) = same_decoding(data, pos=pos, n=1, done=10, total=11)
+    assert result == (CorruptRecordError, "premature end of record data: 10 of 11 records read")
+
+
+@needs_speedups
+def test_iter_v2_records_chunks_join_to_the_whole(monkeypatch):
+    data = b"".join(record(ts_delta=i, off_delta=i, value=b"v%d" % i) for i in range(50))
+    for module in (speedups, None):
+        monkeypatch.setattr(records, "_speedups", module)
+        for chunk in (1, 7, 50, 64):
+            got = list(records.iter_v2_records(data, 50, 100, 5, None, 1 << 20, chunk))
+            assert [len(r) for r in got] == [min(chunk, 50 - i) for i in range(0, 50, chunk)]
+            assert [o for r in got for o in r.offsets] == list(range(100, 150))
+    # damage: the complete records before it are yielded, then the error
+    bad = data[:-1]
+    for module in (speedups, None):
+        monkeypatch.setattr(records, "_speedups", module)
+        seen = []
+        with pytest.raises(CorruptRecordError):
+            for r in records.iter_v2_records(bad, 50, 0, 0, None, 1 << 20, 16):
+                seen.extend(r.offsets)
+        assert seen == list(range(49))
+
+
+# -- the decoder: random bytes and mutations ----------------------------------------------------
+
+_int64 = st.integers(INT64_MIN, INT64_MAX)
+_edge64 = st.one_of(_int64, st.sampled_from([INT64_MIN, INT64_MIN + 1, -1, 0, INT64_MAX - 1,
+                                              INT64_MAX, INT64_MAX - INT32_MAX]))
+
+
+@st.composite
+def record_streams(draw):
+    """A valid stream of records, as a list of (bytes) records."""
+    n = draw(st.integers(0, 6))
+    out = []
+    blob = st.one_of(st.none(), st.binary(max_size=40))
+    for i in range(n):
+        hdrs = draw(st.lists(st.tuples(st.binary(max_size=6), st.one_of(st.none(), st.binary(max_size=6))),
+                             max_size=3))
+        out.append(record(ts_delta=draw(st.one_of(st.integers(-300, 300), _int64)),
+                          off_delta=draw(st.one_of(st.integers(-3, 300), st.integers(INT32_MIN, INT32_MAX))),
+                          key=draw(blob), value=draw(blob), headers=hdrs,
+                          attrs=draw(st.integers(0, 255))))
+    return out
+
+
+@needs_speedups
+@fuzz
+@given(data=st.binary(max_size=300), total=st.integers(0, 40), base_offset=_edge64,
+       base_ts=_edge64, append=st.one_of(st.none(), _int64), limit=st.integers(0, 400))
+def test_random_bytes(data, total, base_offset, base_ts, append, limit):
+    same_decoding(data, total=total, base_offset=base_offset, base_ts=base_ts,
+                  append_time=append, limit=limit)
+
+
+@needs_speedups
+@fuzz
+@given(stream=record_streams(), base_offset=_edge64, base_ts=_edge64,
+       cut=st.integers(0, 2000), flips=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 7)),
+                                               max_size=3),
+       insert=st.binary(max_size=4), extra=st.integers(-1, 2))
+def test_mutated_record_streams(stream, base_offset, base_ts, cut, flips, insert, extra):
+    data = bytearray(b"".join(stream))
+    same_decoding(bytes(data), total=len(stream), base_offset=base_offset, base_ts=base_ts)
+    for at, bit in flips:
+        if data:
+            data[at % len(data)] ^= 1 << bit
+    if data:
+        at = cut % (len(data) + 1)
+        data[at:at] = insert
+        same_decoding(bytes(data[:at] + data[at + len(insert):]) if extra < 0 else bytes(data),
+                      total=max(0, len(stream) + extra), base_offset=base_offset,
+                      base_ts=base_ts)
+        same_decoding(bytes(data[:at]), total=len(stream), base_offset=base_offset)
+    else:
+        same_decoding(bytes(data), total=max(0, extra))
+
+
+# -- the kafka text: batch lines ----------------------------------------------------------------
+
+def _writer():
+    w = render.KafkaWriter(None, None, render.DumpOptions())
+    w._lines = []
+    return w
+
+
+def python_batch_lines(buf, pos, end, max_bytes, base):
+    """What render's Python path prints for the run of batches _kafkatext.batch_lines takes:
+    complete v2 batches with a correct CRC and a known codec, starting before pos + max_bytes."""
+    w = _writer()
+    stop = pos + max_bytes
+    for item in scan(buf, pos, end):
+        if (isinstance(item, InvalidBytes) or item.magic != 2 or not item.is_valid
+                or item.codec > 4 or item.position >= stop):
+            return w._lines, item.position
+        item.position += base
+        w._lines.append(w._batch_line(item))
+        pos = item.position - base + item.size
+    return w._lines, pos
+
+
+def c_batch_lines(buf, pos, end, max_bytes, base):
+    text, stopped = kafkatext.batch_lines(buf, pos, end, max_bytes, crc32c, base)
+    return text.decode("utf-8").splitlines(), stopped
+
+
+def same_batch_lines(buf, pos=0, end=None, max_bytes=1 << 40, base=0):
+    end = len(buf) if end is None else end
+    py = python_batch_lines(buf, pos, end, max_bytes, base)
+    c = c_batch_lines(buf, pos, end, max_bytes, base)
+    assert c == py
+    for item in scan(buf, pos, end):
+        if isinstance(item, records.Batch) and item.magic == 2 and item.codec <= 4:
+            line = kafkatext.batch_line(buf, item.position, item.is_valid).decode()
+            assert line == _writer()._batch_line(item) + "\n"
+    return py
+
+
+def sample_segment():
+    chunks = [
+        batch(0, [record(off_delta=i, ts_delta=i) for i in range(3)], base_ts=1000, max_ts=1002),
+        batch(3, [record()], attrs=0x08 | 0x10 | 0x40, base_seq=INT32_MAX, pid=9, epoch=2,
+              base_ts=77, max_ts=88, ple=5),
+        batch(4, [record(off_delta=0)], count=2, last_delta=INT32_MAX, base_seq=5),
+        batch(INT64_MAX - 1, [record(), record(off_delta=1)]),
+        batch(INT64_MIN, [record()], attrs=0x20),
+    ]
+    return b"".join(chunks), chunks
+
+
+@needs_kafkatext
+def test_batch_lines_of_valid_batches():
+    data, chunks = sample_segment()
+    lines, stopped = same_batch_lines(data)
+    assert len(lines) == 5 and stopped == len(data)
+    same_batch_lines(data, base=10 ** 12)
+    same_batch_lines(data, pos=len(chunks[0]), max_bytes=1)
+
+
+@needs_kafkatext
+@pytest.mark.parametrize("base_offset, last_delta", [(INT64_MAX, 1), (INT64_MAX - 5, 9),
+                                                     (INT64_MIN, -1), (INT64_MIN + 3, INT32_MIN)])
+def test_a_batch_whose_last_offset_overflows(base_offset, last_delta):
+    good = batch(0, [record()])
+    bad = batch(base_offset, [record()], last_delta=last_delta)
+    data = good + bad + good
+    lines, stopped = same_batch_lines(data)
+    assert len(lines) == 1 and stopped == len(good)
+    items = list(scan(data, 0, len(data)))
+    assert isinstance(items[1], InvalidBytes) and items[1].kind == OFFSET_OVERFLOW
+    with pytest.raises(ValueError):
+        kafkatext.batch_line(data, len(good), True)
+
+
+@needs_kafkatext
+@pytest.mark.parametrize("args", [(-1, 10, 10), (0, 10, -1), (5, 3, 1 << 62), (0, 1 << 62, 1 << 62)])
+def test_batch_lines_bounds(args):
+    data, _ = sample_segment()
+    pos, end, max_bytes = args
+    if pos < 0 or max_bytes < 0:
+        with pytest.raises(ValueError):
+            kafkatext.batch_lines(data, pos, end, max_bytes, crc32c, 0)
+    else:
+        assert c_batch_lines(data, pos, end, max_bytes, 0) == python_batch_lines(
+            data, pos, min(end, len(data)), max_bytes, 0)
+    for pos in (-1, len(data), len(data) + 100, 1 << 62):
+        with pytest.raises(ValueError):
+            kafkatext.batch_line(data, pos, True)
+
+
+@needs_kafkatext
+@fuzz
+@given(picks=st.lists(st.integers(0, 4), max_size=6), garbage=st.binary(max_size=80),
+       flips=st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 7)), max_size=3),
+       pos=st.integers(0, 500), max_bytes=st.integers(0, 5000), base=st.integers(0, 1 << 50),
+       cut=st.integers(0, 4000))
+def test_batch_lines_random(picks, garbage, flips, pos, max_bytes, base, cut):
+    _, chunks = sample_segment()
+    data = bytearray(b"".join(chunks[i] for i in picks) + garbage)
+    for at, bit in flips:
+        if data:
+            data[at % len(data)] ^= 1 << bit
+    data = bytes(data[:cut])
+    same_batch_lines(data, min(pos, len(data)), len(data), max_bytes, base)
+
+
+# -- the kafka text: record lines ---------------------------------------------------------------
+
+def python_record_lines(recs, base_offset, base_seq, ts_type, print_data, monkeypatch):
+    monkeypatch.setattr(render, "_kafkatext", None)
+    w = _writer()
+    w.opts.print_data = print_data
+    b = records.Batch()
+    b.base_offset, b.base_sequence, b.timestamp_type = base_offset, base_seq, ts_type
+    w._v2_lines(b, recs)
+    return ("\n".join(w._lines) + "\n" if w._lines else "").encode("utf-8", "replace")
+
+
+def same_record_lines(recs, base_offset, base_seq, ts_type, print_data, monkeypatch):
+    label = records.TIMESTAMP_TYPE_NAMES[ts_type]
+    c = kafkatext.record_lines(recs.offsets, recs.timestamps, recs.keys, recs.values, recs.headers,
+                               base_offset, base_seq, label, print_data)
+    with monkeypatch.context() as m:
+        py = python_record_lines(recs, base_offset, base_seq, ts_type, print_data, m)
+    assert c == py
+    return c
+
+
+@needs_kafkatext
+@pytest.mark.parametrize("print_data", [False, True])
+def test_record_lines_of_decoded_records(print_data, monkeypatch):
+    data = b"".join([
+        record(key=b"\xff\xfeok", value="h\u00e9llo \u2603 \U0001F600".encode(), headers=[(b"a", b"1"), (b"\xc3", None)]),
+        record(off_delta=1, key=None, value=None),
+        record(off_delta=7, key=b"", value=b"\xed\xa0\x80 surrogate \xf4\x90\x80\x80"),
+        record(off_delta=INT32_MAX, value=b"x" * 300),
+    ])
+    recs = records.Records()
+    recs.headers = []
+    records._decode_v2_loop(data, 0, 4, 0, 4, 5, 1000, None, 1 << 20, recs)
+    for base_seq in (-1, 0, INT32_MAX - 3, INT32_MAX, INT32_MIN):
+        for ts_type in (records.CREATE_TIME, records.LOG_APPEND_TIME):
+            same_record_lines(recs, 5, base_seq, ts_type, print_data, monkeypatch)
+
+
+_header_keys = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=5)
+
+
+@needs_kafkatext
+@fuzz
+@given(rows=st.lists(st.tuples(_int64, _int64, st.one_of(st.none(), st.binary(max_size=12)),
+                               st.one_of(st.none(), st.binary(max_size=12)),
+                               st.lists(st.tuples(_header_keys, st.one_of(st.none(), st.binary(max_size=3))),
+                                        max_size=2)), max_size=5),
+       base_offset=_edge64, base_seq=st.one_of(st.sampled_from([-1, 0, INT32_MAX]), _int64),
+       print_data=st.booleans())
+def test_record_lines_random(rows, base_offset, base_seq, print_data):
+    recs = records.Records()
+    recs.headers = []
+    for off, ts, k, v, h in rows:
+        recs.offsets.append(off)
+        recs.timestamps.append(ts)
+        recs.keys.append(k)
+        recs.values.append(v)
+        recs.headers.append(tuple(h))
+    with pytest.MonkeyPatch.context() as m:
+        same_record_lines(recs, base_offset, base_seq, records.CREATE_TIME, print_data, m)
+
+
+# -- end to end: both builds print the same, and call an overflow invalid -----------------------
+
+def test_dump_of_an_overflowing_batch_is_the_same_in_both_builds(tmp_path):
+    """The reproduction: a batch at base offset 2^63-1 (the CRC does not cover it) between two
+    good ones. Both builds print the same text and exit 1, naming the overflow."""
+    import subprocess
+    data = (batch(INT64_MAX, [record(off_delta=i) for i in range(10)])
+            + batch(52, [record(off_delta=i) for i in range(3)]))
+    path = tmp_path / "00000000000000000042.log"
+    path.write_bytes(data)
+    outs = []
+    for pure in ("", "1"):
+        env = dict(os.environ, KAFKALOG_PURE_PYTHON=pure)
+        if not pure:
+            env.pop("KAFKALOG_PURE_PYTHON")
+        for flags in ([], ["--deep-iteration", "--skip-invalid"]):
+            res = subprocess.run([sys.executable, "-m", "kafkalog_cli", "dump", *flags, str(path)],
+                                 capture_output=True, text=True, env=env, timeout=60)
+            assert res.returncode == 1, res
+            assert "last offset overflows a 64-bit long: baseOffset 9223372036854775807 + " \
+                   "lastOffsetDelta 9" in res.stderr
+            assert "Traceback" not in res.stderr
+            assert "-9223372036854775" not in res.stdout + res.stderr
+            assert "9223372036854775808" not in res.stdout
+            outs.append((res.stdout, res.stderr))
+    assert outs[0] == outs[2] and outs[1] == outs[3]
+    assert "baseOffset: 52 lastOffset: 54" in outs[1][0]
