@@ -15,7 +15,6 @@ import stat
 import struct
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -52,13 +51,13 @@ def _limit_memory():
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
 
-def run(*args, timeout=60, env=None, user=None, cwd=None):
+def run(*args, timeout=60, env=None, cwd=None, preexec=_limit_memory):
     """``python -m kafkalog_cli ARGS`` with a timeout and a memory limit; never a traceback."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     p = subprocess.run([sys.executable, "-m", "kafkalog_cli", *[os.fsencode(a) for a in args]],
                        cwd=cwd or REPO, capture_output=True, timeout=timeout, env=full_env,
-                       preexec_fn=_limit_memory, **({"user": user} if user is not None else {}))
+                       preexec_fn=preexec)
     res = Run(p.returncode, p.stdout, p.stderr)
     assert b"Traceback" not in p.stderr and b"Traceback" not in p.stdout, res
     assert res.code in (0, 1, 2), res
@@ -211,3 +210,272 @@ def test_kafka_names_with_lifecycle_suffixes_are_still_read(tmp_path):
     assert res.code == 0, res
     assert not any(line.startswith("Ignoring") for line in res.err_lines), res
     assert len(batch_lines(res)) == expected_batch_count(segs)
+
+
+# -- 3: only regular files are read ------------------------------------------------------------------
+
+# Every kind a reader opens, by the name it has in a partition (or log) directory.
+AUX_NAMES = {"index": "00000000000000000000.index", "timeindex": "00000000000000000000.timeindex",
+             "txnindex": "00000000000000000000.txnindex",
+             "snapshot": "00000000000000000072.snapshot",  # the log end of partition()
+             "partition.metadata": "partition.metadata",
+             "leader-epoch-checkpoint": "leader-epoch-checkpoint"}
+OFFSET_CHECKPOINTS = ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                      "replication-offset-checkpoint", "cleaner-offset-checkpoint"]
+
+
+def log_dir_with(tmp_path, replace=(), fifo=()):
+    """A log directory: partition t-0 (two segments, a txnindex, snapshot, checkpoints), the
+    offset checkpoints; each name in ``replace`` (name -> target) made a symlink to ``target``
+    instead, each name in ``fifo`` a FIFO. Returns (log dir, t-0 dir, segments)."""
+    logdir = tmp_path / "logdir"
+    part = logdir / "t-0"
+    segs = partition(part)
+    for name in OFFSET_CHECKPOINTS:
+        ig.write_file(logdir / name, ig.offset_checkpoint([("t", 0, 10)]))
+    if not any(os.path.exists(p) for p in [segs[0].paths.get("txnindex", "")]):
+        ig.write_file(part / AUX_NAMES["txnindex"], ig.encode_txn_index([]))
+    assert os.path.exists(part / AUX_NAMES["snapshot"]), os.listdir(part)
+    for name, target in dict(replace).items():
+        where = logdir if name in OFFSET_CHECKPOINTS else part
+        if os.path.lexists(where / name):
+            os.remove(where / name)
+        os.symlink(target, where / name)
+    for name in fifo:
+        if os.path.lexists(part / name):
+            os.remove(part / name)
+        os.mkfifo(part / name)
+    return logdir, part, segs
+
+
+DEVICE_CASES = [(name, dev) for name in sorted(AUX_NAMES.values()) + OFFSET_CHECKPOINTS
+                for dev in ("/dev/zero", "/dev/urandom")]
+
+
+@pytest.mark.parametrize("name,device", DEVICE_CASES)
+def test_a_device_as_any_file_kind_is_one_line_and_exit_2(tmp_path, name, device):
+    """/dev/zero symlinked as an index, a snapshot, a checkpoint: refused at once (it has no
+    end: read whole, it exhausts memory), named on one line; every other file still read."""
+    logdir, part, segs = log_dir_with(tmp_path, replace={name: device})
+    where = logdir if name in OFFSET_CHECKPOINTS else part
+    path = str(where / name)
+    for target in (logdir, where, path):
+        res = run("dump", target, timeout=60)
+        assert res.code == 2, (target, res)
+        mine = [line for line in res.err_lines if path in line]
+        assert mine == ["kafkalog: %s: not a regular file (a character device)" % path], res
+        if target != path:
+            assert len(batch_lines(res)) == expected_batch_count(segs), res
+        else:
+            assert res.out == b"", res
+
+
+@pytest.mark.parametrize("name", ["00000000000000000000.index", "00000000000000000000.timeindex",
+                                  "00000000000000000000.txnindex"])
+def test_verify_index_refuses_a_device_index(tmp_path, name):
+    logdir, part, segs = log_dir_with(tmp_path, replace={name: "/dev/zero"})
+    path = str(part / name)
+    for target in (logdir, part, path):
+        res = run("verify-index", "--format", "json", target)
+        assert res.code == 2, res
+        assert ["kafkalog: %s: not a regular file (a character device)" % path] == [
+            line for line in res.err_lines if path in line], res
+        if target != path:
+            checked = {o["file"] for o in json_lines(res) if o["type"] == "file"}
+            # the other indexes are still checked
+            assert str(part / "00000000000000000000.log")[:-4] + ".index" in checked or \
+                name.endswith(".index"), res
+            assert segs[1].paths["index"] in checked, res
+
+
+@pytest.mark.parametrize("name", ["00000000000000000000.log", "00000000000000000000.index",
+                                  "00000000000000000099.log"])
+def test_a_fifo_is_refused_without_blocking(tmp_path, name):
+    """A FIFO with no writer: opening it for reading would block for ever."""
+    logdir, part, segs = log_dir_with(tmp_path, fifo=[name])
+    path = str(part / name)
+    line = "kafkalog: %s: not a regular file (a FIFO)" % path
+    for args in (["dump", path], ["dump", "--max-bytes", "100", path], ["dump", part],
+                 ["dump", "--deep-iteration", "--format", "json", logdir]):
+        res = run(*args, timeout=60)
+        assert res.code == 2, (args, res)
+        # one line about the FIFO itself (an index of its segment says why it goes unchecked)
+        assert [e for e in res.err_lines if e.startswith("kafkalog: %s:" % path)] == [line], \
+            (args, res)
+    if name.endswith(".log"):
+        res = run("verify-index", path, timeout=60)
+        assert res.code == 2, res
+        assert res.err_lines == [line], res
+
+
+def test_a_directory_named_as_a_segment_is_refused(tmp_path):
+    logdir, part, segs = log_dir_with(tmp_path)
+    os.mkdir(part / "00000000000000000099.log")
+    path = str(part / "00000000000000000099.log")
+    res = run("dump", part)
+    assert res.code == 2, res
+    assert [e for e in res.err_lines if path in e] == [
+        "kafkalog: %s: not a regular file (a directory)" % path], res
+    assert len(batch_lines(res)) == expected_batch_count(segs), res
+
+
+def test_checkpoints_are_read_to_their_size_only(tmp_path):
+    """A checkpoint is small: one far larger than any real one is refused before it is read."""
+    logdir, part, segs = log_dir_with(tmp_path)
+    big = logdir / "replication-offset-checkpoint"
+    with open(big, "wb") as f:
+        f.truncate(3 * 1024 ** 3)  # sparse: costs no disk
+    res = run("dump", big, timeout=60)
+    assert res.code == 1, res
+    assert len(res.err_lines) == 1 and str(big) in res.err_lines[0], res
+
+
+# -- 4: names that are not UTF-8, or hold control characters -------------------------------------
+
+ENCODINGS = [{"PYTHONIOENCODING": "utf-8"}, {"LC_ALL": "C"}, {"PYTHONIOENCODING": "ascii"},
+             {"LC_ALL": "C", "PYTHONIOENCODING": "ascii"}]
+HOSTILE_DIR = b"m\xff\x1b[31m\n-0"  # not UTF-8, an escape sequence, a newline
+
+
+def hostile_partition(tmp_path):
+    """A partition in a directory whose name is not UTF-8 and holds control characters, with a
+    corrupt offset index (so that problems naming it are printed) and a corrupt snapshot."""
+    part = os.path.join(os.fsencode(str(tmp_path)), HOSTILE_DIR)
+    segs = partition(os.fsdecode(part))
+    index = segs[0].paths["index"]
+    entries = ig.decode_offset_index(open(index, "rb").read(), 0)
+    bad = ig.replace_entry(entries, 0, (entries[0][0] + 1, entries[0][1]))
+    ig.write_file(index, ig.encode_offset_index(bad, 0))
+    snapshot = os.path.join(os.fsdecode(part), "%020d.snapshot" % 72)
+    ig.write_file(snapshot, ig.bad_snapshot_crc(open(snapshot, "rb").read()))
+    return os.fsdecode(part), segs
+
+
+@pytest.mark.parametrize("env", ENCODINGS, ids=lambda e: ",".join("%s=%s" % kv for kv in e.items()))
+def test_hostile_names_are_printed_escaped(tmp_path, env):
+    part, segs = hostile_partition(tmp_path)
+    shown = escaped(part)
+    assert "\n" not in shown and "\x1b" not in shown
+    cases = [["dump", part], ["dump", "--deep-iteration", "--format", "messages", part],
+             ["dump", "--format", "json", part], ["dump", segs[0].paths["index"]],
+             ["dump", "--format", "json", segs[0].paths["index"]],
+             ["dump", os.path.join(part, "missing.log")], ["dump", "--from-offset", "3", part],
+             ["verify-index", part], ["verify-index", "--format", "json", part],
+             ["verify-index", segs[0].paths["index"]]]
+    for args in cases:
+        res = run(*args, env=env)
+        assert res.code == (0 if "--from-offset" in args else 2 if "missing.log" in args[-1]
+                            else 1), (args, res)
+        # never the raw bytes of the name; each line whole
+        assert HOSTILE_DIR not in res.out + res.err, (args, res)
+        assert b"\x1b" not in res.out + res.err, (args, res)
+        text = res.out.decode("utf-8") + res.err.decode("utf-8", "replace")
+        if "--format" in args and "json" in args:
+            objs = json_lines(res)
+            named = [o["file"] for o in objs if "file" in o]
+            assert named and all(n.startswith(os.path.join(shown, "")) for n in named), (args, res)
+        else:
+            assert shown in text, (args, res)
+        for line in res.err_lines:
+            assert line.startswith(("kafkalog: ", "Mismatches in :", "  Index offset",
+                                    "Dumping ")) or shown in line, (args, line)
+
+
+@pytest.mark.parametrize("env", ENCODINGS[:2], ids=lambda e: ",".join("%s=%s" % kv for kv in e.items()))
+def test_hostile_unknown_file_name_is_printed_escaped(tmp_path, env):
+    part = tmp_path / "t-0"
+    segs = partition(part)
+    path = _write(part, b"\xfe\xff\r\x07.log", segs[0].data)
+    for args in (["dump", part], ["verify-index", part], ["dump", path]):
+        res = run(*args, env=env)
+        assert b"\xfe\xff" not in res.err and b"\r" not in res.err, (args, res)
+        assert any(escaped(path) in line for line in res.err_lines), (args, res)
+
+
+# -- 6: a partition directory that cannot be read --------------------------------------------------
+
+def _unreadable_log_dir(base):
+    """A log directory of three partitions, the middle one unreadable (mode 000)."""
+    logdir = os.path.join(base, "logdir")
+    segs = {}
+    for name in ("a-0", "b-0", "c-0"):
+        segs[name] = partition(os.path.join(logdir, name), n_segments=1)
+    for root, dirs, names in os.walk(base):
+        os.chmod(root, 0o755)
+        for n in names:
+            os.chmod(os.path.join(root, n), 0o644)
+    os.chmod(os.path.join(logdir, "b-0"), 0)
+    return logdir, segs
+
+
+def _drop_dac_override():
+    """Run in the child before exec: drop the capabilities that let root read whatever the mode
+    says (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH) from the bounding set, so that the command,
+    still uid 0, meets a mode-000 directory as anyone would."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+    _limit_memory()
+
+
+def unprivileged(*args, **kw):
+    """``run`` where a file mode denies reading: as is when not root, else with root's
+    override dropped; skipped with a reason when neither can be had."""
+    if os.geteuid() != 0:
+        return run(*args, **kw)
+    try:
+        return run(*args, preexec=_drop_dac_override, **kw)
+    except subprocess.SubprocessError as e:
+        pytest.skip("running as root and cannot drop CAP_DAC_OVERRIDE (%s): modes do not "
+                    "stop root" % e)
+
+
+@pytest.mark.parametrize("command", [["dump"], ["verify-index"], ["recover", "--dry-run"]])
+def test_an_unreadable_partition_is_named_and_the_others_processed(tmp_path, command):
+    logdir, segs = _unreadable_log_dir(str(tmp_path))
+    res = unprivileged(*command, logdir)
+    assert res.code == 2, res
+    bad = os.path.join(logdir, "b-0")
+    assert "kafkalog: %s: Permission denied" % bad in res.err_lines, res
+    # the partition is named, not the log directory
+    assert not any(line.startswith("kafkalog: %s: " % logdir) for line in res.err_lines), res
+    if command == ["dump"]:
+        assert len(batch_lines(res)) == sum(expected_batch_count(s) for n, s in segs.items()
+                                            if n != "b-0"), res
+    elif command == ["verify-index"]:
+        res = unprivileged("verify-index", "--format", "json", logdir)
+        checked = {o["file"] for o in json_lines(res) if o["type"] == "file"}
+        assert checked == {p for n in ("a-0", "c-0") for s in segs[n]
+                           for k, p in s.paths.items() if k != "log"}, res
+    else:
+        for name in ("a-0", "c-0"):
+            assert os.path.join(logdir, name) in res.out_text + "\n".join(res.err_lines), res
+
+
+@pytest.mark.parametrize("command", [["dump"], ["verify-index"], ["recover", "--dry-run"]])
+@pytest.mark.parametrize("entry", ["loop", "dangling"])
+def test_a_partition_entry_that_cannot_be_followed(tmp_path, command, entry):
+    """Root too: a partition entry that is a symlink loop or a dangling symlink is named, the
+    other partitions are processed, exit 2."""
+    logdir = tmp_path / "logdir"
+    segs = {n: partition(logdir / n, n_segments=1) for n in ("a-0", "c-0")}
+    bad = logdir / "b-0"
+    os.symlink("b-0" if entry == "loop" else "nowhere-0", bad)
+    res = run(*command, logdir)
+    assert res.code == 2, res
+    reason = "Too many levels of symbolic links" if entry == "loop" else "No such file or directory"
+    assert "kafkalog: %s: %s" % (bad, reason) in res.err_lines, res
+    if command == ["dump"]:
+        assert len(batch_lines(res)) == sum(expected_batch_count(s) for s in segs.values()), res
+
+
+@pytest.mark.parametrize("command", [["dump"], ["verify-index"]])
+def test_an_unreadable_file_named_explicitly_is_one_line(tmp_path, command):
+    logdir, segs = _unreadable_log_dir(str(tmp_path))
+    log = segs["a-0"][0].paths["log"]
+    os.chmod(log, 0)
+    res = unprivileged(*command, log)
+    assert res.code == 2, res
+    assert res.err_lines == ["kafkalog: %s: Permission denied" % log], res

@@ -117,7 +117,8 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
 
 
 @click.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+# readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--files", "files_arg", multiple=True, metavar="A,B,C",
               help="Comma-separated files to dump (as kafka-dump-log.sh takes them).")
 @click.option("--print-data-log", is_flag=True, help="Print keys and payloads (implies --deep-iteration).")

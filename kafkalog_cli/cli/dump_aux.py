@@ -65,18 +65,26 @@ def _dump_index(kind, path, writer, iopts):
         return EXIT_OK
     if iopts.sanity_only:
         return _sanity(index, writer)
-    log, missing = _open_log(path, iopts.max_message_size)
-    if log is None:
-        problems = [missing]
-    else:
+    status = EXIT_OK
+    try:
+        log, missing = _open_log(path, iopts.max_message_size)
+    except OSError as e:
+        # the log is named on its own when dumped; here: why the entries go unchecked
+        writer.warn("%s: entries not checked: %s: %s" % (
+            files.printable_name(path), files.printable_name(e.filename or "its log"),
+            e.strerror or e))
+        log, missing, status = None, None, EXIT_USAGE
+    if log is not None:
         with log:
             problems = check(index, log)
+    else:
+        problems = [missing] if missing is not None else []
     _note_zero_tail(index, path, writer)
     if not iopts.verify_only:
         for entry in index.entries:
             writer.entry(kind, dict(zip(names, entry)))
     writer.problems(problems)
-    return _status(problems)
+    return max(status, _status(problems))
 
 
 def dump_index(path, writer, iopts):
@@ -111,8 +119,9 @@ def dump_txn_index(path, writer, iopts):
 
 
 def dump_snapshot(path, writer, iopts):
+    entries = read_snapshot(path)
     writer.begin_aux(files.printable_name(path))
-    for e in read_snapshot(path):
+    for e in entries:
         fields = {"producerId": e.producer_id, "producerEpoch": e.epoch,
                   "coordinatorEpoch": e.coordinator_epoch,
                   "currentTxnFirstOffset": (e.current_txn_first_offset

@@ -2,6 +2,7 @@
 (each log directory's .lock is taken once for all its partitions)."""
 
 import os
+import stat
 
 import click
 
@@ -13,25 +14,44 @@ def _is_partition(directory):
     # A folder holding recover's quarantine is a partition directory, even when nothing else
     # is left in it (recover set aside everything it held).
     return os.path.isdir(os.path.join(directory, QUARANTINE)) or any(
-        files.file_kind(n) is not None and files.file_kind(n) != files.OFFSET_CHECKPOINT
-        for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n)))
+        files.partition_file_kind(n) not in (None, files.OFFSET_CHECKPOINT)
+        for n in os.listdir(directory))
 
 
-def partitions_of(path):
+def partitions_of(path, errors=None):
     """The partition directories a path stands for: a .log file's directory, a partition
-    directory, or every partition directory of a log directory."""
+    directory, or every partition directory of a log directory. A directory of a log directory
+    that has a partition's name but cannot be read is added to ``errors`` as (path, OSError),
+    and the others are still found."""
     if os.path.isfile(path):
         if files.file_kind(path) != files.LOG:
-            raise click.UsageError("%s: not a segment (.log) file or a directory" % path)
+            raise click.UsageError("%s: not a segment (.log) file or a directory"
+                                   % files.printable_name(path))
         return [os.path.dirname(os.path.abspath(path))]
     if not os.path.isdir(path):
+        os.stat(path)  # its own error: no such file, a loop, no permission on the way
         raise FileNotFoundError(2, "No such file or directory", path)
     if _is_partition(path):
         return [os.path.abspath(path)]
-    found = [os.path.join(os.path.abspath(path), n) for n in sorted(os.listdir(path))
-             if n != QUARANTINE and os.path.isdir(os.path.join(path, n))
-             and _is_partition(os.path.join(path, n))]
-    if not found:
+    found = []
+    failed = False
+    for n in sorted(os.listdir(path)):
+        sub = os.path.join(os.path.abspath(path), n)
+        if n == QUARANTINE or n.startswith("."):
+            continue
+        try:
+            if not stat.S_ISDIR(os.stat(sub).st_mode) or not _is_partition(sub):
+                continue
+        except OSError as e:
+            # a partition that cannot be read (no permission, a dangling symlink or a loop):
+            # named, the others still handled; other names (lost+found) are none of ours
+            if files.looks_like_partition(n):
+                failed = True
+                if errors is not None:
+                    errors.append((sub, e))
+            continue
+        found.append(sub)
+    if not found and not failed:
         raise FileNotFoundError(2, "no partition directories in it", path)
     return found
 
@@ -42,10 +62,14 @@ def partitions_by_log_dir(paths):
     groups = {}
     ok = True
     for path in paths:
+        errors = []
         try:
-            for partition in partitions_of(path):
+            for partition in partitions_of(path, errors):
                 groups.setdefault(os.path.dirname(partition), []).append(partition)
         except OSError as e:
-            click.echo("kafkalog: %s: %s" % (path, e.strerror or e), err=True)
+            errors.append((path, e))
+        for where, e in errors:
+            click.echo("kafkalog: %s: %s" % (files.printable_name(where), e.strerror or e),
+                       err=True)
             ok = False
     return {d: list(dict.fromkeys(ps)) for d, ps in groups.items()}, ok

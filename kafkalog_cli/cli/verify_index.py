@@ -46,7 +46,8 @@ def _summary_table(reports):
 
 
 @click.command("verify-index")
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+# readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("--sanity-only", is_flag=True,
               help="Run only the broker's start-up sanity check, on the files as they are.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
