@@ -29,7 +29,8 @@ def partitions_of(path, errors=None):
                                    % files.printable_name(path))
         return [os.path.dirname(os.path.abspath(path))]
     if not os.path.isdir(path):
-        os.stat(path)  # its own error: no such file, a loop, no permission on the way
+        # its own error: no such file, a loop, no permission on the way, not a regular file
+        files.open_regular(path).close()
         raise FileNotFoundError(2, "No such file or directory", path)
     if _is_partition(path):
         return [os.path.abspath(path)]
