@@ -8,6 +8,8 @@ import base64
 import binascii
 import datetime
 import json
+import math
+import os
 
 DECODER_NAMES = ("string", "hex", "base64", "int", "long", "json")
 
@@ -37,17 +39,72 @@ def _fixed_int(size, name):
     return text, as_json
 
 
+class RawNumber:
+    """A JSON number whose value no float holds (``1e999``), kept as the text it was written
+    with: embedding it as a float would give ``Infinity``, which is not JSON."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+
+def _reject_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
+def _parse_float(text):
+    value = float(text)
+    return value if math.isfinite(value) else RawNumber(text)
+
+
+def _strict_loads(b):
+    """Parse ``b`` as strict JSON (RFC 8259): NaN, Infinity and -Infinity are refused, as JSON
+    has no such literals; numbers too large for a float are kept as written (RawNumber)."""
+    return json.loads(b, parse_constant=_reject_constant, parse_float=_parse_float)
+
+
+class StrictEncoder:
+    """``encode(obj) -> str``: strict JSON only (no NaN or Infinity: ValueError), with each
+    RawNumber written as its own text."""
+
+    def __init__(self, **options):
+        self._token = "\x00kafkalog-raw-%s-" % os.urandom(8).hex()
+        self._raws = []
+        self._encode = json.JSONEncoder(allow_nan=False, default=self._default, **options).encode
+
+    def _default(self, obj):
+        if isinstance(obj, RawNumber):
+            self._raws.append(obj.text)
+            return "%s%d" % (self._token, len(self._raws) - 1)
+        raise TypeError("%s is not JSON serializable" % type(obj).__name__)
+
+    def encode(self, obj):
+        try:
+            text = self._encode(obj)
+        finally:
+            raws, self._raws = self._raws, []
+        for i, raw in enumerate(raws):
+            text = text.replace(json.dumps("%s%d" % (self._token, i)), raw, 1)
+        return text
+
+
+_compact = StrictEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _json_value(b):
+    """The payload parsed as strict JSON, to embed in JSON output; text that is not strict JSON
+    (or nests too deep to parse) is embedded as a string, as the string decoder gives it."""
     try:
-        return json.loads(b)
-    except ValueError:
+        return _strict_loads(b)
+    except (ValueError, RecursionError):
         return _string(b)
 
 
 def _json_text(b):
     try:
-        return json.dumps(json.loads(b), separators=(",", ":"), ensure_ascii=False)
-    except ValueError:
+        return _compact(_strict_loads(b))
+    except (ValueError, RecursionError):
         return _string(b)
 
 

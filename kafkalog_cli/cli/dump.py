@@ -9,7 +9,7 @@ from ..log import files
 from ..log.files import NoSegmentsError, base_offset_from_name, expand, printable_name
 from ..log.seek import Seek, next_bases
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile
-from ..format.errors import LimitExceededError
+from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from . import decoders
 from .dump_aux import IndexOptions, dump_aux
@@ -70,22 +70,15 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
             if fast is not None:
                 pos = fast(log, pos, end, RELEASE_STEP)
                 log.release_before(pos)
-            for item, recs, error in log.walk(pos, end, opts.deep or seek is not None, resync):
+            for item in log.entries(pos, end, resync):
                 pos = item.position + item.size
                 if isinstance(item, Batch):
-                    if seek is not None:
-                        if seek.past_end(item, recs):
-                            pos = end
-                            break
-                        if recs is not None:
-                            wanted = seek.select(recs)
-                            if not wanted:
-                                continue
-                            recs = recs.select(wanted) if opts.deep else None
-                    writer.batch(item, recs)
-                    if seek is not None and not seek.shown:
-                        writer.flush()  # the first match at once: the rest may take a scan
-                        seek.shown = True
+                    shown, past_end, error = _dump_batch(log, item, writer, opts.deep, seek)
+                    if past_end:
+                        pos = end
+                        break
+                    if not shown:
+                        continue
                     if isinstance(error, LimitExceededError):
                         # A batch whose records inflate past the bound is valid (its CRC holds;
                         # the broker does not look inside): said, not counted as invalid.
@@ -114,6 +107,57 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
                 break
         writer.end_file()
     return status
+
+
+def _dump_batch(log, batch, writer, deep, seek):
+    """Write ``batch`` through ``writer``, its records (when ``deep``) a chunk at a time as they
+    are decoded, so that a batch of millions of records never sits in memory whole.
+
+    Returns (shown, past_end, error): whether the batch was written (with ``seek``, only a batch
+    holding wanted records is, or one whose records cannot be read), whether ``seek`` says no
+    later batch can be wanted, and the CorruptRecordError met in its records (the records
+    before the damage are written first) or None.
+    """
+    if not deep and seek is None:
+        writer.batch(batch, None)
+        return True, False, None
+    shown = False
+    checked_end = seek is None
+    error = None
+    try:
+        for recs in log.iter_records(batch):
+            if not checked_end:
+                checked_end = True
+                if seek.past_end(batch, recs):
+                    return False, True, None
+            if seek is not None:
+                wanted = seek.select(recs)
+                if not wanted:
+                    continue
+                if len(wanted) != len(recs):
+                    recs = recs.select(wanted)
+            if shown:
+                if deep:
+                    writer.records(batch, recs)
+                continue
+            writer.batch(batch, recs if deep else None)
+            shown = True
+            _first_match(writer, seek)
+    except CorruptRecordError as e:
+        error = e
+    if not checked_end and seek.past_end(batch, None):
+        return False, True, None
+    if not shown and (seek is None or error is not None):
+        writer.batch(batch, None)
+        shown = True
+        _first_match(writer, seek)
+    return shown, False, error
+
+
+def _first_match(writer, seek):
+    if seek is not None and not seek.shown:
+        writer.flush()  # the first match at once: the rest may take a scan
+        seek.shown = True
 
 
 @click.command()

@@ -1,8 +1,10 @@
 """Output formats of `kafkalog dump`: kafka (kafka-dump-log.sh's lines), messages, json.
 
 A writer receives, per file: ``begin_file``, then ``batch``/``record_error``/``invalid`` in file
-order, then ``end_file``; ``finish`` once at the end prints the run's summaries. Text is collected
-in lists and written in large chunks.
+order, then ``end_file``; ``finish`` once at the end prints the run's summaries. A batch's records
+come in chunks (a huge batch is never held whole): the first with ``batch``, the others with
+``records``, each written out before the next is decoded. Text is collected in lists and written
+in large chunks. Every JSON text written is strict JSON (no NaN or Infinity).
 """
 
 import json
@@ -125,6 +127,11 @@ class Writer:
         return None
 
     def batch(self, batch, recs):
+        """A batch's line(s), with the first chunk of its records (None: not shown)."""
+        raise NotImplementedError
+
+    def records(self, batch, recs):
+        """A further chunk of the records of the batch last given to ``batch``."""
         raise NotImplementedError
 
     def record_error(self, batch, message):
@@ -248,10 +255,10 @@ def control_text(key, value, kafka_format):
               control.KRAFT_VERSION: "KRaftVersion", control.KRAFT_VOTERS: "KRaftVoters"}
     if type_id in labels:
         body = control.kraft_control_json(type_id, value)
-        return " %s %s" % (labels[type_id], json.dumps(body, separators=(",", ":")))
+        return " %s %s" % (labels[type_id], json.dumps(body, separators=(",", ":"), allow_nan=False))
     if type_id == control.LEADER_CHANGE and kafka_format >= "4.3":
         body = control.kraft_control_json(type_id, value)
-        return " LeaderChange: %s" % json.dumps(body, separators=(",", ":"))
+        return " LeaderChange: %s" % json.dumps(body, separators=(",", ":"), allow_nan=False)
     return " controlType: %s(%d)" % (control.control_type_name(type_id), type_id)
 
 
@@ -322,7 +329,13 @@ class KafkaWriter(Writer):
             self.put_bytes(_kafkatext.batch_line(self.buf, b.position, b.is_valid))
         else:
             self._lines.append(self._batch_line(b))
-        if recs is not None and len(recs):
+        if recs is not None:
+            self.records(b, recs)
+        else:
+            self._maybe_flush()
+
+    def records(self, b, recs):
+        if len(recs):
             self._track_offsets(recs.offsets)
             if b.magic >= 2 and not b.is_control and not self.opts.skip_metadata and not self.opts.iso:
                 self._v2_lines(b, recs)
@@ -471,8 +484,10 @@ class MessagesWriter(Writer):
         self._value_text = decoders.TEXT[opts.value_decoder]
 
     def batch(self, b, recs):
-        if recs is None:
-            return
+        if recs is not None:
+            self.records(b, recs)
+
+    def records(self, b, recs):
         add = self._lines.append
         codec = b.codec_name
         tl = b.timestamp_type_name
@@ -510,10 +525,22 @@ class JsonWriter(Writer):
         super().__init__(out, err, opts)
         self._key_json = decoders.JSON[opts.key_decoder]
         self._value_json = decoders.JSON[opts.value_decoder]
-        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self._dumps = decoders.StrictEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
     def _emit(self, obj):
         self._lines.append(self._dumps(obj))
+
+    def _emit_record(self, obj, k, v, hdrs):
+        try:
+            self._emit(obj)
+        except RecursionError:
+            # a payload parsed (--*-decoder json) that nests too deep to write back: as text
+            if "key" in obj:
+                obj["key"] = None if k is None else decoders.TEXT["string"](k)
+                obj["payload"] = None if v is None else decoders.TEXT["string"](v)
+            obj["headers"] = [{"key": hk, "value": None if hv is None else
+                               decoders.TEXT["string"](hv)} for hk, hv in hdrs]
+            self._emit(obj)
 
     def batch(self, b, recs):
         tst = b.timestamp_type_name
@@ -526,8 +553,11 @@ class JsonWriter(Writer):
             "lastSequence": b.last_sequence, "partitionLeaderEpoch": b.partition_leader_epoch,
             "isTransactional": b.is_transactional, "isControl": b.is_control,
             "deleteHorizonMs": b.delete_horizon_ms})
-        if recs is None:
-            return
+        if recs is not None:
+            self.records(b, recs)
+
+    def records(self, b, recs):
+        tst = b.timestamp_type_name
         kj = self._key_json
         vj = self._value_json
         for i, off in enumerate(recs.offsets):
@@ -553,7 +583,7 @@ class JsonWriter(Writer):
                 except CorruptRecordError as e:
                     obj["controlError"] = str(e)
                     self.bad_record(off, e)
-            self._emit(obj)
+            self._emit_record(obj, k, v, hdrs)
         self._maybe_flush()
 
     def record_error(self, batch, message):

@@ -7,7 +7,7 @@ import os
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError
-from ..format.records import Batch, decode_records
+from ..format.records import RECORD_CHUNK, Batch, decode_records, iter_records
 from ..format.scan import scan
 from .files import open_regular
 
@@ -190,9 +190,20 @@ class LogFile:
                 yield item, None, None
 
     def records(self, batch):
-        """Decode the records of ``batch``; raises CorruptRecordError on malformed contents."""
+        """Decode the records of ``batch`` all at once; raises CorruptRecordError on malformed
+        contents. For a batch of few records: iter_records bounds memory for any batch."""
         return decode_records(self.buf, batch, self._inflater, self.max_message_size,
                               self.batch_limit)
+
+    def iter_records(self, batch, chunk=RECORD_CHUNK):
+        """The records of ``batch`` as Records of at most ``chunk`` records each, decoded as
+        they are asked for: memory stays bounded by the batch's decompressed size (at most
+        ``batch_limit``) plus one chunk, however many records it holds. At damage, the
+        complete records before it come first, then CorruptRecordError is raised
+        (LimitExceededError when the records inflate past the bound). Iterate it before asking
+        ``entries()`` for the next entry (the batch's bytes are loaded until then)."""
+        return iter_records(self.buf, batch, self._inflater, self.max_message_size,
+                            self.batch_limit, chunk)
 
     def first_base_offset(self):
         """The base offset of the first complete entry, or None."""
