@@ -277,3 +277,75 @@ def test_rename_noreplace_never_replaces(tmp_path):
     assert not os.path.exists(a)
     with open(b, "rb") as f:
         assert f.read() == b"A"
+
+
+# -- renames elsewhere never replace either --------------------------------------------------------
+
+def test_retain_does_not_rename_over_an_existing_deleted_file(tmp_path):
+    """The log cleaner leaves the segment it replaced as ``X.log.deleted`` (the new one has the
+    same base offset X) until the broker's delayed delete. Retention deleting X then renamed
+    X.log over that file (before the fix): both must stay until the delete delay has passed,
+    and then both go."""
+    d = str(tmp_path / "logs" / "orders-0")
+    os.makedirs(d)
+    segs, base = [], 0
+    for i in range(3):
+        data, nxt = ig.busy_segment(base, n_batches=6, seed=i, t0=T0 + 10**6 * i)
+        segs.append((base, data))
+        base = nxt
+    ig.write_partition(d, segs)
+    old = {}
+    for kind in ("log", "index", "timeindex"):
+        n = name(0, kind + ".deleted")
+        old[n] = b"the segment the cleaner replaced: " + kind.encode()
+        ig.write_file(os.path.join(d, n), old[n])
+    before = top_files(d)
+    res = kafkalog("retain", "--log-start-offset", str(segs[1][0]), "--file-delete-delay-ms",
+                   "3600000", d)
+    assert res.code == 0 and "Traceback" not in res.err, res
+    after = top_files(d)
+    contents = list(after.values())
+    for n, data in before.items():
+        assert data in contents, "%r: its bytes are gone" % n
+    for n, data in old.items():
+        assert after[os.fsencode(n)] == data, n   # untouched, under its own name
+    assert os.fsencode(name(0, "log")) not in after
+    # once the delay has passed, every .deleted file goes
+    res = kafkalog("retain", "--file-delete-delay-ms", "0", d)
+    assert res.code == 0, res
+    assert not [n for n in top_files(d) if n.endswith(b".deleted")], sorted(top_files(d))
+
+
+def test_append_does_not_trim_away_index_entries(tmp_path):
+    """append trims a pre-allocated zero tail off the active segment's index before appending
+    to it; entries after a slot that ends the real ones are not such a tail, and were dropped
+    unseen (before the fix). Now append refuses and sends to recover, the index untouched."""
+    import struct
+    import subprocess
+    import sys
+    from dumpcheck import REPO
+    d = str(tmp_path / "logs" / "orders-0")
+    data, _ = ig.busy_segment(0, n_batches=40, seed=1)
+    segs = ig.write_partition(d, [(0, data)])
+    entries = segs[0].indexes.offset_entries
+    assert len(entries) >= 3
+    raw = ig.encode_offset_index(entries[:2], 0) + bytes(8) + ig.encode_offset_index(entries[2:], 0)
+    path = segs[0].paths["index"]
+    ig.write_file(path, raw)
+    assert struct.unpack_from(">i", raw, 24)[0] != 0  # a real entry after the zero slot
+    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "append", d], input=b"a\nb\n",
+                       cwd=REPO, capture_output=True, timeout=120)
+    assert p.returncode == 2, p
+    assert b"Traceback" not in p.stderr and b"recover" in p.stderr, p.stderr
+    with open(path, "rb") as f:
+        assert f.read() == raw
+    assert top_files(d)[os.fsencode(name(0, "log"))] == data
+    # recover rebuilds that index (keeping this one), and append goes through then
+    res = recover(d)
+    assert res.code == 1, res
+    assert raw in [c for _, _, c in quarantine_files(d)]
+    with open(path, "rb") as f:
+        assert f.read() == ig.encode_offset_index(entries, 0)
+    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "append", d], input=b"a\nb\n",
+                       cwd=REPO, capture_output=True, timeout=120)
+    assert p.returncode == 0, p

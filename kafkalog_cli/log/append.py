@@ -13,7 +13,7 @@ import time
 from ..format.records import Batch
 from .files import LOG, base_offset_from_name, file_kind, lifecycle_suffix
 from .index import OffsetIndex, TimeIndex
-from .indexbuild import IndexBuilder, fsync_dir, write_atomically
+from .indexbuild import IndexBuilder, fsync_dir, write_atomically, write_new
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 
 DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
@@ -193,22 +193,35 @@ class PartitionWriter:
         """Entries of an index we are about to append to: a missing one is written from
         ``rebuilt``; a pre-allocated zero tail (a broker leaves the active segment's index so)
         is cut first so that appends follow the last real entry."""
-        if not os.path.exists(path):
-            write_atomically(path, rebuilt)
+        if not os.path.lexists(path):
+            write_new(path, rebuilt)  # never over a file that appeared meanwhile
             return len(rebuilt) // cls.entry.size
         index = cls(path, base)
         if index.zero_tail or index.file_size % index.entry.size:
-            write_atomically(path, index.data[:index.count * index.entry.size])
+            keep = index.count * index.entry.size
+            whole = index.slots * index.entry.size
+            if any(index.data[keep:whole]):
+                # not a pre-allocated tail: entries after a slot that ends them. Trimming would
+                # throw them away unseen; recover checks the index and keeps what it replaces.
+                raise AppendError("%s: bytes after its last entry are not zeros: run `kafkalog "
+                                  "recover` first" % path)
+            # what goes: zeros, and a torn last entry shorter than one (a crash mid-write)
+            write_atomically(path, index.data[:keep])
         return index.count
 
     def _create_segment(self, base):
         active = _Active(self.directory, base)
         # The indexes first, the .log last: a crash leaves no segment without its indexes.
         for path in (active.index_path, active.time_path, active.log_path):
-            if os.path.exists(path) and os.path.getsize(path):
-                raise AppendError("%s already exists" % path)
-            with open(path, "wb") as f:
-                f.flush()
+            try:
+                f = open(path, "xb")  # created here, never truncating a file that exists
+            except FileExistsError:
+                # an empty file a crashed roll left is taken as it is; anything else is not ours
+                if not (os.path.isfile(path) and not os.path.islink(path)
+                        and os.path.getsize(path) == 0):
+                    raise AppendError("%s already exists" % path) from None
+                f = open(path, "rb")
+            with f:
                 os.fsync(f.fileno())
         fsync_dir(self.directory)
         active.open_files()

@@ -202,6 +202,12 @@ def _track_transactions(batch, recs, tracker, aborted):
             aborted.append(entry)
 
 
+def _stray_bytes(index):
+    """Non-zero bytes after an index's real entries: not a pre-allocated tail (entries after
+    a slot that ends them, a torn entry), which appending after the real entries would lose."""
+    return any(index.data[index.count * index.entry.size:])
+
+
 def _offset_index_ok(path, scan, active):
     """Does the .index at ``path`` point only at batch starts with the right last offsets,
     increasing, and pass the broker's sanity check?"""
@@ -211,6 +217,8 @@ def _offset_index_ok(path, scan, active):
         return False
     if index.zero_tail and not active:
         return False  # a sealed segment's index left pre-allocated (KAFKA-19200): trim it
+    if _stray_bytes(index):
+        return False
     if (index.trimmed() if active else index).sanity_problems():
         return False
     prev = None
@@ -229,6 +237,8 @@ def _time_index_ok(path, scan, active):
     except (OSError, FileFormatError):
         return False
     if index.zero_tail and not active:
+        return False
+    if _stray_bytes(index):
         return False
     if (index.trimmed() if active else index).sanity_problems():
         return False

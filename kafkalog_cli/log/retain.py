@@ -8,14 +8,15 @@ log end offset for the last one), the policy must hold, and the last segment goe
 is not empty and the caller allows rolling it away.
 """
 
+import errno
 import os
 import time
 
 from ..format.records import Batch
 from . import checkpoints, files
-from .files import FileFormatError, base_offset_from_name, file_kind, lifecycle_suffix
+from .files import FileFormatError, base_offset_from_name, lifecycle_suffix
 from .index import TimeIndex
-from .indexbuild import fsync_dir, write_atomically
+from .indexbuild import fsync_dir, rename_noreplace, write_atomically
 from .segment import LogFile
 
 DELETED = ".deleted"
@@ -69,8 +70,8 @@ def _largest_timestamp(directory, seg, batches_ts):
 
 
 def load_segments(directory):
-    logs = sorted((n for n in os.listdir(directory) if file_kind(n) == files.LOG
-                   and not lifecycle_suffix(n) and base_offset_from_name(n) is not None),
+    logs = sorted((n for n in os.listdir(directory) if files.partition_file_kind(n) == files.LOG
+                   and not lifecycle_suffix(n)),
                   key=base_offset_from_name)
     out = []
     for i, n in enumerate(logs):
@@ -208,7 +209,7 @@ def segment_files(directory, base):
     """The names of a segment's files present now (its .log last), and snapshots at its base."""
     stem = "%020d" % base
     names = [n for n in os.listdir(directory) if n.split(".", 1)[0] == stem
-             and not n.endswith(DELETED) and file_kind(n) in
+             and not lifecycle_suffix(n) and files.partition_file_kind(n) in
              (files.INDEX, files.TIMEINDEX, files.TXNINDEX, files.SNAPSHOT)]
     return sorted(names) + (["%s.log" % stem] if os.path.exists(os.path.join(directory, stem + ".log"))
                             else [])
@@ -240,20 +241,48 @@ def finish_interrupted(directory):
     return done
 
 
+def _mark_deleted(directory, n):
+    """Rename ``n`` to ``n.deleted``, never over an existing file: when a ``n.deleted`` is
+    already there (the log cleaner leaves the segment it replaced so, under the same base
+    offset, until the broker's delayed delete), ours becomes ``n.<k>.deleted`` with the first
+    free k. Returns the new name."""
+    src = os.path.join(directory, n)
+    for k in range(1, 1 << 20):
+        target = n + DELETED if k == 1 else "%s.%d%s" % (n, k, DELETED)
+        try:
+            rename_noreplace(src, os.path.join(directory, target))
+            return target
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free .deleted name", src)
+
+
 def _rename_segments(directory, bases, new_start):
     done = []
     for base in bases:
         for n in segment_files(directory, base):
-            os.rename(os.path.join(directory, n), os.path.join(directory, n + DELETED))
+            _mark_deleted(directory, n)
             done.append(n)
     for n in os.listdir(directory):  # producer snapshots below the new log start go too
         b = base_offset_from_name(n)
-        if file_kind(n) == files.SNAPSHOT and not lifecycle_suffix(n) and b is not None \
-                and b < new_start:
-            os.rename(os.path.join(directory, n), os.path.join(directory, n + DELETED))
+        if files.partition_file_kind(n) == files.SNAPSHOT and not lifecycle_suffix(n) \
+                and b is not None and b < new_start:
+            _mark_deleted(directory, n)
             done.append(n)
     fsync_dir(directory)
     return done
+
+
+def _deleted_origin(n):
+    """The name a ``.deleted`` file had (``X.log.deleted`` and our ``X.log.2.deleted`` ->
+    ``X.log``), or None for a name that is not a Kafka file's with that suffix."""
+    if not n.endswith(DELETED):
+        return None
+    stem = n[:-len(DELETED)]
+    head, dot, k = stem.rpartition(".")
+    if dot and k.isascii() and k.isdigit() and files.partition_file_kind(head) is not None:
+        stem = head
+    return stem if files.partition_file_kind(stem) is not None else None
 
 
 def delete_segments(plan):
@@ -275,7 +304,7 @@ def purge_deleted(directory, delay_ms, now_ms):
     ctime); with 0, all of them."""
     removed = []
     for n in sorted(os.listdir(directory)):
-        if not n.endswith(DELETED) or file_kind(n[:-len(DELETED)]) is None:
+        if _deleted_origin(n) is None:
             continue
         path = os.path.join(directory, n)
         if delay_ms == 0 or now_ms - os.stat(path).st_ctime * 1000 >= delay_ms:
