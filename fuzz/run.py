@@ -1,0 +1,463 @@
+#!/usr/bin/env python3
+"""Long-run fuzzing of kafkalog's readers: the format layer, the auxiliary file readers, and the
+CLI in-process on mutated partition directories.
+
+    .venv/bin/python fuzz/run.py                          # every target, 100,000 inputs each
+    .venv/bin/python fuzz/run.py --targets format --runs 1000000
+    .venv/bin/python fuzz/run.py --engine loop            # without atheris
+    .venv/bin/python fuzz/run.py --replay fuzz/crashes/format-*.bin
+
+Engines: ``atheris`` (coverage-guided libFuzzer, with kafkalog_cli instrumented and a custom
+mutator that mixes libFuzzer's byte mutations with the structure-aware ones of
+tests/fuzzlib.py: length fields at their extremes, mutations under the compression, CRCs fixed
+up) when ``pip install -e '.[fuzz]'`` has installed it; else ``loop``, a plain random loop of the
+fuzzlib mutations over the same seeds.
+
+Each target runs in its own process, one after another (one core). Per target the summary gives
+the inputs executed and the crashes found, unique by exception type and the innermost
+kafkalog_cli frame; each crash's first input is saved under fuzz/crashes/ (``--replay`` runs
+saved inputs again and prints the traceback). A crash is any exception but the documented
+ones (CorruptRecordError, LimitExceededError, FileFormatError, OSError), an invariant of
+tests/fuzzlib.py that does not hold, an exit status of the CLI other than 0, 1 and 2, a
+read-only command that changes a byte, a recover that loses a byte or whose second run has
+something to do.
+"""
+
+import argparse
+import glob
+import hashlib
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests"))
+sys.path.insert(0, REPO)
+
+CRASH_DIR = os.path.join(HERE, "crashes")
+TARGETS = ("format", "aux", "cli")
+MAX_LEN = 256 * 1024
+CLI_COMMANDS = (
+    ("dump", "--deep-iteration", "--print-data-log"),
+    ("dump", "--format", "messages", "--print-data-log"),
+    ("dump", "--format", "json", "--deep-iteration", "--print-data-log"),
+    ("dump", "--skip-invalid", "--deep-iteration"),
+    ("dump", "--from-offset", "5", "--to-offset", "60"),
+    ("verify-index",),
+    ("recover", "--dry-run"),
+    ("recover",),
+)
+
+
+class Crash(Exception):
+    """An invariant that does not hold (not an exception of the code under test)."""
+
+
+# -- targets --------------------------------------------------------------------------------------------
+#
+# A target is a class with ``seeds()`` (initial inputs, bytes) and ``run(data)`` (one input: raise
+# to report a crash). Inputs are plain bytes, so that libFuzzer can mutate them.
+
+class FormatTarget:
+    """Segment bytes through the format layer: scan, batch headers, records of every format and
+    codec, control records. First byte: bit 0 the pure-Python decoder, bit 1 resync."""
+
+    name = "format"
+
+    def __init__(self):
+        import fuzzlib
+        self.F = fuzzlib
+        self.allowed = fuzzlib.allowed_exceptions()
+
+    def seeds(self):
+        out = []
+        for name, data in sorted(self.F.log_seeds(bomb_size=256 << 10).items()):
+            for flags in (0, 3):
+                out.append(bytes([flags]) + data)
+        return out
+
+    def run(self, data):
+        if not data:
+            return
+        flags, body = data[0], data[1:]
+        try:
+            if flags & 1:
+                self.F.with_pure_python(self.F.read_log_bytes, body, 16 << 10, 64 << 10, bool(flags & 2))
+            else:
+                self.F.read_log_bytes(body, 16 << 10, 64 << 10, bool(flags & 2))
+        except AssertionError as e:
+            raise Crash("invariant: %s" % (e,)) from e
+        except self.allowed:
+            pass
+
+
+class AuxTarget:
+    """Auxiliary files: first byte the kind (and whether to check it against a log), the rest
+    the file's bytes, read by its reader and checked against a real segment."""
+
+    name = "aux"
+
+    def __init__(self, workdir):
+        import fuzzlib
+        self.F = fuzzlib
+        self.dir = workdir
+        self.log_path = os.path.join(workdir, "00000000000000000000.log")
+        with open(self.log_path, "wb") as f:
+            f.write(fuzzlib.busy_log())
+
+    def seeds(self):
+        out = []
+        for (kind, _), data in sorted(self.F.aux_seeds().items()):
+            k = self.F.AUX_KINDS.index(kind)
+            out.append(bytes([k]) + data)
+            out.append(bytes([k | 0x80]) + data)
+        return out
+
+    def run(self, data):
+        if not data:
+            return
+        kind = self.F.AUX_KINDS[(data[0] & 0x7F) % len(self.F.AUX_KINDS)]
+        path = os.path.join(self.dir, self.F.aux_file_name(kind))
+        with open(path, "wb") as f:
+            f.write(data[1:])
+        probe = int.from_bytes(data[1:9].ljust(8, b"\0"), "big", signed=True)
+        self.F.read_aux_file(kind, path, self.log_path if data[0] & 0x80 else None, probe)
+
+
+class CliTarget:
+    """The CLI in-process (``cli.main`` in standalone mode, SystemExit caught) on a fixture
+    partition with one file replaced. Input: partition, file, command and directory-change
+    choices (4 bytes), then the file's new bytes. The directory change (one input in four): a
+    hostile or half-crashed directory's contents (fuzzlib.TREE_OPS: odd names, a symlink to
+    /dev/zero, a FIFO, a copy under a lifecycle suffix, a splice of two files...)."""
+
+    name = "cli"
+
+    def __init__(self, workdir):
+        import fuzzlib
+        from kafkalog_cli.cli.main import cli
+        self.F = fuzzlib
+        self.cli = cli
+        self.work = workdir
+        self.parts = {}
+        for p in ("events-0", "legacy-0", "metrics-0", "orders-0", "orders-1"):
+            src = os.path.join(fuzzlib.FIXTURES, p)
+            self.parts[p] = {n: open(os.path.join(src, n), "rb").read()
+                             for n in sorted(os.listdir(src))}
+        self.names = sorted(self.parts)
+        self.devnull = open(os.devnull, "w")
+
+    def seeds(self):
+        out = []
+        for i, p in enumerate(self.names):
+            for j, (n, data) in enumerate(sorted(self.parts[p].items())):
+                for c in range(len(CLI_COMMANDS)):
+                    out.append(bytes([i, j, c, 0]) + data)
+                    out.append(bytes([i, j, c, 0xC0 + (i + j + c) % 64]) + data)
+        return out
+
+    def _invoke(self, args):
+        out = io.TextIOWrapper(io.BufferedWriter(io.FileIO(os.devnull, "w")), encoding="utf-8")
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = out, self.devnull
+        try:
+            self.cli.main(list(args), prog_name="kafkalog", standalone_mode=True)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+        finally:
+            sys.stdout, sys.stderr = saved
+            try:
+                out.close()
+            except Exception:
+                pass
+        return code
+
+    def run(self, data):
+        if len(data) < 4:
+            return
+        part = self.names[data[0] % len(self.names)]
+        files = self.parts[part]
+        names = sorted(files)
+        target = names[data[1] % len(names)]
+        cmd = CLI_COMMANDS[data[2] % len(CLI_COMMANDS)]
+        root = tempfile.mkdtemp(dir=self.work)
+        try:
+            d = os.path.join(root, part)
+            os.mkdir(d)
+            for n, content in files.items():
+                with open(os.path.join(d, n), "wb") as f:
+                    f.write(data[4:] if n == target else content)
+            if data[3] >= 0xC0:
+                ops = self.F.TREE_OPS[1:]  # the directory changes (not "file")
+                op = ops[data[3] % len(ops)]
+                self.F.mutate_tree(d, [(op, data[1] + 1, data[2], data[3], [])])
+            if cmd[0] != "recover" or "--dry-run" in cmd:
+                before = self.F.snapshot_tree(d)
+                code = self._invoke(list(cmd) + [d])
+                if code not in (0, 1, 2):
+                    raise Crash("%s: exit status %r" % (" ".join(cmd), code))
+                if self.F.snapshot_tree(d) != before:
+                    raise Crash("%s changed the partition" % " ".join(cmd))
+                return
+            before = self.F.partition_contents(d)
+            code = self._invoke(["recover", d])
+            if code not in (0, 1, 2):
+                raise Crash("recover: exit status %r" % code)
+            lost = self.F.check_nothing_lost(before, d)
+            if lost:
+                raise Crash("recover lost bytes: %s" % lost[0])
+            cuts = self.F.check_cuts(before, d)
+            if cuts:
+                raise Crash("recover cut a valid batch: %s" % cuts[0])
+            snap = self.F.snapshot_tree(d)
+            code2 = self._invoke(["recover", d])
+            if code2 != 0 or self.F.snapshot_tree(d) != snap:
+                raise Crash("second recover: exit %r, %s" % (
+                    code2, "changed the partition" if self.F.snapshot_tree(d) != snap else "nothing changed"))
+            if code in (0, 1):
+                logs = sorted(os.path.join(d, n) for n in os.listdir(d)
+                              if n.endswith(".log") and n.split(".")[0].isdigit())
+                if logs and self._invoke(["dump", "--deep-iteration"] + logs) == 1:
+                    raise Crash("dump finds invalid data in what recover kept")
+                if self._invoke(["verify-index", d]) == 1:
+                    raise Crash("verify-index finds problems in what recover rebuilt")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+# -- the worker: one target, one engine ----------------------------------------------------------------
+
+def _location(exc):
+    """The innermost frame in kafkalog_cli (else the innermost frame) as file:line."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in tb if "kafkalog_cli" in f.filename]
+    f = (ours or tb or [None])[-1]
+    if f is None:
+        return "?"
+    return "%s:%d" % (os.path.relpath(f.filename, REPO) if f.filename.startswith(REPO) else
+                      os.path.basename(f.filename), f.lineno)
+
+
+class Worker:
+    def __init__(self, target, stats_path, runs):
+        self.target = target
+        self.stats_path = stats_path
+        self.runs = runs
+        self.inputs = 0
+        self.crashes = {}
+        self.t0 = time.monotonic()
+        os.makedirs(CRASH_DIR, exist_ok=True)
+
+    def one(self, data):
+        self.inputs += 1
+        try:
+            self.target.run(data)
+        except Exception as e:  # everything is reported, nothing stops the run
+            self._record(e, data)
+        if self.inputs % 2000 == 0 or self.inputs == self.runs:
+            self.write_stats()
+
+    def _record(self, e, data):
+        if isinstance(e, Crash):
+            key = "Crash: %s" % str(e).split(":")[0][:80]
+            where = _location(e.__cause__) if e.__cause__ else "invariant"
+        else:
+            key = type(e).__name__
+            where = _location(e)
+        key = "%s @ %s" % (key, where)
+        entry = self.crashes.get(key)
+        if entry is None:
+            digest = hashlib.sha1(data).hexdigest()[:12]
+            path = os.path.join(CRASH_DIR, "%s-%s.bin" % (self.target.name, digest))
+            with open(path, "wb") as f:
+                f.write(data)
+            entry = self.crashes[key] = {"count": 0, "input": os.path.relpath(path, REPO),
+                                         "message": ("%s: %s" % (type(e).__name__, e))[:500],
+                                         "at_input": self.inputs}
+            self.write_stats()
+        entry["count"] += 1
+
+    def write_stats(self):
+        stats = {"target": self.target.name, "inputs": self.inputs,
+                 "seconds": round(time.monotonic() - self.t0, 1), "crashes": self.crashes}
+        tmp = self.stats_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(stats, f, indent=1)
+        os.replace(tmp, self.stats_path)
+
+
+def _make_target(name, workdir):
+    if name == "format":
+        return FormatTarget()
+    if name == "aux":
+        return AuxTarget(workdir)
+    if name == "cli":
+        return CliTarget(workdir)
+    raise SystemExit("unknown target %r" % name)
+
+
+def run_worker(args):
+    import fuzzlib as F
+    workdir = tempfile.mkdtemp(prefix="kafkalog-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    header = {"format": 1, "aux": 1, "cli": 4}[args.worker]
+    try:
+        if args.engine == "atheris":
+            import atheris
+            with atheris.instrument_imports(include=["kafkalog_cli"]):
+                import kafkalog_cli.cli.dump  # noqa: F401
+                import kafkalog_cli.cli.recover  # noqa: F401
+                import kafkalog_cli.cli.verify_index  # noqa: F401
+                import kafkalog_cli.format.control  # noqa: F401
+                import kafkalog_cli.format.records  # noqa: F401
+                import kafkalog_cli.format.scan  # noqa: F401
+                import kafkalog_cli.log.checkpoints  # noqa: F401
+                import kafkalog_cli.log.recover  # noqa: F401
+                import kafkalog_cli.log.snapshot  # noqa: F401
+                import kafkalog_cli.log.verify  # noqa: F401
+        target = _make_target(args.worker, workdir)
+        worker = Worker(target, args.stats, args.runs)
+        seeds = target.seeds()
+        others = [s[header:] for s in seeds]
+        if args.engine == "atheris":
+            corpus = os.path.join(workdir, "corpus")
+            os.makedirs(corpus)
+            for i, s in enumerate(seeds):
+                with open(os.path.join(corpus, "seed-%04d" % i), "wb") as f:
+                    f.write(s)
+
+            def mutator(data, max_size, seed):
+                rng = random.Random(seed)
+                if rng.random() < 0.5 or len(data) <= header:
+                    return atheris.Mutate(data, max_size)
+                ops = F.random_ops(rng, 3)
+                body = F.apply_ops(data[header:], ops, rng.choice(others))
+                return (data[:header] + body)[:max_size]
+
+            def one(data):
+                worker.one(data)
+                if worker.inputs >= args.runs:
+                    worker.write_stats()
+                    os._exit(0)
+
+            atheris.Setup([sys.argv[0], "-max_len=%d" % MAX_LEN, "-rss_limit_mb=3072",
+                           "-timeout=60", "-runs=%d" % (args.runs + len(seeds) + 10),
+                           "-seed=%d" % args.seed, "-artifact_prefix=%s/%s-" % (CRASH_DIR, args.worker),
+                           "-print_final_stats=0", corpus],
+                          one, custom_mutator=mutator)
+            atheris.Fuzz()
+        else:
+            rng = random.Random(args.seed)
+            for s in seeds:
+                worker.one(s)
+            while worker.inputs < args.runs:
+                s = rng.choice(seeds)
+                body = F.apply_ops(s[header:], F.random_ops(rng, 4), rng.choice(others))
+                worker.one(s[:header] + body)
+            worker.write_stats()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# -- the parent: every target in turn, then the summary ---------------------------------------------
+
+def run_all(args):
+    engine = args.engine
+    if engine == "auto":
+        try:
+            import atheris  # noqa: F401
+            engine = "atheris"
+        except ImportError:
+            engine = "loop"
+    results = []
+    for name in args.targets.split(","):
+        runs = args.runs if not args.runs_per else int(dict(
+            x.split("=") for x in args.runs_per.split(","))[name])
+        stats = os.path.join(tempfile.gettempdir(), "kafkalog-fuzz-%s-%d.json" % (name, os.getpid()))
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--runs", str(runs),
+               "--engine", engine, "--stats", stats, "--seed", str(args.seed)]
+        print("== %s: %d inputs (%s)" % (name, runs, engine), flush=True)
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, env=dict(os.environ, PYTHONHASHSEED="0"))
+        took = time.monotonic() - t0
+        try:
+            with open(stats) as f:
+                result = json.load(f)
+            os.unlink(stats)
+        except (OSError, ValueError):
+            result = {"target": name, "inputs": 0, "crashes": {}}
+        result["exit"] = p.returncode
+        result["wall_seconds"] = round(took, 1)
+        results.append(result)
+        _print_result(result)
+    total = sum(r["inputs"] for r in results)
+    unique = sum(len(r["crashes"]) for r in results)
+    print("== total: %d inputs, %d unique crashes" % (total, unique))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 1 if unique or any(r["exit"] not in (0,) for r in results) else 0
+
+
+def _print_result(r):
+    print("%-7s inputs: %d in %.0fs (%.0f/s), unique crashes: %d%s" % (
+        r["target"], r["inputs"], r.get("wall_seconds", 0),
+        r["inputs"] / max(r.get("wall_seconds", 1), 0.001), len(r["crashes"]),
+        "" if r.get("exit") == 0 else ", worker exit status %s" % r.get("exit")), flush=True)
+    for key, c in sorted(r["crashes"].items()):
+        print("    %6d x %s\n           first at input %d, saved as %s\n           %s"
+              % (c["count"], key, c["at_input"], c["input"], c["message"].splitlines()[0][:300]))
+
+
+def replay(paths):
+    workdir = tempfile.mkdtemp(prefix="kafkalog-fuzz-replay-")
+    targets = {}
+    status = 0
+    try:
+        for path in paths:
+            name = os.path.basename(path).split("-", 1)[0]
+            if name not in targets:
+                targets[name] = _make_target(name, workdir)
+            with open(path, "rb") as f:
+                data = f.read()
+            try:
+                targets[name].run(data)
+                print("%s: no crash" % path)
+            except Exception:
+                status = 1
+                print("%s:" % path)
+                traceback.print_exc()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return status
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--runs", type=int, default=100000, help="inputs per target")
+    ap.add_argument("--runs-per", default=None, metavar="format=N,aux=N,cli=N")
+    ap.add_argument("--engine", choices=("auto", "atheris", "loop"), default="auto")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", default=None, help="write the results to this file too")
+    ap.add_argument("--replay", nargs="+", default=None, help="run saved inputs again")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--stats", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.replay:
+        return replay(args.replay)
+    if args.worker:
+        return run_worker(args)
+    return run_all(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
