@@ -479,3 +479,112 @@ def test_an_unreadable_file_named_explicitly_is_one_line(tmp_path, command):
     res = unprivileged(*command, log)
     assert res.code == 2, res
     assert res.err_lines == ["kafkalog: %s: Permission denied" % log], res
+
+
+# -- 5: a time index is checked in one pass over the log -------------------------------------------
+
+def _per_batch_time_index(directory, n_batches):
+    """A segment of ``n_batches`` batches, a CORRECT time index with an entry for every batch
+    and an empty offset index: DumpLogSegments' check scans the log from its start for each
+    entry (entries x batches)."""
+    os.makedirs(directory)
+    data, _ = ig.busy_segment(0, n_batches=n_batches, records_per_batch=2, value_size=20)
+    entries = ig.build_indexes(data, interval=0).time_entries
+    assert len(entries) == n_batches - 1
+    prefix = os.path.join(str(directory), ig.segment_prefix(0))
+    ig.write_file(prefix + ".log", data)
+    ig.write_file(prefix + ".index", b"")
+    ig.write_file(prefix + ".timeindex", ig.encode_time_index(entries, 0))
+    return prefix, len(entries)
+
+
+def test_a_large_time_index_is_checked_in_one_pass(tmp_path):
+    """4000 batches, 3999 time index entries: rescanning the log per entry took 34-41 s; one
+    pass takes well under one. The timeout (15 s) leaves room for a loaded machine and none
+    for the quadratic scan."""
+    prefix, n = _per_batch_time_index(tmp_path / "t-0", 4000)
+    res = run("verify-index", "--format", "json", tmp_path / "t-0", timeout=15)
+    assert res.code == 0, res
+    files = {o["file"]: o for o in json_lines(res) if o["type"] == "file"}
+    assert files[prefix + ".timeindex"]["entries"] == n and \
+        files[prefix + ".timeindex"]["problems"] == 0, res
+    res = run("dump", "--verify-index-only", prefix + ".timeindex", timeout=15)
+    assert res.code == 0, res
+    assert res.err == b"", res
+
+
+def test_a_time_index_far_longer_than_its_log(tmp_path):
+    """200,000 entries over a 64-batch log, every one past the log's end: each found missing,
+    in time linear in the entries (a rescan of the log per entry took 11-30 s over 8 batches,
+    and grows with the batches; one pass here takes a few seconds, most of it printing)."""
+    part = tmp_path / "legacy-0"
+    os.makedirs(part)
+    data, end = ig.busy_segment(0, n_batches=64, records_per_batch=2, value_size=20)
+    prefix = os.path.join(str(part), ig.segment_prefix(0))
+    ig.write_file(prefix + ".log", data)
+    ig.write_file(prefix + ".index", b"")
+    entries = [(T0 + 10 * i, end + i) for i in range(200000)]
+    ig.write_file(prefix + ".timeindex", ig.encode_time_index(entries, 0))
+    res = run("verify-index", "--format", "json", part, timeout=30)
+    assert res.code == 1, res
+    problems = [o for o in json_lines(res) if o["type"] == "problem"]
+    assert [(p["kind"], p["index_offset"], p["log_offset"]) for p in problems] == [
+        ("offset_not_found", off, -1) for _, off in entries]
+
+
+def _random_log(rnd):
+    """v2 batches whose offsets may go backwards (the base offset is outside the CRC: such a
+    log reads as valid) and whose timestamps go anywhere."""
+    w = kg.SegmentWriter(0)
+    for i in range(rnd.randrange(1, 40)):
+        recs = [kg.Rec(b"k", b"v" * rnd.randrange(1, 50), T0 + rnd.randrange(-5000, 5000))
+                for _ in range(rnd.randrange(1, 4))]
+        gap = rnd.choice([0, 0, 0, 3, -2, -7]) if i else 0
+        if w.next_offset + gap < 0:
+            gap = 0
+        w.add_v2(recs, gap=gap)
+    return w.data()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_time_index_findings_match_dump_log_segments(tmp_path, seed):
+    """The one-pass check finds what DumpLogSegments' rescan per entry finds (indexgen's
+    reading of its rules over kafka-python's batches), logs whose offsets go backwards
+    included."""
+    import random
+    from dumpcheck import kafkalog
+    rnd = random.Random(seed)
+    data = _random_log(rnd)
+    batches = ig.read_log(data)
+    part = tmp_path / "t-0"
+    os.makedirs(part)
+    prefix = os.path.join(str(part), ig.segment_prefix(0))
+    ig.write_file(prefix + ".log", data)
+    # an offset index of increasing offsets, positions at batch starts
+    starts = sorted(rnd.sample([b.position for b in batches], rnd.randrange(0, len(batches) + 1)))
+    offsets = sorted(rnd.sample(range(1, 200), len(starts)))
+    oentries = list(zip(offsets, starts))
+    ig.write_file(prefix + ".index", ig.encode_offset_index(oentries, 0))
+    candidates = [b.last_offset for b in batches] + [b.base_offset for b in batches] + [
+        rnd.randrange(1, 200) for _ in range(5)]
+    tentries = []
+    for _ in range(rnd.randrange(1, 60)):
+        b = rnd.choice(batches)
+        ts = b.record_max_timestamp if rnd.random() < 0.6 else T0 + rnd.randrange(-6000, 6000)
+        tentries.append((ts, rnd.choice(candidates)))
+    tentries = [e for e in tentries if e[1] != 0]  # offset 0 ends the entries (the zero tail)
+    if not tentries:
+        tentries = [(T0, batches[-1].last_offset or 1)]
+    ig.write_file(prefix + ".timeindex", ig.encode_time_index(tentries, 0))
+    expected = ig.kafka_time_index_errors(tentries, oentries, batches, 0)
+    res = kafkalog("verify-index", "--format", "json", prefix + ".timeindex")
+    problems = [json.loads(line) for line in res.out.splitlines()]
+    problems = [p for p in problems if p["type"] == "problem"]
+    found = ig.TimeIndexErrors(
+        [(p["index_timestamp"], p["log_timestamp"]) for p in problems
+         if p["kind"] == "timestamp_mismatch"],
+        [(p["index_timestamp"], p["previous_timestamp"]) for p in problems
+         if p["kind"] == "timestamp_out_of_order"],
+        [(p["index_offset"], p["log_offset"]) for p in problems
+         if p["kind"] == "offset_not_found"])
+    assert found == expected, (tentries, oentries, [(b.position, b.last_offset) for b in batches])

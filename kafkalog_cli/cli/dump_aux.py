@@ -10,7 +10,7 @@ from ..log import checkpoints, files, verify
 from ..log.files import FileFormatError
 from ..log.index import OffsetIndex, TimeIndex
 from ..log.segment import LogFile
-from ..log.snapshot import read_snapshot
+from ..log.snapshot import parse_snapshot
 from ..log.txnindex import TransactionIndex
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -119,9 +119,9 @@ def dump_txn_index(path, writer, iopts):
 
 
 def dump_snapshot(path, writer, iopts):
-    entries = read_snapshot(path)
+    data = files.read_sized(path)  # a file that cannot be read: no "Dumping" line
     writer.begin_aux(files.printable_name(path))
-    for e in entries:
+    for e in parse_snapshot(data):  # a corrupt one: after it, as Kafka's tool prints it
         fields = {"producerId": e.producer_id, "producerEpoch": e.epoch,
                   "coordinatorEpoch": e.coordinator_epoch,
                   "currentTxnFirstOffset": (e.current_txn_first_offset

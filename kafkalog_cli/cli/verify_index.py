@@ -105,17 +105,21 @@ def verify_index(paths, sanity_only, fmt, max_message_size):
             _error(r.path, r.error)
             status = EXIT_USAGE
             continue
+        # a file's lines in one write: an index may hold a million entries, each a finding
+        lines = []
         for item, label in [(p, p.kind) for p in r.problems] + [(n, "note") for n in r.notes]:
             if fmt == "json":
                 obj = item.as_dict()
                 if label == "note":
                     obj["type"] = "note"
-                click.echo(json.dumps(obj))
+                lines.append(json.dumps(obj))
             else:
-                click.echo("%s: %s: %s" % (name, label, item.message), err=True)
+                lines.append("%s: %s: %s" % (name, label, item.message))
         if fmt == "json":
-            click.echo(json.dumps({"type": "file", "file": name, "kind": r.kind,
-                                   "entries": r.entries, "problems": len(r.problems)}))
+            lines.append(json.dumps({"type": "file", "file": name, "kind": r.kind,
+                                     "entries": r.entries, "problems": len(r.problems)}))
+        if lines:
+            click.echo("\n".join(lines), err=fmt != "json")
         if r.problems:
             status = max(status, EXIT_PROBLEMS)
     if fmt == "text" and reports and sys.stderr.isatty():

@@ -34,7 +34,11 @@ class ProducerEntry:
 
 def read_snapshot(path):
     """The entries of a producer snapshot, checked as ProducerStateManager.readSnapshot does."""
-    data = read_sized(path)
+    return parse_snapshot(read_sized(path))
+
+
+def parse_snapshot(data):
+    """The entries of a producer snapshot's bytes (see read_snapshot)."""
     if len(data) < 2:
         raise FileFormatError("Snapshot failed schema validation: %d bytes, too short for a version"
                               % len(data))
