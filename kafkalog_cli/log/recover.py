@@ -156,22 +156,29 @@ def scan_segment(path, base, prev_last, tracker, interval, max_message_size):
                 result.first_bad, result.reason = item.position, item.reason
                 break
             reason = _header_problem(item, base, prev_last)
-            recs = None
+            marker_key = None   # a control batch's first record key (its end marker's)
             if reason is None:
                 try:
-                    recs = log.records(item)
+                    # chunk by chunk: memory stays bounded by the batch's decompressed size,
+                    # however many records it holds
+                    for recs in log.iter_records(item):
+                        if item.is_control:
+                            if marker_key is None and len(recs):
+                                marker_key = recs.keys[0]
+                            reason = control_problem(recs)
+                            if reason is not None:
+                                break
                 except LimitExceededError:
                     # Inflating further than the bound lets us is no proof of damage: keep the
                     # batch, its records unchecked (and say so).
                     result.unchecked.append((item.position, item.base_offset, item.last_offset))
+                    marker_key = None
                 except CorruptRecordError as e:
                     reason = "records cannot be read: %s" % e
-            if reason is None and recs is not None and item.is_control:
-                reason = control_problem(recs)
             if reason is not None:
                 result.first_bad, result.reason = item.position, reason
                 break
-            _track_transactions(item, recs, tracker, result.aborted)
+            _track_transactions(item, marker_key, tracker, result.aborted)
             result.builder.add(item.position, item.size, item.last_offset, item.max_timestamp)
             result.last_at[item.position] = item.last_offset
             # LogSegment.recover indexes the batch header's maxTimestamp, so that is what an
@@ -184,18 +191,20 @@ def scan_segment(path, base, prev_last, tracker, interval, max_message_size):
     return result
 
 
-def _track_transactions(batch, recs, tracker, aborted):
+def _track_transactions(batch, marker_key, tracker, aborted):
     """ProducerAppendInfo.append during recovery: a transactional data batch opens its
     producer's transaction at its base offset (from the header: its records are not needed);
-    a control batch's first record, an end marker, closes it at the batch's base offset."""
+    a control batch's first record, an end marker (``marker_key`` is its key; None for an
+    empty control batch, whose transaction was cleaned away), closes it at the batch's base
+    offset."""
     if not batch.is_transactional or batch.producer_id < 0:
         return
     if not batch.is_control:
         tracker.data(batch.producer_id, batch.base_offset)
         return
-    if recs is None or not len(recs):
-        return  # an empty control batch: its transaction was cleaned away
-    type_id = control.control_type(recs.keys[0])
+    if marker_key is None:
+        return
+    type_id = control.control_type(marker_key)
     if type_id in (control.ABORT, control.COMMIT):
         entry = tracker.marker(batch.producer_id, batch.base_offset, type_id == control.ABORT)
         if entry is not None:
