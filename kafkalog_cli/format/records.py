@@ -258,6 +258,19 @@ def join_records(chunks, empty):
     return empty if out is None else out
 
 
+def held_back(chunks):
+    """The chunks of ``chunks`` (an iter_records), each given out only once the next one (or
+    the end) has been decoded without error: a batch damaged within its first chunk gives
+    nothing, as a batch decoded whole does; the partial chunk before damage is never given."""
+    prev = None
+    for recs in chunks:
+        if prev is not None:
+            yield prev
+        prev = recs
+    if prev is not None:
+        yield prev
+
+
 def decode_v2_records(data, count, base_offset, base_timestamp, append_time, limit):
     """All ``count`` v2 records of ``data`` as one Records (see iter_v2_records)."""
     return join_records(iter_v2_records(data, count, base_offset, base_timestamp, append_time,

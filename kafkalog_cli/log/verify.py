@@ -90,8 +90,13 @@ def check_offset_index(index, log):
 
 
 def _max_record_timestamp(log, batch):
-    recs = log.records(batch)
-    return max(recs.timestamps) if len(recs) else -1
+    """The largest record timestamp of ``batch`` (-1 without records), a chunk at a time."""
+    best = None
+    for recs in log.iter_records(batch):
+        if len(recs):
+            top = max(recs.timestamps)
+            best = top if best is None or top > best else best
+    return -1 if best is None else best
 
 
 class _BatchChain:
@@ -279,17 +284,19 @@ def check_txn_index(txn, log):
             open_first.setdefault(item.producer_id, item.base_offset)
             continue
         try:
-            recs = log.records(item)
+            for _ in log.iter_records(item):
+                pass  # a first pass: a batch with damaged records is skipped whole
         except CorruptRecordError:
             continue  # the log's own problem; verify reports indexes only
-        for offset, key in zip(recs.offsets, recs.keys):
-            try:
-                type_id = control.control_type(key)
-            except CorruptRecordError:
-                continue
-            first = open_first.pop(item.producer_id, None)
-            if type_id == control.ABORT:
-                aborts[offset] = (item.producer_id, first)
+        for recs in log.iter_records(item):
+            for offset, key in zip(recs.offsets, recs.keys):
+                try:
+                    type_id = control.control_type(key)
+                except CorruptRecordError:
+                    continue
+                first = open_first.pop(item.producer_id, None)
+                if type_id == control.ABORT:
+                    aborts[offset] = (item.producer_id, first)
     listed = set()
     for e in txn.entries:
         listed.add(e.last_offset)

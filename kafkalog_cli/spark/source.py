@@ -17,7 +17,7 @@ import os
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..format.records import NO_TIMESTAMP_TYPE, Batch
+from ..format.records import NO_TIMESTAMP_TYPE, Batch, Records, held_back
 from ..format.errors import CorruptRecordError
 from ..log import files
 from ..log.files import FileFormatError, expand_path, file_kind
@@ -32,6 +32,8 @@ SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "isTransactional boolean, isControl boolean, isValid boolean")
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
 ROWS_PER_ARROW_BATCH = 65536
+_NO_RECORDS = Records()  # a batch of no records (never changed)
+_NO_RECORDS.headers = []
 BYTES_PER_ARROW_BATCH = 256 * 1024 * 1024  # well below the 2 GiB a binary column can hold
 
 
@@ -245,8 +247,11 @@ def read_slice(part, options):
                 break  # the rest of the segment is not batches
             if item.is_control and not include_control:
                 continue
+            # Records a chunk at a time (a batch may hold millions); a chunk is used once the
+            # next one decoded, so that a batch damaged in its first chunk is one invalid row.
+            chunks = held_back(log.iter_records(item)) if item.is_valid else None
             try:
-                recs = log.records(item) if item.is_valid else None
+                recs = None if chunks is None else next(chunks, _NO_RECORDS)
             except CorruptRecordError:
                 recs = None
             if bounds.to_offset is not None:
@@ -259,10 +264,19 @@ def read_slice(part, options):
                     cols.add_invalid(cols.batch_fields(topic, partition, segment, item, False),
                                      item.base_offset)
                 continue
-            cols.add_records(cols.batch_fields(topic, partition, segment, item, True), recs, keep)
-            if len(cols) >= ROWS_PER_ARROW_BATCH or cols.data_bytes >= BYTES_PER_ARROW_BATCH:
-                yield cols.to_arrow(schema)
-                cols = _Columns()
+            fields = cols.batch_fields(topic, partition, segment, item, True)
+            while recs is not None:
+                cols.add_records(fields, recs, keep)
+                if len(cols) >= ROWS_PER_ARROW_BATCH or cols.data_bytes >= BYTES_PER_ARROW_BATCH:
+                    yield cols.to_arrow(schema)
+                    cols = _Columns()
+                try:
+                    recs = next(chunks, None)
+                except CorruptRecordError:
+                    recs = None  # damage after the first chunk: the rows before it, then a mark
+                    if include_invalid:
+                        cols.add_invalid(cols.batch_fields(topic, partition, segment, item, False),
+                                         item.base_offset)
     if len(cols):
         yield cols.to_arrow(schema)
 
