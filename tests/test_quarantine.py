@@ -349,3 +349,25 @@ def test_append_does_not_trim_away_index_entries(tmp_path):
     p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "append", d], input=b"a\nb\n",
                        cwd=REPO, capture_output=True, timeout=120)
     assert p.returncode == 0, p
+
+
+@pytest.mark.parametrize("kind", ["symlink", "file"])
+def test_quarantine_name_taken_by_something_else(tmp_path, kind):
+    """``kafkalog-quarantine`` a symlink to another directory, or a file: nothing is moved
+    through it or over it; one line on stderr, exit 2, the partition unchanged."""
+    d = str(tmp_path / "logdir" / "metrics-0")
+    swap_after_corrupt(d, with_index_swaps=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    q = os.path.join(d, QUARANTINE)
+    if kind == "symlink":
+        os.symlink(str(elsewhere), q)
+    else:
+        with open(q, "wb") as f:
+            f.write(b"not ours")
+    before = top_files(d)
+    res = recover(d)
+    assert res.code == 2, res
+    assert len(res.err.splitlines()) == 1, res.err
+    assert top_files(d) == before
+    assert os.listdir(str(elsewhere)) == []

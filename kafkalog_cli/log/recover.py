@@ -13,6 +13,7 @@ import datetime
 import errno
 import json
 import os
+import stat
 
 from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
@@ -500,12 +501,13 @@ class Quarantine:
         rel = saved
         while rel in self._taken or os.path.lexists(os.path.join(folder, rel)):
             k += 1
-            sub = str(k)
+            sub = os.path.join(folder, str(k))
             try:
-                os.mkdir(os.path.join(folder, sub))
+                os.mkdir(sub)
             except FileExistsError:
                 pass
-            rel = os.path.join(sub, saved)
+            if _real_dir(sub):
+                rel = os.path.join(str(k), saved)
         self._taken.add(rel)
         return rel
 
@@ -520,12 +522,22 @@ class Quarantine:
         write_atomically(os.path.join(self.folder(), MANIFEST), json.dumps(doc, indent=1).encode())
 
 
+def _real_dir(path):
+    """A directory, not a symlink to one (nothing is moved out of the partition through one)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _new_run_folder(directory):
     root = os.path.join(directory, QUARANTINE)
     try:
         os.mkdir(root)
     except FileExistsError:
-        pass
+        if not _real_dir(root):
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory (recover keeps what it "
+                                     "sets aside in a directory of that name)", root) from None
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     for k in range(1, 100000):
         path = os.path.join(root, stamp if k == 1 else "%s-%d" % (stamp, k))
