@@ -7,9 +7,17 @@ Framing follows what Kafka's Java clients write and read:
 - lz4: the LZ4 frame subset of Kafka's Lz4BlockInputStream, including the wrong header
   checksum that magic-0 messages carry (not checked for magic 0, as Kafka does);
 - zstd: streaming frames without a content size (zstd-jni's output).
+
+Bounds: no codec is asked for more than the limit allows, and none is trusted to allocate what a
+header claims: each reads its output in steps (gzip 1 MiB per call, an LZ4 block, 64 KiB of
+zstd), a snappy length preamble and a zstd content size are checked against the limit before
+anything is inflated, and a zstd frame may ask for a window no larger than the limit (at least
+8 MiB). Output beyond a few MiB is gathered in one anonymous mapping that grows in place, so
+that inflating N bytes holds about N bytes, not the pieces plus their join.
 """
 
 import importlib
+import mmap
 import struct
 
 from .errors import CorruptRecordError, LimitExceededError
@@ -22,6 +30,12 @@ _XERIAL_MAGIC_INT = struct.unpack(">i", _XERIAL_MAGIC[:4])[0]
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 _ZSTD_READ = 1 << 16
+_ZSTD_MIN_WINDOW = 8 << 20  # zstd-jni at level 19 writes 8 MiB windows
+_ZSTD_UNKNOWN_SIZES = (0, (1 << 64) - 1, (1 << 64) - 2)  # no content size (or an error) in the header
+_GZIP_STEP = 1 << 20  # most output one gzip call returns
+_GZIP_FIRST_FEED = 1 << 10  # input fed to a gzip member at first, doubling up to _GZIP_MAX_FEED:
+_GZIP_MAX_FEED = 1 << 20  # what zlib copies of the input at each member end stays small
+_JOIN_MAX = 4 << 20  # outputs up to this size are joined from their pieces
 
 
 def _lib(name):
@@ -46,6 +60,86 @@ def codec_name(codec_id):
 def _too_big(limit):
     return LimitExceededError(
         "decompressed size exceeds the limit of %d bytes (see --max-message-size)" % limit)
+
+
+class _Output:
+    """Inflated bytes gathered under a limit (LimitExceededError past it).
+
+    Small outputs are kept as pieces and joined at the end. Past _JOIN_MAX bytes the pieces move
+    into an anonymous mapping, written in place from then on and grown with mremap (no copy):
+    the output is then held once, plus the piece being added, never twice. ``result()`` is
+    bytes or, for a large output, the mmap itself (slicing it gives bytes, as for bytes).
+    """
+
+    __slots__ = ("limit", "total", "pieces", "map")
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.total = 0
+        self.pieces = []
+        self.map = None
+
+    def room(self):
+        return self.limit - self.total
+
+    def add(self, piece):
+        n = len(piece)
+        if n > self.limit - self.total:
+            raise _too_big(self.limit)
+        if self.map is not None:
+            self._reserve(n)
+            self.map[self.total:self.total + n] = piece
+            self.total += n
+            return
+        self.pieces.append(piece)
+        self.total += n
+        if self.total > _JOIN_MAX and hasattr(mmap.mmap, "resize"):
+            self._spill()
+
+    def reserve_view(self, n):
+        """A writable view of the next ``n`` bytes of the output (in the mapping), which then
+        count as written; for codecs that inflate into a buffer."""
+        if n > self.limit - self.total:
+            raise _too_big(self.limit)
+        if self.map is None:
+            self._spill(n)
+        self._reserve(n)
+        start = self.total
+        self.total += n
+        return memoryview(self.map)[start:start + n]
+
+    def _spill(self, extra=0):
+        size = min(self.limit, max(2 * (self.total + extra), 4 * _JOIN_MAX))
+        try:
+            m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except (OSError, ValueError, OverflowError):
+            m = mmap.mmap(-1, size)
+        pos = 0
+        pieces = self.pieces
+        pieces.reverse()
+        while pieces:  # each piece is let go as soon as it is copied
+            piece = pieces.pop()
+            m[pos:pos + len(piece)] = piece
+            pos += len(piece)
+            del piece
+        self.map = m
+
+    def _reserve(self, n):
+        need = self.total + n
+        if need > len(self.map):
+            self.map.resize(min(self.limit, max(need, 2 * len(self.map))))
+
+    def result(self):
+        if self.map is None:
+            pieces = self.pieces
+            if len(pieces) == 1:
+                return pieces[0]
+            return b"".join(pieces)
+        try:
+            self.map.resize(self.total)
+            return self.map
+        except (OSError, SystemError, ValueError, TypeError):  # pragma: no cover - no mremap
+            return self.map[:self.total]
 
 
 # -- xxHash32, needed only for the 2..10 bytes of an LZ4 frame descriptor ----------------------
@@ -96,33 +190,37 @@ def xxh32(data, seed=0):
 # -- gzip ------------------------------------------------------------------------------------
 
 def inflate_gzip(data, limit):
-    out = []
-    total = 0
-    data = bytes(data)
     zlib_module = _gzip_lib()
+    view = memoryview(data)
+    end = len(view)
+    out = _Output(limit)
+    pos = 0
     while True:
         d = zlib_module.decompressobj(31)
-        chunk = data
+        feed = _GZIP_FIRST_FEED
+        chunk = None
         while True:
+            if not chunk:
+                chunk = view[pos:pos + feed]
+                pos += len(chunk)
+                feed = min(2 * feed, _GZIP_MAX_FEED)
+            want = min(_GZIP_STEP, out.room() + 1)
             try:
-                piece = d.decompress(chunk, limit + 1 - total)
+                piece = d.decompress(chunk, want)
             except Exception as e:  # zlib.error / isal error
                 raise CorruptRecordError("corrupt gzip stream: %s" % e) from None
-            total += len(piece)
-            if total > limit:
-                raise _too_big(limit)
-            out.append(piece)
+            out.add(piece)
             if d.eof:
                 break
             chunk = d.unconsumed_tail
-            if not chunk:
+            if not chunk and len(piece) < want and pos >= end:
                 raise CorruptRecordError("corrupt gzip stream: premature end of stream")
-        rest = d.unused_data
+        # What follows the member: fed to zlib but not used by it (at most one feed's worth).
+        pos -= len(d.unused_data)
         # Java's GZIPInputStream goes on into a following member and ignores anything else.
-        if len(rest) < 10 or rest[:3] != b"\x1f\x8b\x08":
+        if end - pos < 10 or view[pos:pos + 3] != b"\x1f\x8b\x08":
             break
-        data = rest
-    return b"".join(out)
+    return out.result()
 
 
 # -- snappy ----------------------------------------------------------------------------------
@@ -140,23 +238,9 @@ def _snappy_raw_length(block):
     raise CorruptRecordError("corrupt snappy block: bad length preamble")
 
 
-def _snappy_block(block, limit):
-    if _snappy_raw_length(block) > limit:
-        raise _too_big(limit)
-    try:
-        return bytes(_lib("cramjam").snappy.decompress_raw(block))
-    except Exception as e:
-        raise CorruptRecordError("corrupt snappy block: %s" % e) from None
-
-
-def inflate_snappy(data, limit):
-    data = bytes(data)
-    if len(data) < 16 or data[:8] != _XERIAL_MAGIC:
-        if not data:
-            raise CorruptRecordError("corrupt snappy stream: empty input")
-        return _snappy_block(data, limit)
-    out = []
-    total = 0
+def _xerial_chunks(data):
+    """(start, end) of each raw block of a xerial stream."""
+    chunks = []
     pos = 16
     end = len(data)
     while end - pos >= 4:
@@ -169,11 +253,42 @@ def inflate_snappy(data, limit):
             raise CorruptRecordError("corrupt snappy stream: chunk length %d" % n)
         if pos + n > end:
             raise CorruptRecordError("corrupt snappy stream: chunk of %d bytes truncated" % n)
-        piece = _snappy_block(data[pos:pos + n], limit - total)
-        total += len(piece)
-        out.append(piece)
+        chunks.append((pos, pos + n))
         pos += n
-    return b"".join(out)
+    return chunks
+
+
+def inflate_snappy(data, limit):
+    view = memoryview(data)
+    if len(view) < 16 or view[:8] != _XERIAL_MAGIC:
+        if not len(view):
+            raise CorruptRecordError("corrupt snappy stream: empty input")
+        chunks = [(0, len(view))]
+    else:
+        chunks = _xerial_chunks(view)
+    # Every block states its length up front: the whole output is known (and refused when
+    # over the limit) before anything is inflated.
+    lengths = [_snappy_raw_length(view[a:b]) for a, b in chunks]
+    if sum(lengths) > limit:
+        raise _too_big(limit)
+    snappy = _lib("cramjam").snappy
+    out = _Output(limit)
+    large = sum(lengths) > _JOIN_MAX
+    for (a, b), n in zip(chunks, lengths):
+        try:
+            if large:  # inflated in place, into the output's mapping
+                target = out.reserve_view(n)
+                got = snappy.decompress_raw_into(view[a:b], target)
+                target.release()
+                if got != n:
+                    raise CorruptRecordError("corrupt snappy block: %d bytes, not %d" % (got, n))
+            else:
+                out.add(bytes(snappy.decompress_raw(view[a:b])))
+        except CorruptRecordError:
+            raise
+        except Exception as e:
+            raise CorruptRecordError("corrupt snappy block: %s" % e) from None
+    return out.result()
 
 
 # -- lz4 -------------------------------------------------------------------------------------
@@ -202,8 +317,7 @@ def inflate_lz4(data, limit, magic=2):
     if magic > 0 and data[hc_pos] != (xxh32(data[4:hc_pos]) >> 8) & 0xFF:
         raise CorruptRecordError("corrupt lz4 stream: stream frame descriptor corrupted")
     pos = hc_pos + 1
-    out = []
-    total = 0
+    out = _Output(limit)
     while True:
         if pos + 4 > end:
             raise CorruptRecordError("corrupt lz4 stream: stream ended prematurely")
@@ -226,42 +340,59 @@ def inflate_lz4(data, limit, magic=2):
                 piece = _lib("lz4.block").decompress(block, uncompressed_size=max_block)
             except Exception as e:
                 raise CorruptRecordError("corrupt lz4 block: %s" % e) from None
-        total += len(piece)
-        if total > limit:
-            raise _too_big(limit)
-        out.append(piece)
-    return b"".join(out)
+        out.add(piece)
+    return out.result()
 
 
 # -- zstd ------------------------------------------------------------------------------------
 
 class _Zstd:
-    """One decompression context, reused for every batch (2-3x faster than a new one)."""
+    """Decompression contexts, one per window bound, reused for every batch (2-3x faster
+    than a new one each time)."""
 
     def __init__(self):
         self._zstandard = _lib("zstandard")
-        self._dctx = self._zstandard.ZstdDecompressor()
+        self._dctx = {}
+
+    def _context(self, max_window):
+        dctx = self._dctx.get(max_window)
+        if dctx is None:
+            if len(self._dctx) > 4:
+                self._dctx.clear()
+            dctx = self._dctx[max_window] = self._zstandard.ZstdDecompressor(
+                max_window_size=max_window)
+        return dctx
 
     def inflate(self, data, limit):
         zstandard = self._zstandard
-        out = []
-        total = 0
+        # A frame's window is memory the decoder allocates before any output: bounded like
+        # the output (the broker's zstd-jni allows 128 MiB; a smaller limit refuses more).
+        max_window = max(limit, _ZSTD_MIN_WINDOW)
         try:
-            reader = self._dctx.stream_reader(data, read_across_frames=True)
+            params = zstandard.get_frame_parameters(data)
+        except zstandard.ZstdError:
+            params = None  # not a frame: the decoder says how
+        if params is not None:
+            if params.content_size not in _ZSTD_UNKNOWN_SIZES and params.content_size > limit:
+                raise _too_big(limit)
+            if params.window_size > max_window:
+                raise _too_big(limit)
+        out = _Output(limit)
+        try:
+            reader = self._context(max_window).stream_reader(data, read_across_frames=True)
             while True:
-                piece = reader.read(_ZSTD_READ)
+                piece = reader.read(min(_ZSTD_READ, out.room() + 1))
                 if not piece:
                     break
-                total += len(piece)
-                if total > limit:
-                    raise _too_big(limit)
-                out.append(piece)
+                out.add(piece)
         except zstandard.ZstdError as e:
+            if "too much memory" in str(e):  # a later frame's window
+                raise _too_big(limit) from None
             raise CorruptRecordError("corrupt zstd stream: %s" % e) from None
-        if not out:
+        if not out.total:
             if len(data) < 4 or bytes(data[:4]) != b"\x28\xb5\x2f\xfd":
                 raise CorruptRecordError("corrupt zstd stream: not a zstd frame")
-        return out[0] if len(out) == 1 else b"".join(out)
+        return out.result()
 
 
 class Inflater:
