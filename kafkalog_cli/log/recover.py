@@ -6,7 +6,9 @@ inside the partition directory, which a broker ignores (it only loads files). Th
 ordered so that a crash at any moment leaves a state from which running again finishes the job:
 later segments are moved away before the corrupt one is cut (so a rerun still sees why they
 must go), cut bytes are saved before the log is truncated, and index files are written through
-temporary files that are flushed and renamed into place.
+temporary files that are flushed and renamed into place. No step replaces a file: every rename
+refuses an existing destination (``indexbuild.rename_noreplace``), each run's quarantine folder
+is new, and each file set aside there gets a name of its own (``Quarantine``).
 """
 
 import datetime
@@ -215,7 +217,7 @@ def _track_transactions(batch, marker_key, tracker, aborted):
 def _stray_bytes(index):
     """Non-zero bytes after an index's real entries: not a pre-allocated tail (entries after
     a slot that ends them, a torn entry), which appending after the real entries would lose."""
-    return any(index.data[index.count * index.entry.size:])
+    return len(index.data.rstrip(b"\x00")) > index.count * index.entry.size
 
 
 def _offset_index_ok(path, scan, active):
