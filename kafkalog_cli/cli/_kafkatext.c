@@ -31,6 +31,10 @@ out_reserve(out_t *o, Py_ssize_t extra)
 {
     if (o->len + extra <= o->cap)
         return 0;
+    if (extra > PY_SSIZE_T_MAX / 2 - o->len) { /* doubling below must not overflow */
+        PyErr_NoMemory();
+        return -1;
+    }
     Py_ssize_t cap = o->cap ? o->cap : 65536;
     while (cap < o->len + extra)
         cap *= 2;

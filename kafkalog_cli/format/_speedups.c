@@ -185,6 +185,10 @@ decode_v2(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "start position outside the data");
         goto done;
     }
+    if (count > 0 && (done < 0 || done > PY_SSIZE_T_MAX - count)) {
+        PyErr_SetString(PyExc_ValueError, "records done out of range"); /* done + i must fit */
+        goto done;
+    }
     complete = PyList_GET_SIZE(headers);
 
     const unsigned char *buf = view.buf;
