@@ -47,12 +47,19 @@ TARGETS = ("format", "aux", "cli")
 MAX_LEN = 256 * 1024
 CLI_COMMANDS = (
     ("dump", "--deep-iteration", "--print-data-log"),
-    ("dump", "--format", "messages", "--print-data-log"),
-    ("dump", "--format", "json", "--deep-iteration", "--print-data-log"),
-    ("dump", "--skip-invalid", "--deep-iteration"),
+    ("dump", "--format", "messages", "--print-data-log", "--timestamps", "iso"),
+    ("dump", "--format", "json", "--deep-iteration", "--print-data-log", "--value-decoder", "json"),
+    ("dump", "--skip-invalid", "--deep-iteration", "--kafka-format", "4.3", "--key-decoder", "long"),
     ("dump", "--from-offset", "5", "--to-offset", "60"),
-    ("verify-index",),
-    ("recover", "--dry-run"),
+    ("dump", "--from-timestamp", "1700000000010", "--to-timestamp", "1900000000000",
+     "--format", "json", "--timestamps", "iso"),
+    ("dump", "--max-bytes", "3000", "--value-decoder", "int", "--skip-record-metadata"),
+    ("dump", "--verify-index-only"),
+    ("dump", "--index-sanity-check", "--format", "json"),
+    ("verify-index", "--format", "json"),
+    ("verify-index", "--sanity-only"),
+    ("recover", "--dry-run", "--format", "json"),
+    ("recover",),
     ("recover",),
 )
 
@@ -68,7 +75,9 @@ class Crash(Exception):
 
 class FormatTarget:
     """Segment bytes through the format layer: scan, batch headers, records of every format and
-    codec, control records. First byte: bit 0 the pure-Python decoder, bit 1 resync."""
+    codec, control records. First byte: bit 0 the pure-Python decoder, bit 1 resync, bit 2 the
+    C decoder's records compared with the pure-Python decoder's (same records or same error
+    class)."""
 
     name = "format"
 
@@ -80,7 +89,7 @@ class FormatTarget:
     def seeds(self):
         out = []
         for name, data in sorted(self.F.log_seeds(bomb_size=256 << 10).items()):
-            for flags in (0, 3):
+            for flags in (0, 3, 4):
                 out.append(bytes([flags]) + data)
         return out
 
@@ -93,6 +102,8 @@ class FormatTarget:
                 self.F.with_pure_python(self.F.read_log_bytes, body, 16 << 10, 64 << 10, bool(flags & 2))
             else:
                 self.F.read_log_bytes(body, 16 << 10, 64 << 10, bool(flags & 2))
+            if flags & 4:
+                self.F.compare_implementations(body)
         except AssertionError as e:
             raise Crash("invariant: %s" % (e,)) from e
         except self.allowed:
@@ -164,8 +175,9 @@ class CliTarget:
                     out.append(bytes([i, j, c, 0xC0 + (i + j + c) % 64]) + data)
         return out
 
-    def _invoke(self, args):
-        out = io.TextIOWrapper(io.BufferedWriter(io.FileIO(os.devnull, "w")), encoding="utf-8")
+    def _invoke(self, args, capture=False):
+        raw = io.BytesIO() if capture else io.BufferedWriter(io.FileIO(os.devnull, "w"))
+        out = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, self.devnull
         try:
@@ -176,9 +188,11 @@ class CliTarget:
         finally:
             sys.stdout, sys.stderr = saved
             try:
-                out.close()
+                out.flush()
             except Exception:
                 pass
+        if capture:
+            return code, raw.getvalue().decode("utf-8", "replace")
         return code
 
     def run(self, data):
@@ -202,9 +216,13 @@ class CliTarget:
                 self.F.mutate_tree(d, [(op, data[1] + 1, data[2], data[3], [])])
             if cmd[0] != "recover" or "--dry-run" in cmd:
                 before = self.F.snapshot_tree(d)
-                code = self._invoke(list(cmd) + [d])
+                code, out = self._invoke(list(cmd) + [d], capture=True)
                 if code not in (0, 1, 2):
                     raise Crash("%s: exit status %r" % (" ".join(cmd), code))
+                if "json" in cmd:
+                    bad = self.F.json_lines_problems(out)
+                    if bad:
+                        raise Crash("%s: output is not JSON Lines: %s" % (" ".join(cmd), bad[0]))
                 if self.F.snapshot_tree(d) != before:
                     raise Crash("%s changed the partition" % " ".join(cmd))
                 return
@@ -225,7 +243,8 @@ class CliTarget:
                     code2, "changed the partition" if self.F.snapshot_tree(d) != snap else "nothing changed"))
             if code in (0, 1):
                 logs = sorted(os.path.join(d, n) for n in os.listdir(d)
-                              if n.endswith(".log") and n.split(".")[0].isdigit())
+                              if n.endswith(".log") and n.count(".") == 1
+                              and n.split(".")[0].isdigit() and os.path.isfile(os.path.join(d, n)))
                 if logs and self._invoke(["dump", "--deep-iteration"] + logs) == 1:
                     raise Crash("dump finds invalid data in what recover kept")
                 if self._invoke(["verify-index", d]) == 1:

@@ -553,6 +553,40 @@ def read_log_bytes(buf, max_message_size=64 << 10, batch_limit=1 << 20, resync=F
     return n
 
 
+def _decode_outcome(buf, batch, max_message_size, batch_limit):
+    from kafkalog_cli.format.codecs import Inflater
+    from kafkalog_cli.format.errors import CorruptRecordError
+    from kafkalog_cli.format.records import decode_records
+    try:
+        recs = decode_records(buf, batch, Inflater(), max_message_size, batch_limit)
+    except CorruptRecordError as e:
+        return (type(e).__name__,)
+    return ("ok", list(recs.offsets), list(recs.timestamps),
+            [None if k is None else bytes(k) for k in recs.keys],
+            [None if v is None else bytes(v) for v in recs.values],
+            None if recs.headers is None else [tuple((k, None if v is None else bytes(v))
+                                                     for k, v in h) for h in recs.headers])
+
+
+def compare_implementations(buf, max_message_size=16 << 10, batch_limit=64 << 10):
+    """Decode every batch of ``buf`` with the C decoder and with the pure-Python one: the same
+    records, or the same error class. Raises AssertionError on a difference; does nothing when
+    the C decoder is not built."""
+    import kafkalog_cli.format.records as records
+    from kafkalog_cli.format.records import Batch
+    from kafkalog_cli.format.scan import scan
+    if records._speedups is None:
+        return
+    for item in scan(buf, 0, len(buf)):
+        if not isinstance(item, Batch):
+            continue
+        c = _decode_outcome(buf, item, max_message_size, batch_limit)
+        py = with_pure_python(_decode_outcome, buf, item, max_message_size, batch_limit)
+        assert c == py, ("C and Python decoders differ at position %d: C %r, Python %r"
+                         % (item.position, c[:1] if c[0] != "ok" else "records",
+                            py[:1] if py[0] != "ok" else "records"))
+
+
 def read_records_area(data, count, limit=1 << 16):
     """decode_v2_records on raw bytes: only CorruptRecordError may escape."""
     from kafkalog_cli.format.errors import CorruptRecordError
@@ -726,7 +760,10 @@ def mutate_tree(root, ops, other=b""):
             done.append("%s emptied" % rel)
             continue
         elif top == "dirname":
-            os.mkdir(os.path.join(d, "%020d.%s" % (a % 1000, ("log", "index", "snapshot")[b % 3])))
+            new = os.path.join(d, "%020d.%s" % (a % 1000, ("log", "index", "snapshot")[b % 3]))
+            if os.path.lexists(new):
+                continue
+            os.mkdir(new)
             done.append("directory named like a segment file in %s" % os.path.dirname(rel))
             continue
         elif top == "tmpfile":
@@ -992,9 +1029,26 @@ def run_problems(run, codes=(0, 1, 2)):
 
 DUMP_VARIANTS = (
     ("dump", "--deep-iteration", "--print-data-log"),
-    ("dump", "--format", "messages", "--print-data-log"),
-    ("dump", "--format", "json", "--deep-iteration", "--print-data-log"),
+    ("dump", "--format", "messages", "--print-data-log", "--timestamps", "iso", "--key-decoder", "hex"),
+    ("dump", "--format", "json", "--deep-iteration", "--print-data-log", "--value-decoder", "json",
+     "--timestamps", "iso"),
 )
+
+
+def _no_constant(name):
+    raise ValueError("not JSON: %s" % name)
+
+
+def json_lines_problems(text):
+    """Every line of ``text`` must be one strict JSON object (no NaN, Infinity)."""
+    for i, line in enumerate(text.splitlines(), 1):
+        try:
+            obj = json.loads(line, parse_constant=_no_constant)
+        except ValueError as e:
+            return ["line %d is not strict JSON (%s): %r" % (i, e, line[:200])]
+        if not isinstance(obj, dict):
+            return ["line %d is not a JSON object: %r" % (i, line[:200])]
+    return []
 
 
 def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_VARIANTS,
@@ -1012,12 +1066,15 @@ def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_V
     for variant in tuple(dump_variants) + tuple(extra_dump):
         for target in targets:
             before = snapshot_tree(tree)
-            run(list(variant) + [target])
+            r = run(list(variant) + [target])
+            if "json" in variant:
+                problems += ["%s: %s" % (" ".join(variant), p) for p in json_lines_problems(r.out)]
             if snapshot_tree(tree) != before:
                 problems.append("%s %s changed the tree" % (" ".join(variant), target))
-    for args in (("verify-index",), ("recover", "--dry-run")):
+    for args in (("verify-index", "--format", "json"), ("recover", "--dry-run", "--format", "json")):
         before = snapshot_tree(tree)
-        run(list(args) + list(targets))
+        r = run(list(args) + list(targets))
+        problems += ["%s: %s" % (" ".join(args), p) for p in json_lines_problems(r.out)]
         if snapshot_tree(tree) != before:
             problems.append("%s changed the tree" % " ".join(args))
     if not recover:
