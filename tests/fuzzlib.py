@@ -388,6 +388,41 @@ def many_records_v2(codec, count, base_offset=0):
     return _rebuild_v2(header, area)
 
 
+def large_batch_v2(codec, count=1200, value_size=4096):
+    """One v2 batch of ``count`` records of ``value_size`` bytes (about 4.8 MiB inflated with
+    the defaults: more than the codecs gather by joining pieces), encoded here."""
+    out = bytearray()
+    for i in range(count):
+        value = (b"value-%06d|" % i) * (value_size // 12)
+        body = (b"\x00" + _zigzag_varint(i) + _zigzag_varint(i) + _zigzag_varint(8)
+                + b"key-%04d" % (i % 10000) + _zigzag_varint(len(value)) + value
+                + _zigzag_varint(1) + _zigzag_varint(1) + b"h" + _zigzag_varint(-1))
+        out += _zigzag_varint(len(body)) + body
+    area = compress(codec, bytes(out)) if codec else bytes(out)
+    header = struct.pack(">qiibIHiqqqhii", 0, 49 + len(area), 0, 2, 0, codec, count - 1,
+                         kg.T0, kg.T0 + count - 1, -1, -1, -1, count)
+    return _rebuild_v2(header, area)
+
+
+def large_legacy(magic, codec, count=1200, value_size=4096):
+    """A legacy wrapper holding ``count`` inner messages of ``value_size`` bytes."""
+    inner = kg.legacy_entries(magic, [kg.Rec(b"k%d" % i, (b"value-%06d|" % i) * (value_size // 12),
+                                             kg.T0 + i) for i in range(count)],
+                              codec="none", offsets=list(range(count)))
+    return kg.legacy_wrapper(magic, inner, count - 1, codec,
+                             lambda raw: compress(codec, raw, magic), timestamp=kg.T0 + count - 1)
+
+
+def large_seeds():
+    """{name: bytes}: a large valid batch per codec (v2) and a large legacy wrapper per codec."""
+    out = {}
+    for codec in (1, 2, 3, 4):
+        out["large-v2-%s" % kg.CODEC_NAMES[codec]] = large_batch_v2(codec)
+        if codec != 4:
+            out["large-v1-%s" % kg.CODEC_NAMES[codec]] = large_legacy(1, codec)
+    return out
+
+
 def nested_legacy(magic, outer, inner_codec):
     """A legacy wrapper whose only inner message is itself a compressed wrapper: Kafka forbids
     it (inner messages must not be compressed)."""
@@ -912,8 +947,8 @@ def independent_verdict(data, start, base):
         return "kafka-python: %s: %s" % (type(e).__name__, e)
     if magic == 2:
         last = b.last_offset
-        if len(records) != b.record_count:
-            return "%d records, header says %d" % (len(records), b.record_count)
+        if len(records) != b.records_count:
+            return "%d records, header says %d" % (len(records), b.records_count)
         if b.is_control_batch:
             for r in records:
                 if r.key is None or len(r.key) < 4 or struct.unpack_from(">h", r.key)[0] < 0:

@@ -89,6 +89,21 @@ def test_log_bytes_mutated(name, other, ops, resync, pure):
         pass  # the scan itself raises nothing for bad bytes; a reader may say why it stopped
 
 
+LARGE_SEEDS = F.large_seeds()
+
+
+@fuzz_settings(60)
+@given(name=st.sampled_from(sorted(LARGE_SEEDS)), ops=OPS, pure=st.booleans())
+def test_large_batches_mutated(name, ops, pure):
+    """Batches inflating to about 5 MiB (more than the codecs join from pieces: their output
+    is gathered in one growing mapping), read with the default bounds; the C decoder's records
+    must be the pure-Python decoder's."""
+    data = F.apply_ops(LARGE_SEEDS[name], ops)
+    run = F.with_pure_python if pure else (lambda fn, *a: fn(*a))
+    _timed(run, F.read_log_bytes, data, 5 << 20, 80 << 20)
+    _timed(F.compare_implementations, data, 5 << 20, 80 << 20)
+
+
 @fuzz_settings(1500)
 @given(data=st.binary(max_size=300), count=st.integers(-2, 70), pure=st.booleans())
 def test_records_area_random_bytes(data, count, pure):
