@@ -588,3 +588,53 @@ def test_time_index_findings_match_dump_log_segments(tmp_path, seed):
         [(p["index_offset"], p["log_offset"]) for p in problems
          if p["kind"] == "offset_not_found"])
     assert found == expected, (tentries, oentries, [(b.position, b.last_offset) for b in batches])
+
+
+def run_counting_reads(*args, timeout=120):
+    """(``kafkalog ARGS`` result, bytes the process read through read calls: /proc's rchar,
+    taken as it exits). Work counted, not timed."""
+    if not os.path.exists("/proc/self/io"):
+        pytest.skip("no /proc/self/io to count the bytes read")
+    code = ("import atexit, sys\n"
+            "def rchar():\n"
+            "    for line in open('/proc/self/io'):\n"
+            "        if line.startswith('rchar:'):\n"
+            "            sys.stderr.write('\\nRCHAR %s\\n' % line.split()[1])\n"
+            "atexit.register(rchar)\n"
+            "sys.argv = ['kafkalog'] + sys.argv[1:]\n"
+            "from kafkalog_cli.cli.main import main\n"
+            "main()\n")
+    p = subprocess.run([sys.executable, "-c", code, *[os.fsencode(a) for a in args]], cwd=REPO,
+                       capture_output=True, timeout=timeout, preexec_fn=_limit_memory)
+    err = p.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in err, err
+    head, _, count = err.rpartition("\nRCHAR ")
+    return Run(p.returncode, p.stdout, head.encode()), int(count)
+
+
+def test_an_offset_index_in_random_order_is_checked_in_one_pass(tmp_path):
+    """Entries in offset order whose positions jump about the log (offsets of a log need not
+    grow with positions: the base offset is outside the CRC): the log is read once, not a
+    window around every entry."""
+    one, _ = ig.busy_segment(0, n_batches=1, records_per_batch=3, value_size=300)
+    n = 8 * 1024 * 1024 // len(one)
+    import random
+    bases = [10 * i for i in range(n)]
+    random.Random(1).shuffle(bases)
+    part = tmp_path / "t-0"
+    os.makedirs(part)
+    prefix = os.path.join(str(part), ig.segment_prefix(0))
+    with open(prefix + ".log", "wb") as f:
+        for b in bases:
+            f.write(struct.pack(">q", b) + one[8:])
+    entries = sorted((b + 2, i * len(one)) for i, b in enumerate(bases))
+    ig.write_file(prefix + ".index", ig.encode_offset_index(entries, 0))
+    log_size = os.path.getsize(prefix + ".log")
+    res, read = run_counting_reads("verify-index", "--format", "json", part)
+    assert res.code == 0, res
+    reports = [o for o in json_lines(res) if o["type"] == "file"]
+    assert [(o["kind"], o["entries"], o["problems"]) for o in reports] == [
+        ("index", len(entries), 0)], res
+    # the log once, the index, the interpreter's own files; a 64 KiB window per entry would be
+    # n * 64 KiB (more than 500 MB)
+    assert read < 2 * log_size + 64 * 1024 * 1024, (read, log_size)

@@ -59,24 +59,35 @@ def batch_at(log, position):
     return None
 
 
-def check_offset_index(index, log):
+def check_offset_index(index, log, chain=None):
     """Every entry must point at the start of a batch whose last offset is the entry's offset,
-    inside the log, with offsets strictly increasing."""
+    inside the log, with offsets strictly increasing.
+
+    Positions on the log's batch chain (``chain``, read once: see _BatchChain) are looked up,
+    not read again; a position off the chain (a corrupt entry) is read where it points, once.
+    """
     problems = []
     prev = None
+    if chain is None:
+        chain = _BatchChain(log)
+    off_chain = {}
     for offset, position in index.entries:
         if prev is not None and offset <= prev:
             problems.append(Problem(index.path, NOT_INCREASING,
                                     "index offset %d follows %d: entries must increase"
                                     % (offset, prev), index_offset=offset, previous_offset=prev))
         prev = offset
-        item = batch_at(log, position)
+        item = chain.batch_summary(position)
+        if item is None and 0 <= position < log.size:
+            if position not in off_chain:
+                off_chain[position] = _Summary.of(batch_at(log, position))
+            item = off_chain[position]
         if item is None:
             problems.append(Problem(index.path, POSITION_PAST_END,
                                     "index offset %d points at position %d, past the end of the "
                                     "log (%d bytes)" % (offset, position, log.size),
                                     index_offset=offset, position=position))
-        elif not isinstance(item, Batch):
+        elif item.reason is not None:
             problems.append(Problem(index.path, NOT_A_BATCH,
                                     "index offset %d points at position %d, where no batch starts "
                                     "(%s)" % (offset, position, item.reason),
@@ -97,6 +108,25 @@ def _max_record_timestamp(log, batch):
             top = max(recs.timestamps)
             best = top if best is None or top > best else best
     return -1 if best is None else best
+
+
+class _Summary:
+    """What the offset index check needs of an entry of the log: a batch's last offset, or why
+    no batch starts there."""
+
+    __slots__ = ("last_offset", "reason")
+
+    def __init__(self, last_offset, reason=None):
+        self.last_offset = last_offset
+        self.reason = reason
+
+    @classmethod
+    def of(cls, item):
+        if item is None:
+            return None
+        if isinstance(item, Batch):
+            return cls(item.last_offset)
+        return cls(None, item.reason)
 
 
 class _BatchChain:
@@ -131,6 +161,11 @@ class _BatchChain:
         if i < len(self.positions) and self.positions[i] == position:
             return i
         return None
+
+    def batch_summary(self, position):
+        """A _Summary of the batch at ``position`` when it is on the chain, else None."""
+        i = self._index_of(position)
+        return None if i is None else _Summary(self.lasts[i])
 
     def _first_from(self, i, offset):
         """The first chain index >= i whose last offset is at least ``offset``, or None."""
@@ -206,7 +241,7 @@ class _MaxTree:
         return k - n
 
 
-def check_time_index(tindex, oindex, log, header_timestamps=False):
+def check_time_index(tindex, oindex, log, header_timestamps=False, chain=None):
     """DumpLogSegments' three checks of a time index: the batch that each entry's offset ends
     must exist, hold the entry's timestamp as its max record timestamp, and timestamps must
     increase from entry to entry.
@@ -222,7 +257,8 @@ def check_time_index(tindex, oindex, log, header_timestamps=False):
     """
     problems = []
     prev_ts = -1
-    chain = _BatchChain(log)
+    if chain is None:
+        chain = _BatchChain(log)
     max_timestamps = {}  # batch position -> max record timestamp, or the error reading it
     for ts, offset in tindex.entries:
         start = oindex.lookup(offset)[1] if oindex is not None else 0
@@ -358,6 +394,13 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
     # lexists: a symlink to a device or a FIFO is refused by the reader, not taken for no log
     have_log = os.path.lexists(log_path)
     log = LogFile(log_path, max_message_size or DEFAULT_MAX_MESSAGE_SIZE) if have_log else None
+    chain = []  # the log's batch chain, read once when an index needs it
+
+    def log_chain():
+        if not chain:
+            chain.append(_BatchChain(log))
+        return chain[0]
+
     try:
         oindex = None
         for kind, cls in ((files.INDEX, OffsetIndex), (files.TIMEINDEX, TimeIndex)):
@@ -385,10 +428,11 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
             if log is None:
                 report.problems.append(missing_log(path, log_path))
             elif kind == files.INDEX:
-                report.problems.extend(check_offset_index(index, log))
+                report.problems.extend(check_offset_index(index, log, log_chain()))
             else:
                 report.problems.extend(check_time_index(index, oindex, log,
-                                                        header_timestamps=True))
+                                                        header_timestamps=True,
+                                                        chain=log_chain()))
         path = paths[files.TXNINDEX]
         if os.path.lexists(path):
             try:
