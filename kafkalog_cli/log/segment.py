@@ -7,7 +7,7 @@ import os
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError
-from ..format.records import RECORD_CHUNK, Batch, decode_records, iter_records
+from ..format.records import RECORD_CHUNK, decode_records, iter_records
 from ..format.scan import scan
 from .files import open_regular
 
@@ -171,23 +171,6 @@ class LogFile:
         reading the file just ahead of the scan."""
         end = self.size if end is None else min(end, self.size)
         return scan(self.buf, start, end, resync, self.ensure)
-
-    def walk(self, start=0, end=None, deep=False, resync=False):
-        """Yield (entry, records, error) for each entry up to ``end``.
-
-        ``records`` is set for batches when ``deep``; ``error``, a CorruptRecordError, says why
-        a batch's records could not be decoded (records is then None; a LimitExceededError
-        means they inflate past the bound, not that they are damaged). InvalidBytes come with
-        (None, None).
-        """
-        for item in self.entries(start, end, resync):
-            if deep and isinstance(item, Batch):
-                try:
-                    yield item, self.records(item), None
-                except CorruptRecordError as e:
-                    yield item, None, e
-            else:
-                yield item, None, None
 
     def records(self, batch):
         """Decode the records of ``batch`` all at once; raises CorruptRecordError on malformed
