@@ -18,6 +18,7 @@ loses no byte and a second run has nothing to do.
 use fuzz/run.py.
 """
 
+import json
 import os
 import random
 import shutil
@@ -318,7 +319,7 @@ def test_cli_length_fields_at_extremes(tmp_path):
 
 def test_cli_splices_and_truncations(tmp_path):
     """Each segment spliced with another file of the fixtures (index or log) at seeded points,
-    or truncated mid-batch."""
+    or truncated mid-batch; the log directory's checkpoint files mutated."""
     rng = random.Random(3)
     logdir = tmp_path / "logdir"
     shutil.copytree(F.FIXTURES, logdir)
@@ -334,6 +335,11 @@ def test_cli_splices_and_truncations(tmp_path):
                 else:
                     data = data[:rng.randrange(len(data) + 1)]
                 p.write_bytes(data)
+    # and the log directory's own checkpoint files, read by a dump of the directory
+    for n in sorted(os.listdir(logdir)):
+        p = logdir / n
+        if p.is_file():
+            p.write_bytes(F.apply_ops(p.read_bytes(), F.random_ops(rng, 2), rng.choice(others)))
     problems = F.check_commands(str(logdir), [str(logdir)])
     assert not problems, "\n".join(problems)
 
@@ -357,3 +363,64 @@ def test_cli_decompression_bombs(tmp_path):
     problems = F.check_commands(str(part), [str(part)], timeout=120,
                                 dump_variants=[F.DUMP_VARIANTS[2]])
     assert not problems, "\n".join(problems)
+
+
+# -- the checks themselves can fail ---------------------------------------------------------------------
+
+def test_checks_catch_what_they_look_for(tmp_path):
+    """Each invariant check flags the defect it exists for (a check that cannot fail is none)."""
+    part = tmp_path / "orders-0"
+    shutil.copytree(os.path.join(F.FIXTURES, "orders-0"), part)
+    before = F.partition_contents(str(part))
+    # a file gone without a trace
+    os.unlink(part / "partition.metadata")
+    assert any("nowhere" in p for p in F.check_nothing_lost(before, str(part)))
+    # a cut whose bytes the quarantine does not hold, and one whose manifest is missing
+    log = part / "00000000000000000000.log"
+    data = before[b"00000000000000000000.log"]
+    starts = F.entry_starts(data)
+    log.write_bytes(data[:starts[2]])
+    run = part / "kafkalog-quarantine" / "20260101T000000.000000Z"
+    run.mkdir(parents=True)
+    (run / "cut").write_bytes(data[starts[2]:-1])
+    (run / "manifest.json").write_text(json.dumps({"entries": [
+        {"what": "cut", "file": "00000000000000000000.log", "saved_as": "cut",
+         "range": [starts[2], len(data)]}]}))
+    problems = F.check_nothing_lost(before, str(part))
+    assert any("00000000000000000000.log" in p for p in problems), problems
+    # the same cut with every byte kept: nothing lost, but the cut is at a valid batch
+    (run / "cut").write_bytes(data[starts[2]:])
+    (part / "partition.metadata").write_bytes(before[b"partition.metadata"])
+    assert F.check_nothing_lost(before, str(part)) == []
+    assert any("valid batch" in p for p in F.check_cuts(before, str(part)))
+    # a cut at a batch with a flipped CRC-covered byte is fine
+    bad = bytearray(data)
+    bad[starts[2] + 40] ^= 1
+    assert F.independent_verdict(bytes(bad), starts[2], 0) == "CRC"
+    # an unlisted file in the quarantine
+    (run / "stray").write_bytes(b"x")
+    assert any("does not list" in p for p in F.check_nothing_lost(before, str(part)))
+    # the tree digest sees a one-byte change, and not our lock file
+    snap = F.snapshot_tree(str(tmp_path))
+    (tmp_path / ".lock").write_bytes(b"")
+    assert F.snapshot_tree(str(tmp_path)) == snap
+    log.write_bytes(data[:starts[2]] + b"\0")
+    assert F.snapshot_tree(str(tmp_path)) != snap
+    # JSON Lines: NaN and Infinity are not JSON
+    assert F.json_lines_problems('{"a": 1}\n{"b": [2]}\n') == []
+    assert F.json_lines_problems('{"a": NaN}\n')
+    assert F.json_lines_problems('{"a": Infinity}\n')
+    # a traceback, a signal, a timeout, an exit status outside 0-2
+    r = F.Run(["x"], 1, "", "Traceback (most recent call last):\n  ...\nKeyError: 1\n", 0.1)
+    assert F.run_problems(r)
+    assert F.run_problems(F.Run(["x"], -7, "", "", 0.1))
+    assert F.run_problems(F.Run(["x"], None, "", "", 60))
+    assert F.run_problems(F.Run(["x"], 3, "", "", 0.1))
+    assert F.run_problems(F.Run(["x"], 1, "", "kafkalog: bad\n", 0.1)) == []
+
+
+def test_cli_check_sees_a_crash(tmp_path):
+    """run_cli reports what a crashing process does: here a Python that runs out of its
+    address space (RLIMIT_AS) dies with a MemoryError traceback."""
+    r = F.run_cli(["dump", "--help"], address_space=1 << 20)  # 1 MiB: Python cannot even start
+    assert F.run_problems(r)
