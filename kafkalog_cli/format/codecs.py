@@ -33,8 +33,9 @@ _ZSTD_READ = 1 << 16
 _ZSTD_MIN_WINDOW = 8 << 20  # zstd-jni at level 19 writes 8 MiB windows
 _ZSTD_UNKNOWN_SIZES = (0, (1 << 64) - 1, (1 << 64) - 2)  # no content size (or an error) in the header
 _GZIP_STEP = 1 << 20  # most output one gzip call returns
-_GZIP_FIRST_FEED = 1 << 10  # input fed to a gzip member at first, doubling up to _GZIP_MAX_FEED:
-_GZIP_MAX_FEED = 1 << 20  # what zlib copies of the input at each member end stays small
+_GZIP_MAX_FEED = 1 << 20  # input fed to zlib per call; the first member is fed this much at once,
+_GZIP_FIRST_FEED = 1 << 10  # later members this much first, doubling: what zlib copies of the
+# input left at each member's end (unused_data) stays small, however many members follow
 _JOIN_MAX = 4 << 20  # outputs up to this size are joined from their pieces
 
 
@@ -195,9 +196,9 @@ def inflate_gzip(data, limit):
     end = len(view)
     out = _Output(limit)
     pos = 0
+    feed = _GZIP_MAX_FEED  # the first member (usually the only one) is fed in large steps
     while True:
         d = zlib_module.decompressobj(31)
-        feed = _GZIP_FIRST_FEED
         chunk = None
         while True:
             if not chunk:
@@ -217,6 +218,7 @@ def inflate_gzip(data, limit):
                 raise CorruptRecordError("corrupt gzip stream: premature end of stream")
         # What follows the member: fed to zlib but not used by it (at most one feed's worth).
         pos -= len(d.unused_data)
+        feed = _GZIP_FIRST_FEED  # further members: small steps, so little is copied per member
         # Java's GZIPInputStream goes on into a following member and ignores anything else.
         if end - pos < 10 or view[pos:pos + 3] != b"\x1f\x8b\x08":
             break
@@ -259,31 +261,38 @@ def _xerial_chunks(data):
 
 
 def inflate_snappy(data, limit):
-    view = memoryview(data)
-    if len(view) < 16 or view[:8] != _XERIAL_MAGIC:
-        if not len(view):
+    data = bytes(data)  # cramjam reads bytes faster than a memoryview
+    if len(data) < 16 or data[:8] != _XERIAL_MAGIC:
+        if not data:
             raise CorruptRecordError("corrupt snappy stream: empty input")
-        chunks = [(0, len(view))]
+        chunks = [(0, len(data))]
     else:
-        chunks = _xerial_chunks(view)
+        chunks = _xerial_chunks(data)
     # Every block states its length up front: the whole output is known (and refused when
     # over the limit) before anything is inflated.
-    lengths = [_snappy_raw_length(view[a:b]) for a, b in chunks]
-    if sum(lengths) > limit:
+    lengths = [_snappy_raw_length(data[a:min(b, a + 5)]) for a, b in chunks]
+    total = sum(lengths)
+    if total > limit:
         raise _too_big(limit)
     snappy = _lib("cramjam").snappy
+    if len(chunks) == 1 and total <= _JOIN_MAX:
+        try:
+            return bytes(snappy.decompress_raw(data if chunks[0][0] == 0 else
+                                               data[chunks[0][0]:chunks[0][1]]))
+        except Exception as e:
+            raise CorruptRecordError("corrupt snappy block: %s" % e) from None
     out = _Output(limit)
-    large = sum(lengths) > _JOIN_MAX
+    large = total > _JOIN_MAX
     for (a, b), n in zip(chunks, lengths):
         try:
             if large:  # inflated in place, into the output's mapping
                 target = out.reserve_view(n)
-                got = snappy.decompress_raw_into(view[a:b], target)
+                got = snappy.decompress_raw_into(data[a:b], target)
                 target.release()
                 if got != n:
                     raise CorruptRecordError("corrupt snappy block: %d bytes, not %d" % (got, n))
             else:
-                out.add(bytes(snappy.decompress_raw(view[a:b])))
+                out.add(bytes(snappy.decompress_raw(data[a:b])))
         except CorruptRecordError:
             raise
         except Exception as e:
@@ -372,7 +381,7 @@ class _Zstd:
             params = zstandard.get_frame_parameters(data)
         except zstandard.ZstdError:
             params = None  # not a frame: the decoder says how
-        if params is not None:
+        if params is not None and not params.dict_id:  # (Kafka writes no dictionary frames)
             if params.content_size not in _ZSTD_UNKNOWN_SIZES and params.content_size > limit:
                 raise _too_big(limit)
             if params.window_size > max_window:
