@@ -111,7 +111,7 @@ def _segment_text(r):
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("--dry-run", is_flag=True, help="Report what would change; change nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: JSON Lines on stdout, for cron.")

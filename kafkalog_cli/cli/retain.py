@@ -66,7 +66,7 @@ def _table(rows, dry_run):
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("--retention-ms", type=int, default=None,
               help="Delete segments whose largest timestamp is older than now minus this.")
 @click.option("--retention-bytes", type=int, default=None,

@@ -78,10 +78,7 @@ def read_regular(path, limit):
         if size > limit:
             raise FileFormatError("%s: %d bytes, more than the %d this kind of file may hold"
                                   % (path, size, limit))
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise FileFormatError("%s: grew past %d bytes while being read" % (path, limit))
-    return data
+        return f.read(size)  # the size it had when opened: never past it
 
 
 def read_sized(path):
