@@ -54,6 +54,7 @@ LOG_SEEDS = F.log_seeds()
 LOG_NAMES = sorted(LOG_SEEDS)
 AUX_SEEDS = F.aux_seeds()
 AUX_NAMES = sorted(AUX_SEEDS)
+BUSY_LOG = F.busy_log()
 SECONDS = 5.0  # one in-process input, however hostile
 
 
@@ -177,7 +178,7 @@ def test_aux_files_mutated(seed, ops, with_log, probe):
         if with_log and kind in ("index", "timeindex", "txnindex"):
             log_path = os.path.join(d, "00000000000000000000.log")
             with open(log_path, "wb") as f:
-                f.write(F.busy_log())
+                f.write(BUSY_LOG)
         _timed(F.read_aux_file, kind, path, log_path, probe)
 
 
