@@ -615,3 +615,28 @@ def test_dump_of_an_overflowing_batch_is_the_same_in_both_builds(tmp_path):
             outs.append((res.stdout, res.stderr))
     assert outs[0] == outs[2] and outs[1] == outs[3]
     assert "baseOffset: 52 lastOffset: 54" in outs[1][0]
+
+
+def test_a_legacy_inner_offset_that_overflows_is_invalid(tmp_path):
+    """A v1 gzip wrapper at offset 2^63-1 whose inner relative offsets are 0, 5, 1 (the last
+    is 1, so the base is 2^63-2): the inner message at relative 5 would be past 2^63-1. The
+    records are invalid data (exit 1, said), never a number past the long range."""
+    import gzip
+    import subprocess
+
+    import kafkagen as kg
+    inner = bytearray(kg.legacy_entries(1, [kg.Rec(b"k", b"v%d" % i, kg.T0) for i in range(3)]))
+    entries = kg.split_entries(bytes(inner))
+    pos = 0
+    for entry, rel in zip(entries, (0, 5, 1)):
+        struct.pack_into(">q", inner, pos, rel)  # the CRC does not cover the offset
+        pos += len(entry)
+    wrapper = kg.legacy_wrapper(1, inner, INT64_MAX, "gzip", lambda b: gzip.compress(b, mtime=0),
+                                timestamp=kg.T0)
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(wrapper)
+    res = subprocess.run([sys.executable, "-m", "kafkalog_cli", "dump", "--deep-iteration",
+                          str(path)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1, res
+    assert "overflows a 64-bit long" in res.stderr and "Traceback" not in res.stderr
+    assert str(1 << 63) not in res.stdout
