@@ -121,11 +121,12 @@ class LogFile:
             pos += n
 
     def _drop(self, start, stop):
-        """Give back the memory of the whole pages of ``[start, stop)`` (they read as zeros)."""
-        start = -(-start // _PAGE) * _PAGE
-        stop = min(stop, self.size)
-        if stop < self.size:
-            stop -= stop % _PAGE
+        """Give back the memory of ``[start, stop)`` (it then reads as zeros), rounded out to
+        whole huge pages: callers drop either everything loaded or what lies before a huge
+        page boundary, and nothing outside what is loaded needs keeping (a huge page dropped
+        only in part would stay resident)."""
+        start -= start % _HUGE
+        stop = min(self.size, -(-stop // _HUGE) * _HUGE)
         if stop > start and hasattr(mmap, "MADV_DONTNEED"):
             self._map.madvise(mmap.MADV_DONTNEED, start, stop - start)
 
