@@ -23,19 +23,28 @@ def summarize_segment(path, max_message_size=DEFAULT_MAX_MESSAGE_SIZE):
                 continue
             out["batches"] += 1
             codecs.add(item.codec_name)
+            count, first, lo, hi = 0, None, -1, -1
             try:
-                recs = log.records(item)
+                # a chunk at a time: a batch may hold millions of records
+                for recs in log.iter_records(item):
+                    if not len(recs):
+                        continue
+                    a, b = min(recs.timestamps), max(recs.timestamps)
+                    lo, hi = (a, b) if first is None else (min(lo, a), max(hi, b))
+                    if first is None:
+                        first = recs.offsets[0]
+                    count += len(recs)
                 if not item.is_valid:
                     raise CorruptRecordError("CRC mismatch")
             except CorruptRecordError as e:
                 out["invalid_batches"] += 1
                 out["problems"].append("batch at %d: %s" % (item.position, e))
                 continue
-            out["records"] += len(recs)
+            out["records"] += count
             if out["first_offset"] is None:
-                out["first_offset"] = recs.offsets[0] if len(recs) else item.base_offset
+                out["first_offset"] = item.base_offset if first is None else first
             out["last_offset"] = item.last_offset
-            for ts in (min(recs.timestamps, default=-1), max(recs.timestamps, default=-1)):
+            for ts in (lo, hi):
                 if ts >= 0:
                     out["min_timestamp"] = ts if out["min_timestamp"] is None else min(out["min_timestamp"], ts)
                     out["max_timestamp"] = ts if out["max_timestamp"] is None else max(out["max_timestamp"], ts)
