@@ -642,3 +642,17 @@ def test_an_offset_index_in_random_order_is_checked_in_one_pass(tmp_path):
     # the log once, the index, the interpreter's own files; a 64 KiB window per entry would be
     # n * 64 KiB (more than 500 MB)
     assert read < 2 * log_size + 64 * 1024 * 1024, (read, log_size)
+
+
+@pytest.mark.parametrize("env", ENCODINGS, ids=lambda e: ",".join("%s=%s" % kv for kv in e.items()))
+def test_no_command_raises_an_encoding_error(tmp_path, env):
+    """Whatever a command prints about a path that is not UTF-8 (or not ASCII, in an ASCII
+    locale) is written, escaped at worst: never a UnicodeEncodeError in the middle of a report."""
+    logdir = os.path.join(os.fsencode(str(tmp_path)), b"l\xff\xe9g")
+    partition(os.fsdecode(os.path.join(logdir, b"t\xfe-0")), n_segments=1)
+    for args in (["retain", "--dry-run", "--retention-ms", "1", os.fsdecode(logdir)],
+                 ["recover", "--dry-run", os.fsdecode(logdir)],
+                 ["dump", os.fsdecode(logdir)], ["verify-index", os.fsdecode(logdir)]):
+        res = run(*args, env=env)
+        assert b"UnicodeEncodeError" not in res.err, (args, res)
+        assert res.code in (0, 1), (args, res)

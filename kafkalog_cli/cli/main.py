@@ -3,6 +3,7 @@ runs: start-up time counts for a tool run from cron and shell loops."""
 
 import importlib
 import signal
+import sys
 
 import click
 
@@ -37,8 +38,21 @@ def cli():
     """Offline toolkit for Apache Kafka log directories."""
 
 
+def _never_an_encoding_error():
+    """Text that cannot be encoded for the terminal (a file name that is not UTF-8 reaches
+    Python as lone surrogates; an ASCII locale refuses any accent) is written with backslash
+    escapes rather than raising UnicodeEncodeError in the middle of a report. Commands escape
+    the names they print themselves (files.printable_name); this is the net under them."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass  # not a TextIOWrapper (a test runner's stream): left as it is
+
+
 def main():
     # Die quietly on a closed pipe (`kafkalog dump ... | head`), as Unix tools do.
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    _never_an_encoding_error()
     cli(prog_name="kafkalog")
