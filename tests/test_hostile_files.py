@@ -529,7 +529,7 @@ def test_a_time_index_far_longer_than_its_log(tmp_path):
     ig.write_file(prefix + ".index", b"")
     entries = [(T0 + 10 * i, end + i) for i in range(200000)]
     ig.write_file(prefix + ".timeindex", ig.encode_time_index(entries, 0))
-    res = run("verify-index", "--format", "json", part, timeout=30)
+    res = run("verify-index", "--format", "json", part, timeout=60)  # the rescan: 90-240 s
     assert res.code == 1, res
     problems = [o for o in json_lines(res) if o["type"] == "problem"]
     assert [(p["kind"], p["index_offset"], p["log_offset"]) for p in problems] == [
