@@ -1087,7 +1087,7 @@ def json_lines_problems(text):
 
 
 def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_VARIANTS,
-                   extra_dump=(), address_space=3 << 30):
+                   extra_dump=(), address_space=3 << 30, compare_builds=True):
     """Run every read-only command on ``targets`` (paths under ``tree``), then ``recover`` on
     each partition of ``tree`` twice. Returns a list of problem strings."""
     problems = []
@@ -1106,6 +1106,19 @@ def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_V
                 problems += ["%s: %s" % (" ".join(variant), p) for p in json_lines_problems(r.out)]
             if snapshot_tree(tree) != before:
                 problems.append("%s %s changed the tree" % (" ".join(variant), target))
+    if compare_builds:
+        # the C fast paths against the pure-Python code they mirror: the same bytes out
+        for variant in (("dump",), DUMP_VARIANTS[0]):
+            c = run(list(variant) + list(targets))
+            py = run_cli(list(variant) + list(targets), timeout=timeout,
+                         address_space=address_space, env={"KAFKALOG_PURE_PYTHON": "1"})
+            if (c.code, c.out) != (py.code, py.out):
+                cl, pl = c.out.splitlines(), py.out.splitlines()
+                i = next((k for k in range(min(len(cl), len(pl))) if cl[k] != pl[k]),
+                         min(len(cl), len(pl)))
+                problems.append("%s: C and pure-Python builds differ (exit %r vs %r), first at "
+                                "line %d: %r vs %r" % (" ".join(variant), c.code, py.code, i + 1,
+                                                       cl[i:i + 1], pl[i:i + 1]))
     for args in (("verify-index", "--format", "json"), ("recover", "--dry-run", "--format", "json")):
         before = snapshot_tree(tree)
         r = run(list(args) + list(targets))

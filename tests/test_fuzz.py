@@ -362,7 +362,7 @@ def test_cli_decompression_bombs(tmp_path):
         w += b
     ig.write_partition(part, [(0, bytes(w))])
     problems = F.check_commands(str(part), [str(part)], timeout=120,
-                                dump_variants=[F.DUMP_VARIANTS[2]])
+                                dump_variants=[F.DUMP_VARIANTS[2]], compare_builds=False)
     assert not problems, "\n".join(problems)
 
 
