@@ -63,6 +63,18 @@ CLI_COMMANDS = (
     ("recover",),
     ("c-vs-python", "dump"),
     ("c-vs-python", "dump", "--deep-iteration", "--print-data-log", "--format", "messages"),
+    # templates: {B} a byte count, {O} {O2} offsets, {T} a timestamp, {M} a message size,
+    # {I} an index interval, all drawn from the input's parameter bytes
+    ("dump", "--max-bytes", "{B}", "--deep-iteration"),
+    ("dump", "--from-offset", "{O}", "--to-offset", "{O2}", "--deep-iteration", "--format", "json"),
+    ("dump", "--from-timestamp", "{T}", "--format", "messages"),
+    ("dump", "--to-timestamp", "{T}", "--deep-iteration"),
+    ("dump", "--max-message-size", "{M}", "--deep-iteration", "--format", "json"),
+    ("dump", "--base-offset", "{O}", "--deep-iteration", "{LOG}"),
+    ("dump", "--files", "{LOGS}", "--skip-invalid"),
+    ("verify-index", "--max-message-size", "{M}"),
+    ("recover", "--index-interval-bytes", "{I}"),
+    ("recover", "--max-message-size", "{M}"),
 )
 
 
@@ -153,7 +165,7 @@ class AuxTarget:
 class CliTarget:
     """The CLI in-process (``cli.main`` in standalone mode, SystemExit caught) on a fixture
     partition with one file replaced. Input: partition, file, command and directory-change
-    choices (4 bytes), then the file's new bytes. The directory change (one input in four): a
+    choices (4 bytes), the command's numeric parameter (4 bytes), then the file's new bytes. The directory change (one input in four): a
     hostile or half-crashed directory's contents (fuzzlib.TREE_OPS: odd names, a symlink to
     /dev/zero, a FIFO, a copy under a lifecycle suffix, a splice of two files...)."""
 
@@ -178,8 +190,9 @@ class CliTarget:
         for i, p in enumerate(self.names):
             for j, (n, data) in enumerate(sorted(self.parts[p].items())):
                 for c in range(len(CLI_COMMANDS)):
-                    out.append(bytes([i, j, c, 0]) + data)
-                    out.append(bytes([i, j, c, 0xC0 + (i + j + c) % 64]) + data)
+                    p = (i * 7919 + j * 104729 + c * 1299709).to_bytes(4, "big")
+                    out.append(bytes([i, j, c, 0]) + p + data)
+                    out.append(bytes([i, j, c, 0xC0 + (i + j + c) % 64]) + p + data)
         return out
 
     def _invoke(self, args, capture=False):
@@ -222,8 +235,32 @@ class CliTarget:
             raise Crash("C and pure-Python dumps differ: exit %r vs %r, first at line %d: %r vs %r"
                         % (c[0], py[0], first + 1, cl[first:first + 1], pl[first:first + 1]))
 
+    @staticmethod
+    def _params(p):
+        return {"{B}": str(p % 70000), "{O}": str(p % 700), "{O2}": str((p >> 10) % 700),
+                "{T}": str(1700000000000 + (p % 200000) - 100000 if p & 1 else -(p % 1000)),
+                "{M}": str(1 + (p % 300000)), "{I}": str(p % 9000)}
+
+    def _expand(self, cmd, d, p):
+        """The command's arguments with its placeholders filled; the partition directory is
+        the last argument unless the command names files."""
+        values = self._params(p)
+        logs = sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".log"))
+        out = []
+        named = False
+        for a in cmd:
+            if a == "{LOG}":
+                out.append(logs[p % len(logs)] if logs else d)
+                named = True
+            elif a == "{LOGS}":
+                out.append(",".join(logs) or d)
+                named = True
+            else:
+                out.append(values.get(a, a))
+        return out if named else out + [d]
+
     def run(self, data):
-        if len(data) < 4:
+        if len(data) < 8:
             return
         part = self.names[data[0] % len(self.names)]
         files = self.parts[part]
@@ -236,17 +273,19 @@ class CliTarget:
             os.mkdir(d)
             for n, content in files.items():
                 with open(os.path.join(d, n), "wb") as f:
-                    f.write(data[4:] if n == target else content)
+                    f.write(data[8:] if n == target else content)
             if data[3] >= 0xC0:
                 ops = self.F.TREE_OPS[1:]  # the directory changes (not "file")
                 op = ops[data[3] % len(ops)]
                 self.F.mutate_tree(d, [(op, data[1] + 1, data[2], data[3], [])])
+            p = int.from_bytes(data[4:8], "big")
             if cmd[0] == "c-vs-python":
-                self._compare_builds(list(cmd[1:]) + [d])
+                self._compare_builds(self._expand(cmd[1:], d, p))
                 return
+            args = self._expand(cmd, d, p)
             if cmd[0] != "recover" or "--dry-run" in cmd:
                 before = self.F.snapshot_tree(d)
-                code, out = self._invoke(list(cmd) + [d], capture=True)
+                code, out = self._invoke(args, capture=True)
                 if code not in (0, 1, 2):
                     raise Crash("%s: exit status %r" % (" ".join(cmd), code))
                 if "json" in cmd:
@@ -258,7 +297,7 @@ class CliTarget:
                 return
             before = self.F.partition_contents(d)
             untouched = self.F.snapshot_tree(d)
-            code = self._invoke(["recover", d])
+            code = self._invoke(args)
             if code not in (0, 1, 2):
                 raise Crash("recover: exit status %r" % code)
             lost = self.F.check_nothing_lost(before, d)
@@ -268,19 +307,22 @@ class CliTarget:
             if cuts:
                 raise Crash("recover cut a valid batch: %s" % cuts[0])
             snap = self.F.snapshot_tree(d)
-            code2 = self._invoke(["recover", d])
+            code2 = self._invoke(args)
             # a run that refused (exit 2) and changed nothing may refuse again
             allowed = (0, 2) if code == 2 and snap == untouched else (0,)
             if code2 not in allowed or self.F.snapshot_tree(d) != snap:
                 raise Crash("second recover: exit %r, %s" % (
                     code2, "changed the partition" if self.F.snapshot_tree(d) != snap else "nothing changed"))
             if code in (0, 1):
+                limit = []
+                if "--max-message-size" in cmd:
+                    limit = ["--max-message-size", args[args.index("--max-message-size") + 1]]
                 logs = sorted(os.path.join(d, n) for n in os.listdir(d)
                               if n.endswith(".log") and n.count(".") == 1
                               and n.split(".")[0].isdigit() and os.path.isfile(os.path.join(d, n)))
-                if logs and self._invoke(["dump", "--deep-iteration"] + logs) == 1:
+                if logs and self._invoke(["dump", "--deep-iteration"] + limit + logs) == 1:
                     raise Crash("dump finds invalid data in what recover kept")
-                if self._invoke(["verify-index", d]) == 1:
+                if self._invoke(["verify-index"] + limit + [d]) == 1:
                     raise Crash("verify-index finds problems in what recover rebuilt")
         finally:
             shutil.rmtree(root, ignore_errors=True)
@@ -360,7 +402,7 @@ def _make_target(name, workdir):
 def run_worker(args):
     import fuzzlib as F
     workdir = tempfile.mkdtemp(prefix="kafkalog-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    header = {"format": 1, "aux": 1, "cli": 4}[args.worker]
+    header = {"format": 1, "aux": 1, "cli": 8}[args.worker]
     try:
         if args.engine == "atheris":
             import atheris
