@@ -709,7 +709,7 @@ def read_aux_file(kind, path, log_path=None, probe=0):
 
 TREE_OPS = ("file", "rename-junk", "nonnumeric", "nonutf8", "loglog",
             "lifecycle", "devzero", "fifo", "remove", "splice-files", "empty", "dirname",
-            "tmpfile")
+            "tmpfile", "shortname")
 
 
 def tree_files(root):
@@ -800,6 +800,16 @@ def mutate_tree(root, ops, other=b""):
                 continue
             os.mkdir(new)
             done.append("directory named like a segment file in %s" % os.path.dirname(rel))
+            continue
+        elif top == "shortname":
+            stem, dot, rest = name.partition(".")
+            if not stem.isdigit() or not dot:
+                continue
+            new = "%d.%s" % (int(stem), rest)
+            if new == name or os.path.lexists(os.path.join(d, new)):
+                continue
+            shutil.copyfile(path, os.path.join(d, new))
+            done.append("copy %s -> %s" % (rel, new))
             continue
         elif top == "tmpfile":
             shutil.copyfile(path, path + ".kafkalog-tmp")
