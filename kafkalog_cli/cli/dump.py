@@ -82,11 +82,7 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
                     if isinstance(error, LimitExceededError):
                         # A batch whose records inflate past the bound is valid (its CRC holds;
                         # the broker does not look inside): said, not counted as invalid.
-                        writer.warn("%s: records of the batch at position %d (offsets %d-%d) not "
-                                    "decoded: they inflate past %d bytes (raise "
-                                    "--max-message-size)" % (writer.path, item.position,
-                                                             item.base_offset, item.last_offset,
-                                                             log.batch_limit))
+                        writer.records_not_decoded(item, log.batch_limit)
                         error = None
                     if error is None and not opts.deep:
                         error = item.codec_problem

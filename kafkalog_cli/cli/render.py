@@ -134,6 +134,13 @@ class Writer:
         """A further chunk of the records of the batch last given to ``batch``."""
         raise NotImplementedError
 
+    def records_not_decoded(self, batch, limit):
+        """A valid batch whose records inflate past ``limit`` bytes: kept (its CRC holds, and
+        the broker never looks inside), its records not shown."""
+        self.warn("%s: records of the batch at position %d (offsets %d-%d) not decoded: they "
+                  "inflate past %d bytes (raise --max-message-size)"
+                  % (self.path, batch.position, batch.base_offset, batch.last_offset, limit))
+
     def record_error(self, batch, message):
         self.warn("%s: records of the batch at position %d (offset %d) cannot be read: %s"
                   % (self.path, batch.position, batch.base_offset, message))
@@ -585,6 +592,12 @@ class JsonWriter(Writer):
                     self.bad_record(off, e)
             self._emit_record(obj, k, v, hdrs)
         self._maybe_flush()
+
+    def records_not_decoded(self, batch, limit):
+        super().records_not_decoded(batch, limit)
+        self._emit({"type": "records_not_decoded", "file": self.path, "position": batch.position,
+                    "baseOffset": batch.base_offset, "lastOffset": batch.last_offset,
+                    "inflateLimit": limit})
 
     def record_error(self, batch, message):
         super().record_error(batch, message)
