@@ -656,3 +656,34 @@ def test_no_command_raises_an_encoding_error(tmp_path, env):
         res = run(*args, env=env)
         assert b"UnicodeEncodeError" not in res.err, (args, res)
         assert res.code in (0, 1), (args, res)
+
+
+def _limit_memory_to_600mb():
+    resource.setrlimit(resource.RLIMIT_AS, (600_000_000, 600_000_000))
+
+
+@pytest.mark.parametrize("size", [3 * 1024 ** 3, 700 * 1024 ** 2])
+def test_huge_auxiliary_files_are_one_line_each(tmp_path, size):
+    """Sparse files (no disk used) as an index, a transaction index and a snapshot: larger
+    than any Kafka reads (2 GiB), each is refused before it is read; smaller but more than the
+    memory left (an RLIMIT_AS of 600 MB here), each is one line too. Never a MemoryError."""
+    logdir, part, segs = log_dir_with(tmp_path)
+    names = ["00000000000000000000.index", AUX_NAMES["snapshot"]]
+    if size > 2 ** 31:
+        # (a smaller one of zeros is valid: tens of millions of entries, each printed)
+        names.append("00000000000000000000.txnindex")
+    for name in names:
+        with open(part / name, "wb") as f:
+            f.truncate(size)
+    for args in (["dump", part], ["verify-index", part]):
+        res = run(*args, timeout=120, preexec=_limit_memory_to_600mb)
+        assert b"MemoryError" not in res.err, (args, res)
+        for name in names:
+            mine = [line for line in res.err_lines
+                    if line.startswith(("kafkalog: %s:" % (part / name), "%s:" % (part / name)))]
+            assert len(mine) <= 1, (args, name, res)
+            if args[0] == "verify-index" and name.endswith(".snapshot"):
+                continue  # verify-index reads no snapshot
+            assert len(mine) == 1, (args, name, res)
+            assert ("more than the 2147483647" if size > 2 ** 31 else
+                    "too large to read into the memory available") in mine[0], (args, res)

@@ -43,7 +43,7 @@ def _check_time_index(tindex, log):
     index_path = files.segment_file(tindex.path, files.INDEX)
     try:
         oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
-    except OSError:
+    except (OSError, FileFormatError):
         oindex = None  # scanned from the start instead; the offset index tells its own error
     return verify.check_time_index(tindex, oindex, log)
 
@@ -172,3 +172,7 @@ def dump_aux(kind, path, writer, iopts):
     except FileFormatError as e:
         writer.unreadable(verify.unreadable(path, e))
         return EXIT_INVALID
+    except MemoryError:
+        # a file within its kind's size limit, but more than the memory left holds
+        writer.warn("%s: too large to read into the memory available" % files.printable_name(path))
+        return EXIT_USAGE

@@ -81,13 +81,27 @@ def read_regular(path, limit):
         return f.read(size)  # the size it had when opened: never past it
 
 
-def read_sized(path):
+# The largest index, transaction index or producer snapshot read: Kafka maps an index with an
+# int length and reads a snapshot into one byte array, so none it writes or reads is larger.
+MAX_AUX_BYTES = 2 ** 31 - 1
+
+
+def read_sized(path, limit=MAX_AUX_BYTES):
     """The whole contents of the regular file ``path``, up to the size it has when opened
     (a file that grows meanwhile is read as it was; open_regular refuses devices and FIFOs,
-    which have no size to stop at)."""
+    which have no size to stop at). A file larger than ``limit`` is refused before it is
+    read (FileFormatError); one that does not fit in the memory left is an OSError (ENOMEM),
+    not a MemoryError."""
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
-        return f.read(size)
+        if size > limit:
+            raise FileFormatError("%s: %d bytes, more than the %d any file of this kind holds"
+                                  % (path, size, limit))
+        try:
+            return f.read(size)
+        except MemoryError:
+            raise OSError(errno.ENOMEM, "too large to read into the memory available (%d bytes)"
+                          % size, path) from None
 
 
 class FileFormatError(ValueError):

@@ -12,6 +12,7 @@ import array
 import os
 import struct
 import sys
+from collections.abc import Sequence
 
 from .files import FileFormatError, base_offset_from_name, read_sized
 
@@ -24,6 +25,35 @@ def _int32s(data):
     if sys.byteorder == "little":
         ints.byteswap()
     return ints
+
+
+class _Entries(Sequence):
+    """The real entries of an index, unpacked one at a time (see _Index.entries)."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index):
+        self._index = index
+
+    def __len__(self):
+        return self._index.count
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("index entry out of range")
+        return self._index.slot(i)
+
+    def __iter__(self):
+        index = self._index
+        absolute = index._absolute
+        view = memoryview(index.data)[:index.count * index.entry.size]
+        for raw in index.entry.iter_unpack(view):
+            yield absolute(raw)
 
 
 class _Index:
@@ -44,30 +74,31 @@ class _Index:
         self.file_size = len(self.data)
         self.slots = self.file_size // self.entry.size
         self.count = self._count_real()
-        self._entries = None
 
     def _count_real(self):
         """Real entries: up to the first slot after the first whose relative offset is 0; none
         when the first slot is all zeros (a pre-allocated index with nothing in it yet: the
         first batch of a segment, at position 0, never gets an entry)."""
-        width = self.entry.size // 4
-        ints = _int32s(self.data[:self.slots * self.entry.size])
-        if not any(ints[:width]):
+        size = self.entry.size
+        width = size // 4
+        if self.slots == 0 or not any(_int32s(self.data[:size])):
             return 0
-        relative = ints[self.offset_int32::width]
-        try:
-            return relative.index(0, 1)
-        except ValueError:
-            return len(relative)
+        # a chunk of slots at a time: no copy of the whole file
+        step = (1 << 20) // size
+        for first in range(0, self.slots, step):
+            stop = min(self.slots, first + step)
+            relative = _int32s(self.data[first * size:stop * size])[self.offset_int32::width]
+            try:
+                return first + relative.index(0, 1 if first == 0 else 0)
+            except ValueError:
+                continue
+        return self.slots
 
     @property
     def entries(self):
-        """The real entries, absolute: built on first use (an index may hold a million)."""
-        if self._entries is None:
-            size = self.entry.size
-            raw = self.entry.iter_unpack(memoryview(self.data)[:self.count * size])
-            self._entries = [self._absolute(r) for r in raw]
-        return self._entries
+        """The real entries, absolute, as a sequence read from the file's bytes as it is used
+        (an index may hold hundreds of millions: no list of them is built)."""
+        return _Entries(self)
 
     @property
     def max_slots(self):

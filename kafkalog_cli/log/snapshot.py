@@ -1,6 +1,7 @@
 """Producer state snapshots (<offset>.snapshot): version 1, CRC-32C, 46-byte entries."""
 
 import struct
+from collections.abc import Sequence
 
 from crc32c import crc32c
 
@@ -52,9 +53,34 @@ def parse_snapshot(data):
     if count < 0 or HEADER.size + count * ENTRY.size > len(data):
         raise FileFormatError("Snapshot failed schema validation: %d entries do not fit in %d bytes"
                               % (count, len(data)))
-    computed = crc32c(data[6:])
+    computed = crc32c(memoryview(data)[6:])
     if stored != computed:
         raise FileFormatError("Snapshot is corrupt (CRC is no longer valid). Stored crc: %d. "
                               "Computed crc: %d" % (stored, computed))
-    return [ProducerEntry(*ENTRY.unpack_from(data, HEADER.size + i * ENTRY.size))
-            for i in range(count)]
+    # unpacked as they are used: a snapshot may list millions of producers
+    return _Entries(data, count)
+
+
+class _Entries(Sequence):
+    __slots__ = ("_data", "_count")
+
+    def __init__(self, data, count):
+        self._data = data
+        self._count = count
+
+    def __len__(self):
+        return self._count
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._count))]
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError("snapshot entry out of range")
+        return ProducerEntry(*ENTRY.unpack_from(self._data, HEADER.size + i * ENTRY.size))
+
+    def __iter__(self):
+        view = memoryview(self._data)[HEADER.size:HEADER.size + self._count * ENTRY.size]
+        for fields in ENTRY.iter_unpack(view):
+            yield ProducerEntry(*fields)

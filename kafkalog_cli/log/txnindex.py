@@ -1,6 +1,8 @@
 """The transaction index (.txnindex): the aborted transactions of a segment (AbortedTxn)."""
 
+import re
 import struct
+from collections.abc import Sequence
 
 from .files import FileFormatError, base_offset_from_name, read_sized
 
@@ -18,6 +20,44 @@ class AbortedTxn:
         self.last_stable_offset = last_stable_offset
 
 
+_POSITIVE = re.compile(b"[\x01-\x7f]")
+
+
+class _Entries(Sequence):
+    """The entries of a transaction index, unpacked as they are used (a file may hold
+    millions: no list of them is built)."""
+
+    __slots__ = ("_data", "_count")
+
+    def __init__(self, data, count):
+        self._data = data
+        self._count = count
+
+    def __len__(self):
+        return self._count
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._count))]
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError("transaction index entry out of range")
+        return _entry(self._data, i * ENTRY.size)
+
+    def __iter__(self):
+        data = self._data
+        for pos in range(0, self._count * ENTRY.size, ENTRY.size):
+            yield _entry(data, pos)
+
+
+def _entry(data, pos):
+    # AbortedTxn.version() reads one (signed) byte of the two the field takes
+    version = data[pos] - 256 if data[pos] >= 128 else data[pos]
+    _, pid, first, last, lso = ENTRY.unpack_from(data, pos)
+    return AbortedTxn(version, pid, first, last, lso)
+
+
 class TransactionIndex:
     """Every whole 34-byte entry of the file; a trailing partial entry is ignored, as in Kafka."""
 
@@ -27,15 +67,15 @@ class TransactionIndex:
         data = read_sized(path)
         self.file_size = len(data)
         self.trailing = len(data) % ENTRY.size
-        self.entries = []
-        for pos in range(0, len(data) - ENTRY.size + 1, ENTRY.size):
-            # Kafka reads the version as one signed byte: 0x01-0x7F make it throw.
-            version = struct.unpack_from(">b", data, pos)[0]
-            if version > 0:
-                raise FileFormatError("%s: unexpected aborted transaction version %d at position %d"
-                                      % (path, version, pos))
-            _, pid, first, last, lso = ENTRY.unpack_from(data, pos)
-            self.entries.append(AbortedTxn(version, pid, first, last, lso))
+        count = len(data) // ENTRY.size
+        # Kafka reads the version as one signed byte: 0x01-0x7F make it throw. The first byte
+        # of every entry, searched at once (no entry is unpacked for it).
+        bad = _POSITIVE.search(data[:count * ENTRY.size:ENTRY.size])
+        if bad is not None:
+            pos = bad.start() * ENTRY.size
+            raise FileFormatError("%s: unexpected aborted transaction version %d at position %d"
+                                  % (path, data[pos], pos))
+        self.entries = _Entries(data, count)
 
     @classmethod
     def empty(cls, path, base_offset=None):
