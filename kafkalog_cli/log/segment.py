@@ -4,6 +4,8 @@ in bounded memory, and safe against the file changing under us."""
 import errno
 import mmap
 import os
+import platform
+import sys
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError
@@ -25,6 +27,15 @@ WINDOW = 16 * 1024 * 1024
 _MAX_READ = 1 << 30  # one preadv call at most (Linux stops a read a little short of 2 GiB)
 _PAGE = mmap.PAGESIZE
 _HUGE = 2 * 1024 * 1024  # released memory is given back in whole (huge) pages of this size
+# Private anonymous memory for ``buf``. MAP_NORESERVE: only the window read is ever touched, so
+# the whole size need not be reserved (Linux's default overcommit check would otherwise refuse a
+# segment larger than RAM and swap). Python names the flag from 3.13; its value is 0x4000 on the
+# architectures below.
+_ANON_FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
+    mmap, "MAP_NORESERVE",
+    0x4000 if sys.platform.startswith("linux") and platform.machine() in (
+        "x86_64", "i386", "i686", "aarch64", "arm64", "armv7l", "armv8l", "riscv64", "s390x")
+    else 0)
 
 
 class FileChangedError(OSError):
@@ -58,7 +69,7 @@ class LogFile:
             if self.size:
                 # Anonymous memory: pages cost nothing until written, and read as zeros again
                 # once released (MADV_DONTNEED), never as a fault.
-                self._map = mmap.mmap(-1, self.size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+                self._map = mmap.mmap(-1, self.size, flags=_ANON_FLAGS)
                 if self.size >= _HUGE and hasattr(mmap, "MADV_HUGEPAGE"):
                     # Huge pages: a fifth of the cost of faulting in fresh 4 KiB pages, which
                     # otherwise makes copying the file in dearer than mapping it.
