@@ -413,9 +413,47 @@ def large_legacy(magic, codec, count=1200, value_size=4096):
                              lambda raw: compress(codec, raw, magic), timestamp=kg.T0 + count - 1)
 
 
+def _records_area(count=1200, value_size=4096):
+    out = bytearray()
+    for i in range(count):
+        value = (b"value-%06d|" % i) * (value_size // 12)
+        body = (b"\x00" + _zigzag_varint(i) + _zigzag_varint(i) + _zigzag_varint(8)
+                + b"key-%04d" % (i % 10000) + _zigzag_varint(len(value)) + value
+                + _zigzag_varint(1) + _zigzag_varint(1) + b"h" + _zigzag_varint(-1))
+        out += _zigzag_varint(len(body)) + body
+    return bytes(out)
+
+
+def framed_batch_v2(codec, count=1200):
+    """A large v2 batch whose records area is compressed in several pieces as writers other
+    than Kafka's may frame it: gzip members, zstd frames (one with its content size declared),
+    xerial snappy streams concatenated, one LZ4 frame of 4 MiB blocks."""
+    area = _records_area(count)
+    third = len(area) // 3
+    pieces = [area[:third], area[third:2 * third], area[2 * third:]]
+    if codec == 1:
+        body = b"".join(gzip.compress(p, compresslevel=1, mtime=0) for p in pieces)
+    elif codec == 2:
+        body = b"".join(compress(2, p) for p in pieces)
+    elif codec == 3:
+        import lz4.frame
+        body = lz4.frame.compress(area, block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False,
+                                  content_checksum=False, store_size=False)
+    else:
+        import zstandard
+        body = (zstandard.ZstdCompressor(level=1, write_content_size=True).compress(pieces[0])
+                + b"".join(zstandard.ZstdCompressor(level=1).compress(p) for p in pieces[1:]))
+    header = struct.pack(">qiibIHiqqqhii", 0, 49 + len(body), 0, 2, 0, codec, count - 1,
+                         kg.T0, kg.T0 + count - 1, -1, -1, -1, count)
+    return _rebuild_v2(header, body)
+
+
 def large_seeds():
-    """{name: bytes}: a large valid batch per codec (v2) and a large legacy wrapper per codec."""
+    """{name: bytes}: a large valid batch per codec (v2), the same framed in pieces, and a large
+    legacy wrapper per codec."""
     out = {}
+    for codec in (1, 2, 3, 4):
+        out["framed-v2-%s" % kg.CODEC_NAMES[codec]] = framed_batch_v2(codec)
     for codec in (1, 2, 3, 4):
         out["large-v2-%s" % kg.CODEC_NAMES[codec]] = large_batch_v2(codec)
         if codec != 4:
@@ -1063,7 +1101,7 @@ def run_problems(run, codes=(0, 1, 2)):
         problems.append("killed by signal %d" % -run.code)
     elif run.code not in codes:
         problems.append("exit status %d (expected one of %s)" % (run.code, codes))
-    if "Traceback (most recent call last)" in run.err or "Traceback" in run.out[:0]:
+    if "Traceback (most recent call last)" in run.err:
         last = [line for line in run.err.splitlines() if line.strip()][-1:]
         problems.append("traceback: %s" % (last[0] if last else "?"))
     for marker in ("MemoryError", "Segmentation fault", "Fatal Python error"):
