@@ -29,7 +29,7 @@ _PAGE = mmap.PAGESIZE
 _HUGE = 2 * 1024 * 1024  # released memory is given back in whole (huge) pages of this size
 # Private anonymous memory for ``buf``. MAP_NORESERVE: only the window read is ever touched, so
 # the whole size need not be reserved (Linux's default overcommit check would otherwise refuse a
-# segment larger than RAM and swap). Python names the flag from 3.13; its value is 0x4000 on the
+# segment larger than RAM and swap). Not every Python names the flag; its value is 0x4000 on the
 # architectures below.
 _ANON_FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
     mmap, "MAP_NORESERVE",
