@@ -687,3 +687,19 @@ def test_huge_auxiliary_files_are_one_line_each(tmp_path, size):
             assert len(mine) == 1, (args, name, res)
             assert ("more than the 2147483647" if size > 2 ** 31 else
                     "too large to read into the memory available") in mine[0], (args, res)
+
+
+def test_findings_by_the_million_are_one_line_when_memory_runs_out(tmp_path):
+    """An 80 MB transaction index of zeros: 2.4 million entries, each an aborted transaction
+    without its ABORT marker. Holding every finding takes more than the memory left (600 MB of
+    address space here): one line, exit 2, not a MemoryError traceback."""
+    logdir, part, segs = log_dir_with(tmp_path)
+    path = part / "00000000000000000000.txnindex"
+    ig.write_file(path, bytes(34 * 2_400_000))
+    res = run("verify-index", path, timeout=120, preexec=_limit_memory_to_600mb)
+    assert b"MemoryError" not in res.err, res
+    if res.code == 2:
+        assert res.err_lines == ["kafkalog: %s: too many findings to hold in the memory "
+                                 "available" % path], res
+    else:
+        assert res.code == 1 and len(res.err_lines) == 2_400_000, res

@@ -98,6 +98,12 @@ def verify_index(paths, sanity_only, fmt, max_message_size):
                 _error(e.filename or log_path, e)
                 status = EXIT_USAGE
                 continue
+            except MemoryError:
+                # findings by the million (an index of garbage as large as Kafka allows)
+                click.echo("kafkalog: %s: too many findings to hold in the memory available"
+                           % printable_name(only or log_path), err=True)
+                status = EXIT_USAGE
+                continue
             reports.extend(r for r in segment_reports if only is None or r.path == only)
     for r in reports:
         name = printable_name(r.path)
