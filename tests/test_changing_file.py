@@ -206,3 +206,45 @@ def test_a_fifo_as_the_log(tmp_path):
         assert p.returncode == 2, (args, p)
         assert "Traceback" not in err, err
         assert err.splitlines() == ["kafkalog: %s: not a regular file (a FIFO)" % fifo], (args, err)
+
+
+# -- reading in windows: batches that cross a window's end, or exceed a window ----------------
+
+def test_large_segment_read_in_windows_matches_kafka_python(tmp_path):
+    """The reader loads the file a window at a time (64 KiB after a jump, doubling to 16 MiB)
+    and lets go of what lies 32 MiB behind: a segment of ~90 MiB with batches from a few bytes
+    to 20 MiB (larger than a window), in every codec, must read exactly as kafka-python reads
+    it, deep and batch by batch."""
+    from dumpcheck import check_kafka_dump, dump
+    rng = random.Random(90)
+    text = b"".join(b"%06d lorem ipsum dolor sit amet " % i for i in range(40000))
+    chunks = []
+    offset = 0
+    sizes = [10, 300, 5000, 70000, 400000, 1 << 20]
+    while sum(map(len, chunks)) < 90 << 20:
+        codec = rng.choice(kg.V2_CODECS)
+        n = rng.choice([1, 2, 5, 20])
+        if len(chunks) % 17 == 5:
+            n, size = 20, 1 << 20  # a 20 MiB batch: larger than the largest window
+        else:
+            size = rng.choice(sizes)
+        records = []
+        for i in range(n):
+            if codec == "none":
+                value = rng.randbytes(size)
+            else:
+                start = rng.randrange(len(text) - min(size, len(text) - 1))
+                value = (text[start:] + text)[:size]
+            records.append(kg.Rec(b"k%d" % i, value, kg.T0 + offset + i))
+        chunks.append(kg.v2_batch(records, base_offset=offset, codec=codec,
+                                  expect_compressed=False))
+        offset += n
+    data = b"".join(chunks) + rng.randbytes(37)
+    path = tmp_path / NAME
+    path.write_bytes(data)
+    assert len(data) > 80 << 20 and max(map(len, chunks)) > 16 << 20
+    res = dump("--deep-iteration", path)
+    assert res.code == 1, res  # the 37 bytes at the end
+    check_kafka_dump(res, str(path), data, deep=True)
+    res = dump(path)
+    check_kafka_dump(res, str(path), data)
