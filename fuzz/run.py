@@ -454,7 +454,7 @@ def run_worker(args):
                 worker.one(s)
             while worker.inputs < args.runs:
                 s = rng.choice(seeds)
-                if args.worker == "format" and s[0] & 8 and rng.random() < 0.9:
+                if args.worker == "format" and s[0] & 8 and rng.random() < 0.98:
                     s = rng.choice(seeds)  # the large seeds cost 100 times more: fewer of them
                 body = F.apply_ops(s[header:], F.random_ops(rng, 4), rng.choice(others))
                 worker.one(s[:header] + body)

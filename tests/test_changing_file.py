@@ -248,3 +248,53 @@ def test_large_segment_read_in_windows_matches_kafka_python(tmp_path):
     check_kafka_dump(res, str(path), data, deep=True)
     res = dump(path)
     check_kafka_dump(res, str(path), data)
+
+
+def test_resynchronising_over_long_bad_stretches(tmp_path):
+    """--skip-invalid looks for the next valid batch through stretches of garbage, of zeros and
+    of 0xff bytes longer than a search step (4 MiB) and than a window: every batch written is
+    found at its position, and each bad stretch is reported once, whole."""
+    from dumpcheck import dump, pairs
+    rng = random.Random(7)
+    parts = []  # (kind, bytes)
+    offset = 0
+    layout = ["batches", ("garbage", 9 << 20), "batches", ("zeros", 11 << 20), "batches",
+              ("ff", 6 << 20), "batches", ("garbage", 3 << 20), "batches"]
+    for item in layout:
+        if item == "batches":
+            for _ in range(rng.randrange(3, 8)):
+                n = rng.choice([1, 3, 10])
+                records = [kg.Rec(b"k", rng.randbytes(rng.choice([10, 5000, 300000])), kg.T0)
+                           for _ in range(n)]
+                parts.append(("batch", offset, kg.v2_batch(records, base_offset=offset)))
+                offset += n
+        else:
+            kind, n = item
+            # garbage whose first byte keeps it from being read as a batch (a size field of -1)
+            # (0xff bytes: no position in them could start an entry, so the search for one
+            # runs through many steps without a candidate)
+            body = {"garbage": b"\xff" + rng.randbytes(n - 1), "zeros": bytes(n),
+                    "ff": b"\xff" * n}[kind]
+            parts.append((kind, None, body))
+    data = b"".join(p[2] for p in parts)
+    path = tmp_path / NAME
+    path.write_bytes(data)
+    res = dump("--skip-invalid", path)
+    assert res.code == 1, res
+    expected = []
+    pos = 0
+    for kind, base, body in parts:
+        if kind == "batch":
+            expected.append(("batch", pos, base))
+        else:
+            expected.append(("skipped", pos, len(body)))
+        pos += len(body)
+    seen = []
+    for line in res.lines[2:]:
+        if line.startswith("Skipped"):
+            words = line.split()
+            seen.append(("skipped", int(words[6]), int(words[1])))
+        else:
+            p = dict(pairs(line))
+            seen.append(("batch", int(p["position"]), int(p["baseOffset"])))
+    assert seen == expected
