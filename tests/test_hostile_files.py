@@ -703,3 +703,25 @@ def test_findings_by_the_million_are_one_line_when_memory_runs_out(tmp_path):
                                  "available" % path], res
     else:
         assert res.code == 1 and len(res.err_lines) == 2_400_000, res
+
+
+def test_a_partition_of_thousands_of_segments_is_listed_once(tmp_path):
+    """3000 segments: which one is active was found by listing the directory again for each
+    (3 minutes for verify-index); now once per directory. Each index holds one zero slot: a
+    zero tail, noted for every sealed segment and not for the active one."""
+    part = tmp_path / "t-0"
+    os.makedirs(part)
+    n = 3000
+    for i in range(n):
+        prefix = os.path.join(str(part), ig.segment_prefix(10 * i))
+        ig.write_file(prefix + ".log", b"")
+        ig.write_file(prefix + ".index", bytes(8))
+        ig.write_file(prefix + ".timeindex", bytes(12))
+    res = run("verify-index", "--format", "json", part, timeout=60)
+    assert res.code == 0, res
+    notes = [o["file"] for o in json_lines(res) if o["type"] == "note"]
+    last = os.path.join(str(part), ig.segment_prefix(10 * (n - 1)))
+    assert len(notes) == 2 * (n - 1) and last + ".index" not in notes, res
+    res = run("dump", "--format", "json", part, timeout=60)
+    assert res.code == 0, res
+    assert len([line for line in res.err_lines if "zero-filled slots" in line]) == 2 * (n - 1)

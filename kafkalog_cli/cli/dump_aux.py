@@ -21,6 +21,7 @@ class IndexOptions:
         self.verify_only = verify_only
         self.sanity_only = sanity_only
         self.max_message_size = max_message_size
+        self.is_active = files.ActiveSegments()  # each directory listed once per run
 
 
 def _status(problems):
@@ -79,7 +80,7 @@ def _dump_index(kind, path, writer, iopts):
             problems = check(index, log)
     else:
         problems = [missing] if missing is not None else []
-    _note_zero_tail(index, path, writer)
+    _note_zero_tail(index, path, writer, iopts)
     if not iopts.verify_only:
         for entry in index.entries:
             writer.entry(kind, dict(zip(names, entry)))
@@ -95,8 +96,8 @@ def dump_time_index(path, writer, iopts):
     return _dump_index(files.TIMEINDEX, path, writer, iopts)
 
 
-def _note_zero_tail(index, path, writer):
-    if index.zero_tail and not files.is_active_segment(files.segment_file(path, files.LOG)):
+def _note_zero_tail(index, path, writer, iopts):
+    if index.zero_tail and not iopts.is_active(files.segment_file(path, files.LOG)):
         writer.warn("%s: %s" % (files.printable_name(path), verify.zero_tail_note(index).message))
 
 

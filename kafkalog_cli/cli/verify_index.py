@@ -20,12 +20,13 @@ def _segments(found):
     for, or None for all of the segment's indexes. From a directory, each segment once (and an
     index whose log is missing, to report it)."""
     out = []
+    is_active = files.ActiveSegments()
     for f in found:
         log_path = files.segment_file(f.path, files.LOG)
         if f.kind == files.LOG:
-            out.append((log_path, files.is_active_segment(log_path), None))
+            out.append((log_path, is_active(log_path), None))
         elif f.kind in _CHECKED and (f.explicit or not os.path.lexists(log_path)):
-            out.append((log_path, files.is_active_segment(log_path), f.path))
+            out.append((log_path, is_active(log_path), f.path))
     return out
 
 

@@ -173,17 +173,36 @@ def segment_file(path, kind):
 
 def is_active_segment(log_path):
     """Is this the partition's last segment, the one a broker keeps open and pre-allocated?"""
-    directory = os.path.dirname(log_path) or "."
-    base = base_offset_from_name(log_path)
-    if base is None or not os.path.isdir(directory):
-        return False
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return False
-    bases = [base_offset_from_name(n) for n in names
-             if partition_file_kind(n) == LOG and not lifecycle_suffix(n)]
-    return base == max(bases, default=base)
+    return ActiveSegments()(log_path)
+
+
+class ActiveSegments:
+    """``is_active_segment`` for the many segments of one run: each directory is listed
+    once (a partition may hold thousands of segments)."""
+
+    def __init__(self):
+        self._last = {}  # directory -> base offset of its last segment, None, or False
+
+    def __call__(self, log_path):
+        directory = os.path.dirname(log_path) or "."
+        base = base_offset_from_name(log_path)
+        if base is None:
+            return False
+        if directory not in self._last:
+            self._last[directory] = self._last_base(directory)
+        last = self._last[directory]
+        if last is False:
+            return False
+        return last is None or base == last
+
+    @staticmethod
+    def _last_base(directory):
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return False
+        return max((base_offset_from_name(n) for n in names
+                    if partition_file_kind(n) == LOG and not lifecycle_suffix(n)), default=None)
 
 
 def _file_order(name):
