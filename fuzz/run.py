@@ -163,8 +163,8 @@ class AuxTarget:
 
 
 class CliTarget:
-    """The CLI in-process (``cli.main`` in standalone mode, SystemExit caught) on a fixture
-    partition with one file replaced. Input: partition, file, command and directory-change
+    """The CLI in-process (``cli.main`` in standalone mode, SystemExit caught) on a partition
+    (a fixture, or a kafka-python one of any format and codec) with one file replaced. Input: partition, file, command and directory-change
     choices (4 bytes), the command's numeric parameter (4 bytes), then the file's new bytes. The directory change (one input in four): a
     hostile or half-crashed directory's contents (fuzzlib.TREE_OPS: odd names, a symlink to
     /dev/zero, a FIFO, a copy under a lifecycle suffix, a splice of two files...)."""
@@ -182,6 +182,12 @@ class CliTarget:
             src = os.path.join(fuzzlib.FIXTURES, p)
             self.parts[p] = {n: open(os.path.join(src, n), "rb").read()
                              for n in sorted(os.listdir(src))}
+        # and kafka-python partitions of every format and codec, KRaft control batches, nesting
+        for v in fuzzlib.GENERATED_VARIANTS:
+            src = fuzzlib.generated_partition(os.path.join(workdir, "gen", v + "-0"), v)
+            self.parts[v + "-0"] = {n: open(os.path.join(src, n), "rb").read()
+                                    for n in sorted(os.listdir(src))}
+        shutil.rmtree(os.path.join(workdir, "gen"), ignore_errors=True)
         self.names = sorted(self.parts)
         self.devnull = open(os.devnull, "w")
 

@@ -521,6 +521,36 @@ def log_seeds(bomb_size=2 << 20):
     return seeds
 
 
+GENERATED_VARIANTS = tuple("v2-%s" % c for c in kg.V2_CODECS) + tuple(
+    "v%d-%s" % (m, c) for m in (0, 1) for c in kg.LEGACY_CODECS) + ("control", "nested")
+
+
+def generated_partition(dest, variant):
+    """A partition of two segments written by kafka-python (the first of the given format and
+    codec, KRaft control batches, or nested compression; the second a busy v2 segment) with
+    broker-built indexes (indexgen)."""
+    import indexgen as ig
+    if variant.startswith("v2-"):
+        first = kg.sample_segment(2, variant[3:])
+    elif variant.startswith("v1-") or variant.startswith("v0-"):
+        first = kg.sample_segment(int(variant[1]), variant[3:])
+    elif variant == "control":
+        first = kraft_control_batches()
+    elif variant == "nested":
+        first = nested_legacy(1, 1, 2) + nested_legacy(0, 3, 1)
+    else:
+        raise ValueError(variant)
+    nxt = 1000  # past every seed's offsets
+    second, _ = ig.busy_segment(nxt, n_batches=8)
+    if variant == "nested":
+        # kafka-python refuses to read double compression: no indexes for it (recover builds them)
+        kg.write_segment(dest, 0, first)
+        ig.write_partition(dest, [(nxt, second)])
+    else:
+        ig.write_partition(dest, [(0, first), (nxt, second)])
+    return dest
+
+
 def fixture_files(kinds=None):
     """{relative path: bytes} of every file of the shipped fixtures."""
     out = {}

@@ -235,31 +235,11 @@ def _fixture_copy(dest, partition):
 
 
 def _generated_partition(dest, variant):
-    """A partition of kafka-python segments (two segments) with broker-built indexes."""
-    if variant.startswith("v2-"):
-        first = kg.sample_segment(2, variant[3:])
-    elif variant.startswith("v1-") or variant.startswith("v0-"):
-        first = kg.sample_segment(int(variant[1]), variant[3:])
-    elif variant == "control":
-        first = F.kraft_control_batches()
-    elif variant == "nested":
-        first = (F.nested_legacy(1, 1, 2) + F.nested_legacy(0, 3, 1))
-    else:
-        raise ValueError(variant)
-    nxt = 1000  # past every seed's offsets
-    second, _ = ig.busy_segment(nxt, n_batches=8)
-    if variant == "nested":
-        # kafka-python refuses to read double compression: no indexes for it (recover builds them)
-        kg.write_segment(dest, 0, first)
-        ig.write_partition(dest, [(nxt, second)])
-    else:
-        ig.write_partition(dest, [(0, first), (nxt, second)])
-    return dest
+    return F.generated_partition(dest, variant)
 
 
 CLI_FIXTURES = ("events-0", "legacy-0", "metrics-0", "orders-0", "orders-1")
-CLI_GENERATED = tuple("v2-%s" % c for c in kg.V2_CODECS) + tuple(
-    "v%d-%s" % (m, c) for m in (0, 1) for c in kg.LEGACY_CODECS) + ("control", "nested")
+CLI_GENERATED = F.GENERATED_VARIANTS
 
 
 def _tree_ops(rng, hostile):
