@@ -10,8 +10,6 @@ unbounded read fails the test instead of the machine.
 import json
 import os
 import resource
-import shutil
-import stat
 import struct
 import subprocess
 import sys
