@@ -1605,3 +1605,64 @@ def test_many_records_scanned_in_bounded_memory(tmp_path):
     # the records held at once would take far more than this (~200 bytes each)
     print("peak RSS %d kB, %d bytes inflated" % (rss_kb, inflated))
     assert rss_kb < 100_000 + 3 * inflated // 1024, (rss_kb, inflated)
+
+
+@pytest.mark.parametrize("what", ["devzero-index", "dangling-timeindex", "fifo-txnindex",
+                                  "directory-index"])
+def test_non_regular_file_under_an_index_name_is_left_alone(tmp_path, what):
+    """A symlink to /dev/zero, a dangling symlink, a FIFO or a directory under an index's name:
+    not read, not written over, not moved (a rebuilt index was written over it before, or the
+    run failed half-way); a second run finds nothing to do."""
+    part = make_partition(str(tmp_path / "logdir" / "t-0"), n_segments=2)
+    kind = what.split("-")[1]
+    path = os.path.join(part.dir, name(part.bases[0], kind))
+    if os.path.exists(path):
+        os.unlink(path)
+    if what.startswith("devzero"):
+        os.symlink("/dev/zero", path)
+    elif what.startswith("dangling"):
+        os.symlink(str(tmp_path / "nowhere"), path)
+    elif what.startswith("fifo"):
+        os.mkfifo(path)
+    else:
+        os.mkdir(path)
+    first = recover(part.dir)
+    assert first.code in (0, 1), first
+    assert any(os.path.basename(path) in line and "not a regular file" in line
+               for line in first.lines), first.out
+    assert os.path.lexists(path) and not os.path.isfile(path)
+    if what.startswith("devzero"):
+        assert os.readlink(path) == "/dev/zero"
+    before = safe_tree(part.dir)
+    again = recover(part.dir)
+    assert again.code == 0, again
+    assert safe_tree(part.dir) == before
+
+
+def safe_tree(directory):
+    """{relative path: bytes and mtime, or the kind of a non-regular entry} below ``directory``,
+    never opening what is not a regular file (a symlink to /dev/zero reads without end)."""
+    import stat as st
+    out = {}
+    for root, dirs, names in os.walk(directory):
+        for n in dirs + names:
+            p = os.path.join(root, n)
+            info = os.lstat(p)
+            if st.S_ISREG(info.st_mode):
+                with open(p, "rb") as f:
+                    out[os.path.relpath(p, directory)] = (f.read(), info.st_mtime_ns)
+            elif st.S_ISLNK(info.st_mode):
+                out[os.path.relpath(p, directory)] = ("symlink", os.readlink(p))
+            else:
+                out[os.path.relpath(p, directory)] = ("mode", st.S_IFMT(info.st_mode))
+    return out
+
+
+def test_two_logs_with_one_base_offset(tmp_path):
+    """``0.log`` beside ``00000000000000000000.log`` (both name base offset 0): the one named as
+    Kafka names segments is the segment, the other is left alone and named; nothing is cut
+    (the second was taken for a segment whose offsets go backwards, and cut at 0)."""
+    part = make_partition(str(tmp_path / "logdir" / "t-0"), n_segments=2)
+    write_aged(os.path.join(part.dir, "0.log"), part.segs[0].data)
+    res = assert_nothing_to_do(part.dir)
+    assert any("0.log" in line and "left alone" in line for line in res.lines), res.out

@@ -81,6 +81,7 @@ class PartitionPlan:
         self.actions = []
         self.segments = []
         self.notes = []   # (file name, text): found and reported, left alone
+        self.blocked = set()  # Kafka names held by something that is not a regular file
 
     @property
     def changes(self):
@@ -340,7 +341,14 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
                    max_message_size=DEFAULT_MAX_MESSAGE_SIZE):
     """Everything recovery would change in ``directory``, with a report per segment."""
     plan = PartitionPlan(directory)
-    names = sorted(n for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n)))
+    entries = sorted(os.listdir(directory))
+    names = [n for n in entries if os.path.isfile(os.path.join(directory, n))]
+    # A FIFO, a device, a directory or a dangling symlink under a Kafka file's name: left
+    # alone, and never written over (its segment's index is not rebuilt under that name).
+    for n in entries:
+        if kind_of(n) is not None and not os.path.isfile(os.path.join(directory, n)):
+            plan.blocked.add(n)
+            plan.notes.append((n, "not a regular file: left alone"))
     for n in names:
         if n.endswith(TMP_SUFFIX):
             plan.add(REMOVE, n, "temporary file of an interrupted kafkalog write")
@@ -349,6 +357,11 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
         if kind_of(n) is None and not n.startswith(".") and not lifecycle_suffix(n):
             plan.notes.append((n, "not a name Kafka gives a file (no segment's): left alone"))
     view, swaps = _plan_leftovers(plan, names)
+    if any(n[:-len(".swap")] in plan.blocked for n in swaps):
+        for n in swaps:
+            plan.notes.append((n, "swap not completed: a file that is not a regular file holds "
+                                  "a name it would take"))
+        swaps = []
     log_swaps = [n for n in swaps if n.endswith(".log.swap")]
     if log_swaps:
         # LogLoader's second pass: the segments the swap replaces go (any file whose name
@@ -371,8 +384,22 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
         plan.add(RENAME, n, "completing a swap the broker had started", target=final)
         view[final] = view.pop(n)
     logs = sorted((n for n in view if kind_of(n) == files.LOG and not lifecycle_suffix(n)
-                   and _base(n) is not None), key=_base)
-    log_stems = {n.split(".", 1)[0] for n in logs}
+                   and _base(n) is not None), key=lambda n: (_base(n), len(n) != 24, n))
+    # Two logs naming one base offset (``0.log`` beside ``00000000000000000000.log``): the
+    # broker would load one of them, whichever it lists last. The one named as Kafka names
+    # segments (20 digits) is the segment; the other is left alone, with its indexes.
+    chosen, shadowed = [], []
+    for n in logs:
+        if chosen and _base(chosen[-1]) == _base(n):
+            shadowed.append(n)
+            plan.notes.append((n, "the same base offset as %s: left alone"
+                               % printable_name(chosen[-1])))
+        else:
+            chosen.append(n)
+    logs = chosen
+    log_stems = {n.split(".", 1)[0] for n in logs + shadowed}
+    log_stems |= {n.split(".", 1)[0] for n in plan.blocked if kind_of(n) == files.LOG
+                  and not lifecycle_suffix(n)}   # its indexes are not orphans
     for n in sorted(view):
         if (kind_of(n) in (files.INDEX, files.TIMEINDEX, files.TXNINDEX)
                 and not lifecycle_suffix(n) and n.split(".", 1)[0] not in log_stems):
@@ -436,20 +463,32 @@ def _plan_indexes(plan, view, stem, scan, active, cut, report):
         n = "%s.%s" % (stem, kind)
         return n, (os.path.join(directory, view[n]) if n in view else None)
 
+    def write(n, why, data):
+        if n in plan.blocked:
+            report.notes.append("%s not rebuilt: it is not a regular file" % printable_name(n))
+        else:
+            plan.add(WRITE, n, why, data=data)
+
+    def missing(n, p):
+        return p is None and n not in plan.blocked
+
     name, path = current(files.INDEX)
     tname, tpath = current(files.TIMEINDEX)
-    rebuild = (cut or path is None or tpath is None or not _offset_index_ok(path, scan, active)
-               or not _time_index_ok(tpath, scan, active))
+    rebuild = (cut or missing(name, path) or missing(tname, tpath)
+               or (path is not None and not _offset_index_ok(path, scan, active))
+               or (tpath is not None and not _time_index_ok(tpath, scan, active)))
     if rebuild:
         why = "rebuilt for the recovered log" if cut else "missing or wrong: rebuilt"
         for n, p in ((name, path), (tname, tpath)):
             if p is not None:
                 plan.add(MOVE, n, "replaced by a rebuilt index")
-        plan.add(WRITE, name, why, data=scan.builder.offset_index_bytes())
-        plan.add(WRITE, tname, why, data=scan.builder.time_index_bytes())
+        write(name, why, scan.builder.offset_index_bytes())
+        write(tname, why, scan.builder.time_index_bytes())
         report.index_entries = len(scan.builder.offset_entries)
         report.timeindex_entries = len(scan.builder.time_entries)
     xname, xpath = current(files.TXNINDEX)
+    if xname in plan.blocked:
+        return
     expected = txn_index_bytes(scan.aborted)
     if xpath is None:
         wrong = bool(scan.aborted)
@@ -465,7 +504,7 @@ def _plan_indexes(plan, view, stem, scan, active, cut, report):
         if xpath is not None:
             plan.add(MOVE, xname, "replaced by a rebuilt transaction index")
         if expected:
-            plan.add(WRITE, xname, "rebuilt from the log's ABORT markers", data=expected)
+            write(xname, "rebuilt from the log's ABORT markers", expected)
         report.txn_entries = len(scan.aborted)
 
 
