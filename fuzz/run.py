@@ -92,7 +92,9 @@ class FormatTarget:
     codec, control records. First byte: bit 0 the pure-Python decoder, bit 1 resync, bit 2 the
     C decoder's records compared with the pure-Python decoder's (same records or same error
     class), bit 3 the default bounds (5 MiB records, 80 MiB batches) instead of small ones
-    (16 KiB, 64 KiB), with seeds of large batches (about 5 MiB inflated) for it."""
+    (16 KiB, 64 KiB), with seeds of large batches (about 5 MiB inflated) for it, bit 4
+    kafka-python's reading compared (entries, offsets, CRC verdicts, v2 records; the CRCs
+    are fixed up first so that the records are reached)."""
 
     name = "format"
 
@@ -104,7 +106,7 @@ class FormatTarget:
     def seeds(self):
         out = []
         for name, data in sorted(self.F.log_seeds(bomb_size=256 << 10).items()):
-            for flags in (0, 3, 4):
+            for flags in (0, 3, 4, 16):
                 out.append(bytes([flags]) + data)
         for name, data in sorted(self.F.large_seeds().items()):
             for flags in (8, 12):
@@ -123,6 +125,8 @@ class FormatTarget:
                 self.F.read_log_bytes(body, limits[0], limits[1], bool(flags & 2))
             if flags & 4:
                 self.F.compare_implementations(body, *limits)
+            if flags & 16:
+                self.F.compare_with_kafka_python(self.F.fix_crcs(body), *limits)
         except AssertionError as e:
             raise Crash("invariant: %s" % (e,)) from e
         except self.allowed:
