@@ -255,7 +255,8 @@ class CliTarget:
         """The command's arguments with its placeholders filled; the partition directory is
         the last argument unless the command names files."""
         values = self._params(p)
-        logs = sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".log"))
+        logs = sorted(os.path.join(d, n) for n in os.listdir(d)
+                      if n.endswith(".log")) if os.path.isdir(d) else []
         out = []
         named = False
         for a in cmd:
@@ -268,6 +269,26 @@ class CliTarget:
             else:
                 out.append(values.get(a, a))
         return out if named else out + [d]
+
+    def describe(self, data):
+        """What an input stands for, in words (for --replay)."""
+        if len(data) < 8:
+            return "too short: no input"
+        part = self.names[data[0] % len(self.names)]
+        names = sorted(self.parts[part])
+        target = names[data[1] % len(names)]
+        cmd = CLI_COMMANDS[data[2] % len(CLI_COMMANDS)]
+        p = int.from_bytes(data[4:8], "big")
+        orig, new = self.parts[part][target], data[8:]
+        changed = sum(1 for a, b in zip(orig, new) if a != b) + abs(len(orig) - len(new))
+        tree = ""
+        if data[3] >= 0xC0:
+            ops = self.F.TREE_OPS[1:]
+            tree = "; directory change %r on file #%d" % (ops[data[3] % len(ops)], data[1] + 1)
+        return ("partition %s, %s replaced (%d -> %d bytes, ~%d bytes differ), command %s%s"
+                % (part, target, len(orig), len(new), changed,
+                   " ".join(self._expand(cmd, "<partition>", p)) if "{LOG" not in " ".join(cmd)
+                   else " ".join(cmd), tree))
 
     def run(self, data):
         if len(data) < 8:
@@ -534,6 +555,8 @@ def replay(paths):
                 targets[name] = _make_target(name, workdir)
             with open(path, "rb") as f:
                 data = f.read()
+            if hasattr(targets[name], "describe"):
+                print("%s: %s" % (path, targets[name].describe(data)))
             try:
                 targets[name].run(data)
                 print("%s: no crash" % path)
