@@ -349,8 +349,8 @@ class CliTarget:
                 if "--max-message-size" in cmd:
                     limit = ["--max-message-size", args[args.index("--max-message-size") + 1]]
                 logs = sorted(os.path.join(d, n) for n in os.listdir(d)
-                              if n.endswith(".log") and n.count(".") == 1
-                              and n.split(".")[0].isdigit() and os.path.isfile(os.path.join(d, n)))
+                              if self.F.KAFKA_SEGMENT_NAME.match(n)
+                              and os.path.isfile(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n)))
                 if logs and self._invoke(["dump", "--deep-iteration"] + limit + logs) == 1:
                     raise Crash("dump finds invalid data in what recover kept")
                 if self._invoke(["verify-index"] + limit + [d]) == 1:

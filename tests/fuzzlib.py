@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import stat
@@ -1277,7 +1278,7 @@ def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_V
             logs = sorted(os.path.join(part, n) for n in os.listdir(part)
                           if n.endswith(".log") and os.path.isfile(os.path.join(part, n))
                           and not os.path.islink(os.path.join(part, n))
-                          and n.split(".", 1)[0].isdigit() and n.count(".") == 1)
+                          and KAFKA_SEGMENT_NAME.match(n))
             if logs:
                 r = run(["dump", "--deep-iteration"] + logs, codes=(0,))
                 if r.code == 1:
@@ -1287,6 +1288,9 @@ def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_V
             if r.code == 1:
                 problems[-1] += " (after recover said the partition was sound)"
     return problems
+
+
+KAFKA_SEGMENT_NAME = re.compile(r"^[0-9]{20}\.log$")  # the names the broker gives segments
 
 
 def partitions_of(tree):
