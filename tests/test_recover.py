@@ -1666,3 +1666,17 @@ def test_two_logs_with_one_base_offset(tmp_path):
     write_aged(os.path.join(part.dir, "0.log"), part.segs[0].data)
     res = assert_nothing_to_do(part.dir)
     assert any("0.log" in line and "left alone" in line for line in res.lines), res.out
+
+
+def test_lock_file_made_by_recover_stays_in_place(tmp_path):
+    """recover creates the log directory's .lock when there is none and leaves it, as a broker
+    does: had it unlinked the file, a broker that opened it a moment before could lock the
+    unlinked file while the next command, finding no .lock, made and locked another one."""
+    exp = build_case("log-flipped-bit-last", tmp_path)
+    lock = os.path.join(os.path.dirname(exp.dir), ".lock")
+    assert not os.path.exists(lock)
+    res = recover(exp.dir)
+    assert res.code == 1, res
+    inode = os.stat(lock).st_ino
+    assert recover(exp.dir).code == 0
+    assert os.stat(lock).st_ino == inode

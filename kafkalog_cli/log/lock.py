@@ -32,18 +32,16 @@ class LogDirLock:
         self.path = os.path.join(log_dir, ".lock")
         self.create = create
         self._fd = None
-        self._created = False
 
     def __enter__(self):
-        self._created = not os.path.exists(self.path)
-        if self._created and not self.create:
+        if not self.create and not os.path.exists(self.path):
             return self  # no .lock, so nobody holds it; and a dry run creates nothing
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             pid = _holder_pid(self._fd)
-            self._release(remove=False)
+            self._release()
             if e.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
             raise LockHeld(errno.EAGAIN, "%s is locked by a running process%s: a live broker, or "
@@ -51,16 +49,14 @@ class LogDirLock:
                            % (self.path, " (pid %d)" % pid if pid else "")) from None
         return self
 
-    def _release(self, remove):
+    def _release(self):
+        # Closing our only descriptor of the file drops our POSIX lock on it. The file stays,
+        # even one we created, as a broker leaves it: unlinking it would let a broker that opened
+        # it a moment before lock the unlinked file, and the next command, finding no .lock,
+        # make a new one and run beside that broker.
         if self._fd is not None:
-            # Closing our only descriptor of the file drops our POSIX lock on it.
             os.close(self._fd)
             self._fd = None
-        if remove and self._created:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
 
     def __exit__(self, *exc):
-        self._release(remove=True)
+        self._release()
