@@ -371,3 +371,54 @@ def test_quarantine_name_taken_by_something_else(tmp_path, kind):
     assert len(res.err.splitlines()) == 1, res.err
     assert top_files(d) == before
     assert os.listdir(str(elsewhere)) == []
+
+
+def _tree_bytes(root):
+    """{relative path: bytes, or the link target for a symlink} of everything under root."""
+    out = {}
+    for dirpath, dirnames, names in os.walk(root):
+        for n in names + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            p = os.path.join(dirpath, n)
+            rel = os.path.relpath(p, root)
+            if os.path.islink(p):
+                out[rel] = ("link", os.readlink(p))
+            else:
+                with open(p, "rb") as f:
+                    out[rel] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_symlinked_segment_that_needs_a_cut_is_refused(tmp_path, dry_run):
+    """A .log that is a symlink to a file outside the partition directory and must be cut:
+    recover would write through the link into a file it does not own. It refuses that
+    partition (exit 2, one line naming the link and its target), changes nothing there or
+    outside, and still recovers the log directory's other partitions."""
+    logdir = tmp_path / "logdir"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    good = [kg.v2_batch([kg.Rec(b"k", b"v%d" % i, T0 + i)], i) for i in range(3)]
+    data = b"".join(good)
+    victim = outside / "victim.log"
+    victim.write_bytes(kg.flip_bit(data, len(good[0]) + len(good[1]) + 40))
+    linked = logdir / "linked-0"
+    linked.mkdir(parents=True)
+    os.symlink(str(victim), str(linked / name(0, "log")))
+    other = logdir / "other-0"
+    other.mkdir()
+    (other / name(0, "log")).write_bytes(data + b"\x00garbage tail")
+    before = _tree_bytes(str(tmp_path))
+    args = ["--dry-run"] if dry_run else []
+    res = recover(*args, str(logdir))
+    assert res.code == 2, res
+    errors = [l for l in res.err_lines if "linked-0" in l]
+    assert len(errors) == 1 and "symlink" in errors[0] and "victim.log" in errors[0], res.err
+    after = _tree_bytes(str(tmp_path))
+    for rel in before:
+        if not rel.startswith("logdir/other-0") and not rel.startswith("logdir" + os.sep + "other"):
+            assert after.get(rel) == before[rel], rel
+    assert not any(r.startswith(os.path.join("logdir", "linked-0", QUARANTINE)) for r in after)
+    # the other partition was still handled: its garbage tail cut (or, dry, said to be)
+    assert "other-0" in res.out
+    if not dry_run:
+        assert (other / name(0, "log")).read_bytes() == data

@@ -138,8 +138,17 @@ def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
         try:
             with LogDirLock(log_dir, create=not dry_run):
                 for partition in partitions:
-                    plan = plan_partition(partition, index_interval_bytes, max_message_size)
-                    qdir = None if dry_run else execute(plan)
+                    try:
+                        plan = plan_partition(partition, index_interval_bytes, max_message_size)
+                        qdir = None if dry_run else execute(plan)
+                    except LockHeld:
+                        raise
+                    except OSError as e:
+                        # This partition's error: said, and the log directory's others go on.
+                        click.echo("kafkalog: %s: %s" % (printable_name(e.filename or partition),
+                                                         e.strerror or e), err=True)
+                        status = EXIT_ERROR
+                        continue
                     report.partition(plan, dry_run, qdir)
                     plans.append(plan)
                     if plan.changes:

@@ -337,6 +337,10 @@ def _swap_range(directory, log_swaps, max_message_size):
     return low, high
 
 
+class SymlinkCutError(OSError):
+    """A segment to be cut is a symlink: recover refuses the partition, changing nothing."""
+
+
 def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
                    max_message_size=DEFAULT_MAX_MESSAGE_SIZE):
     """Everything recovery would change in ``directory``, with a report per segment."""
@@ -442,6 +446,14 @@ def _plan_segments(plan, view, logs, interval, max_message_size):
                 if kind_of(n) == files.SNAPSHOT and _base(n) is not None and _base(n) > new_end:
                     plan.add(MOVE, n, "producer snapshot above the new log end offset %d" % new_end)
                     del view[n]
+            if os.path.islink(path):
+                # Cutting writes to the file the link points at, wherever it is: refused before
+                # anything changes, so the partition is left as it was.
+                raise SymlinkCutError(
+                    errno.ELOOP, "is a symlink to %s and would have to be cut at byte %d; recover "
+                    "writes no file outside the partition directory: put a copy of the file in "
+                    "place of the link, then run recover again"
+                    % (printable_name(os.path.realpath(path)), scan.valid_end), path)
             plan.add(CUT, name, scan.reason, start=scan.valid_end, end=report.size)
         _plan_indexes(plan, view, stem, scan, active, cut, report)
         if cut:
