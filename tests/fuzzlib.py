@@ -711,7 +711,7 @@ def compare_with_kafka_python(buf, max_message_size=5 << 20, batch_limit=80 << 2
             break  # kafka-python follows a negative size field; Kafka (and kafkalog) stop there
         b = ours.get(kb.position)
         k = kb.batch
-        if b is None and getattr(k, "magic", 2) == 2 and not (
+        if b is None and getattr(k, "magic", 2) >= 2 and not (
                 -2 ** 63 <= k.base_offset + k.last_offset_delta < 2 ** 63):
             break  # kafkalog calls an offset past the long range invalid data (Kafka's longs wrap)
         assert b is not None, "kafka-python reads an entry at %d, kafkalog none" % kb.position
