@@ -206,6 +206,14 @@ class CliTarget:
         return out
 
     def _invoke(self, args, capture=False):
+        outside = getattr(self, "_outside", None)
+        before = self.F.snapshot_tree(outside) if outside and os.path.isdir(outside) else None
+        result = self._invoke_plain(args, capture)
+        if before is not None and self.F.snapshot_tree(outside) != before:
+            raise Crash("%s changed a file outside the partition (through a symlink)" % args[0])
+        return result
+
+    def _invoke_plain(self, args, capture=False):
         raw = io.BytesIO() if capture else io.BufferedWriter(io.FileIO(os.devnull, "w"))
         out = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
         saved = sys.stdout, sys.stderr
@@ -299,6 +307,7 @@ class CliTarget:
         target = names[data[1] % len(names)]
         cmd = CLI_COMMANDS[data[2] % len(CLI_COMMANDS)]
         root = tempfile.mkdtemp(dir=self.work)
+        self._outside = os.path.join(root, self.F.OUTSIDE)
         try:
             d = os.path.join(root, part)
             os.mkdir(d)

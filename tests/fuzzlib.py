@@ -827,9 +827,10 @@ def read_aux_file(kind, path, log_path=None, probe=0):
 
 # -- partition trees ---------------------------------------------------------------------------------
 
+OUTSIDE = "outside-the-partition"  # where "symlink-out" puts the files its links point at
 TREE_OPS = ("file", "rename-junk", "nonnumeric", "nonutf8", "loglog",
             "lifecycle", "devzero", "fifo", "remove", "splice-files", "empty", "dirname",
-            "tmpfile", "shortname")
+            "tmpfile", "shortname", "symlink-out")
 
 
 def tree_files(root):
@@ -930,6 +931,21 @@ def mutate_tree(root, ops, other=b""):
                 continue
             shutil.copyfile(path, os.path.join(d, new))
             done.append("copy %s -> %s" % (rel, new))
+            continue
+        elif top == "symlink-out":
+            # the file moved out of the partition (beside the tree) and a symlink left in its
+            # place; with byte mutations when the op carries some (a segment recover must cut)
+            outside = os.path.join(os.path.dirname(os.path.abspath(root)), OUTSIDE)
+            os.makedirs(outside, exist_ok=True)
+            target = os.path.join(outside, "%d-%s" % (len(os.listdir(outside)), name))
+            with open(path, "rb") as f:
+                data = f.read()
+            with open(target, "wb") as f:
+                f.write(apply_ops(data, byte_ops, other) if byte_ops else data)
+            os.unlink(path)
+            os.symlink(target, path)
+            done.append("%s -> symlink to a copy outside the partition%s"
+                        % (rel, " (%s)" % describe_ops(byte_ops) if byte_ops else ""))
             continue
         elif top == "tmpfile":
             shutil.copyfile(path, path + ".kafkalog-tmp")
@@ -1221,11 +1237,16 @@ def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_V
     """Run every read-only command on ``targets`` (paths under ``tree``), then ``recover`` on
     each partition of ``tree`` twice. Returns a list of problem strings."""
     problems = []
+    outside = os.path.join(os.path.dirname(os.path.abspath(tree)), OUTSIDE)
+    outside_before = snapshot_tree(outside) if os.path.isdir(outside) else None
 
     def run(args, codes=(0, 1, 2)):
         r = run_cli(list(args), timeout=timeout, address_space=address_space)
         for p in run_problems(r, codes):
             problems.append("%s: %s" % (" ".join(args), p))
+        if outside_before is not None and snapshot_tree(outside) != outside_before:
+            problems.append("%s changed a file outside the partition (through a symlink)"
+                            % " ".join(args))
         return r
 
     for variant in tuple(dump_variants) + tuple(extra_dump):
