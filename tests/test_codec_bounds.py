@@ -371,3 +371,47 @@ def test_dump_refuses_a_v2_bomb(bomb_dir, tmp_path, name):
     assert "Traceback" not in err, err
     assert "inflate past" in err or "exceeds the limit" in out + err, (out, err)
     assert peak < 80 * MiB + 60 * MiB, peak
+
+
+# -- a zstd stream that ends inside a frame -------------------------------------------------------
+
+def _zstd_block_ends(frame):
+    """Offsets in ``frame`` where each of its blocks ends (RFC 8878 block headers)."""
+    fhd = frame[4]
+    single = fhd & 0x20
+    fcs = (0, 2, 4, 8)[fhd >> 6] or (1 if single else 0)
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3] + fcs
+    ends = []
+    while True:
+        header = int.from_bytes(frame[pos:pos + 3], "little")
+        pos += 3 + (1 if (header >> 1) & 3 == 1 else header >> 3)
+        ends.append(pos)
+        if header & 1:
+            return ends
+
+
+@pytest.mark.parametrize("checksum", [False, True])
+def test_zstd_stream_ending_inside_a_frame_is_corrupt(checksum):
+    """zstd-jni, which Kafka reads with, fails on a source that ends before its frame does
+    ("truncated source"); the zstandard decoder instead returns what it has. A cut anywhere
+    inside a frame, even right after a complete block, must be reported as corrupt, not read
+    as fewer records; whole frames (one, several, after a skippable frame) read in full."""
+    import zstandard
+    from kafkalog_cli.format import codecs
+    from kafkalog_cli.format.errors import CorruptRecordError
+    data = _text(600 * 1024) + os.urandom(300 * 1024)  # several blocks of each kind
+    frame = zstandard.ZstdCompressor(level=3, write_content_size=False,
+                                     write_checksum=checksum).compress(data)
+    ends = _zstd_block_ends(frame)
+    assert len(ends) > 3 and ends[-1] == len(frame) - (4 if checksum else 0)
+    inflater = codecs.Inflater()
+    skippable = struct.pack("<II", 0x184D2A5A, 5) + b"hello"
+    for whole, expected in ((frame, data), (frame * 3, data * 3), (skippable + frame, data)):
+        assert bytes(inflater.inflate(ZSTD, whole, 4 * len(data), 2)) == expected
+    cuts = sorted(set(ends[:-1] + [e + 1 for e in ends[:-1]] + [5, 9, len(frame) - 1]))
+    for cut in cuts:
+        assert zstandard.ZstdDecompressor().decompressobj().decompress(frame[:cut]) is not None
+        with pytest.raises(CorruptRecordError, match="truncated"):
+            inflater.inflate(ZSTD, frame[:cut], 4 * len(data), 2)
+        with pytest.raises(CorruptRecordError):
+            inflater.inflate(ZSTD, frame + frame[:cut], 4 * len(data), 2)

@@ -401,7 +401,62 @@ class _Zstd:
         if not out.total:
             if len(data) < 4 or bytes(data[:4]) != b"\x28\xb5\x2f\xfd":
                 raise CorruptRecordError("corrupt zstd stream: not a zstd frame")
+        problem = _zstd_frames_problem(data)
+        if problem is not None:
+            raise CorruptRecordError("corrupt zstd stream: %s" % problem)
         return out.result()
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_FCS_SIZES = (0, 2, 4, 8)
+_ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)
+
+
+def _zstd_frames_problem(data):
+    """Why ``data`` is not a run of whole zstd frames (RFC 8878), or None.
+
+    The decoder stops quietly where its input ends, even inside a frame; zstd-jni, which Kafka
+    reads with, fails on a source that ends before its frame does ("truncated source"). Walks
+    the frame headers and block headers only (the decoder has checked the rest).
+    """
+    pos = 0
+    end = len(data)
+    while pos < end:
+        if end - pos < 4:
+            return "%d stray bytes after the last frame" % (end - pos)
+        magic = int.from_bytes(data[pos:pos + 4], "little")
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame
+            if end - pos < 8:
+                return "truncated skippable frame"
+            pos += 8 + int.from_bytes(data[pos + 4:pos + 8], "little")
+            if pos > end:
+                return "truncated skippable frame"
+            continue
+        if 0xFD2FB522 <= magic <= 0xFD2FB527:
+            return None  # a pre-1.0 frame, whose layout differs: left to the decoder
+        if magic != _ZSTD_MAGIC:
+            return "bytes after the last frame are not a frame"
+        if end - pos < 5:
+            return "truncated frame header"
+        fhd = data[pos + 4]
+        single = fhd & 0x20
+        fcs = _ZSTD_FCS_SIZES[fhd >> 6] or (1 if single else 0)
+        pos += 5 + (0 if single else 1) + _ZSTD_DICT_ID_SIZES[fhd & 3] + fcs
+        while True:
+            if end - pos < 3:
+                return "truncated frame (it ends before its last block)"
+            header = int.from_bytes(data[pos:pos + 3], "little")
+            kind = (header >> 1) & 3
+            pos += 3 + (1 if kind == 1 else header >> 3)
+            if pos > end:
+                return "truncated block"
+            if header & 1:
+                break
+        if fhd & 4:
+            pos += 4
+            if pos > end:
+                return "truncated content checksum"
+    return None
 
 
 class Inflater:
