@@ -1538,7 +1538,8 @@ def test_non_utf8_file_name(tmp_path):
 
 
 @pytest.mark.parametrize("odd", ["00000000000000000000.log.log", "abc.log", "abc.index",
-                                 "-00000000000000000001.log", "\u0661\u0662.log"])
+                                 "-00000000000000000001.log", "\u0661\u0662.log", "7.log",
+                                 "000000000000000000007.log"])
 def test_names_kafka_does_not_give_are_left_alone(tmp_path, odd):
     """Regression (issue 10 item 8): ``X.log.log`` was taken for segment X (and abc.log made
     a TypeError elsewhere); such files are no segment's: left alone, named in the report."""

@@ -136,21 +136,25 @@ def file_kind(name):
 _OFFSET_KINDS = (LOG, INDEX, TIMEINDEX, TXNINDEX, SNAPSHOT)
 
 
+OFFSET_DIGITS = 20  # LogFileUtils.filenamePrefixFromOffset: the offset, zero-padded to 20 digits
+
+
 def partition_file_kind(name):
     """The kind of a file met in a partition or log directory, or None when its name is not
-    one Kafka gives: exactly ``<digits>.<kind>`` with an optional ``.deleted``, ``.cleaned`` or
-    ``.swap`` (LogFileUtils names segment files and producer snapshots by a 20-digit offset;
-    any number of ASCII digits is accepted), or one of the fixed checkpoint names.
+    one Kafka gives: exactly ``<20 digits>.<kind>`` with an optional ``.deleted``, ``.cleaned``
+    or ``.swap`` (LogFileUtils names segment files and producer snapshots by the offset in 20
+    digits), or one of the fixed checkpoint names.
 
-    ``abc.log``, ``00000000000000000000.log.log``, ``-1.log`` or a name in other scripts'
-    digits are unknown files: a broker does not load them, and nobody should read, move or
-    rebuild them as segments.
+    ``abc.log``, ``00000000000000000000.log.log``, ``-1.log``, a name in other scripts' digits
+    or ``1000.log`` are unknown files: a broker never reads their bytes (LogLoader takes the
+    offset from ``1000.log`` but opens ``00000000000000001000.log``), and nobody should read,
+    move or rebuild them as segments.
     """
     name = os.path.basename(name)
     if name in _NAMED_KINDS:
         return _NAMED_KINDS[name]
     stem, dot, rest = name.partition(".")
-    if not (dot and stem.isascii() and stem.isdigit()):
+    if not (dot and len(stem) == OFFSET_DIGITS and stem.isascii() and stem.isdigit()):
         return None
     ext = rest[:len(rest) - len(lifecycle_suffix(rest))]
     return ext if ext in _OFFSET_KINDS else None
