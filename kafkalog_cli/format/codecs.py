@@ -11,8 +11,9 @@ Framing follows what Kafka's Java clients write and read:
 Bounds: no codec is asked for more than the limit allows, and none is trusted to allocate what a
 header claims: each reads its output in steps (gzip 1 MiB per call, an LZ4 block, 64 KiB of
 zstd), a snappy length preamble and a zstd content size are checked against the limit before
-anything is inflated, and a zstd frame may ask for a window no larger than the limit (at least
-8 MiB). Output beyond a few MiB is gathered in one anonymous mapping that grows in place, so
+anything is inflated, and a zstd frame may ask for a window no larger than zstd's default
+decoder limit, which is what the broker's zstd-jni accepts (128 MiB: the decoder reserves the
+window, but touches only what it writes, so resident memory stays about the output). Output beyond a few MiB is gathered in one anonymous mapping that grows in place, so
 that inflating N bytes holds about N bytes, not the pieces plus their join.
 """
 
@@ -30,7 +31,9 @@ _XERIAL_MAGIC_INT = struct.unpack(">i", _XERIAL_MAGIC[:4])[0]
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 _ZSTD_READ = 1 << 16
-_ZSTD_MIN_WINDOW = 8 << 20  # zstd-jni at level 19 writes 8 MiB windows
+# ZSTD_WINDOWLOG_LIMIT_DEFAULT: the largest window zstd-jni (and so a Kafka consumer or broker)
+# decodes; a producer at level 22 writes 128 MiB windows.
+_ZSTD_MAX_WINDOW = 1 << 27
 _ZSTD_UNKNOWN_SIZES = (0, (1 << 64) - 1, (1 << 64) - 2)  # no content size (or an error) in the header
 _GZIP_STEP = 1 << 20  # most output one gzip call returns
 _GZIP_MAX_FEED = 1 << 20  # input fed to zlib per call; the first member is fed this much at once,
@@ -374,9 +377,9 @@ class _Zstd:
 
     def inflate(self, data, limit):
         zstandard = self._zstandard
-        # A frame's window is memory the decoder allocates before any output: bounded like
-        # the output (the broker's zstd-jni allows 128 MiB; a smaller limit refuses more).
-        max_window = max(limit, _ZSTD_MIN_WINDOW)
+        # A frame's window is memory the decoder reserves before any output: what zstd-jni
+        # accepts is accepted (only the part written to becomes resident), no more.
+        max_window = _ZSTD_MAX_WINDOW
         try:
             params = zstandard.get_frame_parameters(data)
         except zstandard.ZstdError:
