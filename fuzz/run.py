@@ -337,6 +337,11 @@ class CliTarget:
                 return
             before = self.F.partition_contents(d)
             untouched = self.F.snapshot_tree(d)
+            limit = []
+            if "--max-message-size" in cmd:
+                limit = ["--max-message-size", args[args.index("--max-message-size") + 1]]
+            segments = self.F.kafka_segments(d)
+            dumped = self._invoke(["dump", "--deep-iteration"] + limit + segments) if segments else None
             code = self._invoke(args)
             if code not in (0, 1, 2):
                 raise Crash("recover: exit status %r" % code)
@@ -346,6 +351,8 @@ class CliTarget:
             cuts = self.F.check_cuts(before, d)
             if cuts:
                 raise Crash("recover cut a valid batch: %s" % cuts[0])
+            if dumped == 0 and self.F.cut_entries(d):
+                raise Crash("recover cuts what dump calls valid: %s" % self.F.cut_entries(d)[0])
             snap = self.F.snapshot_tree(d)
             code2 = self._invoke(args)
             # a run that refused (exit 2) and changed nothing may refuse again
@@ -354,12 +361,7 @@ class CliTarget:
                 raise Crash("second recover: exit %r, %s" % (
                     code2, "changed the partition" if self.F.snapshot_tree(d) != snap else "nothing changed"))
             if code in (0, 1):
-                limit = []
-                if "--max-message-size" in cmd:
-                    limit = ["--max-message-size", args[args.index("--max-message-size") + 1]]
-                logs = sorted(os.path.join(d, n) for n in os.listdir(d)
-                              if self.F.KAFKA_SEGMENT_NAME.match(n)
-                              and os.path.isfile(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n)))
+                logs = self.F.kafka_segments(d)
                 if logs and self._invoke(["dump", "--deep-iteration"] + limit + logs) == 1:
                     raise Crash("dump finds invalid data in what recover kept")
                 if self._invoke(["verify-index"] + limit + [d]) == 1:

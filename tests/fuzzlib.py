@@ -1281,12 +1281,17 @@ def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_V
     for part in partitions_of(tree):
         before = partition_contents(part)
         untouched = snapshot_tree(part)
+        segments = kafka_segments(part)
+        dumped = run(["dump", "--deep-iteration"] + segments) if segments else None
         first = run(["recover", part])
         if first.code is None or first.code < 0:
             continue
         lost = check_nothing_lost(before, part)
         problems += ["recover %s: %s" % (part, p) for p in lost]
         problems += ["recover %s: %s" % (part, p) for p in check_cuts(before, part)]
+        if dumped is not None and dumped.code == 0 and cut_entries(part):
+            problems.append("recover %s cut bytes of segments that dump --deep-iteration called "
+                            "valid (exit 0): %s" % (part, ", ".join(cut_entries(part))))
         snap = snapshot_tree(part)
         # A run that refused (exit 2) and changed nothing may refuse again; any other first
         # run leaves nothing for the second to do.
@@ -1296,10 +1301,7 @@ def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_V
             problems.append("second recover %s changed the partition" % part)
         if first.code in (0, 1) and second.code == 0:
             # recover and the readers agree on what a valid batch is
-            logs = sorted(os.path.join(part, n) for n in os.listdir(part)
-                          if n.endswith(".log") and os.path.isfile(os.path.join(part, n))
-                          and not os.path.islink(os.path.join(part, n))
-                          and KAFKA_SEGMENT_NAME.match(n))
+            logs = kafka_segments(part)
             if logs:
                 r = run(["dump", "--deep-iteration"] + logs, codes=(0,))
                 if r.code == 1:
@@ -1312,6 +1314,30 @@ def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_V
 
 
 KAFKA_SEGMENT_NAME = re.compile(r"^[0-9]{20}\.log$")  # the names the broker gives segments
+
+
+def kafka_segments(part):
+    """The segment files of a partition by Kafka's names, regular files only."""
+    return sorted(os.path.join(part, n) for n in os.listdir(part)
+                  if KAFKA_SEGMENT_NAME.match(n) and os.path.isfile(os.path.join(part, n))
+                  and not os.path.islink(os.path.join(part, n)))
+
+
+def cut_entries(part):
+    """'name@start' of every cut the quarantine manifests of ``part`` record."""
+    out = []
+    qroot = os.path.join(part, "kafkalog-quarantine")
+    if not os.path.isdir(qroot):
+        return out
+    for run in sorted(os.listdir(qroot)):
+        try:
+            with open(os.path.join(qroot, run, "manifest.json"), "rb") as f:
+                manifest = json.load(f)
+        except (OSError, ValueError):
+            continue
+        out += ["%s@%s" % (e.get("file"), (e.get("range") or ["?"])[0])
+                for e in manifest.get("entries", []) if e.get("what") == "cut"]
+    return out
 
 
 def partitions_of(tree):
