@@ -1613,7 +1613,8 @@ def test_many_records_scanned_in_bounded_memory(tmp_path):
 def test_non_regular_file_under_an_index_name_is_left_alone(tmp_path, what):
     """A symlink to /dev/zero, a dangling symlink, a FIFO or a directory under an index's name:
     not read, not written over, not moved (a rebuilt index was written over it before, or the
-    run failed half-way); a second run finds nothing to do."""
+    run failed half-way). As for a reader, a file that cannot be read is exit 2 with a line on
+    stderr naming it; a second run changes nothing and says the same."""
     part = make_partition(str(tmp_path / "logdir" / "t-0"), n_segments=2)
     kind = what.split("-")[1]
     path = os.path.join(part.dir, name(part.bases[0], kind))
@@ -1628,15 +1629,18 @@ def test_non_regular_file_under_an_index_name_is_left_alone(tmp_path, what):
     else:
         os.mkdir(path)
     first = recover(part.dir)
-    assert first.code in (0, 1), first
+    assert first.code == 2, first
     assert any(os.path.basename(path) in line and "not a regular file" in line
                for line in first.lines), first.out
+    assert [l for l in first.err_lines if "not a regular file" in l] == [
+        "kafkalog: %s: not a regular file: not read, left alone" % path], first.err
     assert os.path.lexists(path) and not os.path.isfile(path)
     if what.startswith("devzero"):
         assert os.readlink(path) == "/dev/zero"
     before = safe_tree(part.dir)
     again = recover(part.dir)
-    assert again.code == 0, again
+    assert again.code == 2, again
+    assert again.err == first.err
     assert safe_tree(part.dir) == before
 
 

@@ -150,6 +150,12 @@ def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
                         status = EXIT_ERROR
                         continue
                     report.partition(plan, dry_run, qdir)
+                    for name in sorted(plan.blocked):
+                        # A Kafka file recover could not read: the partition is not known to be
+                        # whole, and a reader would have refused the same file (exit 2).
+                        click.echo("kafkalog: %s: not a regular file: not read, left alone"
+                                   % printable_name(os.path.join(partition, name)), err=True)
+                        status = EXIT_ERROR
                     plans.append(plan)
                     if plan.changes:
                         status = max(status, EXIT_REPAIRED)
