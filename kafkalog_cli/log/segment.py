@@ -187,6 +187,7 @@ class LogFile:
     def records(self, batch):
         """Decode the records of ``batch`` all at once; raises CorruptRecordError on malformed
         contents. For a batch of few records: iter_records bounds memory for any batch."""
+        self.ensure(batch.position, batch.position + batch.size)
         return decode_records(self.buf, batch, self._inflater, self.max_message_size,
                               self.batch_limit)
 
@@ -197,6 +198,7 @@ class LogFile:
         complete records before it come first, then CorruptRecordError is raised
         (LimitExceededError when the records inflate past the bound). Iterate it before asking
         ``entries()`` for the next entry (the batch's bytes are loaded until then)."""
+        self.ensure(batch.position, batch.position + batch.size)
         return iter_records(self.buf, batch, self._inflater, self.max_message_size,
                             self.batch_limit, chunk)
 
