@@ -229,9 +229,14 @@ class CliTarget:
                 out.flush()
             except Exception:
                 pass
-        if capture:
-            return code, raw.getvalue().decode("utf-8", "replace")
-        return code
+        text = raw.getvalue().decode("utf-8", "replace") if capture else None
+        # closed here: click caches a wrapper of each stdout it met (a reference that would
+        # keep every /dev/null open until the process runs out of descriptors)
+        try:
+            out.close()
+        except Exception:
+            pass
+        return (code, text) if capture else code
 
     def _compare_builds(self, args):
         """The same command with the C fast paths and with the pure-Python code they mirror
