@@ -640,3 +640,24 @@ def test_a_legacy_inner_offset_that_overflows_is_invalid(tmp_path):
     assert res.returncode == 1, res
     assert "overflows a 64-bit long" in res.stderr and "Traceback" not in res.stderr
     assert str(1 << 63) not in res.stdout
+
+
+@needs_kafkatext
+def test_batch_lines_stop_where_offsets_go_back():
+    """Given the highest last offset so far, the C run stops before a batch whose last offset
+    is not above it (dump's Python loop reports that batch), and hands back the new highest;
+    without it, offsets are not compared (the two-item answer)."""
+    chunks = [batch(10, [record()]), batch(11, [record()]), batch(5, [record()]),
+              batch(12, [record()])]
+    data = b"".join(chunks)
+    n = len(data)
+    text, stopped, last = kafkatext.batch_lines(data, 0, n, n, crc32c, 0, None)
+    assert stopped == len(chunks[0]) + len(chunks[1]) and last == 11
+    assert text.decode().splitlines() == python_batch_lines(data[:stopped], 0, stopped, n, 0)[0]
+    text, stopped, last = kafkatext.batch_lines(data, 0, n, n, crc32c, 0, 10)
+    assert (text, stopped, last) == (b"", 0, 10)
+    text, stopped, last = kafkatext.batch_lines(data, stopped + len(chunks[0]) + len(chunks[1])
+                                                + len(chunks[2]), n, n, crc32c, 0, 11)
+    assert stopped == n and last == 12
+    text, stopped = kafkatext.batch_lines(data, 0, n, n, crc32c, 0)
+    assert stopped == n

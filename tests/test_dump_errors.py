@@ -164,14 +164,26 @@ def test_flipped_bit_in_uncompressed_records_is_printed_as_read(tmp_path):
 
 
 def test_flipped_bit_in_offset_field_is_not_a_crc_error(tmp_path):
-    """baseOffset is outside the CRC: a changed offset keeps isvalid true (formats.md §4.1)."""
+    """baseOffset is outside the CRC: a changed offset keeps isvalid true. The next batch's
+    offsets then go back (below 18), which the broker's recovery does not accept: exit 1, the
+    batch named on stderr, as recover would cut there."""
     w = good_segment()
     data = kg.flip_bit(w.data(), 7, bit=4)  # first batch's baseOffset becomes 16
     path = kg.write_segment(tmp_path, 0, data)
     res = dump("--deep-iteration", path)
-    assert res.code == 0, res
+    assert res.code == 1, res
     check_kafka_dump(res, path, data, deep=True)
     assert res.lines[2].startswith("baseOffset: 16 lastOffset: 18 ")
+    # every later batch (offsets 3-11) is below 18: each is named
+    back = [l for l in res.err_lines if "does not follow" in l]
+    first = kg.split_entries(data)[0]  # the second batch starts after it, offsets 3-6
+    assert back[0] == ("kafkalog: %s: the batch at position %d: last offset 6 does not follow "
+                       "offset 18" % (path, len(first))), res.err
+    assert len(back) == len(kg.split_entries(data)) - 1, res.err
+    # batch-level, through the C fast path where it is built: the same verdict
+    res = dump(path)
+    assert res.code == 1, res
+    assert [l for l in res.err_lines if "does not follow" in l] == back, res.err
 
 
 def test_inner_legacy_crc_mismatch_is_reported_per_record(tmp_path):

@@ -1,11 +1,14 @@
 /*
  * Optional C fast path for the `--format kafka` text of `kafkalog dump` (cli/render.py).
  *
- * batch_lines(buf, pos, end, max_bytes, crc32c[, base]) -> (bytes, new_pos)
+ * batch_lines(buf, pos, end, max_bytes, crc32c[, base[, prev_last]]) -> (bytes, new_pos[, last])
  *     The v2 batch lines of consecutive entries from pos: stops before the first entry that is
  *     not a complete v2 batch with a correct CRC (render.py's Python path takes that one), at
  *     end, or once max_bytes of the log are consumed. buf holds the file's bytes from file
- *     position base on (positions printed are base + the position in buf).
+ *     position base on (positions printed are base + the position in buf). Given prev_last (the
+ *     highest last offset before pos, or None), it also stops before a batch whose last offset
+ *     is not above it (offsets going back: invalid data, which the Python path reports), and
+ *     returns the highest last offset printed (or prev_last) as a third item.
  * record_lines(offsets, timestamps, keys, values, headers, base_offset, base_sequence,
  *              timestamp_label, print_data) -> bytes
  *     The `| offset: ...` lines of a v2 data batch, keys and payloads as UTF-8 text (malformed
@@ -235,11 +238,22 @@ batch_lines(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t pos, end, max_bytes, base = 0;
-    PyObject *crc_func;
+    PyObject *crc_func, *prev_obj = NULL;
     out_t o = {NULL, 0, 0};
+    int has_prev = 0;
+    long long prev_last = 0;
 
-    if (!PyArg_ParseTuple(args, "y*nnnO|n", &view, &pos, &end, &max_bytes, &crc_func, &base))
+    if (!PyArg_ParseTuple(args, "y*nnnO|nO", &view, &pos, &end, &max_bytes, &crc_func, &base,
+                          &prev_obj))
         return NULL;
+    if (prev_obj != NULL && prev_obj != Py_None) {
+        prev_last = PyLong_AsLongLong(prev_obj);
+        if (prev_last == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        has_prev = 1;
+    }
     const unsigned char *buf = view.buf;
     if (pos < 0 || max_bytes < 0 || base < 0) {
         PyBuffer_Release(&view);
@@ -271,17 +285,26 @@ batch_lines(PyObject *self, PyObject *args)
             goto fail;
         int64_t last;
         if (computed != stored || CODECS[b[22] & 7] == NULL
-            || last_offset(be64(b), be32(b + 23), &last) < 0 || base > PY_SSIZE_T_MAX - pos)
+            || last_offset(be64(b), be32(b + 23), &last) < 0 || base > PY_SSIZE_T_MAX - pos
+            || (has_prev && last <= prev_last))
             break;
         if (put_batch_line(&o, b, base + pos, total, 1) < 0)
             goto fail;
+        if (prev_obj != NULL) {  /* offsets are compared only when the caller asks */
+            prev_last = last;
+            has_prev = 1;
+        }
         pos += total;
     }
     PyBuffer_Release(&view);
     PyObject *bytes = out_finish(&o);
     if (bytes == NULL)
         return NULL;
-    return Py_BuildValue("(Nn)", bytes, pos);
+    if (prev_obj == NULL)
+        return Py_BuildValue("(Nn)", bytes, pos);
+    if (!has_prev)
+        return Py_BuildValue("(NnO)", bytes, pos, Py_None);
+    return Py_BuildValue("(NnL)", bytes, pos, prev_last);
 fail:
     PyBuffer_Release(&view);
     PyMem_Free(o.data);

@@ -66,12 +66,23 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
         end = min(log.size, max_bytes)
         fast = writer.fast_path() if seek is None else None
         pos = min(start, end)
+        prev_last = None  # the highest last offset of the valid batches so far
         while pos < end:
             if fast is not None:
-                pos = fast(log, pos, end, RELEASE_STEP)
+                pos, prev_last = fast(log, pos, end, RELEASE_STEP, prev_last)
                 log.release_before(pos)
             for item in log.entries(pos, end, resync):
                 pos = item.position + item.size
+                if isinstance(item, Batch) and item.is_valid:
+                    if prev_last is not None and item.last_offset <= prev_last:
+                        # Offsets going back: the broker's recovery stops the segment there
+                        # (its index cannot take the entry), so recover cuts it: invalid data.
+                        writer.warn("%s: the batch at position %d: last offset %d does not "
+                                    "follow offset %d" % (writer.path, item.position,
+                                                          item.last_offset, prev_last))
+                        status = EXIT_INVALID
+                    else:
+                        prev_last = item.last_offset
                 if isinstance(item, Batch):
                     shown, past_end, error = _dump_batch(log, item, writer, opts.deep, seek)
                     if past_end:

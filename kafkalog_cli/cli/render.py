@@ -122,8 +122,9 @@ class Writer:
         self.buf = buf
 
     def fast_path(self):
-        """None, or a function(log, pos, end, max_bytes) -> new pos that writes a run of
-        batches faster than ``batch`` one by one would."""
+        """None, or a function(log, pos, end, max_bytes, prev_last) -> (new pos, prev_last)
+        that writes a run of batches faster than ``batch`` one by one would, stopping before a
+        batch whose last offset is not above ``prev_last``."""
         return None
 
     def batch(self, batch, recs):
@@ -263,9 +264,12 @@ def control_text(key, value, kafka_format):
     if type_id in labels:
         body = control.kraft_control_json(type_id, value)
         return " %s %s" % (labels[type_id], json.dumps(body, separators=(",", ":"), allow_nan=False))
-    if type_id == control.LEADER_CHANGE and kafka_format >= "4.3":
+    if type_id == control.LEADER_CHANGE:
+        # Read even where it is not printed (the Scala tool's plain controlType line): a
+        # malformed value is invalid data for dump as for recover.
         body = control.kraft_control_json(type_id, value)
-        return " LeaderChange: %s" % json.dumps(body, separators=(",", ":"), allow_nan=False)
+        if kafka_format >= "4.3":
+            return " LeaderChange: %s" % json.dumps(body, separators=(",", ":"), allow_nan=False)
     return " controlType: %s(%d)" % (control.control_type_name(type_id), type_id)
 
 
@@ -308,8 +312,10 @@ class KafkaWriter(Writer):
             return None
         return self._fast_batches
 
-    def _fast_batches(self, log, pos, end, max_bytes):
-        """Print the run of valid v2 batches from ``pos`` in one go; return where it stopped.
+    def _fast_batches(self, log, pos, end, max_bytes, prev_last):
+        """Print the run of valid v2 batches from ``pos`` whose last offsets rise above
+        ``prev_last`` (None: any) in one go; return where it stopped and the highest last
+        offset printed (or ``prev_last``).
 
         The file is read in chunks into one reused buffer. The caller goes on with ``batch``
         for the entry at the position returned (one the fast path does not take, or one larger
@@ -321,14 +327,14 @@ class KafkaWriter(Writer):
         stop = min(end, pos + max_bytes)
         while pos < stop:
             n = log.read_into(view[:min(_FAST_CHUNK, end - pos)], pos)
-            data, used = _kafkatext.batch_lines(view, 0, n, n, crc32c, pos)
+            data, used, prev_last = _kafkatext.batch_lines(view, 0, n, n, crc32c, pos, prev_last)
             if data:
                 self.put_bytes(data)
                 self._maybe_flush()
             if used == 0:
                 break
             pos += used
-        return pos
+        return pos, prev_last
 
     def batch(self, b, recs):
         if (b.magic == 2 and b.codec <= 4 and _kafkatext is not None and not self.opts.iso
