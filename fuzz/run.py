@@ -238,6 +238,21 @@ class CliTarget:
             pass
         return (code, text) if capture else code
 
+    @staticmethod
+    def _cut_reason(d):
+        """The reason recover recorded for its first cut, without the numbers."""
+        import re
+        qroot = os.path.join(d, "kafkalog-quarantine")
+        for run in sorted(os.listdir(qroot)) if os.path.isdir(qroot) else []:
+            try:
+                with open(os.path.join(qroot, run, "manifest.json")) as f:
+                    for e in json.load(f).get("entries", []):
+                        if e.get("what") == "cut":
+                            return re.sub(r"-?[0-9]+", "N", str(e.get("why", "?")))[:80]
+            except (OSError, ValueError):
+                continue
+        return "?"
+
     def _compare_builds(self, args):
         """The same command with the C fast paths and with the pure-Python code they mirror
         (switched off in this process, as tests/conftest.py does): identical output."""
@@ -354,7 +369,7 @@ class CliTarget:
                 raise Crash("recover lost bytes: %s" % lost[0])
             cuts = self.F.check_cuts(before, d)
             if cuts:
-                raise Crash("recover cut a valid batch: %s" % cuts[0])
+                raise Crash("recover cut a valid batch (%s): %s" % (self._cut_reason(d), cuts[0]))
             if dumped == 0 and self.F.cut_entries(d):
                 raise Crash("recover cuts what dump calls valid: %s" % self.F.cut_entries(d)[0])
             snap = self.F.snapshot_tree(d)
@@ -369,8 +384,13 @@ class CliTarget:
                 logs = self.F.kafka_segments(d)
                 if logs and self._invoke(["dump", "--deep-iteration"] + limit + logs) == 1:
                     raise Crash("dump finds invalid data in what recover kept")
-                if self._invoke(["verify-index"] + limit + [d]) == 1:
-                    raise Crash("verify-index finds problems in what recover rebuilt")
+                vcode, vout = self._invoke(["verify-index", "--format", "json"] + limit + [d],
+                                           capture=True)
+                if vcode == 1:
+                    kinds = sorted({json.loads(line).get("kind", "?") for line in vout.splitlines()
+                                    if '"problem"' in line})
+                    raise Crash("verify-index finds %s in what recover rebuilt: %s"
+                                % ("+".join(kinds) or "problems", vout[-300:]))
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
@@ -409,7 +429,7 @@ class Worker:
 
     def _record(self, e, data):
         if isinstance(e, Crash):
-            key = "Crash: %s" % str(e).split(":")[0][:80]
+            key = "Crash: %s" % str(e).split(": ")[0][:160]
             where = _location(e.__cause__) if e.__cause__ else "invariant"
         else:
             key = type(e).__name__
