@@ -357,6 +357,20 @@ def test_cli_dump_and_recover_agree(tmp_path, damage):
                                                recover.out[-1500:]))
 
 
+def test_cli_recover_and_verify_agree_under_a_tiny_bound(tmp_path):
+    """With --max-message-size 1 every batch inflates past the bound (16 bytes): recover keeps
+    them unchecked, and keeps the partition's correct .txnindex; verify-index with the same
+    bound must not then call that .txnindex wrong (the ABORT marker is there, only not decoded)."""
+    part = _fixture_copy(str(tmp_path / "orders-1"), "orders-1")
+    first = F.run_cli(["recover", "--max-message-size", "1", part])
+    second = F.run_cli(["recover", "--max-message-size", "1", part])
+    verify = F.run_cli(["verify-index", "--max-message-size", "1", part])
+    for r in (first, second, verify):
+        assert not F.run_problems(r), r
+    assert second.code == 0, second
+    assert verify.code == 0, verify
+
+
 def test_cli_length_fields_at_extremes(tmp_path):
     """The size field of one entry of every segment set to 0, -1, 2^31-1 and -2^31 (one value
     per partition), and a records count and a key length likewise."""
