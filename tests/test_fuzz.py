@@ -324,18 +324,22 @@ def test_cli_short_name_beside_a_segment_set_aside(tmp_path):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("damage", ["offsets-go-back", "kraft-control-value"])
+@pytest.mark.parametrize("damage", ["offsets-go-back", "kraft-control-value", "segment-below-its-name"])
 def test_cli_dump_and_recover_agree(tmp_path, damage):
     """What recover cuts, dump calls invalid (exit 1), and the other way round: one validity
     rule. offsets-go-back: a batch (CRC intact: the base offset is outside it) whose offsets
     are below the previous batch's; kraft-control-value: a LEADER_CHANGE control record whose
     value declares a tagged field it does not hold (CRC fixed up)."""
-    if damage == "offsets-go-back":
+    if damage in ("offsets-go-back", "segment-below-its-name"):
+        # offsets-go-back: the 4th batch of segment 0 based at offset 1; segment-below-its-name:
+        # the first batch of segment 42 based at offset 1 (below 42 and the offsets before it)
         part = _fixture_copy(str(tmp_path / "orders-0"), "orders-0")
-        log = os.path.join(part, "00000000000000000000.log")
+        name, k = (("00000000000000000000.log", 3) if damage == "offsets-go-back"
+                   else ("00000000000000000042.log", 0))
+        log = os.path.join(part, name)
         with open(log, "rb") as f:
             data = bytearray(f.read())
-        struct.pack_into(">q", data, F.entry_starts(bytes(data))[3], 1)
+        struct.pack_into(">q", data, F.entry_starts(bytes(data))[k], 1)
     else:
         part = str(tmp_path / "__cluster_metadata-0")
         data = bytearray(F.kraft_control_batches())
@@ -348,7 +352,7 @@ def test_cli_dump_and_recover_agree(tmp_path, damage):
         log = kg.write_segment(part, 0, b"")
     with open(log, "wb") as f:
         f.write(bytes(data))
-    dump = F.run_cli(["dump", "--deep-iteration", log])
+    dump = F.run_cli(["dump", "--deep-iteration", part])
     recover = F.run_cli(["recover", "--dry-run", part])
     cuts = "cut 0 bytes" not in recover.out and " cut " in recover.out
     assert not F.run_problems(dump) and not F.run_problems(recover), (dump, recover)
