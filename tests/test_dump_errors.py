@@ -548,3 +548,23 @@ def test_malformed_control_record_exits_1(tmp_path, case):
     path = kg.write_segment(tmp_path, 0, _control(key, value, 0))
     res = dump("--deep-iteration", path)
     assert res.code == 1, res
+
+
+@pytest.mark.parametrize("deep", [False, True])
+@pytest.mark.parametrize("case", ["below-the-name", "beyond-reach"])
+def test_batch_out_of_its_segment_is_invalid(tmp_path, case, deep):
+    """A batch whose last offset lies below the segment's base offset (its name), or more than
+    2^31-1 above it, cannot be indexed by the broker, and recover cuts there: dump calls it
+    invalid too (exit 1, named on stderr), through the C batch run and the record path alike."""
+    if case == "below-the-name":
+        base, bases = 100, [0, 3]
+    else:
+        base, bases = 0, [0, 2 ** 31 + 5]
+    data = b"".join(kg.v2_batch([kg.Rec(b"k", b"v", kg.T0)] * 3, b) for b in bases)
+    path = kg.write_segment(tmp_path, base, data)
+    res = dump(*(["--deep-iteration"] if deep else []), path)
+    assert res.code == 1, res
+    assert "Traceback" not in res.err
+    assert any("does not fit a segment based at %d" % base in l for l in res.err_lines), res.err
+    # every batch is still printed, as Kafka's tool prints it
+    assert len([l for l in res.lines if l.startswith("baseOffset")]) == 2, res.out

@@ -8,7 +8,7 @@ import click
 from ..log import files
 from ..log.files import NoSegmentsError, base_offset_from_name, expand, printable_name
 from ..log.seek import Seek, next_bases
-from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, RELEASE_STEP, LogFile
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from . import decoders
@@ -67,22 +67,35 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
         fast = writer.fast_path() if seek is None else None
         pos = min(start, end)
         prev_last = None  # the highest last offset of the valid batches so far
+        beyond_reach = False
         while pos < end:
             if fast is not None:
-                pos, prev_last = fast(log, pos, end, RELEASE_STEP, prev_last)
+                # From base - 1 the fast run also stops at a batch below the segment's base.
+                start_last = base - 1 if prev_last is None else prev_last
+                pos, prev_last = fast(log, pos, end, RELEASE_STEP, start_last)
                 log.release_before(pos)
+                if prev_last - base > MAX_RELATIVE_OFFSET and not beyond_reach:
+                    beyond_reach = True
+                    writer.warn("%s: batches before position %d reach offset %d, which does not "
+                                "fit a segment based at %d" % (writer.path, pos, prev_last, base))
+                    status = EXIT_INVALID
             for item in log.entries(pos, end, resync):
                 pos = item.position + item.size
                 if isinstance(item, Batch) and item.is_valid:
-                    if prev_last is not None and item.last_offset <= prev_last:
-                        # Offsets going back: the broker's recovery stops the segment there
-                        # (its index cannot take the entry), so recover cuts it: invalid data.
-                        writer.warn("%s: the batch at position %d: last offset %d does not "
-                                    "follow offset %d" % (writer.path, item.position,
-                                                          item.last_offset, prev_last))
-                        status = EXIT_INVALID
+                    # Offsets going back, or out of the segment's reach: the broker's recovery
+                    # stops the segment there (its index cannot take the entry), so recover
+                    # cuts it: invalid data.
+                    problem = None
+                    if not 0 <= item.last_offset - base <= MAX_RELATIVE_OFFSET:
+                        problem = "does not fit a segment based at %d" % base
+                    elif prev_last is not None and item.last_offset <= prev_last:
+                        problem = "does not follow offset %d" % prev_last
                     else:
                         prev_last = item.last_offset
+                    if problem is not None:
+                        writer.warn("%s: the batch at position %d: last offset %d %s"
+                                    % (writer.path, item.position, item.last_offset, problem))
+                        status = EXIT_INVALID
                 if isinstance(item, Batch):
                     shown, past_end, error = _dump_batch(log, item, writer, opts.deep, seek)
                     if past_end:

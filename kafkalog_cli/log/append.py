@@ -14,11 +14,10 @@ from ..format.records import Batch
 from .files import LOG, base_offset_from_name, file_kind, lifecycle_suffix
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import IndexBuilder, fsync_dir, write_atomically, write_new
-from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
+from .segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile
 
 DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
 DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 ** 2  # segment.index.bytes
-MAX_RELATIVE_OFFSET = 2 ** 31 - 1
 PARTITION_LOCK = ".kafkalog-append.lock"
 
 

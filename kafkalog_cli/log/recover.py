@@ -26,12 +26,11 @@ from .files import (FileFormatError, base_offset_from_name, lifecycle_suffix,
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, IndexBuilder, TxnTracker, fsync_dir,
                          rename_noreplace, txn_index_bytes, write_atomically, write_new)
-from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile
+from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile
 from .txnindex import TransactionIndex
 
 QUARANTINE = "kafkalog-quarantine"
 MANIFEST = "manifest.json"
-MAX_RELATIVE_OFFSET = 2 ** 31 - 1
 
 MOVE, RENAME, CUT, WRITE, REMOVE = "move", "rename", "cut", "write", "remove"
 

@@ -17,6 +17,9 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 # A batch holds many messages: its decompressed size may reach this multiple of the
 # per-message limit before it counts as a decompression bomb.
 BATCH_LIMIT_FACTOR = 16
+# A segment's offset index holds offsets relative to its base offset in 32 bits
+# (LogSegment.canConvertToRelativeOffset): every batch's last offset lies within this of it.
+MAX_RELATIVE_OFFSET = 2 ** 31 - 1
 # Bytes already scanned are dropped from memory in steps of this size, so that the resident
 # size stays flat however large the file is.
 RELEASE_STEP = 32 * 1024 * 1024
