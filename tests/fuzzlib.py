@@ -240,22 +240,7 @@ def _noise(seed, n):
     return random.Random(seed).randbytes(n)
 
 
-def _zigzag_varint(v, width=None):
-    z = (v << 1) ^ (v >> 63)
-    z &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = z & 0x7F
-        z >>= 7
-        if z:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            break
-    return bytes(out)
-
-
-VARINTS = ([_zigzag_varint(v) for v in (-1, 0, 2 ** 31 - 1, -2 ** 31, 2 ** 63 - 1, -2 ** 63,
+VARINTS = ([kg.varint(v) for v in (-1, 0, 2 ** 31 - 1, -2 ** 31, 2 ** 63 - 1, -2 ** 63,
                                          2 ** 20, -2)]
            + [b"\xff" * 5, b"\xff" * 10 + b"\x01", b"\x80" * 11, b"\xff\xff\xff\xff\x0f"])
 
@@ -360,9 +345,9 @@ def big_record_v2(codec, value_size):
     """The same as _big_record_batch_v2, encoded here from Kafka's layout (no copy through
     kafka-python: fast for a payload of a hundred MiB)."""
     value = bytes(value_size)
-    body = (b"\x00\x00\x00" + _zigzag_varint(4) + b"bomb" + _zigzag_varint(value_size) + value
+    body = (b"\x00\x00\x00" + kg.varint(4) + b"bomb" + kg.varint(value_size) + value
             + b"\x00")
-    area = _zigzag_varint(len(body)) + body
+    area = kg.varint(len(body)) + body
     area = compress(codec, area) if codec else area
     header = struct.pack(">qiibIHiqqqhii", 0, 49 + len(area), 0, 2, 0, codec, 0,
                          kg.T0, kg.T0, -1, -1, -1, 1)
@@ -381,8 +366,8 @@ def many_records_v2(codec, count, base_offset=0):
     Kafka's layout: the records-per-byte extreme (the 'many records' memory case)."""
     out = bytearray()
     for i in range(count):
-        body = b"\x00\x00" + _zigzag_varint(i) + b"\x01\x00\x00"  # attrs, ts, delta, key -1, value "", 0 headers
-        out += _zigzag_varint(len(body)) + body
+        body = b"\x00\x00" + kg.varint(i) + b"\x01\x00\x00"  # attrs, ts, delta, key -1, value "", 0 headers
+        out += kg.varint(len(body)) + body
     area = compress(codec, bytes(out)) if codec else bytes(out)
     header = struct.pack(">qiibIHiqqqhii", base_offset, 49 + len(area), 0, 2, 0, codec, count - 1,
                          kg.T0, kg.T0, -1, -1, -1, count)
@@ -395,10 +380,10 @@ def large_batch_v2(codec, count=1200, value_size=4096):
     out = bytearray()
     for i in range(count):
         value = (b"value-%06d|" % i) * (value_size // 12)
-        body = (b"\x00" + _zigzag_varint(i) + _zigzag_varint(i) + _zigzag_varint(8)
-                + b"key-%04d" % (i % 10000) + _zigzag_varint(len(value)) + value
-                + _zigzag_varint(1) + _zigzag_varint(1) + b"h" + _zigzag_varint(-1))
-        out += _zigzag_varint(len(body)) + body
+        body = (b"\x00" + kg.varint(i) + kg.varint(i) + kg.varint(8)
+                + b"key-%04d" % (i % 10000) + kg.varint(len(value)) + value
+                + kg.varint(1) + kg.varint(1) + b"h" + kg.varint(-1))
+        out += kg.varint(len(body)) + body
     area = compress(codec, bytes(out)) if codec else bytes(out)
     header = struct.pack(">qiibIHiqqqhii", 0, 49 + len(area), 0, 2, 0, codec, count - 1,
                          kg.T0, kg.T0 + count - 1, -1, -1, -1, count)
@@ -418,10 +403,10 @@ def _records_area(count=1200, value_size=4096):
     out = bytearray()
     for i in range(count):
         value = (b"value-%06d|" % i) * (value_size // 12)
-        body = (b"\x00" + _zigzag_varint(i) + _zigzag_varint(i) + _zigzag_varint(8)
-                + b"key-%04d" % (i % 10000) + _zigzag_varint(len(value)) + value
-                + _zigzag_varint(1) + _zigzag_varint(1) + b"h" + _zigzag_varint(-1))
-        out += _zigzag_varint(len(body)) + body
+        body = (b"\x00" + kg.varint(i) + kg.varint(i) + kg.varint(8)
+                + b"key-%04d" % (i % 10000) + kg.varint(len(value)) + value
+                + kg.varint(1) + kg.varint(1) + b"h" + kg.varint(-1))
+        out += kg.varint(len(body)) + body
     return bytes(out)
 
 

@@ -456,3 +456,20 @@ def legacy_wrapper(magic, inner, last_offset, codec, compress, timestamp=0):
     body += struct.pack(">ii", -1, len(value)) + value
     entry = bytearray(struct.pack(">qiI", last_offset, len(body) + 4, 0) + body)
     return bytes(fix_legacy_crc(entry))
+
+
+# -- varints, from Kafka's published layout (ByteUtils), for tests that build records by hand ------
+
+def uvarint(n):
+    """An unsigned varint: 7 bits a byte, low first, the top bit set on all but the last."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def varint(n):
+    """A signed (zigzag) varint or varlong, as records' fields are written."""
+    return uvarint(((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)

@@ -112,23 +112,11 @@ def snappy_raw(total=256 * MiB):
     return bytes(cramjam.snappy.compress_raw(bytes(total)))
 
 
-def _varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def snappy_claims(claim=(1 << 31) + 5):
     """A raw snappy block whose length preamble claims ``claim`` bytes, over a short body."""
     import cramjam
     block = bytes(cramjam.snappy.compress_raw(b"x" * 1000))
-    return _varint(claim) + block[len(_varint(1000)):]
+    return kg.uvarint(claim) + block[len(kg.uvarint(1000)):]
 
 
 XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)

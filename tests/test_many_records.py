@@ -18,6 +18,8 @@ import pytest
 import zstandard
 from crc32c import crc32c
 
+import kafkagen as kg
+
 RECORDS = 2_000_000
 BASE_OFFSET = 1_000
 BASE_TS = 1_700_000_000_000
@@ -26,23 +28,13 @@ BASE_TS = 1_700_000_000_000
 LIMIT_AS = 420 * 1024 * 1024
 
 
-def _zigzag_varint(value):
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 def _records(n):
     """n DefaultRecords: attributes 0, timestampDelta i % 64, offsetDelta i, null key and value,
     no headers."""
     parts = []
     for i in range(n):
-        body = b"\x00" + _zigzag_varint(i % 64) + _zigzag_varint(i) + b"\x01\x01\x00"
-        parts.append(_zigzag_varint(len(body)) + body)
+        body = b"\x00" + kg.varint(i % 64) + kg.varint(i) + b"\x01\x01\x00"
+        parts.append(kg.varint(len(body)) + body)
     return b"".join(parts)
 
 

@@ -1551,19 +1551,6 @@ def test_names_kafka_does_not_give_are_left_alone(tmp_path, odd):
 
 # -- memory: a batch of millions of records ---------------------------------------------------------
 
-def _varint(n):
-    n = (n << 1) ^ (n >> 63)  # zigzag
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def many_records_batch(n):
     """One zstd v2 batch of ``n`` records with null keys and values, encoded here from Kafka's
     record layout (length, attributes, timestamp delta, offset delta, key, value, headers)."""
@@ -1571,8 +1558,8 @@ def many_records_batch(n):
     from crc32c import crc32c
     body = bytearray()
     for i in range(n):
-        rec = b"\x00" + _varint(0) + _varint(i) + _varint(-1) + _varint(-1) + _varint(0)
-        body += _varint(len(rec)) + rec
+        rec = b"\x00" + kg.varint(0) + kg.varint(i) + kg.varint(-1) + kg.varint(-1) + kg.varint(0)
+        body += kg.varint(len(rec)) + rec
     payload = zstandard.ZstdCompressor().compress(bytes(body))
     after_crc = struct.pack(">hiqqqhii", 4, n - 1, T0, T0, -1, -1, -1, n) + payload
     batch = struct.pack(">qiib", 0, 4 + 1 + 4 + len(after_crc), 0, 2)

@@ -12,8 +12,8 @@ import array
 import os
 import struct
 import sys
-from collections.abc import Sequence
 
+from .entries import LazyEntries
 from .files import FileFormatError, base_offset_from_name, read_sized
 
 DEFAULT_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
@@ -25,35 +25,6 @@ def _int32s(data):
     if sys.byteorder == "little":
         ints.byteswap()
     return ints
-
-
-class _Entries(Sequence):
-    """The real entries of an index, unpacked one at a time (see _Index.entries)."""
-
-    __slots__ = ("_index",)
-
-    def __init__(self, index):
-        self._index = index
-
-    def __len__(self):
-        return self._index.count
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("index entry out of range")
-        return self._index.slot(i)
-
-    def __iter__(self):
-        index = self._index
-        absolute = index._absolute
-        view = memoryview(index.data)[:index.count * index.entry.size]
-        for raw in index.entry.iter_unpack(view):
-            yield absolute(raw)
 
 
 class _Index:
@@ -98,7 +69,7 @@ class _Index:
     def entries(self):
         """The real entries, absolute, as a sequence read from the file's bytes as it is used
         (an index may hold hundreds of millions: no list of them is built)."""
-        return _Entries(self)
+        return LazyEntries(self.count, self.slot, "index entry")
 
     @property
     def max_slots(self):

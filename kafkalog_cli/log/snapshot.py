@@ -1,10 +1,10 @@
 """Producer state snapshots (<offset>.snapshot): version 1, CRC-32C, 46-byte entries."""
 
 import struct
-from collections.abc import Sequence
 
 from crc32c import crc32c
 
+from .entries import LazyEntries
 from .files import FileFormatError, read_sized
 
 HEADER = struct.Struct(">hIi")  # version, crc, count
@@ -58,27 +58,8 @@ def parse_snapshot(data):
         raise FileFormatError("Snapshot is corrupt (CRC is no longer valid). Stored crc: %d. "
                               "Computed crc: %d" % (stored, computed))
     # unpacked as they are used: a snapshot may list millions of producers
-    return _Entries(data, count)
-
-
-class _Entries(Sequence):
-    __slots__ = ("_data", "_count")
-
-    def __init__(self, data, count):
-        self._data = data
-        self._count = count
-
-    def __len__(self):
-        return self._count
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._count))]
-        if i < 0:
-            i += self._count
-        if not 0 <= i < self._count:
-            raise IndexError("snapshot entry out of range")
-        return ProducerEntry(*ENTRY.unpack_from(self._data, HEADER.size + i * ENTRY.size))
+    return LazyEntries(count, lambda i: ProducerEntry(
+        *ENTRY.unpack_from(data, HEADER.size + i * ENTRY.size)), "snapshot entry")
 
     def __iter__(self):
         view = memoryview(self._data)[HEADER.size:HEADER.size + self._count * ENTRY.size]

@@ -2,8 +2,8 @@
 
 import re
 import struct
-from collections.abc import Sequence
 
+from .entries import LazyEntries
 from .files import FileFormatError, base_offset_from_name, read_sized
 
 ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
@@ -21,34 +21,6 @@ class AbortedTxn:
 
 
 _POSITIVE = re.compile(b"[\x01-\x7f]")
-
-
-class _Entries(Sequence):
-    """The entries of a transaction index, unpacked as they are used (a file may hold
-    millions: no list of them is built)."""
-
-    __slots__ = ("_data", "_count")
-
-    def __init__(self, data, count):
-        self._data = data
-        self._count = count
-
-    def __len__(self):
-        return self._count
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._count))]
-        if i < 0:
-            i += self._count
-        if not 0 <= i < self._count:
-            raise IndexError("transaction index entry out of range")
-        return _entry(self._data, i * ENTRY.size)
-
-    def __iter__(self):
-        data = self._data
-        for pos in range(0, self._count * ENTRY.size, ENTRY.size):
-            yield _entry(data, pos)
 
 
 def _entry(data, pos):
@@ -75,7 +47,8 @@ class TransactionIndex:
             pos = bad.start() * ENTRY.size
             raise FileFormatError("%s: unexpected aborted transaction version %d at position %d"
                                   % (path, data[pos], pos))
-        self.entries = _Entries(data, count)
+        self.entries = LazyEntries(count, lambda i: _entry(data, i * ENTRY.size),
+                                   "transaction index entry")
 
     @classmethod
     def empty(cls, path, base_offset=None):
