@@ -3,7 +3,7 @@
 import base64
 import re
 
-from .files import FileFormatError, read_regular
+from .files import FileFormatError, read_sized
 
 # Text checkpoints are small: an offset checkpoint lists a log directory's partitions (some
 # tens of bytes each), a leader-epoch-checkpoint a partition's epochs. A larger file is refused
@@ -20,7 +20,7 @@ _FIELDS = re.compile(r"\s+")
 
 
 def _read_text(path):
-    raw = read_regular(path, MAX_CHECKPOINT_BYTES)
+    raw = read_sized(path, MAX_CHECKPOINT_BYTES)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:

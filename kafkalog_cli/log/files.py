@@ -70,17 +70,6 @@ def _mode_name(mode):
     return "mode %o" % stat.S_IFMT(mode)
 
 
-def read_regular(path, limit):
-    """The whole contents of the regular file ``path``, refusing one larger than ``limit``
-    bytes (auxiliary files are small; /dev/zero and friends are refused by open_regular)."""
-    with open_regular(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > limit:
-            raise FileFormatError("%s: %d bytes, more than the %d this kind of file may hold"
-                                  % (path, size, limit))
-        return f.read(size)  # the size it had when opened: never past it
-
-
 # The largest index, transaction index or producer snapshot read: Kafka maps an index with an
 # int length and reads a snapshot into one byte array, so none it writes or reads is larger.
 MAX_AUX_BYTES = 2 ** 31 - 1
@@ -175,13 +164,8 @@ def segment_file(path, kind):
     return os.path.join(directory, "%s.%s%s" % (name.split(".", 1)[0], kind, lifecycle_suffix(name)))
 
 
-def is_active_segment(log_path):
-    """Is this the partition's last segment, the one a broker keeps open and pre-allocated?"""
-    return ActiveSegments()(log_path)
-
-
 class ActiveSegments:
-    """``is_active_segment`` for the many segments of one run: each directory is listed
+    """Which segment is active, for the many segments of one run: each directory is listed
     once (a partition may hold thousands of segments)."""
 
     def __init__(self):

@@ -22,7 +22,7 @@ from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from . import files
 from .files import (FileFormatError, base_offset_from_name, lifecycle_suffix,
-                    printable_name)
+                    partition_file_kind, printable_name)
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, IndexBuilder, TxnTracker, fsync_dir,
                          rename_noreplace, txn_index_bytes, write_atomically, write_new)
@@ -268,17 +268,10 @@ def _base(name):
     return base_offset_from_name(name)
 
 
-def kind_of(name):
-    """A file's kind by Kafka's naming rules (``<digits>.<kind>`` with an optional lifecycle
-    suffix, or a checkpoint name); None for any other name (``abc.log``, ``X.log.log``): such
-    files are no segment's, and recovery leaves them alone."""
-    return files.partition_file_kind(name)
-
-
 def _is_segment_swap(name):
     """A .swap of a numbered segment's log or index file (the names the log cleaner and the
     segment split give files they are about to swap in)."""
-    return (name.endswith(".swap") and kind_of(name) in files.SEGMENT_KINDS
+    return (name.endswith(".swap") and partition_file_kind(name) in files.SEGMENT_KINDS
             and _base(name) is not None)
 
 
@@ -349,7 +342,7 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
     # A FIFO, a device, a directory or a dangling symlink under a Kafka file's name: left
     # alone, and never written over (its segment's index is not rebuilt under that name).
     for n in entries:
-        if kind_of(n) is not None and not os.path.isfile(os.path.join(directory, n)):
+        if partition_file_kind(n) is not None and not os.path.isfile(os.path.join(directory, n)):
             plan.blocked.add(n)
             plan.notes.append((n, "not a regular file: left alone"))
     for n in names:
@@ -357,7 +350,7 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
             plan.add(REMOVE, n, "temporary file of an interrupted kafkalog write")
     names = [n for n in names if not n.endswith(TMP_SUFFIX)]
     for n in names:
-        if kind_of(n) is None and not n.startswith(".") and not lifecycle_suffix(n):
+        if partition_file_kind(n) is None and not n.startswith(".") and not lifecycle_suffix(n):
             plan.notes.append((n, "not a name Kafka gives a file (no segment's): left alone"))
     view, swaps = _plan_leftovers(plan, names)
     if any(n[:-len(".swap")] in plan.blocked for n in swaps):
@@ -372,7 +365,7 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
         low, high = _swap_range(directory, log_swaps, max_message_size)
         for n in sorted(view):
             if (not lifecycle_suffix(n) and _base(n) is not None and low <= _base(n) < high
-                    and kind_of(n) is not None):
+                    and partition_file_kind(n) is not None):
                 plan.add(MOVE, n, "replaced by the swap segment covering offsets %d-%d"
                          % (low, high - 1))
                 del view[n]
@@ -386,25 +379,14 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
             del view[final]
         plan.add(RENAME, n, "completing a swap the broker had started", target=final)
         view[final] = view.pop(n)
-    logs = sorted((n for n in view if kind_of(n) == files.LOG and not lifecycle_suffix(n)
-                   and _base(n) is not None), key=lambda n: (_base(n), len(n) != 24, n))
-    # Two logs naming one base offset (``0.log`` beside ``00000000000000000000.log``): the
-    # broker would load one of them, whichever it lists last. The one named as Kafka names
-    # segments (20 digits) is the segment; the other is left alone, with its indexes.
-    chosen, shadowed = [], []
-    for n in logs:
-        if chosen and _base(chosen[-1]) == _base(n):
-            shadowed.append(n)
-            plan.notes.append((n, "the same base offset as %s: left alone"
-                               % printable_name(chosen[-1])))
-        else:
-            chosen.append(n)
-    logs = chosen
-    log_stems = {n.split(".", 1)[0] for n in logs + shadowed}
-    log_stems |= {n.split(".", 1)[0] for n in plan.blocked if kind_of(n) == files.LOG
+    # Names are Kafka's (a 20-digit offset), so each log has a base offset of its own.
+    logs = sorted((n for n in view
+                   if partition_file_kind(n) == files.LOG and not lifecycle_suffix(n)), key=_base)
+    log_stems = {n.split(".", 1)[0] for n in logs}
+    log_stems |= {n.split(".", 1)[0] for n in plan.blocked if partition_file_kind(n) == files.LOG
                   and not lifecycle_suffix(n)}   # its indexes are not orphans
     for n in sorted(view):
-        if (kind_of(n) in (files.INDEX, files.TIMEINDEX, files.TXNINDEX)
+        if (partition_file_kind(n) in (files.INDEX, files.TIMEINDEX, files.TXNINDEX)
                 and not lifecycle_suffix(n) and n.split(".", 1)[0] not in log_stems):
             plan.add(MOVE, n, "index without a log (the broker deletes it)")
             del view[n]
@@ -437,12 +419,12 @@ def _plan_segments(plan, view, logs, interval, max_message_size):
                 later_stem = later.split(".", 1)[0]
                 plan.segments.append(_moved_report(directory, view, later))
                 for n in sorted(view):
-                    if (n.split(".", 1)[0] == later_stem and kind_of(n) in files.SEGMENT_KINDS
+                    if (n.split(".", 1)[0] == later_stem and partition_file_kind(n) in files.SEGMENT_KINDS
                             and not lifecycle_suffix(n)):
                         plan.add(MOVE, n, "after the corrupt segment %s (the broker deletes it)" % name)
                         del view[n]
             for n in sorted(view):
-                if kind_of(n) == files.SNAPSHOT and _base(n) is not None and _base(n) > new_end:
+                if partition_file_kind(n) == files.SNAPSHOT and _base(n) is not None and _base(n) > new_end:
                     plan.add(MOVE, n, "producer snapshot above the new log end offset %d" % new_end)
                     del view[n]
             if os.path.islink(path):

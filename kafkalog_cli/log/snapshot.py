@@ -60,8 +60,3 @@ def parse_snapshot(data):
     # unpacked as they are used: a snapshot may list millions of producers
     return LazyEntries(count, lambda i: ProducerEntry(
         *ENTRY.unpack_from(data, HEADER.size + i * ENTRY.size)), "snapshot entry")
-
-    def __iter__(self):
-        view = memoryview(self._data)[HEADER.size:HEADER.size + self._count * ENTRY.size]
-        for fields in ENTRY.iter_unpack(view):
-            yield ProducerEntry(*fields)

@@ -321,8 +321,9 @@ def check_txn_index(txn, log):
             open_first.setdefault(item.producer_id, item.base_offset)
             continue
         try:
-            for _ in log.iter_records(item):
-                pass  # a first pass: a batch with damaged records is skipped whole
+            # decoded whole before any marker counts: a batch with damaged records is skipped
+            markers = [(offset, key) for recs in log.iter_records(item)
+                       for offset, key in zip(recs.offsets, recs.keys)]
         except LimitExceededError:
             # A valid marker batch whose records inflate past the bound: it closes its
             # producer's transaction (a control batch does, whatever its type), and whether it
@@ -332,15 +333,14 @@ def check_txn_index(txn, log):
             continue
         except CorruptRecordError:
             continue  # the log's own problem; verify reports indexes only
-        for recs in log.iter_records(item):
-            for offset, key in zip(recs.offsets, recs.keys):
-                try:
-                    type_id = control.control_type(key)
-                except CorruptRecordError:
-                    continue
-                first = open_first.pop(item.producer_id, None)
-                if type_id == control.ABORT:
-                    aborts[offset] = (item.producer_id, first)
+        for offset, key in markers:
+            try:
+                type_id = control.control_type(key)
+            except CorruptRecordError:
+                continue
+            first = open_first.pop(item.producer_id, None)
+            if type_id == control.ABORT:
+                aborts[offset] = (item.producer_id, first)
     listed = set()
     for e in txn.entries:
         listed.add(e.last_offset)
