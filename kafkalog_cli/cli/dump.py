@@ -8,7 +8,8 @@ import click
 from ..log import files
 from ..log.files import NoSegmentsError, base_offset_from_name, expand, printable_name
 from ..log.seek import Seek, next_bases
-from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, RELEASE_STEP, LogFile
+from ..log.segment import (DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, RELEASE_STEP, LogFile,
+                           order_problem, reach_problem)
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from . import decoders
@@ -85,16 +86,13 @@ def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resy
                     # Offsets going back, or out of the segment's reach: the broker's recovery
                     # stops the segment there (its index cannot take the entry), so recover
                     # cuts it: invalid data.
-                    problem = None
-                    if not 0 <= item.last_offset - base <= MAX_RELATIVE_OFFSET:
-                        problem = "does not fit a segment based at %d" % base
-                    elif prev_last is not None and item.last_offset <= prev_last:
-                        problem = "does not follow offset %d" % prev_last
-                    else:
+                    problem = (reach_problem(item.last_offset, base)
+                               or order_problem(item.last_offset, prev_last))
+                    if problem is None:
                         prev_last = item.last_offset
-                    if problem is not None:
-                        writer.warn("%s: the batch at position %d: last offset %d %s"
-                                    % (writer.path, item.position, item.last_offset, problem))
+                    else:
+                        writer.warn("%s: the batch at position %d: %s"
+                                    % (writer.path, item.position, problem))
                         status = EXIT_INVALID
                 if isinstance(item, Batch):
                     shown, past_end, error = _dump_batch(log, item, writer, opts.deep, seek)

@@ -359,27 +359,17 @@ def inflate_lz4(data, limit, magic=2):
 # -- zstd ------------------------------------------------------------------------------------
 
 class _Zstd:
-    """Decompression contexts, one per window bound, reused for every batch (2-3x faster
-    than a new one each time)."""
+    """One decompression context, reused for every batch (2-3x faster than a new one each
+    time)."""
 
     def __init__(self):
         self._zstandard = _lib("zstandard")
-        self._dctx = {}
-
-    def _context(self, max_window):
-        dctx = self._dctx.get(max_window)
-        if dctx is None:
-            if len(self._dctx) > 4:
-                self._dctx.clear()
-            dctx = self._dctx[max_window] = self._zstandard.ZstdDecompressor(
-                max_window_size=max_window)
-        return dctx
+        self._dctx = self._zstandard.ZstdDecompressor(max_window_size=_ZSTD_MAX_WINDOW)
 
     def inflate(self, data, limit):
         zstandard = self._zstandard
         # A frame's window is memory the decoder reserves before any output: what zstd-jni
         # accepts is accepted (only the part written to becomes resident), no more.
-        max_window = _ZSTD_MAX_WINDOW
         try:
             params = zstandard.get_frame_parameters(data)
         except zstandard.ZstdError:
@@ -387,11 +377,11 @@ class _Zstd:
         if params is not None and not params.dict_id:  # (Kafka writes no dictionary frames)
             if params.content_size not in _ZSTD_UNKNOWN_SIZES and params.content_size > limit:
                 raise _too_big(limit)
-            if params.window_size > max_window:
+            if params.window_size > _ZSTD_MAX_WINDOW:
                 raise _too_big(limit)
         out = _Output(limit)
         try:
-            reader = self._context(max_window).stream_reader(data, read_across_frames=True)
+            reader = self._dctx.stream_reader(data, read_across_frames=True)
             while True:
                 piece = reader.read(min(_ZSTD_READ, out.room() + 1))
                 if not piece:

@@ -559,11 +559,6 @@ def _last_inner_position(inner, iend):
     return last
 
 
-def decode_legacy_records(buf, batch, inflater, limit):
-    """Every message of a legacy entry as one Records (see iter_legacy_records)."""
-    return join_records(iter_legacy_records(buf, batch, inflater, limit), _new_legacy_records())
-
-
 def iter_records(buf, batch, inflater, limit, batch_limit, chunk=RECORD_CHUNK):
     """The records of ``batch`` (whose bytes are ``buf[batch.position:+batch.size]``), as
     Records of at most ``chunk`` records: memory stays bounded by the batch's decompressed

@@ -26,7 +26,8 @@ from .files import (FileFormatError, base_offset_from_name, lifecycle_suffix,
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, IndexBuilder, TxnTracker, fsync_dir,
                          rename_noreplace, txn_index_bytes, write_atomically, write_new)
-from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile
+from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile, order_problem,
+                      reach_problem)
 from .txnindex import TransactionIndex
 
 QUARANTINE = "kafkalog-quarantine"
@@ -114,11 +115,8 @@ def _header_problem(batch, base, prev_last):
         return "CRC mismatch (stored %d, computed %s)" % (batch.crc, batch.computed_crc)
     if batch.magic > 2:
         return "unknown magic %d" % batch.magic
-    if prev_last is not None and batch.last_offset <= prev_last:
-        return "last offset %d does not follow offset %d" % (batch.last_offset, prev_last)
-    if not 0 <= batch.last_offset - base <= MAX_RELATIVE_OFFSET:
-        return "last offset %d does not fit a segment based at %d" % (batch.last_offset, base)
-    return None
+    return (order_problem(batch.last_offset, prev_last)
+            or reach_problem(batch.last_offset, base))
 
 
 # KRaft control records whose values the readers decode (and call invalid when they cannot)

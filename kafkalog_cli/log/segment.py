@@ -20,6 +20,22 @@ BATCH_LIMIT_FACTOR = 16
 # A segment's offset index holds offsets relative to its base offset in 32 bits
 # (LogSegment.canConvertToRelativeOffset): every batch's last offset lies within this of it.
 MAX_RELATIVE_OFFSET = 2 ** 31 - 1
+
+
+def reach_problem(last_offset, base):
+    """Why a batch ending at ``last_offset`` cannot be in the segment based at ``base`` (its
+    offset index could not hold it), or None."""
+    if not 0 <= last_offset - base <= MAX_RELATIVE_OFFSET:
+        return "last offset %d does not fit a segment based at %d" % (last_offset, base)
+    return None
+
+
+def order_problem(last_offset, prev_last):
+    """Why a batch ending at ``last_offset`` cannot follow one ending at ``prev_last`` (None:
+    no batch before it), or None: offsets only grow within a partition."""
+    if prev_last is not None and last_offset <= prev_last:
+        return "last offset %d does not follow offset %d" % (last_offset, prev_last)
+    return None
 # Bytes already scanned are dropped from memory in steps of this size, so that the resident
 # size stays flat however large the file is.
 RELEASE_STEP = 32 * 1024 * 1024
