@@ -6,7 +6,8 @@ import sys
 import click
 
 from ..log import files
-from ..log.files import NoSegmentsError, base_offset_from_name, expand, printable_name
+from ..log.files import (NoSegmentsError, base_offset_from_name, expand, os_error_text,
+                         printable_name)
 from ..log.seek import Seek, next_bases
 from ..log.segment import (DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, RELEASE_STEP, LogFile,
                            order_problem, reach_problem)
@@ -305,4 +306,4 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
 def _os_error(path, e):
     """One line for a file or directory that cannot be read: its name, printable, and why."""
     name = e.filename if isinstance(e, OSError) and e.filename else path
-    return "%s: %s" % (printable_name(name), e.strerror or e)
+    return os_error_text(name, e)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..log.files import printable_name
+from ..log.files import os_error_text, printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.lock import LockHeld, LogDirLock
 from ..log.recover import MOVE, REMOVE, RENAME, execute, plan_partition
@@ -145,8 +145,8 @@ def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
                         raise
                     except OSError as e:
                         # This partition's error: said, and the log directory's others go on.
-                        click.echo("kafkalog: %s: %s" % (printable_name(e.filename or partition),
-                                                         e.strerror or e), err=True)
+                        click.echo("kafkalog: " + os_error_text(e.filename or partition, e),
+                                   err=True)
                         status = EXIT_ERROR
                         continue
                     report.partition(plan, dry_run, qdir)
@@ -163,8 +163,7 @@ def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
             click.echo("kafkalog: %s" % e.strerror, err=True)
             status = EXIT_ERROR
         except OSError as e:
-            click.echo("kafkalog: %s: %s" % (printable_name(e.filename or log_dir),
-                                             e.strerror or e), err=True)
+            click.echo("kafkalog: " + os_error_text(e.filename or log_dir, e), err=True)
             status = EXIT_ERROR
     report.summary(plans, dry_run)
     sys.exit(status)

@@ -70,7 +70,6 @@ def partitions_by_log_dir(paths):
         except OSError as e:
             errors.append((path, e))
         for where, e in errors:
-            click.echo("kafkalog: %s: %s" % (files.printable_name(where), e.strerror or e),
-                       err=True)
+            click.echo("kafkalog: " + files.os_error_text(where, e), err=True)
             ok = False
     return {d: list(dict.fromkeys(ps)) for d, ps in groups.items()}, ok

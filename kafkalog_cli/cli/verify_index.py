@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..log import files
-from ..log.files import NoSegmentsError, expand, printable_name
+from ..log.files import NoSegmentsError, expand, os_error_text, printable_name
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.verify import verify_segment
 
@@ -31,7 +31,7 @@ def _segments(found):
 
 
 def _error(path, e):
-    click.echo("kafkalog: %s: %s" % (printable_name(path), e.strerror or e), err=True)
+    click.echo("kafkalog: " + os_error_text(path, e), err=True)
 
 
 def _summary_table(reports):

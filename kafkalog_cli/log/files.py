@@ -61,6 +61,11 @@ def printable_name(name):
                     if ord(c) < 0x10000 else "\\U%08x" % ord(c)) for c in text)
 
 
+def os_error_text(path, error):
+    """``<path>: <why>`` for an OSError met at ``path``: the name printable, the reason short."""
+    return "%s: %s" % (printable_name(path), error.strerror or error)
+
+
 def _mode_name(mode):
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),

@@ -133,22 +133,20 @@ class LogFile:
         how many were copied: ``len(buffer)``, or fewer where the file (as opened) ends.
         Raises FileChangedError when the file has shrunk since it was opened."""
         want = max(0, min(len(buffer), self.size - pos))
-        got = 0
-        while got < want:
-            n = os.preadv(self._fd, [buffer[got:want]], pos + got)
-            if n <= 0:
-                raise self._changed(pos, got)
-            got += n
+        self._pread_full(memoryview(buffer)[:want], pos)
         return want
 
     def _fill(self, start, stop):
-        view = self.buf
-        pos = start
-        while pos < stop:
-            n = os.preadv(self._fd, [view[pos:min(stop, pos + _MAX_READ)]], pos)
+        self._pread_full(self.buf[start:stop], start)
+
+    def _pread_full(self, view, pos):
+        """Fill ``view`` from the file at ``pos``; a short read means the file shrank."""
+        got, want = 0, len(view)
+        while got < want:
+            n = os.preadv(self._fd, [view[got:min(want, got + _MAX_READ)]], pos + got)
             if n <= 0:
-                raise self._changed(pos, 0)
-            pos += n
+                raise self._changed(pos, got)
+            got += n
 
     def _drop(self, start, stop):
         """Give back the memory of ``[start, stop)`` (it then reads as zeros), rounded out to
