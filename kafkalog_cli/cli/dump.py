@@ -5,9 +5,9 @@ import sys
 
 import click
 
-from ..log import files
-from ..log.files import (NoSegmentsError, base_offset_from_name, expand, os_error_text,
-                         printable_name)
+from ..log.files import NoSegmentsError, expand, os_error_text, printable_name
+from ..log import names
+from ..log.names import base_offset_from_name
 from ..log.seek import Seek, next_bases
 from ..log.segment import (DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, RELEASE_STEP, LogFile,
                            order_problem, reach_problem)
@@ -262,7 +262,7 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
                 continue
             if bounds is not None:
                 # Seeking reads the logs only, and of those only the segments the bounds reach.
-                found = [f for f in found if f.kind == files.LOG or f.error is not None]
+                found = [f for f in found if f.kind == names.LOG or f.error is not None]
                 following = next_bases([f.path for f in found if f.error is None])
                 found = [f for f in found if f.error is not None or bounds.wants_segment(
                     base_offset_from_name(f.path), following.get(f.path))]
@@ -287,7 +287,7 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
                         status = EXIT_USAGE
                     continue
                 try:
-                    if kind == files.LOG:
+                    if kind == names.LOG:
                         result = dump_file(path, writer, opts, max_bytes, max_message_size,
                                            base_offset, skip_invalid, seek)
                     else:

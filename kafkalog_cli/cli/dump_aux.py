@@ -7,6 +7,7 @@ Each function dumps one file through the writer and returns the exit status it e
 import os
 
 from ..log import checkpoints, files, verify
+from ..log import names
 from ..log.files import FileFormatError
 from ..log.index import OffsetIndex, TimeIndex
 from ..log.segment import LogFile
@@ -29,7 +30,7 @@ def _status(problems):
 
 
 def _open_log(path, max_message_size):
-    log_path = files.segment_file(path, files.LOG)
+    log_path = names.sibling(path, names.LOG)
     if not os.path.lexists(log_path):
         return None, verify.missing_log(path, log_path)
     # a log that is not a regular file (a FIFO, a device) raises: unreadable input
@@ -41,7 +42,7 @@ def _check_offset_index(index, log):
 
 
 def _check_time_index(tindex, log):
-    index_path = files.segment_file(tindex.path, files.INDEX)
+    index_path = names.sibling(tindex.path, names.INDEX)
     try:
         oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
     except (OSError, FileFormatError):
@@ -50,17 +51,17 @@ def _check_time_index(tindex, log):
 
 
 # kind: (reader, check against the log, names of an entry's fields in print order)
-_INDEXES = {files.INDEX: (OffsetIndex, _check_offset_index, ("offset", "position")),
-            files.TIMEINDEX: (TimeIndex, _check_time_index, ("timestamp", "offset"))}
+_INDEXES = {names.INDEX: (OffsetIndex, _check_offset_index, ("offset", "position")),
+            names.TIMEINDEX: (TimeIndex, _check_time_index, ("timestamp", "offset"))}
 
 
 def _dump_index(kind, path, writer, iopts):
     """An offset or time index: its entries up to the zero tail, each checked against the log
     as DumpLogSegments checks them (or only the sanity check, or only the checks)."""
-    reader, check, names = _INDEXES[kind]
+    reader, check, fields = _INDEXES[kind]
     index = reader(path)
     writer.begin_aux(files.printable_name(path))
-    if kind == files.INDEX and index.slots == 0:
+    if kind == names.INDEX and index.slots == 0:
         # Kafka says so for an offset index only
         writer.note("%s is empty." % files.printable_name(path))
         return EXIT_OK
@@ -83,21 +84,21 @@ def _dump_index(kind, path, writer, iopts):
     _note_zero_tail(index, path, writer, iopts)
     if not iopts.verify_only:
         for entry in index.entries:
-            writer.entry(kind, dict(zip(names, entry)))
+            writer.entry(kind, dict(zip(fields, entry)))
     writer.problems(problems)
     return max(status, _status(problems))
 
 
 def dump_index(path, writer, iopts):
-    return _dump_index(files.INDEX, path, writer, iopts)
+    return _dump_index(names.INDEX, path, writer, iopts)
 
 
 def dump_time_index(path, writer, iopts):
-    return _dump_index(files.TIMEINDEX, path, writer, iopts)
+    return _dump_index(names.TIMEINDEX, path, writer, iopts)
 
 
 def _note_zero_tail(index, path, writer, iopts):
-    if index.zero_tail and not iopts.is_active(files.segment_file(path, files.LOG)):
+    if index.zero_tail and not iopts.is_active(names.sibling(path, names.LOG)):
         writer.warn("%s: %s" % (files.printable_name(path), verify.zero_tail_note(index).message))
 
 
@@ -113,7 +114,7 @@ def dump_txn_index(path, writer, iopts):
     txn = TransactionIndex(path)
     writer.begin_aux(files.printable_name(path))
     for e in txn.entries:
-        writer.entry(files.TXNINDEX, {"version": e.version, "producerId": e.producer_id,
+        writer.entry(names.TXNINDEX, {"version": e.version, "producerId": e.producer_id,
                                       "firstOffset": e.first_offset, "lastOffset": e.last_offset,
                                       "lastStableOffset": e.last_stable_offset})
     return EXIT_OK
@@ -132,7 +133,7 @@ def dump_snapshot(path, writer, iopts):
             fields.update(firstSequence=e.first_sequence, lastSequence=e.last_sequence,
                           lastOffset=e.last_offset, offsetDelta=e.offset_delta,
                           timestamp=e.timestamp)
-        writer.entry(files.SNAPSHOT, fields)
+        writer.entry(names.SNAPSHOT, fields)
     return EXIT_OK
 
 
@@ -140,7 +141,7 @@ def dump_offset_checkpoint(path, writer, iopts):
     entries = checkpoints.read_offset_checkpoint(path)
     writer.begin_aux(files.printable_name(path))
     for topic, partition, offset in entries:
-        writer.entry(files.OFFSET_CHECKPOINT, {"topic": topic, "partition": partition,
+        writer.entry(names.OFFSET_CHECKPOINT, {"topic": topic, "partition": partition,
                                                "offset": offset})
     return EXIT_OK
 
@@ -149,21 +150,21 @@ def dump_leader_epochs(path, writer, iopts):
     entries = checkpoints.read_leader_epochs(path)
     writer.begin_aux(files.printable_name(path))
     for epoch, start in entries:
-        writer.entry(files.LEADER_EPOCHS, {"epoch": epoch, "startOffset": start})
+        writer.entry(names.LEADER_EPOCHS, {"epoch": epoch, "startOffset": start})
     return EXIT_OK
 
 
 def dump_partition_metadata(path, writer, iopts):
     version, topic_id = checkpoints.read_partition_metadata(path)
     writer.begin_aux(files.printable_name(path))
-    writer.entry(files.PARTITION_METADATA, {"version": version, "topicId": topic_id})
+    writer.entry(names.PARTITION_METADATA, {"version": version, "topicId": topic_id})
     return EXIT_OK
 
 
-DUMPERS = {files.INDEX: dump_index, files.TIMEINDEX: dump_time_index,
-           files.TXNINDEX: dump_txn_index, files.SNAPSHOT: dump_snapshot,
-           files.OFFSET_CHECKPOINT: dump_offset_checkpoint, files.LEADER_EPOCHS: dump_leader_epochs,
-           files.PARTITION_METADATA: dump_partition_metadata}
+DUMPERS = {names.INDEX: dump_index, names.TIMEINDEX: dump_time_index,
+           names.TXNINDEX: dump_txn_index, names.SNAPSHOT: dump_snapshot,
+           names.OFFSET_CHECKPOINT: dump_offset_checkpoint, names.LEADER_EPOCHS: dump_leader_epochs,
+           names.PARTITION_METADATA: dump_partition_metadata}
 
 
 def dump_aux(kind, path, writer, iopts):

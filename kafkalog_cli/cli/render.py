@@ -15,7 +15,8 @@ from crc32c import crc32c
 from ..format import control
 from ..format.errors import CorruptRecordError
 from ..format.records import record_sequence
-from ..log import files, verify
+from ..log import verify
+from ..log import names
 from . import decoders
 
 _BOOL = ("false", "true")
@@ -224,15 +225,15 @@ def _optional_long(value):
 
 def entry_text(kind, f, kafka_format):
     """The text line of one entry of an index, snapshot or checkpoint file."""
-    if kind == files.INDEX:
+    if kind == names.INDEX:
         return "offset: %d position: %d" % (f["offset"], f["position"])
-    if kind == files.TIMEINDEX:
+    if kind == names.TIMEINDEX:
         return "timestamp: %d offset: %d" % (f["timestamp"], f["offset"])
-    if kind == files.TXNINDEX:
+    if kind == names.TXNINDEX:
         return ("version: %d producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d"
                 % (f["version"], f["producerId"], f["firstOffset"], f["lastOffset"],
                    f["lastStableOffset"]))
-    if kind == files.SNAPSHOT:
+    if kind == names.SNAPSHOT:
         line = ("producerId: %d producerEpoch: %d coordinatorEpoch: %d currentTxnFirstOffset: %s "
                 "lastTimestamp: %d" % (f["producerId"], f["producerEpoch"], f["coordinatorEpoch"],
                                        _optional_long(f["currentTxnFirstOffset"]), f["lastTimestamp"]))

@@ -7,12 +7,13 @@ import sys
 import click
 
 from ..log import files
+from ..log import names
 from ..log.files import NoSegmentsError, expand, os_error_text, printable_name
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.verify import verify_segment
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
-_CHECKED = (files.LOG, files.INDEX, files.TIMEINDEX, files.TXNINDEX)
+_CHECKED = (names.LOG, names.INDEX, names.TIMEINDEX, names.TXNINDEX)
 
 
 def _segments(found):
@@ -22,8 +23,8 @@ def _segments(found):
     out = []
     is_active = files.ActiveSegments()
     for f in found:
-        log_path = files.segment_file(f.path, files.LOG)
-        if f.kind == files.LOG:
+        log_path = names.sibling(f.path, names.LOG)
+        if f.kind == names.LOG:
             out.append((log_path, is_active(log_path), None))
         elif f.kind in _CHECKED and (f.explicit or not os.path.lexists(log_path)):
             out.append((log_path, is_active(log_path), f.path))
@@ -87,7 +88,7 @@ def verify_index(paths, sanity_only, fmt, max_message_size):
             if f.error is not None:
                 _error(f.path, f.error)  # a partition directory that cannot be read
                 status = EXIT_USAGE
-            elif f.kind is None and files.file_kind(f.path) in _CHECKED:
+            elif f.kind is None and names.file_kind(f.path) in _CHECKED:
                 # a Kafka suffix on a name that is not Kafka's: nobody's segment or index
                 click.echo("Ignoring unknown file %s" % printable_name(f.path), err=True)
             elif f.kind in _CHECKED:

@@ -1,7 +1,9 @@
 """Errors raised by the format layer."""
 
+from ..errors import InvalidDataError
 
-class CorruptRecordError(ValueError):
+
+class CorruptRecordError(InvalidDataError, ValueError):
     """The bytes do not form a valid record, batch or compressed stream."""
 
 

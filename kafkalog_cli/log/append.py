@@ -11,7 +11,7 @@ import os
 import time
 
 from ..format.records import Batch
-from .files import LOG, base_offset_from_name, file_kind, lifecycle_suffix
+from .names import LOG, base_offset_from_name, file_kind, lifecycle_suffix
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import IndexBuilder, fsync_dir, write_atomically, write_new
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile

@@ -4,25 +4,16 @@ import errno
 import os
 import stat
 
-# Suffixes the broker appends to a segment's files while deleting, cleaning or swapping them.
-LIFECYCLE_SUFFIXES = (".deleted", ".cleaned", ".swap")
+from ..errors import InvalidDataError, KafkalogError
+from . import names
+from .names import (LOG, SEGMENT_KINDS, SNAPSHOT, base_offset_from_name, file_kind,
+                    lifecycle_suffix, partition_file_kind)
 
-LOG, INDEX, TIMEINDEX, TXNINDEX, SNAPSHOT = "log", "index", "timeindex", "txnindex", "snapshot"
-OFFSET_CHECKPOINT, LEADER_EPOCHS, PARTITION_METADATA = (
-    "offset-checkpoint", "leader-epoch-checkpoint", "partition-metadata")
-SEGMENT_KINDS = (LOG, INDEX, TIMEINDEX, TXNINDEX)  # in the order a segment's files are shown
-
-OFFSET_CHECKPOINT_NAMES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-                           "replication-offset-checkpoint", "cleaner-offset-checkpoint")
-_NAMED_KINDS = {"leader-epoch-checkpoint": LEADER_EPOCHS, "partition.metadata": PARTITION_METADATA}
-_NAMED_KINDS.update((n, OFFSET_CHECKPOINT) for n in OFFSET_CHECKPOINT_NAMES)
-
-
-class NoSegmentsError(OSError):
+class NoSegmentsError(KafkalogError, OSError):
     """A directory holds no Kafka log files."""
 
 
-class NotRegularFileError(OSError):
+class NotRegularFileError(KafkalogError, OSError):
     """A path that is not a regular file (a FIFO, a device, a directory, a socket, or a symlink
     to one): readers refuse it rather than block on it or read it without end."""
 
@@ -98,75 +89,9 @@ def read_sized(path, limit=MAX_AUX_BYTES):
                           % size, path) from None
 
 
-class FileFormatError(ValueError):
+class FileFormatError(InvalidDataError, ValueError):
     """A file whose contents are not what its kind requires (a corrupt snapshot, a malformed
     checkpoint...); the message says what and where."""
-
-
-def lifecycle_suffix(name):
-    """'.deleted', '.cleaned', '.swap' when the name ends with one, else ''."""
-    for suffix in LIFECYCLE_SUFFIXES:
-        if name.endswith(suffix):
-            return suffix
-    return ""
-
-
-def file_kind(name):
-    """The kind of a file by its suffix alone (one of the constants above), or None.
-
-    For a file named explicitly (``dump X``): its name need not be a base offset
-    (``--base-offset`` gives one). Files met in a directory are judged by
-    ``partition_file_kind``, which follows Kafka's naming rules exactly.
-    """
-    name = os.path.basename(name)
-    if name in _NAMED_KINDS:
-        return _NAMED_KINDS[name]
-    stem, dot, ext = name[:len(name) - len(lifecycle_suffix(name))].rpartition(".")
-    if dot and stem and ext in _OFFSET_KINDS:
-        return ext
-    return None
-
-
-_OFFSET_KINDS = (LOG, INDEX, TIMEINDEX, TXNINDEX, SNAPSHOT)
-
-
-OFFSET_DIGITS = 20  # LogFileUtils.filenamePrefixFromOffset: the offset, zero-padded to 20 digits
-
-
-def partition_file_kind(name):
-    """The kind of a file met in a partition or log directory, or None when its name is not
-    one Kafka gives: exactly ``<20 digits>.<kind>`` with an optional ``.deleted``, ``.cleaned``
-    or ``.swap`` (LogFileUtils names segment files and producer snapshots by the offset in 20
-    digits), or one of the fixed checkpoint names.
-
-    ``abc.log``, ``00000000000000000000.log.log``, ``-1.log``, a name in other scripts' digits
-    or ``1000.log`` are unknown files: a broker never reads their bytes (LogLoader takes the
-    offset from ``1000.log`` but opens ``00000000000000001000.log``), and nobody should read,
-    move or rebuild them as segments.
-    """
-    name = os.path.basename(name)
-    if name in _NAMED_KINDS:
-        return _NAMED_KINDS[name]
-    stem, dot, rest = name.partition(".")
-    if not (dot and len(stem) == OFFSET_DIGITS and stem.isascii() and stem.isdigit()):
-        return None
-    ext = rest[:len(rest) - len(lifecycle_suffix(rest))]
-    return ext if ext in _OFFSET_KINDS else None
-
-
-def base_offset_from_name(name):
-    """The offset a segment file's name starts with (``00000000000000000042.log`` -> 42), or None."""
-    stem = os.path.basename(name).split(".", 1)[0]
-    if stem.isdigit() and stem.isascii():
-        return int(stem)
-    return None
-
-
-def segment_file(path, kind):
-    """The file of kind ``kind`` of the same segment as ``path`` (``X.index`` -> ``X.log``),
-    with the same lifecycle suffix (``X.index.swap`` -> ``X.log.swap``)."""
-    directory, name = os.path.split(path)
-    return os.path.join(directory, "%s.%s%s" % (name.split(".", 1)[0], kind, lifecycle_suffix(name)))
 
 
 class ActiveSegments:
@@ -191,10 +116,10 @@ class ActiveSegments:
     @staticmethod
     def _last_base(directory):
         try:
-            names = os.listdir(directory)
+            entries = os.listdir(directory)
         except OSError:
             return False
-        return max((base_offset_from_name(n) for n in names
+        return max((base_offset_from_name(n) for n in entries
                     if partition_file_kind(n) == LOG and not lifecycle_suffix(n)), default=None)
 
 
@@ -212,28 +137,6 @@ def _file_order(name):
     return (3, 0, 0, "", name)
 
 
-def _partition_sort_key(name):
-    topic, _, part = name.rpartition("-")
-    if topic and part.isascii() and part.isdigit():
-        return (topic, int(part), name)
-    return (name, -1, name)
-
-
-def looks_like_partition(name):
-    """A directory name of the form a broker gives a partition: ``<topic>-<n>``, or one being
-    deleted, moved or awaiting removal (``<topic>-<n>.<uuid>-delete``, ``-future``, ``-stray``)."""
-    topic, _, tail = name.rpartition("-")
-    return bool(topic) and ((tail.isascii() and tail.isdigit())
-                            or tail in ("delete", "future", "stray"))
-
-
-_PARTITION_MARKS = SEGMENT_KINDS + (SNAPSHOT, LEADER_EPOCHS, PARTITION_METADATA)
-
-
-def _is_partition_dir(names):
-    return any(partition_file_kind(n) in _PARTITION_MARKS for n in names)
-
-
 def _is_dir(path):
     try:
         return stat.S_ISDIR(os.stat(path).st_mode)
@@ -241,12 +144,12 @@ def _is_dir(path):
         return False
 
 
-def _files_in(directory, names):
+def _files_in(directory, entries):
     """The entries of ``directory`` worth naming, in dump order: every entry with a Kafka
     file name whatever it is (a reader refuses what is not a regular file, with an error
     naming it), and every other entry but directories (named as unknown files). Hidden files
     (kafkalog's own lock files, the broker's .lock) are nobody's business here."""
-    keep = [n for n in names if not n.startswith(".") and (
+    keep = [n for n in entries if not n.startswith(".") and (
         partition_file_kind(n) is not None or not _is_dir(os.path.join(directory, n)))]
     return [os.path.join(directory, n) for n in sorted(keep, key=_file_order)]
 
@@ -290,12 +193,12 @@ def expand(path, kinds=None):
         if os.path.exists(path):
             return [Found(path, file_kind(path), explicit=True)]
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-    names = os.listdir(path)
-    if _is_partition_dir(names):
-        found = [Found(p, partition_file_kind(p)) for p in _files_in(path, names)]
+    entries = os.listdir(path)
+    if names.marks_partition(entries):
+        found = [Found(p, partition_file_kind(p)) for p in _files_in(path, entries)]
     else:
         own, subdirs, failed = [], [], {}
-        for n in names:
+        for n in entries:
             if n.startswith("."):
                 continue
             if partition_file_kind(n) is not None:
@@ -306,7 +209,7 @@ def expand(path, kinds=None):
             except OSError as e:
                 # A dangling symlink or a loop: named as an unreadable partition when it has a
                 # partition's name, else as an unknown file.
-                if looks_like_partition(n):
+                if names.looks_like_partition(n):
                     failed[n] = e
                     subdirs.append(n)
                 else:
@@ -314,7 +217,7 @@ def expand(path, kinds=None):
                 continue
             (subdirs if is_dir else own).append(n)
         found = [Found(p, partition_file_kind(p)) for p in _files_in(path, own)]
-        for sub in sorted(subdirs, key=_partition_sort_key):
+        for sub in sorted(subdirs, key=names.partition_sort_key):
             subpath = os.path.join(path, sub)
             try:
                 if sub in failed:
@@ -323,10 +226,10 @@ def expand(path, kinds=None):
             except OSError as e:
                 # A partition directory that cannot be read is named; any other directory
                 # (lost+found at a mount's root) is none of ours.
-                if looks_like_partition(sub):
+                if names.looks_like_partition(sub):
                     found.append(Found(subpath, None, error=e))
                 continue
-            if _is_partition_dir(subnames):
+            if names.marks_partition(subnames):
                 found.extend(Found(p, partition_file_kind(p)) for p in _files_in(subpath, subnames))
     if kinds is not None:
         found = [f for f in found if f.error is not None or f.kind in kinds]

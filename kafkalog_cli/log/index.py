@@ -14,7 +14,8 @@ import struct
 import sys
 
 from .entries import LazyEntries
-from .files import FileFormatError, base_offset_from_name, read_sized
+from .files import FileFormatError, read_sized
+from .names import base_offset_from_name
 
 DEFAULT_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
 

@@ -20,9 +20,9 @@ import stat
 from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
-from . import files
-from .files import (FileFormatError, base_offset_from_name, lifecycle_suffix,
-                    partition_file_kind, printable_name)
+from .files import FileFormatError, printable_name
+from . import names
+from .names import base_offset_from_name, lifecycle_suffix, partition_file_kind
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, IndexBuilder, TxnTracker, fsync_dir,
                          rename_noreplace, txn_index_bytes, write_atomically, write_new)
@@ -30,7 +30,6 @@ from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile, ord
                       reach_problem)
 from .txnindex import TransactionIndex
 
-QUARANTINE = "kafkalog-quarantine"
 MANIFEST = "manifest.json"
 
 MOVE, RENAME, CUT, WRITE, REMOVE = "move", "rename", "cut", "write", "remove"
@@ -269,24 +268,24 @@ def _base(name):
 def _is_segment_swap(name):
     """A .swap of a numbered segment's log or index file (the names the log cleaner and the
     segment split give files they are about to swap in)."""
-    return (name.endswith(".swap") and partition_file_kind(name) in files.SEGMENT_KINDS
+    return (name.endswith(".swap") and partition_file_kind(name) in names.SEGMENT_KINDS
             and _base(name) is not None)
 
 
-def _plan_leftovers(plan, names):
+def _plan_leftovers(plan, regular):
     """LogLoader's first pass: .deleted and .cleaned files, and .swap files of a split that did
     not finish; index .swap files without their segment's .log.swap. Returns the file names as
     they will be once the plan is carried out, each mapped to the name it has now, and the
     .swap files still to be renamed into place."""
-    view = {n: n for n in names}
-    for n in names:
+    view = {n: n for n in regular}
+    for n in regular:
         if n.endswith(".deleted") and not n.endswith(".checkpoint.deleted"):
             plan.add(MOVE, n, "left by the broker for deletion (.deleted)")
             del view[n]
-    cleaned = [n for n in names if n.endswith(".cleaned")]
+    cleaned = [n for n in regular if n.endswith(".cleaned")]
     min_cleaned = min((_base(n) for n in cleaned if _base(n) is not None), default=None)
     swaps = []
-    for n in names:
+    for n in regular:
         if not n.endswith(".swap"):
             continue
         if not _is_segment_swap(n):
@@ -336,21 +335,21 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
     """Everything recovery would change in ``directory``, with a report per segment."""
     plan = PartitionPlan(directory)
     entries = sorted(os.listdir(directory))
-    names = [n for n in entries if os.path.isfile(os.path.join(directory, n))]
+    regular = [n for n in entries if os.path.isfile(os.path.join(directory, n))]
     # A FIFO, a device, a directory or a dangling symlink under a Kafka file's name: left
     # alone, and never written over (its segment's index is not rebuilt under that name).
     for n in entries:
         if partition_file_kind(n) is not None and not os.path.isfile(os.path.join(directory, n)):
             plan.blocked.add(n)
             plan.notes.append((n, "not a regular file: left alone"))
-    for n in names:
+    for n in regular:
         if n.endswith(TMP_SUFFIX):
             plan.add(REMOVE, n, "temporary file of an interrupted kafkalog write")
-    names = [n for n in names if not n.endswith(TMP_SUFFIX)]
-    for n in names:
+    regular = [n for n in regular if not n.endswith(TMP_SUFFIX)]
+    for n in regular:
         if partition_file_kind(n) is None and not n.startswith(".") and not lifecycle_suffix(n):
             plan.notes.append((n, "not a name Kafka gives a file (no segment's): left alone"))
-    view, swaps = _plan_leftovers(plan, names)
+    view, swaps = _plan_leftovers(plan, regular)
     if any(n[:-len(".swap")] in plan.blocked for n in swaps):
         for n in swaps:
             plan.notes.append((n, "swap not completed: a file that is not a regular file holds "
@@ -379,12 +378,12 @@ def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
         view[final] = view.pop(n)
     # Names are Kafka's (a 20-digit offset), so each log has a base offset of its own.
     logs = sorted((n for n in view
-                   if partition_file_kind(n) == files.LOG and not lifecycle_suffix(n)), key=_base)
+                   if partition_file_kind(n) == names.LOG and not lifecycle_suffix(n)), key=_base)
     log_stems = {n.split(".", 1)[0] for n in logs}
-    log_stems |= {n.split(".", 1)[0] for n in plan.blocked if partition_file_kind(n) == files.LOG
+    log_stems |= {n.split(".", 1)[0] for n in plan.blocked if partition_file_kind(n) == names.LOG
                   and not lifecycle_suffix(n)}   # its indexes are not orphans
     for n in sorted(view):
-        if (partition_file_kind(n) in (files.INDEX, files.TIMEINDEX, files.TXNINDEX)
+        if (partition_file_kind(n) in (names.INDEX, names.TIMEINDEX, names.TXNINDEX)
                 and not lifecycle_suffix(n) and n.split(".", 1)[0] not in log_stems):
             plan.add(MOVE, n, "index without a log (the broker deletes it)")
             del view[n]
@@ -417,12 +416,12 @@ def _plan_segments(plan, view, logs, interval, max_message_size):
                 later_stem = later.split(".", 1)[0]
                 plan.segments.append(_moved_report(directory, view, later))
                 for n in sorted(view):
-                    if (n.split(".", 1)[0] == later_stem and partition_file_kind(n) in files.SEGMENT_KINDS
+                    if (n.split(".", 1)[0] == later_stem and partition_file_kind(n) in names.SEGMENT_KINDS
                             and not lifecycle_suffix(n)):
                         plan.add(MOVE, n, "after the corrupt segment %s (the broker deletes it)" % name)
                         del view[n]
             for n in sorted(view):
-                if partition_file_kind(n) == files.SNAPSHOT and _base(n) is not None and _base(n) > new_end:
+                if partition_file_kind(n) == names.SNAPSHOT and _base(n) is not None and _base(n) > new_end:
                     plan.add(MOVE, n, "producer snapshot above the new log end offset %d" % new_end)
                     del view[n]
             if os.path.islink(path):
@@ -463,8 +462,8 @@ def _plan_indexes(plan, view, stem, scan, active, cut, report):
     def missing(n, p):
         return p is None and n not in plan.blocked
 
-    name, path = current(files.INDEX)
-    tname, tpath = current(files.TIMEINDEX)
+    name, path = current(names.INDEX)
+    tname, tpath = current(names.TIMEINDEX)
     rebuild = (cut or missing(name, path) or missing(tname, tpath)
                or (path is not None and not _offset_index_ok(path, scan, active))
                or (tpath is not None and not _time_index_ok(tpath, scan, active)))
@@ -477,7 +476,7 @@ def _plan_indexes(plan, view, stem, scan, active, cut, report):
         write(tname, why, scan.builder.time_index_bytes())
         report.index_entries = len(scan.builder.offset_entries)
         report.timeindex_entries = len(scan.builder.time_entries)
-    xname, xpath = current(files.TXNINDEX)
+    xname, xpath = current(names.TXNINDEX)
     if xname in plan.blocked:
         return
     expected = txn_index_bytes(scan.aborted)
@@ -563,7 +562,7 @@ def _real_dir(path):
 
 
 def _new_run_folder(directory):
-    root = os.path.join(directory, QUARANTINE)
+    root = os.path.join(directory, names.QUARANTINE)
     try:
         os.mkdir(root)
     except FileExistsError:

@@ -13,8 +13,10 @@ import os
 import time
 
 from ..format.records import Batch
-from . import checkpoints, files
-from .files import FileFormatError, base_offset_from_name, lifecycle_suffix
+from . import checkpoints
+from .files import FileFormatError
+from . import names
+from .names import base_offset_from_name, lifecycle_suffix
 from .index import TimeIndex
 from .indexbuild import fsync_dir, rename_noreplace, write_atomically
 from .segment import LogFile
@@ -70,7 +72,7 @@ def _largest_timestamp(directory, seg, batches_ts):
 
 
 def load_segments(directory):
-    logs = sorted((n for n in os.listdir(directory) if files.partition_file_kind(n) == files.LOG
+    logs = sorted((n for n in os.listdir(directory) if names.partition_file_kind(n) == names.LOG
                    and not lifecycle_suffix(n)),
                   key=base_offset_from_name)
     out = []
@@ -207,12 +209,12 @@ def plan_retention(directory, policy):
 
 def segment_files(directory, base):
     """The names of a segment's files present now (its .log last), and snapshots at its base."""
-    stem = "%020d" % base
-    names = [n for n in os.listdir(directory) if n.split(".", 1)[0] == stem
-             and not lifecycle_suffix(n) and files.partition_file_kind(n) in
-             (files.INDEX, files.TIMEINDEX, files.TXNINDEX, files.SNAPSHOT)]
-    return sorted(names) + (["%s.log" % stem] if os.path.exists(os.path.join(directory, stem + ".log"))
-                            else [])
+    stem = names.offset_stem(base)
+    found = [n for n in os.listdir(directory) if n.split(".", 1)[0] == stem
+             and not lifecycle_suffix(n) and names.partition_file_kind(n) in
+             (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.SNAPSHOT)]
+    log = names.offset_name(base, names.LOG)
+    return sorted(found) + ([log] if os.path.exists(os.path.join(directory, log)) else [])
 
 
 INTENT = ".kafkalog-retain-intent"
@@ -265,7 +267,7 @@ def _rename_segments(directory, bases, new_start):
             done.append(n)
     for n in os.listdir(directory):  # producer snapshots below the new log start go too
         b = base_offset_from_name(n)
-        if files.partition_file_kind(n) == files.SNAPSHOT and not lifecycle_suffix(n) \
+        if names.partition_file_kind(n) == names.SNAPSHOT and not lifecycle_suffix(n) \
                 and b is not None and b < new_start:
             _mark_deleted(directory, n)
             done.append(n)
@@ -280,9 +282,9 @@ def _deleted_origin(n):
         return None
     stem = n[:-len(DELETED)]
     head, dot, k = stem.rpartition(".")
-    if dot and k.isascii() and k.isdigit() and files.partition_file_kind(head) is not None:
+    if dot and k.isascii() and k.isdigit() and names.partition_file_kind(head) is not None:
         stem = head
-    return stem if files.partition_file_kind(stem) is not None else None
+    return stem if names.partition_file_kind(stem) is not None else None
 
 
 def delete_segments(plan):

@@ -8,7 +8,7 @@ missing or fails the broker's sanity check is not used: the segment is scanned f
 
 import os
 
-from . import files
+from . import names
 from .files import FileFormatError
 from ..format.records import Batch
 from .index import OffsetIndex, TimeIndex
@@ -69,16 +69,16 @@ class Seek:
         not further in (None when the indexes did their job)."""
         if self.from_offset is None and self.started:
             return 0, None
-        base = files.base_offset_from_name(log.path)
+        base = names.base_offset_from_name(log.path)
         if base is None:
             return 0, "%s: no base offset in the file name: reading it from the start" % log.path
-        index_path = files.segment_file(log.path, files.INDEX)
+        index_path = names.sibling(log.path, names.INDEX)
         oindex, note = _sane(OffsetIndex, index_path, base)
         if oindex is None:
             return 0, note
         target = self.from_offset if self.from_offset is not None else base
         if not self.started:
-            tindex, note = _sane(TimeIndex, files.segment_file(log.path, files.TIMEINDEX), base)
+            tindex, note = _sane(TimeIndex, names.sibling(log.path, names.TIMEINDEX), base)
             if tindex is None:
                 if self.from_offset is None:
                     return 0, note
@@ -134,9 +134,9 @@ def next_bases(log_paths):
     for p in log_paths:
         by_dir.setdefault(os.path.dirname(p), []).append(p)
     for paths in by_dir.values():
-        bases = sorted((files.base_offset_from_name(p), p) for p in paths
-                       if files.base_offset_from_name(p) is not None
-                       and not files.lifecycle_suffix(p))
+        bases = sorted((names.base_offset_from_name(p), p) for p in paths
+                       if names.base_offset_from_name(p) is not None
+                       and not names.lifecycle_suffix(p))
         for (base, p), nxt in zip(bases, bases[1:] + [(None, None)]):
             out[p] = nxt[0]
     return out

@@ -1,17 +1,23 @@
-"""Reading a segment's .log file: copied into memory a window at a time, scanned batch by batch
-in bounded memory, and safe against the file changing under us."""
+"""A segment (Kafka's LogSegment): its base offset and its files, and the reading of its .log
+file, copied into memory a window at a time, scanned batch by batch in bounded memory, and safe
+against the file changing under us."""
 
 import errno
 import mmap
 import os
 import platform
 import sys
+from typing import Optional
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError
 from ..format.records import RECORD_CHUNK, decode_records, iter_records
 from ..format.scan import scan
+from ..errors import KafkalogError
+from . import names
 from .files import open_regular
+from .index import OffsetIndex, TimeIndex
+from .txnindex import TransactionIndex
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 # A batch holds many messages: its decompressed size may reach this multiple of the
@@ -22,7 +28,7 @@ BATCH_LIMIT_FACTOR = 16
 MAX_RELATIVE_OFFSET = 2 ** 31 - 1
 
 
-def reach_problem(last_offset, base):
+def reach_problem(last_offset: int, base: int) -> Optional[str]:
     """Why a batch ending at ``last_offset`` cannot be in the segment based at ``base`` (its
     offset index could not hold it), or None."""
     if not 0 <= last_offset - base <= MAX_RELATIVE_OFFSET:
@@ -30,12 +36,14 @@ def reach_problem(last_offset, base):
     return None
 
 
-def order_problem(last_offset, prev_last):
+def order_problem(last_offset: int, prev_last: Optional[int]) -> Optional[str]:
     """Why a batch ending at ``last_offset`` cannot follow one ending at ``prev_last`` (None:
     no batch before it), or None: offsets only grow within a partition."""
     if prev_last is not None and last_offset <= prev_last:
         return "last offset %d does not follow offset %d" % (last_offset, prev_last)
     return None
+
+
 # Bytes already scanned are dropped from memory in steps of this size, so that the resident
 # size stays flat however large the file is.
 RELEASE_STEP = 32 * 1024 * 1024
@@ -57,7 +65,7 @@ _ANON_FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
     else 0)
 
 
-class FileChangedError(OSError):
+class FileChangedError(KafkalogError, OSError):
     """The file holds fewer bytes than it did when opened: another process truncated it."""
 
 
@@ -226,4 +234,86 @@ class LogFile:
         return None
 
 
-__all__ = ["LogFile", "CorruptRecordError", "DEFAULT_MAX_MESSAGE_SIZE", "FileChangedError"]
+class Segment:
+    """One segment of a partition, as Kafka's LogSegment: a base offset and the files named by
+    it (``.log``, ``.index``, ``.timeindex``, ``.txnindex``). Creating one touches no file;
+    each file is opened when asked for.
+
+    ``suffix`` is a lifecycle suffix ('.deleted', '.cleaned', '.swap') or ''. A segment named
+    on the command line may have a file name that holds no offset: ``base_offset`` is then
+    None (``Segment.at(path)``) and its other files are found beside it by the same stem.
+    """
+
+    __slots__ = ("log_path", "base_offset", "suffix")
+
+    def __init__(self, directory: str, base_offset: int, suffix: str = "") -> None:
+        self.log_path = os.path.join(directory, names.offset_name(base_offset, names.LOG, suffix))
+        self.base_offset: Optional[int] = base_offset
+        self.suffix = suffix
+
+    @classmethod
+    def at(cls, path: str) -> "Segment":
+        """The segment any one of whose files is ``path`` (``X.index`` -> segment ``X``)."""
+        seg = cls.__new__(cls)
+        seg.log_path = names.sibling(path, names.LOG)
+        seg.base_offset = names.base_offset_from_name(path)
+        seg.suffix = names.lifecycle_suffix(path)
+        return seg
+
+    @property
+    def directory(self) -> str:
+        return os.path.dirname(self.log_path)
+
+    @property
+    def name(self) -> str:
+        """The .log file's name."""
+        return os.path.basename(self.log_path)
+
+    def file(self, kind: str) -> str:
+        """The path of this segment's file of ``kind`` (names.LOG, INDEX, TIMEINDEX, TXNINDEX)."""
+        return names.sibling(self.log_path, kind)
+
+    @property
+    def index_path(self) -> str:
+        return self.file(names.INDEX)
+
+    @property
+    def time_index_path(self) -> str:
+        return self.file(names.TIMEINDEX)
+
+    @property
+    def txn_index_path(self) -> str:
+        return self.file(names.TXNINDEX)
+
+    def size(self) -> int:
+        """The .log file's size in bytes now."""
+        return os.path.getsize(self.log_path)
+
+    def open(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> "LogFile":
+        """The .log file opened for reading (a LogFile; use it as a context manager)."""
+        return LogFile(self.log_path, max_message_size)
+
+    def offset_index(self) -> OffsetIndex:
+        """The .index as read from disk ; OSError when it cannot be read."""
+        return OffsetIndex(self.index_path, self.base_offset)
+
+    def time_index(self) -> TimeIndex:
+        """The .timeindex as read from disk."""
+        return TimeIndex(self.time_index_path, self.base_offset)
+
+    def txn_index(self) -> TransactionIndex:
+        """The .txnindex as read from disk."""
+        return TransactionIndex(self.txn_index_path, self.base_offset)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Segment) and other.log_path == self.log_path
+
+    def __hash__(self) -> int:
+        return hash(self.log_path)
+
+    def __repr__(self) -> str:
+        return "Segment(%r)" % self.log_path
+
+
+__all__ = ["Segment", "LogFile", "CorruptRecordError", "DEFAULT_MAX_MESSAGE_SIZE",
+           "FileChangedError"]

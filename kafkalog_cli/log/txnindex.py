@@ -4,7 +4,8 @@ import re
 import struct
 
 from .entries import LazyEntries
-from .files import FileFormatError, base_offset_from_name, read_sized
+from .files import FileFormatError, read_sized
+from .names import base_offset_from_name
 
 ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
 

@@ -11,6 +11,7 @@ from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from . import files
+from . import names
 from .files import FileFormatError
 from .index import OffsetIndex, TimeIndex
 from .txnindex import TransactionIndex
@@ -400,8 +401,8 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
     """
     from .segment import LogFile, DEFAULT_MAX_MESSAGE_SIZE
     reports = []
-    paths = {kind: files.segment_file(log_path, kind)
-             for kind in (files.INDEX, files.TIMEINDEX, files.TXNINDEX)}
+    paths = {kind: names.sibling(log_path, kind)
+             for kind in (names.INDEX, names.TIMEINDEX, names.TXNINDEX)}
     # lexists: a symlink to a device or a FIFO is refused by the reader, not taken for no log
     have_log = os.path.lexists(log_path)
     log = LogFile(log_path, max_message_size or DEFAULT_MAX_MESSAGE_SIZE) if have_log else None
@@ -414,7 +415,7 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
 
     try:
         oindex = None
-        for kind, cls in ((files.INDEX, OffsetIndex), (files.TIMEINDEX, TimeIndex)):
+        for kind, cls in ((names.INDEX, OffsetIndex), (names.TIMEINDEX, TimeIndex)):
             path = paths[kind]
             if not os.path.lexists(path):
                 continue
@@ -428,7 +429,7 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
                 continue
             report = FileReport(path, kind, len(index.entries))
             reports.append(report)
-            if kind == files.INDEX:
+            if kind == names.INDEX:
                 oindex = index
             if index.zero_tail and not active:
                 report.notes.append(zero_tail_note(index))
@@ -438,22 +439,22 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
                 continue
             if log is None:
                 report.problems.append(missing_log(path, log_path))
-            elif kind == files.INDEX:
+            elif kind == names.INDEX:
                 report.problems.extend(check_offset_index(index, log, log_chain()))
             else:
                 report.problems.extend(check_time_index(index, oindex, log,
                                                         header_timestamps=True,
                                                         chain=log_chain()))
-        path = paths[files.TXNINDEX]
+        path = paths[names.TXNINDEX]
         if os.path.lexists(path):
             try:
                 txn = TransactionIndex(path)
             except OSError as e:
-                reports.append(FileReport(path, files.TXNINDEX, error=e))
+                reports.append(FileReport(path, names.TXNINDEX, error=e))
             except FileFormatError as e:
-                reports.append(FileReport(path, files.TXNINDEX, problems=[unreadable(path, e)]))
+                reports.append(FileReport(path, names.TXNINDEX, problems=[unreadable(path, e)]))
             else:
-                report = FileReport(path, files.TXNINDEX, len(txn.entries),
+                report = FileReport(path, names.TXNINDEX, len(txn.entries),
                                     [Problem(path, SANITY, m) for m in txn.sanity_problems()])
                 reports.append(report)
                 if not sanity_only and log is not None:
@@ -462,7 +463,7 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
             # The broker creates the file with the first aborted transaction: none, no file.
             problems = check_txn_index(TransactionIndex.empty(path), log)
             if problems:
-                reports.append(FileReport(path, files.TXNINDEX, 0, problems))
+                reports.append(FileReport(path, names.TXNINDEX, 0, problems))
     finally:
         if log is not None:
             log.close()

@@ -19,8 +19,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..format.records import NO_TIMESTAMP_TYPE, Batch, Records, held_back
 from ..format.errors import CorruptRecordError
-from ..log import files
-from ..log.files import FileFormatError, expand_path, file_kind
+from ..log.files import FileFormatError, expand_path
+from ..log import names
+from ..log.names import file_kind
 from ..log.index import OffsetIndex
 from ..log.seek import Seek
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
@@ -64,8 +65,8 @@ class SegmentSlice(InputPartition):
 
 def segment_slices(path, topics=None, max_bytes=DEFAULT_MAX_BYTES_PER_PARTITION):
     """The input partitions of a log directory, partition directory or segment file."""
-    logs = [p for p in expand_path(path, kinds=(files.LOG,))
-            if file_kind(p) == files.LOG and not files.lifecycle_suffix(p)]
+    logs = [p for p in expand_path(path, kinds=(names.LOG,))
+            if file_kind(p) == names.LOG and not names.lifecycle_suffix(p)]
     if topics:
         logs = [p for p in logs if topic_partition(p)[0] in topics]
     out = []
@@ -73,7 +74,7 @@ def segment_slices(path, topics=None, max_bytes=DEFAULT_MAX_BYTES_PER_PARTITION)
         size = os.path.getsize(log)
         cuts = [0]
         if size > max_bytes:
-            index_path = files.segment_file(log, files.INDEX)
+            index_path = names.sibling(log, names.INDEX)
             try:
                 index = OffsetIndex(index_path) if os.path.isfile(index_path) else None
             except (OSError, FileFormatError):

@@ -1,0 +1,88 @@
+"""A log directory (one of a broker's log.dirs, Kafka's LogManager view of it): its partition
+directories and its offset checkpoint files, and which partitions a path given by a user
+stands for."""
+
+import errno
+import os
+import stat
+from typing import Dict, List, Optional, Tuple
+
+from ..errors import UsageError
+from . import checkpoints, names
+from .files import open_regular, printable_name
+from .lock import LogDirLock
+from .partition import Partition, is_partition_dir
+
+
+class LogDir:
+    """The log directory ``path``. Creating one reads nothing."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def partitions(self) -> List[Partition]:
+        """Its partition directories, in topic and partition-number order. A directory that
+        cannot be listed is left out."""
+        found = partitions_of(self.path)
+        return [Partition(p) for p in sorted(found, key=names.partition_sort_key)]
+
+    def partition(self, topic: str, number: int) -> Partition:
+        """The partition ``<topic>-<number>`` of this log directory (it may not exist)."""
+        return Partition(os.path.join(self.path, "%s-%d" % (topic, number)))
+
+    def offset_checkpoint(self, name: str) -> Dict[Tuple[str, int], int]:
+        """{(topic, partition): offset} of the offset checkpoint ``name`` (one of
+        names.OFFSET_CHECKPOINT_NAMES), or {} when the file is absent."""
+        path = os.path.join(self.path, name)
+        if not os.path.exists(path):
+            return {}
+        return {(t, p): o for t, p, o in checkpoints.read_offset_checkpoint(path)}
+
+    def lock(self, create: bool = True) -> LogDirLock:
+        return LogDirLock(self.path, create)
+
+    def __repr__(self) -> str:
+        return "LogDir(%r)" % self.path
+
+
+def partitions_of(path: str, errors: Optional[List[Tuple[str, OSError]]] = None) -> List[str]:
+    """The partition directories (absolute paths) a path stands for: a .log file's directory, a
+    partition directory, or every partition directory of a log directory in topic and
+    partition order. A directory of a log directory that has a partition's name but cannot be
+    read is added to ``errors`` as (path, OSError), and the others are still found.
+
+    Raises UsageError for a file that is not a segment's .log, OSError for a path that cannot
+    be read or holds no partition."""
+    if os.path.isfile(path):
+        if names.file_kind(path) != names.LOG:
+            raise UsageError("%s: not a segment (.log) file or a directory" % printable_name(path))
+        return [os.path.dirname(os.path.abspath(path))]
+    if not os.path.isdir(path):
+        # its own error: no such file, a loop, no permission on the way, not a regular file
+        open_regular(path).close()
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    if is_partition_dir(path):
+        return [os.path.abspath(path)]
+    found = []
+    failed = False
+    for n in sorted(os.listdir(path)):
+        sub = os.path.join(os.path.abspath(path), n)
+        if n == names.QUARANTINE or n.startswith("."):
+            continue
+        try:
+            if not stat.S_ISDIR(os.stat(sub).st_mode) or not is_partition_dir(sub):
+                continue
+        except OSError as e:
+            # a partition that cannot be read (no permission, a dangling symlink or a loop):
+            # named, the others still handled; other names (lost+found) are none of ours
+            if names.looks_like_partition(n):
+                failed = True
+                if errors is not None:
+                    errors.append((sub, e))
+            continue
+        found.append(sub)
+    if not found and not failed:
+        raise FileNotFoundError(errno.ENOENT, "no partition directories in it", path)
+    return found

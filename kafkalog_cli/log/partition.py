@@ -1,0 +1,83 @@
+"""A partition directory (Kafka's UnifiedLog over its LocalLog): its segments in offset order,
+its producer snapshots and leader epochs, and the lock of the log directory it lives in."""
+
+import os
+from typing import List, Optional, Tuple
+
+from . import checkpoints, names
+from .lock import LogDirLock
+from .segment import Segment
+
+
+class Partition:
+    """The partition held by ``directory`` (``<topic>-<n>``). Creating one reads nothing;
+    every method lists or reads the directory as it is when called."""
+
+    __slots__ = ("directory",)
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(os.path.normpath(self.directory))
+
+    @property
+    def topic(self) -> Optional[str]:
+        """The topic named by the directory, or None when its name is not ``<topic>-<n>``."""
+        return names.topic_partition(self.directory)[0]
+
+    @property
+    def number(self) -> Optional[int]:
+        """The partition number named by the directory, or None."""
+        return names.topic_partition(self.directory)[1]
+
+    @property
+    def log_dir(self) -> str:
+        """The log directory holding this partition (where its .lock and checkpoints are)."""
+        return os.path.dirname(os.path.abspath(self.directory))
+
+    def segments(self) -> List[Segment]:
+        """The live segments (every ``<20 digits>.log``, no lifecycle suffix), oldest first."""
+        bases = sorted(names.base_offset_from_name(n) for n in os.listdir(self.directory)
+                       if names.is_live_log(n))
+        return [Segment(self.directory, base) for base in bases]
+
+    def active_segment(self) -> Optional[Segment]:
+        """The last segment, the one a broker appends to; None when there is none."""
+        segments = self.segments()
+        return segments[-1] if segments else None
+
+    def snapshot_paths(self) -> List[Tuple[int, str]]:
+        """(offset, path) of every producer snapshot (``<20 digits>.snapshot``), oldest first."""
+        found = [(names.base_offset_from_name(n), os.path.join(self.directory, n))
+                 for n in os.listdir(self.directory)
+                 if names.partition_file_kind(n) == names.SNAPSHOT and not names.lifecycle_suffix(n)]
+        return sorted(found)
+
+    def leader_epochs(self) -> List[Tuple[int, int]]:
+        """(epoch, start offset) of the leader-epoch-checkpoint, or [] when there is none."""
+        path = os.path.join(self.directory, names.LEADER_EPOCH_CHECKPOINT)
+        if not os.path.exists(path):
+            return []
+        return list(checkpoints.read_leader_epochs(path))
+
+    def lock(self, create: bool = True) -> LogDirLock:
+        """The log directory's lock, as a broker takes it (use as a context manager)."""
+        return LogDirLock(self.log_dir, create)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Partition) and os.path.abspath(other.directory) == \
+            os.path.abspath(self.directory)
+
+    def __hash__(self) -> int:
+        return hash(os.path.abspath(self.directory))
+
+    def __repr__(self) -> str:
+        return "Partition(%r)" % self.directory
+
+
+def is_partition_dir(directory: str) -> bool:
+    """Does ``directory`` hold a partition (names.marks_partition)? OSError when it cannot be
+    listed."""
+    return names.marks_partition(os.listdir(directory))
