@@ -148,7 +148,7 @@ def appended_obj(res):
 
 def assert_text_range(res, first, last):
     """The final stdout line names the offset range written."""
-    lines = [l for l in res.lines if l.strip()]
+    lines = [line for line in res.lines if line.strip()]
     assert lines, res
     nums = [int(n) for n in re.findall(r"\d+", lines[-1])]
     assert first in nums and last in nums, (lines[-1], first, last)

@@ -473,10 +473,10 @@ def test_text_flush_reports(tmp_path):
     d = part_dir(tmp_path)
     res = ok(append(d, "--flush-messages", "100", "--batch-records", "25",
                     input=ac.lines_input(["f%d" % i for i in range(300)])))
-    lines = [l for l in res.lines if l.strip()]
+    lines = [line for line in res.lines if line.strip()]
     assert len(lines) >= 3, res
     for x in (99, 199):
-        assert any(str(x) in l for l in lines[:-1]), res
+        assert any(str(x) in line for line in lines[:-1]), res
     ac.assert_text_range(res, 0, 299)
 
 

@@ -175,7 +175,7 @@ def test_flipped_bit_in_offset_field_is_not_a_crc_error(tmp_path):
     check_kafka_dump(res, path, data, deep=True)
     assert res.lines[2].startswith("baseOffset: 16 lastOffset: 18 ")
     # every later batch (offsets 3-11) is below 18: each is named
-    back = [l for l in res.err_lines if "does not follow" in l]
+    back = [line for line in res.err_lines if "does not follow" in line]
     first = kg.split_entries(data)[0]  # the second batch starts after it, offsets 3-6
     assert back[0] == ("kafkalog: %s: the batch at position %d: last offset 6 does not follow "
                        "offset 18" % (path, len(first))), res.err
@@ -183,7 +183,7 @@ def test_flipped_bit_in_offset_field_is_not_a_crc_error(tmp_path):
     # batch-level, through the C fast path where it is built: the same verdict
     res = dump(path)
     assert res.code == 1, res
-    assert [l for l in res.err_lines if "does not follow" in l] == back, res.err
+    assert [line for line in res.err_lines if "does not follow" in line] == back, res.err
 
 
 def test_inner_legacy_crc_mismatch_is_reported_per_record(tmp_path):
@@ -565,6 +565,7 @@ def test_batch_out_of_its_segment_is_invalid(tmp_path, case, deep):
     res = dump(*(["--deep-iteration"] if deep else []), path)
     assert res.code == 1, res
     assert "Traceback" not in res.err
-    assert any("does not fit a segment based at %d" % base in l for l in res.err_lines), res.err
+    assert any("does not fit a segment based at %d" % base in line
+               for line in res.err_lines), res.err
     # every batch is still printed, as Kafka's tool prints it
-    assert len([l for l in res.lines if l.startswith("baseOffset")]) == 2, res.out
+    assert len([line for line in res.lines if line.startswith("baseOffset")]) == 2, res.out

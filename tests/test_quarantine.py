@@ -411,7 +411,7 @@ def test_a_symlinked_segment_that_needs_a_cut_is_refused(tmp_path, dry_run):
     args = ["--dry-run"] if dry_run else []
     res = recover(*args, str(logdir))
     assert res.code == 2, res
-    errors = [l for l in res.err_lines if "linked-0" in l]
+    errors = [line for line in res.err_lines if "linked-0" in line]
     assert len(errors) == 1 and "symlink" in errors[0] and "victim.log" in errors[0], res.err
     after = _tree_bytes(str(tmp_path))
     for rel in before:

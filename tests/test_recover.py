@@ -1619,7 +1619,7 @@ def test_non_regular_file_under_an_index_name_is_left_alone(tmp_path, what):
     assert first.code == 2, first
     assert any(os.path.basename(path) in line and "not a regular file" in line
                for line in first.lines), first.out
-    assert [l for l in first.err_lines if "not a regular file" in l] == [
+    assert [line for line in first.err_lines if "not a regular file" in line] == [
         "kafkalog: %s: not a regular file: not read, left alone" % path], first.err
     assert os.path.lexists(path) and not os.path.isfile(path)
     if what.startswith("devzero"):

@@ -338,7 +338,7 @@ def test_abort_marker_entry_missing_from_non_empty_txn_index(tmp_path):
         w.add_control(kg.ABORT, pid, 0, 1)
     segs = ig.write_partition(tmp_path / "t-0", [(0, w.data())])
     assert len(segs[0].txns) == 2
-    path = ig.write_file(segs[0].paths["txnindex"], ig.encode_txn_index(segs[0].txns[:1]))
+    ig.write_file(segs[0].paths["txnindex"], ig.encode_txn_index(segs[0].txns[:1]))
     res = verify(str(tmp_path / "t-0"))
     assert res.code == 1, res
     assert [line for line in res.err_lines if "00000000000000000000" in line], res.err
