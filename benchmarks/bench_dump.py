@@ -130,8 +130,8 @@ def bench_file(path, repeat, startup):
     times = {}
     times["kp full parse"], records = best_of(repeat, kp_full_parse, path)
     times["kp batch+crc"], batches = best_of(repeat, kp_batch_crc, path)
-    times["our deep dump"] = min(run_child(["dump", "--deep-iteration", "--print-data-log", path])[0]
-                                 for _ in range(repeat))
+    deep = ["dump", "--deep-iteration", "--print-data-log", path]
+    times["our deep dump"] = min(run_child(deep)[0] for _ in range(repeat))
     times["our batch dump"] = min(run_child(["dump", path])[0] for _ in range(repeat))
     # kafka-python in a process of its own too, so that both sides pay interpreter start-up.
     for name, job in (("kp full (proc)", "full"), ("kp crc (proc)", "crc")):
@@ -181,10 +181,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", default=os.path.join(here, "data"),
                         help="where segment files are built and cached (default: benchmarks/data)")
-    parser.add_argument("--size-mb", type=int, help="size of the 1 KiB-value file, MiB (default 256)")
+    parser.add_argument("--size-mb", type=int,
+                        help="size of the 1 KiB-value file, MiB (default 256)")
     parser.add_argument("--small-size-mb", type=int,
                         help="size of the 100-byte-value file, MiB (default 64)")
-    parser.add_argument("--rss-size-mb", type=int, help="size of the --rss file, MiB (default 1024)")
+    parser.add_argument("--rss-size-mb", type=int,
+                        help="size of the --rss file, MiB (default 1024)")
     parser.add_argument("--codec", choices=CODECS, default="none", help="batch compression")
     parser.add_argument("--repeat", type=int, default=3, help="best of N (default 3)")
     parser.add_argument("--quick", action="store_true", help="small files, for a smoke test")
@@ -204,7 +206,8 @@ def main():
         size = args.rss_size_mb or (32 if args.quick else 1024)
         sys.exit(0 if bench_rss(build_segment(args.workdir, "1k", size, args.codec)) else 1)
 
-    files = [build_segment(args.workdir, "1k", args.size_mb or (16 if args.quick else 256), args.codec),
+    files = [build_segment(args.workdir, "1k", args.size_mb or (16 if args.quick else 256),
+                           args.codec),
              build_segment(args.workdir, "small", args.small_size_mb or (8 if args.quick else 64),
                            args.codec)]
     empty = build_segment(args.workdir, "1k", 0, args.codec)

@@ -79,7 +79,8 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", default=os.path.join(here, "data"))
-    parser.add_argument("--size-mb", type=int, default=1024, help="segment size, MiB (default 1024)")
+    parser.add_argument("--size-mb", type=int, default=1024,
+                        help="segment size, MiB (default 1024)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="a 32 MiB segment, for a smoke test")
     args = parser.parse_args()

@@ -23,9 +23,10 @@ import subprocess
 import sys
 import time
 
-MiB = 1 << 20
 from bench_dump import build_segment
 from bench_seek import write_indexes
+
+MiB = 1 << 20
 
 
 # The Parquet output goes to memory (tmpfs) when the machine has it, so that the figures
@@ -70,7 +71,8 @@ def warm(_):
     import tempfile
     from kafkalog_cli.spark import jobs
     small = %r
-    jobs.write_parquet_slice((0, (small, 0, os.path.getsize(small))), tempfile.mkdtemp(), [], {}, "warm")
+    jobs.write_parquet_slice((0, (small, 0, os.path.getsize(small))), tempfile.mkdtemp(), [], {},
+                             "warm")
     return 0
 spark.sparkContext.parallelize(range(%d), %d).map(warm).collect()
 out = tempfile.mkdtemp(dir=%r)

@@ -24,7 +24,6 @@ something to do.
 """
 
 import argparse
-import glob
 import hashlib
 import io
 import json
@@ -49,7 +48,8 @@ CLI_COMMANDS = (
     ("dump", "--deep-iteration", "--print-data-log"),
     ("dump", "--format", "messages", "--print-data-log", "--timestamps", "iso"),
     ("dump", "--format", "json", "--deep-iteration", "--print-data-log", "--value-decoder", "json"),
-    ("dump", "--skip-invalid", "--deep-iteration", "--kafka-format", "4.3", "--key-decoder", "long"),
+    ("dump", "--skip-invalid", "--deep-iteration", "--kafka-format", "4.3",
+     "--key-decoder", "long"),
     ("dump", "--from-offset", "5", "--to-offset", "60"),
     ("dump", "--from-timestamp", "1700000000010", "--to-timestamp", "1900000000000",
      "--format", "json", "--timestamps", "iso"),
@@ -82,7 +82,7 @@ class Crash(Exception):
     """An invariant that does not hold (not an exception of the code under test)."""
 
 
-# -- targets --------------------------------------------------------------------------------------------
+# -- targets ---------------------------------------------------------------------------------------
 #
 # A target is a class with ``seeds()`` (initial inputs, bytes) and ``run(data)`` (one input: raise
 # to report a crash). Inputs are plain bytes, so that libFuzzer can mutate them.
@@ -120,7 +120,8 @@ class FormatTarget:
         limits = (5 << 20, 80 << 20) if flags & 8 else (16 << 10, 64 << 10)
         try:
             if flags & 1:
-                self.F.with_pure_python(self.F.read_log_bytes, body, limits[0], limits[1], bool(flags & 2))
+                self.F.with_pure_python(self.F.read_log_bytes, body, limits[0], limits[1],
+                                        bool(flags & 2))
             else:
                 self.F.read_log_bytes(body, limits[0], limits[1], bool(flags & 2))
             if flags & 4:
@@ -168,8 +169,9 @@ class AuxTarget:
 
 class CliTarget:
     """The CLI in-process (``cli.main`` in standalone mode, SystemExit caught) on a partition
-    (a fixture, or a kafka-python one of any format and codec) with one file replaced. Input: partition, file, command and directory-change
-    choices (4 bytes), the command's numeric parameter (4 bytes), then the file's new bytes. The directory change (one input in four): a
+    (a fixture, or a kafka-python one of any format and codec) with one file replaced. Input:
+    partition, file, command and directory-change choices (4 bytes), the command's numeric
+    parameter (4 bytes), then the file's new bytes. The directory change (one input in four): a
     hostile or half-crashed directory's contents (fuzzlib.TREE_OPS: odd names, a symlink to
     /dev/zero, a FIFO, a copy under a lifecycle suffix, a splice of two files...)."""
 
@@ -269,7 +271,8 @@ class CliTarget:
             render._kafkatext, records._speedups = saved
         if c != py:
             cl, pl = c[1].splitlines(), py[1].splitlines()
-            first = next((i for i in range(min(len(cl), len(pl))) if cl[i] != pl[i]), min(len(cl), len(pl)))
+            common = min(len(cl), len(pl))
+            first = next((i for i in range(common) if cl[i] != pl[i]), common)
             raise Crash("C and pure-Python dumps differ: exit %r vs %r, first at line %d: %r vs %r"
                         % (c[0], py[0], first + 1, cl[first:first + 1], pl[first:first + 1]))
 
@@ -360,7 +363,8 @@ class CliTarget:
             if "--max-message-size" in cmd:
                 limit = ["--max-message-size", args[args.index("--max-message-size") + 1]]
             segments = self.F.kafka_segments(d)
-            dumped = self._invoke(["dump", "--deep-iteration"] + limit + segments) if segments else None
+            dumped = (self._invoke(["dump", "--deep-iteration"] + limit + segments)
+                      if segments else None)
             code = self._invoke(args)
             if code not in (0, 1, 2):
                 raise Crash("recover: exit status %r" % code)
@@ -377,9 +381,10 @@ class CliTarget:
             # a run that met an error (exit 2: a file it leaves alone, a refusal) may meet it
             # again; the second run changes nothing either way
             allowed = (0, 2) if code == 2 else (0,)
-            if code2 not in allowed or self.F.snapshot_tree(d) != snap:
+            changed = self.F.snapshot_tree(d) != snap
+            if code2 not in allowed or changed:
                 raise Crash("second recover: exit %r, %s" % (
-                    code2, "changed the partition" if self.F.snapshot_tree(d) != snap else "nothing changed"))
+                    code2, "changed the partition" if changed else "nothing changed"))
             if code in (0, 1):
                 logs = self.F.kafka_segments(d)
                 if logs and self._invoke(["dump", "--deep-iteration"] + limit + logs) == 1:
@@ -395,7 +400,7 @@ class CliTarget:
             shutil.rmtree(root, ignore_errors=True)
 
 
-# -- the worker: one target, one engine ----------------------------------------------------------------
+# -- the worker: one target, one engine ------------------------------------------------------------
 
 def _location(exc):
     """The innermost frame in kafkalog_cli (else the innermost frame) as file:line."""
@@ -468,7 +473,8 @@ def _make_target(name, workdir):
 
 def run_worker(args):
     import fuzzlib as F
-    workdir = tempfile.mkdtemp(prefix="kafkalog-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    workdir = tempfile.mkdtemp(prefix="kafkalog-fuzz-",
+                               dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     header = {"format": 1, "aux": 1, "cli": 8}[args.worker]
     try:
         if args.engine == "atheris":
@@ -511,7 +517,8 @@ def run_worker(args):
 
             atheris.Setup([sys.argv[0], "-max_len=%d" % MAX_LEN, "-rss_limit_mb=3072",
                            "-timeout=60", "-runs=%d" % (args.runs + len(seeds) + 10),
-                           "-seed=%d" % args.seed, "-artifact_prefix=%s/%s-" % (CRASH_DIR, args.worker),
+                           "-seed=%d" % args.seed,
+                           "-artifact_prefix=%s/%s-" % (CRASH_DIR, args.worker),
                            "-print_final_stats=0", corpus],
                           one, custom_mutator=mutator)
             atheris.Fuzz()
@@ -530,7 +537,7 @@ def run_worker(args):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-# -- the parent: every target in turn, then the summary ---------------------------------------------
+# -- the parent: every target in turn, then the summary --------------------------------------------
 
 def run_all(args):
     engine = args.engine
@@ -544,7 +551,8 @@ def run_all(args):
     for name in args.targets.split(","):
         runs = args.runs if not args.runs_per else int(dict(
             x.split("=") for x in args.runs_per.split(","))[name])
-        stats = os.path.join(tempfile.gettempdir(), "kafkalog-fuzz-%s-%d.json" % (name, os.getpid()))
+        stats = os.path.join(tempfile.gettempdir(),
+                             "kafkalog-fuzz-%s-%d.json" % (name, os.getpid()))
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--runs", str(runs),
                "--engine", engine, "--stats", stats, "--seed", str(args.seed)]
         print("== %s: %d inputs (%s)" % (name, runs, engine), flush=True)
