@@ -1,23 +1,19 @@
 """`kafkalog dump`: print segment files like kafka-dump-log.sh, or as messages or JSON Lines."""
 
-import os
 import sys
 
 import click
 
-from ..log.files import NoSegmentsError, expand, os_error_text, printable_name
+from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from ..log import names
-from ..log.names import base_offset_from_name
-from ..log.seek import Seek, next_bases
-from ..log.segment import (DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, RELEASE_STEP, LogFile,
-                           order_problem, reach_problem)
-from ..format.errors import CorruptRecordError, LimitExceededError
-from ..format.records import Batch
+from ..log.files import NoSegmentsError, os_error_text, printable_name
+from ..log.read import SegmentReader, files_to_read
+from ..log.seek import Seek
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from . import decoders
 from .dump_aux import IndexOptions, dump_aux
 from .render import WRITERS, DumpOptions
 
-EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 KAFKA_MAX_BYTES = 2147483647
 KAFKA_FORMATS = ("3.x", "4.0", "4.1", "4.2", "4.3")
 # Kafka's decoder classes, accepted for --key-decoder-class/--value-decoder-class.
@@ -41,142 +37,6 @@ def _targets(paths, files):
         targets.extend(p for p in spec.split(",") if p)
     targets.extend(paths)
     return targets
-
-
-def dump_file(path, writer, opts, max_bytes, max_message_size, base_offset, resync, seek=None):
-    """Dump one segment file through ``writer``; return the exit status it earns.
-
-    With ``seek``, start where the indexes say and print only the batches holding wanted
-    records (and, deep, only those records)."""
-    status = EXIT_OK
-    limited = max_bytes < KAFKA_MAX_BYTES
-    with LogFile(path, max_message_size) as log:
-        start = 0
-        if seek is not None:
-            start, note = seek.start_position(log)
-            if note is not None:
-                writer.warn(note)
-        base = base_offset_from_name(path) if base_offset is None else base_offset
-        if base is None:
-            base = log.first_base_offset()
-            source = "from the first batch"
-            if base is None:
-                base, source = 0, "as no batch holds one"
-            writer.warn("%s: the file name holds no base offset; using %d %s (--base-offset sets it)"
-                        % (printable_name(path), base, source))
-        writer.begin_file(printable_name(path), base, log.buf)
-        end = min(log.size, max_bytes)
-        fast = writer.fast_path() if seek is None else None
-        pos = min(start, end)
-        prev_last = None  # the highest last offset of the valid batches so far
-        beyond_reach = False
-        while pos < end:
-            if fast is not None:
-                # From base - 1 the fast run also stops at a batch below the segment's base.
-                start_last = base - 1 if prev_last is None else prev_last
-                pos, prev_last = fast(log, pos, end, RELEASE_STEP, start_last)
-                log.release_before(pos)
-                if prev_last - base > MAX_RELATIVE_OFFSET and not beyond_reach:
-                    beyond_reach = True
-                    writer.warn("%s: batches before position %d reach offset %d, which does not "
-                                "fit a segment based at %d" % (writer.path, pos, prev_last, base))
-                    status = EXIT_INVALID
-            for item in log.entries(pos, end, resync):
-                pos = item.position + item.size
-                if isinstance(item, Batch) and item.is_valid:
-                    # Offsets going back, or out of the segment's reach: the broker's recovery
-                    # stops the segment there (its index cannot take the entry), so recover
-                    # cuts it: invalid data.
-                    problem = (reach_problem(item.last_offset, base)
-                               or order_problem(item.last_offset, prev_last))
-                    if problem is None:
-                        prev_last = item.last_offset
-                    else:
-                        writer.warn("%s: the batch at position %d: %s"
-                                    % (writer.path, item.position, problem))
-                        status = EXIT_INVALID
-                if isinstance(item, Batch):
-                    shown, past_end, error = _dump_batch(log, item, writer, opts.deep, seek)
-                    if past_end:
-                        pos = end
-                        break
-                    if not shown:
-                        continue
-                    if isinstance(error, LimitExceededError):
-                        # A batch whose records inflate past the bound is valid (its CRC holds;
-                        # the broker does not look inside): said, not counted as invalid.
-                        writer.records_not_decoded(item, log.batch_limit)
-                        error = None
-                    if error is None and not opts.deep:
-                        error = item.codec_problem
-                    if error is not None:
-                        writer.record_error(item, str(error))
-                        status = EXIT_INVALID
-                    elif not item.is_valid:
-                        status = EXIT_INVALID
-                    if fast is not None:
-                        break  # back to the fast path
-                else:
-                    # A batch cut by --max-bytes is not an error, as in Kafka.
-                    counted = not (limited and item.at_end and item.truncated)
-                    writer.invalid(item, counted)
-                    if counted:
-                        status = EXIT_INVALID
-            else:
-                break
-        writer.end_file()
-    return status
-
-
-def _dump_batch(log, batch, writer, deep, seek):
-    """Write ``batch`` through ``writer``, its records (when ``deep``) a chunk at a time as they
-    are decoded, so that a batch of millions of records never sits in memory whole.
-
-    Returns (shown, past_end, error): whether the batch was written (with ``seek``, only a batch
-    holding wanted records is, or one whose records cannot be read), whether ``seek`` says no
-    later batch can be wanted, and the CorruptRecordError met in its records (the records
-    before the damage are written first) or None.
-    """
-    if not deep and seek is None:
-        writer.batch(batch, None)
-        return True, False, None
-    shown = False
-    checked_end = seek is None
-    error = None
-    try:
-        for recs in log.iter_records(batch):
-            if not checked_end:
-                checked_end = True
-                if seek.past_end(batch, recs):
-                    return False, True, None
-            if seek is not None:
-                wanted = seek.select(recs)
-                if not wanted:
-                    continue
-                if len(wanted) != len(recs):
-                    recs = recs.select(wanted)
-            if shown:
-                if deep:
-                    writer.records(batch, recs)
-                continue
-            writer.batch(batch, recs if deep else None)
-            shown = True
-            _first_match(writer, seek)
-    except CorruptRecordError as e:
-        error = e
-    if not checked_end and seek.past_end(batch, None):
-        return False, True, None
-    if not shown and (seek is None or error is not None):
-        writer.batch(batch, None)
-        shown = True
-        _first_match(writer, seek)
-    return shown, False, error
-
-
-def _first_match(writer, seek):
-    if seek is not None and not seek.shown:
-        writer.flush()  # the first match at once: the rest may take a scan
-        seek.shown = True
 
 
 @click.command()
@@ -251,32 +111,24 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     bounds = None
     if (from_offset, to_offset, from_timestamp, to_timestamp) != (None,) * 4:
         bounds = Seek(from_offset, to_offset, from_timestamp, to_timestamp)
+    limit = max_bytes if max_bytes < KAFKA_MAX_BYTES else None
+    fast = writer.fast_path()
     status = EXIT_OK
     try:
         for target in targets:
             try:
-                found = expand(target)
+                found = files_to_read(target, bounds)
             except (NoSegmentsError, OSError) as e:
                 writer.warn(str(e) if isinstance(e, NoSegmentsError) else _os_error(target, e))
                 status = EXIT_USAGE
                 continue
-            if bounds is not None:
-                # Seeking reads the logs only, and of those only the segments the bounds reach.
-                found = [f for f in found if f.kind == names.LOG or f.error is not None]
-                following = next_bases([f.path for f in found if f.error is None])
-                found = [f for f in found if f.error is not None or bounds.wants_segment(
-                    base_offset_from_name(f.path), following.get(f.path))]
-            seek, seek_dir = None, None
-            for f in found:
+            for f, seek in found:
                 path, kind = f.path, f.kind
                 if f.error is not None:
                     # a partition directory that cannot be read: named, the others go on
                     writer.warn(_os_error(path, f.error))
                     status = EXIT_USAGE
-                    continue
-                if bounds is not None and os.path.dirname(path) != seek_dir:
-                    seek, seek_dir = bounds.fresh(), os.path.dirname(path)
-                if kind is None:
+                elif kind is None:
                     if not f.explicit:
                         writer.ignored(printable_name(path))
                     else:
@@ -285,17 +137,21 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
                                     "*.txnindex, *.snapshot and checkpoint files"
                                     % printable_name(path))
                         status = EXIT_USAGE
-                    continue
-                try:
-                    if kind == names.LOG:
-                        result = dump_file(path, writer, opts, max_bytes, max_message_size,
-                                           base_offset, skip_invalid, seek)
-                    else:
-                        result = dump_aux(kind, path, writer, iopts)
-                    status = max(status, result)
-                except OSError as e:
-                    writer.warn(_os_error(path, e))
-                    status = EXIT_USAGE
+                else:
+                    try:
+                        if kind == names.LOG:
+                            with LogFile(path, max_message_size) as log:
+                                reader = SegmentReader(log, base_offset, seek=seek,
+                                                       records=opts.deep, max_bytes=limit,
+                                                       resync=skip_invalid, fast=fast)
+                                writer.segment(reader)
+                            result = EXIT_INVALID if reader.invalid else EXIT_OK
+                        else:
+                            result = dump_aux(kind, path, writer, iopts)
+                        status = max(status, result)
+                    except OSError as e:
+                        writer.warn(_os_error(path, e))
+                        status = EXIT_USAGE
     finally:
         writer.finish()
     if writer.found_invalid:

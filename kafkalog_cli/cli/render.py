@@ -15,8 +15,9 @@ from crc32c import crc32c
 from ..format import control
 from ..format.errors import CorruptRecordError
 from ..format.records import record_sequence
-from ..log import verify
-from ..log import names
+from ..log import names, verify
+from ..log.files import printable_name
+from ..log.read import MISPLACED, NOT_DECODED, BatchProblem, BatchRead, BytesProblem
 from . import decoders
 
 _BOOL = ("false", "true")
@@ -32,6 +33,18 @@ if not os.environ.get("KAFKALOG_PURE_PYTHON"):
         from . import _kafkatext
     except ImportError:  # pragma: no cover - depends on the build
         _kafkatext = None
+
+
+def kafka_version(text):
+    """A --kafka-format value as a comparable tuple: "4.10" -> (4, 10), "3.x" -> (3, 0)."""
+    return tuple(int(p) if p.isdigit() else 0 for p in text.split("."))
+
+
+JAVA_TOOL = (4, 3)  # the first kafka-dump-log.sh rewritten in Java (DumpLogSegments.java)
+
+
+def java_tool(kafka_format):
+    return kafka_version(kafka_format) >= JAVA_TOOL
 
 
 class DumpOptions:
@@ -59,7 +72,7 @@ class Writer:
         self.buf = None
         self.found_invalid = False  # set by the writer itself for records it cannot render
         self._problems = []
-        self._java = opts.kafka_format >= "4.3"
+        self._java = java_tool(opts.kafka_format)
 
     # -- plumbing ------------------------------------------------------------------------
     def _encode_lines(self):
@@ -117,6 +130,34 @@ class Writer:
         return str(ms)
 
     # -- events ----------------------------------------------------------------------------
+    def segment(self, reader):
+        """Write one segment file: the events of ``reader`` (a log.read.SegmentReader)."""
+        for note in reader.notes:
+            self.warn(note.message)
+        self.begin_file(printable_name(reader.log.path), reader.base, reader.log.buf)
+        first_match = reader.seek is not None
+        for event in reader:
+            if isinstance(event, BatchRead):
+                if event.first:
+                    self.batch(event.batch, event.records)
+                    if first_match:
+                        self.flush()  # the first match at once: the rest may take a scan
+                        first_match = False
+                else:
+                    self.records(event.batch, event.records)
+            elif isinstance(event, BatchProblem):
+                if event.kind == MISPLACED:
+                    self.warn("%s: %s" % (self.path, event.message))
+                elif event.kind == NOT_DECODED:
+                    self.records_not_decoded(event.batch, reader.log.batch_limit)
+                else:
+                    self.record_error(event.batch, event.message)
+            elif isinstance(event, BytesProblem):
+                self.invalid(event.item, event.counted)
+            else:
+                self.warn(event.message)
+        self.end_file()
+
     def begin_file(self, path, base_offset, buf=None):
         """Start a file; ``buf`` is its bytes, for writers that render from them directly."""
         self.path = path
@@ -241,7 +282,7 @@ def entry_text(kind, f, kafka_format):
             return line + (" firstSequence: %d lastSequence: %d lastOffset: %d offsetDelta: %d "
                            "timestamp: %d" % (f["firstSequence"], f["lastSequence"], f["lastOffset"],
                                               f["offsetDelta"], f["timestamp"]))
-        return line if kafka_format >= "4.3" else line + " "  # the Scala tool's trailing space
+        return line if java_tool(kafka_format) else line + " "  # the Scala tool's trailing space
     return " ".join("%s: %s" % item for item in f.items())
 
 
@@ -269,7 +310,7 @@ def control_text(key, value, kafka_format):
         # Read even where it is not printed (the Scala tool's plain controlType line): a
         # malformed value is invalid data for dump as for recover.
         body = control.kraft_control_json(type_id, value)
-        if kafka_format >= "4.3":
+        if java_tool(kafka_format):
             return " LeaderChange: %s" % json.dumps(body, separators=(",", ":"), allow_nan=False)
     return " controlType: %s(%d)" % (control.control_type_name(type_id), type_id)
 
@@ -298,6 +339,13 @@ class KafkaWriter(Writer):
         self._last = None
         self._key_text = decoders.TEXT[opts.key_decoder]
         self._value_text = decoders.TEXT[opts.value_decoder]
+        # Where the C renderer takes over (it writes plain epoch timestamps only): runs of
+        # whole batches when no record is shown, batch lines, and v2 record lines whose keys
+        # and values print as strings.
+        native = _kafkatext if not opts.iso else None
+        self._c_runs = native if not opts.deep else None
+        self._c_batch_line = native
+        self._c_records = native if opts.key_decoder == opts.value_decoder == "string" else None
 
     def begin_file(self, path, base_offset, buf=None):
         super().begin_file(path, base_offset, buf)
@@ -309,9 +357,7 @@ class KafkaWriter(Writer):
 
     def fast_path(self):
         """A function that prints a run of batches at once, where this dump allows it."""
-        if _kafkatext is None or self.opts.iso or self.opts.deep:
-            return None
-        return self._fast_batches
+        return None if self._c_runs is None else self._fast_batches
 
     def _fast_batches(self, log, pos, end, max_bytes, prev_last):
         """Print the run of valid v2 batches from ``pos`` whose last offsets rise above
@@ -328,7 +374,7 @@ class KafkaWriter(Writer):
         stop = min(end, pos + max_bytes)
         while pos < stop:
             n = log.read_into(view[:min(_FAST_CHUNK, end - pos)], pos)
-            data, used, prev_last = _kafkatext.batch_lines(view, 0, n, n, crc32c, pos, prev_last)
+            data, used, prev_last = self._c_runs.batch_lines(view, 0, n, n, crc32c, pos, prev_last)
             if data:
                 self.put_bytes(data)
                 self._maybe_flush()
@@ -338,9 +384,8 @@ class KafkaWriter(Writer):
         return pos, prev_last
 
     def batch(self, b, recs):
-        if (b.magic == 2 and b.codec <= 4 and _kafkatext is not None and not self.opts.iso
-                and self.buf is not None):
-            self.put_bytes(_kafkatext.batch_line(self.buf, b.position, b.is_valid))
+        if self._c_batch_line is not None and b.magic == 2 and b.codec <= 4 and self.buf is not None:
+            self.put_bytes(self._c_batch_line.batch_line(self.buf, b.position, b.is_valid))
         else:
             self._lines.append(self._batch_line(b))
         if recs is not None:
@@ -392,8 +437,8 @@ class KafkaWriter(Writer):
 
     def _v2_lines(self, b, recs):
         """The hot path: data records of a v2 batch with metadata, plain epoch timestamps."""
-        if _kafkatext is not None and self.opts.key_decoder == self.opts.value_decoder == "string":
-            self.put_bytes(_kafkatext.record_lines(
+        if self._c_records is not None:
+            self.put_bytes(self._c_records.record_lines(
                 recs.offsets, recs.timestamps, recs.keys, recs.values, recs.headers,
                 b.base_offset, b.base_sequence, b.timestamp_type_name, self.opts.print_data))
             return

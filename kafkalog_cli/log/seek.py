@@ -16,9 +16,11 @@ from .verify import batch_at
 
 
 class Seek:
-    """Bounds of a dump and the state of one partition's pass: offsets inclusive; from_ts starts
-    at the first record whose timestamp is at least from_ts (as offsets-for-times does);
-    to_ts keeps records whose timestamp is at most to_ts."""
+    """Bounds on records and the state of one partition's pass, with one meaning for every
+    reader (dump's options, the Spark source's, the Python API's): offsets inclusive; from_ts
+    starts at the first record, in offset order, whose timestamp is at least from_ts (as
+    offsets-for-times does, UnifiedLog.fetchOffsetByTimestamp); to_ts keeps the records whose
+    timestamp is at most to_ts. A record without a timestamp (v0) is outside any time bound."""
 
     def __init__(self, from_offset=None, to_offset=None, from_ts=None, to_ts=None):
         self.from_offset = from_offset
@@ -26,7 +28,6 @@ class Seek:
         self.from_ts = from_ts
         self.to_ts = to_ts
         self.started = from_ts is None
-        self.shown = False  # has a wanted batch been printed yet (for the caller)
 
     def fresh(self):
         """The same bounds for another partition."""
@@ -59,8 +60,8 @@ class Seek:
                 if ts < self.from_ts:
                     continue
                 self.started = True
-            if to_ts is not None and ts > to_ts:
-                continue
+            if to_ts is not None and not 0 <= ts <= to_ts:
+                continue  # a record without a timestamp (-1) is outside any time bound
             out.append(i)
         return out
 

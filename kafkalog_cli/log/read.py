@@ -1,0 +1,262 @@
+"""The one record iterator: reading a segment's batches and records, with the checks every
+reader makes, as a stream of events that `dump`, the Spark data source and the Python API
+(``Partition.records``) each turn into their own output.
+
+A ``SegmentReader`` walks the .log file of one segment from a start position (the one the
+offset and time indexes give, when seeking), batch by batch, in bounded memory. For each batch
+it yields ``BatchRead`` events (the batch, then its records a chunk at a time when records are
+wanted), and ``BatchProblem``/``BytesProblem``/``Note`` events for what is wrong or worth
+saying. It decides what counts as invalid data (``invalid`` is set once any counted problem is
+met), following the broker's rules (LogSegment.recover, LogValidator): a batch whose CRC fails,
+whose records do not decode, whose offsets go back or out of the segment's reach, and bytes
+that are no batch.
+"""
+
+import os
+from typing import Callable, Iterator, List, Optional, Tuple, Union
+
+from ..format.errors import CorruptRecordError, LimitExceededError
+from ..format.records import Batch, Records, held_back
+from ..format.scan import InvalidBytes
+from . import names
+from .files import Found, expand, printable_name
+from .seek import Seek, next_bases
+from .segment import MAX_RELATIVE_OFFSET, RELEASE_STEP, LogFile, order_problem, reach_problem
+
+# BatchProblem kinds
+MISPLACED = "misplaced"        # offsets going back, or past the segment's reach: invalid
+RECORDS = "records"            # its records cannot be read: invalid
+NOT_DECODED = "not_decoded"    # its records inflate past the bound: valid, records not read
+
+# A fast run: (log, position, end, bytes at most, last offset before) -> (position, last offset)
+FastRun = Callable[[LogFile, int, int, int, int], Tuple[int, int]]
+
+
+class BatchRead:
+    """A batch read, with a chunk of its records (``records``: None when records are not
+    read, or none could be; the chunk holds only the records the bounds want). The first
+    event of a batch has ``first`` set; its other chunks follow in further events."""
+
+    __slots__ = ("batch", "records", "first")
+
+    def __init__(self, batch: Batch, records: Optional[Records], first: bool) -> None:
+        self.batch = batch
+        self.records = records
+        self.first = first
+
+
+class BatchProblem:
+    """Something wrong with a batch (``kind``: MISPLACED, RECORDS or NOT_DECODED), said in
+    ``message``; ``counted``: it makes the data invalid."""
+
+    __slots__ = ("batch", "kind", "message", "counted")
+
+    def __init__(self, batch: Batch, kind: str, message: str, counted: bool = True) -> None:
+        self.batch = batch
+        self.kind = kind
+        self.message = message
+        self.counted = counted
+
+
+class BytesProblem:
+    """Bytes that are no batch (``item``, an InvalidBytes); ``counted`` is False for a batch
+    cut by a byte limit the caller set (``max_bytes``), which Kafka's tool does not count."""
+
+    __slots__ = ("item", "counted")
+
+    def __init__(self, item: InvalidBytes, counted: bool) -> None:
+        self.item = item
+        self.counted = counted
+
+
+class Note:
+    """A sentence about the reading itself (an index not used, a guessed base offset);
+    ``counted``: it reports invalid data."""
+
+    __slots__ = ("message", "counted")
+
+    def __init__(self, message: str, counted: bool = False) -> None:
+        self.message = message
+        self.counted = counted
+
+
+Event = Union[BatchRead, BatchProblem, BytesProblem, Note]
+
+
+class SegmentReader:
+    """The events of one segment's .log file (``log``, an open LogFile), as described above.
+
+    - ``base``: the segment's base offset (None: from the file name, else from its first batch,
+      with a Note saying so).
+    - ``seek``: a Seek (bounds on offsets and timestamps, and the state of one partition's
+      pass); the reading then starts where the indexes say, and stops once no later batch can
+      hold a wanted record. Only batches holding wanted records are given (and of those, only
+      the wanted records), besides those whose records cannot be read.
+    - ``records``: decode records (else batches only, unless seeking needs them).
+    - ``start``/``stop``: read the batches starting in [start, stop) (stop: None, the end).
+    - ``max_bytes``: read only this many bytes of the file; a batch cut by it is not counted.
+    - ``resync``: after invalid bytes, go on at the next position where a valid batch starts.
+    - ``valid_only``: records of batches whose CRC fails are not decoded, and a chunk of
+      records is given only once the records after it decode (a batch damaged in its first
+      chunk gives no records): rows for a table rather than lines for a person.
+    - ``skip_control``: control batches are passed over without an event.
+    - ``fast``: a function that consumes a run of plain valid batches at once (the C renderer
+      of `dump`); used only when no records are read and nothing is sought.
+    """
+
+    def __init__(self, log: LogFile, base: Optional[int] = None, *, seek: Optional[Seek] = None,
+                 records: bool = False, start: int = 0, stop: Optional[int] = None,
+                 max_bytes: Optional[int] = None, resync: bool = False,
+                 valid_only: bool = False, skip_control: bool = False,
+                 fast: Optional[FastRun] = None) -> None:
+        self.log = log
+        self.seek = seek
+        self.records = records
+        self.resync = resync
+        self.valid_only = valid_only
+        self.skip_control = skip_control
+        self.fast = fast if seek is None and not records else None
+        self.end = log.size if max_bytes is None else min(log.size, max_bytes)
+        self.limited = max_bytes is not None
+        self.stop = stop
+        self.invalid = False
+        self.notes: List[Note] = []
+        if seek is not None and start == 0:
+            start, note = seek.start_position(log)
+            if note is not None:
+                self.notes.append(Note(note))
+        self.start = start
+        if base is None:
+            base = names.base_offset_from_name(log.path)
+        if base is None:
+            base = log.first_base_offset()
+            source = "from the first batch"
+            if base is None:
+                base, source = 0, "as no batch holds one"
+            self.notes.append(Note("%s: the file name holds no base offset; using %d %s "
+                                   "(--base-offset sets it)"
+                                   % (printable_name(log.path), base, source)))
+        self.base = base
+
+    def __iter__(self) -> Iterator[Event]:
+        log, base, end = self.log, self.base, self.end
+        pos = min(self.start, end)
+        prev_last: Optional[int] = None  # the highest last offset of the valid batches so far
+        beyond_reach = False
+        while pos < end:
+            if self.fast is not None:
+                # From base - 1 the fast run also stops at a batch below the segment's base.
+                pos, prev_last = self.fast(log, pos, end, RELEASE_STEP,
+                                           base - 1 if prev_last is None else prev_last)
+                log.release_before(pos)
+                if prev_last - base > MAX_RELATIVE_OFFSET and not beyond_reach:
+                    beyond_reach = True
+                    self.invalid = True
+                    yield Note("%s: batches before position %d reach offset %d, which does not "
+                               "fit a segment based at %d"
+                               % (printable_name(log.path), pos, prev_last, base), counted=True)
+            for item in log.entries(pos, end, self.resync):
+                if self.stop is not None and item.position >= self.stop:
+                    return
+                pos = item.position + item.size
+                if not isinstance(item, Batch):
+                    # A batch cut by the caller's byte limit is not an error, as in Kafka.
+                    counted = not (self.limited and item.at_end and item.truncated)
+                    self.invalid |= counted
+                    yield BytesProblem(item, counted)
+                    continue
+                if item.is_valid:
+                    # Offsets going back, or out of the segment's reach: the broker's recovery
+                    # stops the segment there (its index cannot take the entry).
+                    problem = (reach_problem(item.last_offset, base)
+                               or order_problem(item.last_offset, prev_last))
+                    if problem is None:
+                        prev_last = item.last_offset
+                    else:
+                        self.invalid = True
+                        yield BatchProblem(item, MISPLACED, "the batch at position %d: %s"
+                                           % (item.position, problem))
+                if item.is_control and self.skip_control:
+                    continue
+                outcome = yield from self._batch(item)
+                if outcome is None:
+                    return  # past the sought offsets: no later batch is wanted
+                if outcome and self.fast is not None:
+                    break  # back to the fast run
+            else:
+                break
+
+    def _batch(self, batch: Batch):
+        """The events of one batch; returns whether it was shown (None: past the bounds)."""
+        seek = self.seek
+        decode = (self.records or seek is not None) and (batch.is_valid or not self.valid_only)
+        shown = False
+        checked_end = seek is None
+        error = None
+        if decode:
+            chunks = self.log.iter_records(batch)
+            if self.valid_only:
+                chunks = held_back(chunks)
+            try:
+                for recs in chunks:
+                    if not checked_end:
+                        checked_end = True
+                        if seek.past_end(batch, recs):
+                            return None
+                    if seek is not None:
+                        wanted = seek.select(recs)
+                        if not wanted:
+                            continue
+                        if len(wanted) != len(recs):
+                            recs = recs.select(wanted)
+                    if shown and not self.records:
+                        continue
+                    yield BatchRead(batch, recs if self.records else None, not shown)
+                    shown = True
+            except CorruptRecordError as e:
+                error = e
+        if not checked_end and seek.past_end(batch, None):
+            return None
+        if not shown and (seek is None or error is not None or not decode):
+            yield BatchRead(batch, None, True)
+            shown = True
+        if not shown:
+            return False
+        if isinstance(error, LimitExceededError):
+            # A batch whose records inflate past the bound is valid (its CRC holds; the broker
+            # does not look inside): said, not counted as invalid.
+            yield BatchProblem(batch, NOT_DECODED, str(error), counted=False)
+            error = None
+        message = str(error) if error is not None else None
+        if message is None and not self.records:
+            message = batch.codec_problem
+        if message is not None:
+            self.invalid = True
+            yield BatchProblem(batch, RECORDS, message)
+        elif not batch.is_valid:
+            self.invalid = True
+        return True
+
+
+def files_to_read(target: str, bounds: Optional[Seek] = None) -> List[Tuple[Found, Optional[Seek]]]:
+    """The files a path stands for (files.expand), each with the Seek its reading takes: with
+    ``bounds``, only the segments the bounds reach (and partition directories that could not
+    be read), with one fresh Seek per partition; without, every file and None."""
+    found = expand(target)
+    if bounds is None:
+        return [(f, None) for f in found]
+    found = [f for f in found if f.kind == names.LOG or f.error is not None]
+    following = next_bases([f.path for f in found if f.error is None])
+    out: List[Tuple[Found, Optional[Seek]]] = []
+    seeks = {}
+    for f in found:
+        if f.error is not None:
+            out.append((f, None))
+            continue
+        if not bounds.wants_segment(names.base_offset_from_name(f.path), following.get(f.path)):
+            continue
+        directory = os.path.dirname(f.path)
+        if directory not in seeks:
+            seeks[directory] = bounds.fresh()
+        out.append((f, seeks[directory]))
+    return out
