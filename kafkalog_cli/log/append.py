@@ -1,5 +1,6 @@
-"""Writing to a partition as a broker does: append batches to the active segment, keep its
-indexes as the append path does (LogSegment.append, semantics.md b.4), roll (c.1-c.3).
+"""Writing to a partition as a broker does: append batches to the active segment and keep its
+indexes as LogSegment.append does, roll where LogSegment.shouldRoll says so, and seal the
+active segment and open the next one as UnifiedLog.roll does.
 
 The active segment's .index and .timeindex are kept trimmed to their entries and appended to;
 a crash can leave them short or long by an entry, which `kafkalog recover` puts right.
@@ -9,96 +10,154 @@ import errno
 import fcntl
 import os
 import time
+from dataclasses import dataclass
+from typing import IO, BinaryIO, List, Optional, Set, Tuple, Type, Union
 
+from ..errors import KafkalogError
 from ..format.records import Batch
-from .names import LOG, base_offset_from_name, file_kind, lifecycle_suffix
 from .index import OffsetIndex, TimeIndex
-from .indexbuild import IndexBuilder, fsync_dir, write_atomically, write_new
-from .segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile
+from .indexbuild import DEFAULT_INDEX_INTERVAL, IndexBuilder, fsync_dir, write_atomically, write_new
+from .partition import Partition
+from .segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, Segment
 
 DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
 DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 ** 2  # segment.index.bytes
 PARTITION_LOCK = ".kafkalog-append.lock"
 
 
-class AppendError(Exception):
-    """The partition cannot be written as it is (a damaged active segment, another writer)."""
+class AppendError(KafkalogError):
+    """The partition cannot be written as it is (a damaged active segment, another writer):
+    exit code 2."""
 
 
-def segment_name(base):
-    return "%020d" % base
-
-
-def now_ms():
+def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+@dataclass(frozen=True)
 class RollPolicy:
-    def __init__(self, segment_bytes=DEFAULT_SEGMENT_BYTES, segment_ms=None,
-                 segment_index_bytes=DEFAULT_SEGMENT_INDEX_BYTES, index_interval=4096):
-        self.segment_bytes = segment_bytes
-        self.segment_ms = segment_ms
-        self.max_index_entries = segment_index_bytes // OffsetIndex.entry.size
-        self.max_time_entries = segment_index_bytes // TimeIndex.entry.size - 1
-        self.index_interval = index_interval
+    """When the active segment rolls (the topic's segment.bytes, segment.ms,
+    segment.index.bytes) and how often the append path adds an index entry
+    (index.interval.bytes)."""
+
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    segment_ms: Optional[int] = None
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES
+    index_interval: int = DEFAULT_INDEX_INTERVAL
+
+    @property
+    def max_index_entries(self) -> int:
+        return self.segment_index_bytes // OffsetIndex.entry.size
+
+    @property
+    def max_time_entries(self) -> int:
+        # LogSegment.shouldRoll: the time index rolls one entry early, keeping a slot for the
+        # entry written when the segment is sealed
+        return self.segment_index_bytes // TimeIndex.entry.size - 1
+
+
+@dataclass(frozen=True)
+class RollResult:
+    """What a roll asked for by hand did: ``sealed`` is the segment it sealed, or None when it
+    did not roll (``reason`` says why); ``active`` is the active segment afterwards."""
+
+    active: Segment
+    sealed: Optional[Segment] = None
+    reason: Optional[str] = None
+
+    @property
+    def rolled(self) -> bool:
+        return self.sealed is not None
 
 
 class _Active:
-    """The open active segment: its files and the in-memory state the broker keeps for it."""
+    """The open active segment: its files and the in-memory state a broker keeps for it
+    (LogSegment's maxTimestampAndOffsetSoFar, bytesSinceLastIndexEntry, rollingBasedTimestamp)."""
 
-    def __init__(self, directory, base):
+    def __init__(self, directory: str, base: int) -> None:
+        self.segment = Segment(directory, base)
         self.base = base
-        stem = os.path.join(directory, segment_name(base))
-        self.log_path, self.index_path, self.time_path = (stem + ".log", stem + ".index",
-                                                          stem + ".timeindex")
         self.size = 0
-        self.first_batch_ts = None       # max timestamp of the first batch (time-based roll)
+        self.first_batch_ts: Optional[int] = None  # max timestamp of the first batch (segment.ms)
         self.max_ts = -1                 # max timestamp so far, and the last offset of its batch
         self.max_ts_offset = -1
         self.index_entries = 0
         self.time_entries = 0
         self.last_time_ts = -1
         self.bytes_since_index = 0       # in memory only, as on a broker: 0 after a restart
-        self.log = self.index = self.timeindex = None
+        self.log: Optional[BinaryIO] = None
+        self.index: Optional[BinaryIO] = None
+        self.timeindex: Optional[BinaryIO] = None
 
-    def open_files(self):
+    @property
+    def log_path(self) -> str:
+        return self.segment.log_path
+
+    @property
+    def index_path(self) -> str:
+        return self.segment.index_path
+
+    @property
+    def time_path(self) -> str:
+        return self.segment.time_index_path
+
+    def open_files(self) -> None:
         self.log = open(self.log_path, "ab")
         self.index = open(self.index_path, "ab")
         self.timeindex = open(self.time_path, "ab")
 
-    def files(self):
+    def files(self) -> Tuple[Optional[BinaryIO], ...]:
         return (self.log, self.index, self.timeindex)
 
-    def flush(self):
+    def note_batch(self, max_timestamp: int, last_offset: int) -> None:
+        """A batch now in the segment: the timestamps LogSegment tracks for rolling and for the
+        time index."""
+        if self.first_batch_ts is None:
+            self.first_batch_ts = max_timestamp
+        if max_timestamp > self.max_ts:
+            self.max_ts, self.max_ts_offset = max_timestamp, last_offset
+
+    def flush(self) -> None:
         for f in self.files():
             if f is not None and not f.closed:
                 f.flush()
                 os.fsync(f.fileno())
 
-    def close(self):
+    def close(self) -> None:
         for f in self.files():
             if f is not None:
                 f.close()
 
 
+def _write(f: Optional[BinaryIO], data: bytes) -> None:
+    assert f is not None, "the active segment's files are open while it is written"
+    f.write(data)
+
+
 class PartitionWriter:
     """Appends encoded batches to a partition directory. Use as a context manager; the caller
-    holds the log directory's lock (log.lock.LogDirLock) around it."""
+    holds the log directory's lock (Partition.lock()) around it."""
 
-    def __init__(self, directory, policy=None, max_message_size=DEFAULT_MAX_MESSAGE_SIZE,
-                 lock_partition=True):
+    def __init__(self, directory: str, policy: Optional[RollPolicy] = None,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                 lock_partition: bool = True) -> None:
         self.directory = directory
         self.lock_partition = lock_partition
         self.policy = policy or RollPolicy()
         self.max_message_size = max_message_size
-        self._lock_fd = None
+        self._lock_fd: Optional[int] = None
         self._lock_created = False
-        self.active = None
-        self.next_offset = None
-        self.rolled = []  # base offsets of the segments this writer created
+        self._active: Optional[_Active] = None
+        self.next_offset = 0  # the log end offset, once open
+        self.rolled: List[int] = []  # base offsets of the segments this writer created
+
+    @property
+    def active(self) -> _Active:
+        assert self._active is not None, "a PartitionWriter is used inside its with block"
+        return self._active
 
     # -- opening -----------------------------------------------------------------------------
-    def __enter__(self):
+    def __enter__(self) -> "PartitionWriter":
         created = not os.path.isdir(self.directory)
         os.makedirs(self.directory, exist_ok=True)
         if created:
@@ -106,27 +165,26 @@ class PartitionWriter:
         if self.lock_partition:
             self._lock_partition()
         try:
-            bases = sorted(base_offset_from_name(n) for n in os.listdir(self.directory)
-                           if file_kind(n) == LOG and not lifecycle_suffix(n)
-                           and base_offset_from_name(n) is not None)
-            if not bases:
+            last = Partition(self.directory).active_segment()
+            base = None if last is None else last.base_offset
+            if base is None:
                 self._create_segment(0)
             else:
-                self._load_active(bases[-1])
+                self._load_active(base)
         except BaseException:
             self._unlock()
             raise
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         try:
-            if self.active is not None:
-                self.active.flush()
-                self.active.close()
+            if self._active is not None:
+                self._active.flush()
+                self._active.close()
         finally:
             self._unlock()
 
-    def _lock_partition(self):
+    def _lock_partition(self) -> None:
         path = os.path.join(self.directory, PARTITION_LOCK)
         self._lock_created = not os.path.exists(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -140,7 +198,7 @@ class PartitionWriter:
             raise
         self._lock_fd = fd
 
-    def _unlock(self):
+    def _unlock(self) -> None:
         if self._lock_fd is not None:
             if self._lock_created:
                 # Safe to remove: every kafkalog writer also holds the log directory's .lock,
@@ -149,33 +207,42 @@ class PartitionWriter:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _load_active(self, base):
+    def _load_active(self, base: int) -> None:
+        """Open the last segment to append to, with the state a broker's LogLoader rebuilds
+        for it; AppendError when it is not whole (recover first)."""
         active = _Active(self.directory, base)
-        next_offset = base
         builder = IndexBuilder(base, self.policy.index_interval)
-        starts = set()
-        with LogFile(active.log_path, self.max_message_size) as log:
-            for item in log.entries():
-                if not isinstance(item, Batch) or not item.is_valid:
-                    raise AppendError("%s: damaged at position %d (%s): run `kafkalog recover` first"
-                                      % (active.log_path, item.position,
-                                         getattr(item, "reason", "CRC mismatch")))
-                if active.first_batch_ts is None:
-                    active.first_batch_ts = item.max_timestamp
-                if item.max_timestamp > active.max_ts:
-                    active.max_ts, active.max_ts_offset = item.max_timestamp, item.last_offset
-                builder.add(item.position, item.size, item.last_offset, item.max_timestamp)
-                starts.add(item.position)
-                next_offset = item.last_offset + 1
-            active.size = log.size
+        starts, next_offset = self._scan_active(active, builder)
         # A missing index is rebuilt as the broker's recovery would (without the final time
         # entry, which belongs to the roll); one that points past the log is left to recover.
         active.index_entries = self._open_index(active.index_path, OffsetIndex, base,
                                                 builder.offset_index_bytes())
         active.time_entries = self._open_index(active.time_path, TimeIndex, base,
                                                builder.time_index_bytes())
-        index = OffsetIndex(active.index_path, base)
-        tindex = TimeIndex(active.time_path, base)
+        self._check_indexes(active, starts, next_offset)
+        active.open_files()
+        self._active = active
+        self.next_offset = next_offset
+
+    def _scan_active(self, active: _Active, builder: IndexBuilder) -> Tuple[Set[int], int]:
+        """Read the active segment's batches into ``active`` and ``builder``: (the positions
+        batches start at, the next offset)."""
+        next_offset = active.base
+        starts: Set[int] = set()
+        with active.segment.open(self.max_message_size) as log:
+            for item in log.entries():
+                _require_whole(item, active.log_path)
+                active.note_batch(item.max_timestamp, item.last_offset)
+                builder.add(item.position, item.size, item.last_offset, item.max_timestamp)
+                starts.add(item.position)
+                next_offset = item.last_offset + 1
+            active.size = log.size
+        return starts, next_offset
+
+    @staticmethod
+    def _check_indexes(active: _Active, starts: Set[int], next_offset: int) -> None:
+        index = active.segment.offset_index()
+        tindex = active.segment.time_index()
         if ((index.count and (index.entries[-1][1] not in starts
                               or index.entries[-1][0] >= next_offset))
                 or (tindex.count and tindex.entries[-1][1] >= next_offset)):
@@ -183,12 +250,10 @@ class PartitionWriter:
                               "`kafkalog recover` first" % active.log_path)
         if tindex.count:
             active.last_time_ts = tindex.entries[-1][0]
-        active.open_files()
-        self.active = active
-        self.next_offset = next_offset
 
     @staticmethod
-    def _open_index(path, cls, base, rebuilt):
+    def _open_index(path: str, cls: Union[Type[OffsetIndex], Type[TimeIndex]], base: int,
+                    rebuilt: bytes) -> int:
         """Entries of an index we are about to append to: a missing one is written from
         ``rebuilt``; a pre-allocated zero tail (a broker leaves the active segment's index so)
         is cut first so that appends follow the last real entry."""
@@ -208,28 +273,21 @@ class PartitionWriter:
             write_atomically(path, index.data[:keep])
         return index.count
 
-    def _create_segment(self, base):
+    def _create_segment(self, base: int) -> None:
         active = _Active(self.directory, base)
         # The indexes first, the .log last: a crash leaves no segment without its indexes.
         for path in (active.index_path, active.time_path, active.log_path):
-            try:
-                f = open(path, "xb")  # created here, never truncating a file that exists
-            except FileExistsError:
-                # an empty file a crashed roll left is taken as it is; anything else is not ours
-                if not (os.path.isfile(path) and not os.path.islink(path)
-                        and os.path.getsize(path) == 0):
-                    raise AppendError("%s already exists" % path) from None
-                f = open(path, "rb")
-            with f:
-                os.fsync(f.fileno())
+            _create_empty(path)
         fsync_dir(self.directory)
         active.open_files()
-        self.active = active
+        self._active = active
         self.next_offset = base
 
     # -- writing -----------------------------------------------------------------------------
-    def should_roll(self, batch_size, batch_max_ts, batch_last_offset):
-        """LogSegment.shouldRoll, for a batch about to be appended (semantics.md c.1)."""
+    def should_roll(self, batch_size: int, batch_max_ts: int, batch_last_offset: int) -> bool:
+        """LogSegment.shouldRoll, for a batch about to be appended: the segment would outgrow
+        segment.bytes, its records would span more than segment.ms, an index is full, or the
+        batch's offsets would not fit the segment's 32-bit relative offsets."""
         a, p = self.active, self.policy
         if a.size == 0:
             return False  # an empty segment never rolls
@@ -242,20 +300,17 @@ class PartitionWriter:
             return True
         return batch_last_offset - a.base > MAX_RELATIVE_OFFSET
 
-    def append(self, data, last_offset, max_timestamp):
+    def append(self, data: bytes, last_offset: int, max_timestamp: int) -> None:
         """Append one encoded batch ending at ``last_offset``; roll first where the broker
-        would. Index entries follow LogSegment.append."""
+        would. Index entries follow LogSegment.append: one every index.interval.bytes."""
         if self.should_roll(len(data), max_timestamp, last_offset):
             self.roll()
         a = self.active
         position = a.size
-        a.log.write(data)
-        if a.first_batch_ts is None:
-            a.first_batch_ts = max_timestamp
-        if max_timestamp > a.max_ts:
-            a.max_ts, a.max_ts_offset = max_timestamp, last_offset
+        _write(a.log, data)
+        a.note_batch(max_timestamp, last_offset)
         if a.bytes_since_index > self.policy.index_interval:
-            a.index.write(OffsetIndex.entry.pack(last_offset - a.base, position))
+            _write(a.index, OffsetIndex.entry.pack(last_offset - a.base, position))
             a.index_entries += 1
             self._maybe_time_entry()
             a.bytes_since_index = 0
@@ -263,21 +318,84 @@ class PartitionWriter:
         a.size += len(data)
         self.next_offset = last_offset + 1
 
-    def _maybe_time_entry(self):
+    def _maybe_time_entry(self) -> None:
+        """TimeIndex.maybeAppend: an entry only when the max timestamp has grown."""
         a = self.active
         if a.max_ts > a.last_time_ts:
-            a.timeindex.write(TimeIndex.entry.pack(a.max_ts, a.max_ts_offset - a.base))
+            _write(a.timeindex, TimeIndex.entry.pack(a.max_ts, a.max_ts_offset - a.base))
             a.time_entries += 1
             a.last_time_ts = a.max_ts
 
-    def flush(self):
+    def flush(self) -> None:
         self.active.flush()
 
-    def roll(self):
-        """Seal the active segment (final time index entry; its indexes are already trimmed)
-        and start an empty one named by the next offset (semantics.md c.2-c.3)."""
+    def roll(self) -> None:
+        """UnifiedLog.roll: seal the active segment (LogSegment.onBecomeInactiveSegment writes
+        its final time index entry; its indexes are already trimmed) and start an empty one
+        named by the next offset."""
         self._maybe_time_entry()
         self.active.flush()
         self.active.close()
         self._create_segment(self.next_offset)
         self.rolled.append(self.next_offset)
+
+    # -- rolling by hand -----------------------------------------------------------------------
+    def roll_refusal(self, if_bytes: Optional[int] = None, if_older: Optional[int] = None,
+                     now: Optional[int] = None) -> Optional[str]:
+        """Why a roll asked for by hand is not made, or None: an empty segment never rolls (as
+        in LogSegment.shouldRoll); ``if_bytes``: not before the segment holds that many bytes;
+        ``if_older``: not before its first batch is older than that many ms at ``now``."""
+        a = self.active
+        if a.size == 0:
+            return "the active segment is empty"
+        if if_bytes is not None and a.size < if_bytes:
+            return "the active segment holds %d bytes, fewer than %d" % (a.size, if_bytes)
+        if if_older is not None:
+            now = now_ms() if now is None else now
+            if a.first_batch_ts is None or a.first_batch_ts >= now - if_older:
+                return "the active segment's first batch is not older than %d ms" % if_older
+        return None
+
+    def roll_unless(self, if_bytes: Optional[int] = None, if_older: Optional[int] = None,
+                    now: Optional[int] = None) -> RollResult:
+        """Roll unless ``roll_refusal`` gives a reason not to."""
+        reason = self.roll_refusal(if_bytes, if_older, now)
+        if reason is not None:
+            return RollResult(self.active.segment, reason=reason)
+        sealed = self.active.segment
+        self.roll()
+        return RollResult(self.active.segment, sealed)
+
+
+def _require_whole(item: object, path: str) -> None:
+    """AppendError unless ``item`` (an entry of the active segment) is a batch whose CRC holds:
+    a broker would not append after damage, and neither do we."""
+    if not isinstance(item, Batch) or not item.is_valid:
+        raise AppendError("%s: damaged at position %d (%s): run `kafkalog recover` first"
+                          % (path, getattr(item, "position"),
+                             getattr(item, "reason", "CRC mismatch")))
+
+
+def _create_empty(path: str) -> None:
+    """Create ``path`` empty and flush it, never truncating a file that exists: an empty file a
+    crashed roll left is taken as it is; anything else is not ours (AppendError)."""
+    f: IO[bytes]
+    try:
+        f = open(path, "xb")
+    except FileExistsError:
+        if not (os.path.isfile(path) and not os.path.islink(path)
+                and os.path.getsize(path) == 0):
+            raise AppendError("%s already exists" % path) from None
+        f = open(path, "rb")
+    with f:
+        os.fsync(f.fileno())
+
+
+def roll_partition(directory: str, if_bytes: Optional[int] = None,
+                   if_older: Optional[int] = None, now: Optional[int] = None) -> RollResult:
+    """Seal the active segment of the partition ``directory`` and start an empty one at the
+    next offset, as UnifiedLog.roll, unless the segment is empty or a condition is not met
+    (``PartitionWriter.roll_refusal``). Takes the log directory's lock; raises LockHeld when a
+    broker holds it, AppendError when the active segment is damaged, OSError."""
+    with Partition(directory).lock(), PartitionWriter(directory) as writer:
+        return writer.roll_unless(if_bytes, if_older, now)
