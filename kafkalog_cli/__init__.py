@@ -1,3 +1,38 @@
-"""kafkalog: an offline toolkit for Apache Kafka log directories."""
+"""kafkalog: an offline toolkit for Apache Kafka log directories.
+
+The Python API (see the README's "Python API" section):
+
+    from kafkalog_cli import LogDir, Partition, Segment
+
+    for record in Partition("/var/lib/kafka/data/orders-0").records(from_offset=100):
+        print(record.offset, record.timestamp, record.key, record.value)
+
+The names below are imported when first used, so that importing the package (as every
+`kafkalog` command does) costs nothing.
+"""
 
 __version__ = "0.1.0"
+
+_API = {
+    "LogDir": "kafkalog_cli.log.logdir",
+    "Partition": "kafkalog_cli.log.partition",
+    "Segment": "kafkalog_cli.log.segment",
+    "Record": "kafkalog_cli.log.read",
+    "KafkalogError": "kafkalog_cli.errors",
+    "InvalidDataError": "kafkalog_cli.errors",
+}
+
+__all__ = sorted(_API) + ["__version__"]
+
+
+def __getattr__(name):
+    if name in _API:
+        import importlib
+        value = getattr(importlib.import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError("module 'kafkalog_cli' has no attribute %r" % name)
+
+
+def __dir__():
+    return __all__

@@ -64,6 +64,26 @@ class Batch:
                  "computed_crc", "codec", "timestamp_type", "max_timestamp", "base_timestamp",
                  "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch",
                  "is_transactional", "is_control", "has_delete_horizon", "attributes")
+    position: int
+    size: int
+    magic: int
+    base_offset: int
+    last_offset: int
+    count: int
+    crc: int
+    computed_crc: int
+    codec: int
+    timestamp_type: int
+    max_timestamp: int
+    base_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    partition_leader_epoch: int
+    is_transactional: bool
+    is_control: bool
+    has_delete_horizon: bool
+    attributes: int
 
     @property
     def is_valid(self):

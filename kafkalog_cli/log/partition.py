@@ -2,11 +2,14 @@
 its producer snapshots and leader epochs, and the lock of the log directory it lives in."""
 
 import os
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
 from . import checkpoints, names
 from .lock import LogDirLock
-from .segment import Segment
+from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
+
+if TYPE_CHECKING:
+    from .read import Record
 
 
 class Partition:
@@ -39,9 +42,8 @@ class Partition:
 
     def segments(self) -> List[Segment]:
         """The live segments (every ``<20 digits>.log``, no lifecycle suffix), oldest first."""
-        bases = sorted(names.base_offset_from_name(n) for n in os.listdir(self.directory)
-                       if names.is_live_log(n))
-        return [Segment(self.directory, base) for base in bases]
+        return [Segment(self.directory, base)
+                for base in names.live_log_bases(os.listdir(self.directory))]
 
     def active_segment(self) -> Optional[Segment]:
         """The last segment, the one a broker appends to; None when there is none."""
@@ -50,9 +52,12 @@ class Partition:
 
     def snapshot_paths(self) -> List[Tuple[int, str]]:
         """(offset, path) of every producer snapshot (``<20 digits>.snapshot``), oldest first."""
-        found = [(names.base_offset_from_name(n), os.path.join(self.directory, n))
-                 for n in os.listdir(self.directory)
-                 if names.partition_file_kind(n) == names.SNAPSHOT and not names.lifecycle_suffix(n)]
+        found = []
+        for n in os.listdir(self.directory):
+            offset = names.base_offset_from_name(n)
+            if (offset is not None and names.partition_file_kind(n) == names.SNAPSHOT
+                    and not names.lifecycle_suffix(n)):
+                found.append((offset, os.path.join(self.directory, n)))
         return sorted(found)
 
     def leader_epochs(self) -> List[Tuple[int, int]]:
@@ -61,6 +66,23 @@ class Partition:
         if not os.path.exists(path):
             return []
         return list(checkpoints.read_leader_epochs(path))
+
+    def records(self, from_offset: Optional[int] = None, to_offset: Optional[int] = None,
+                from_timestamp: Optional[int] = None, to_timestamp: Optional[int] = None,
+                include_control: bool = False,
+                max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> "Iterator[Record]":
+        """The partition's records in offset order, as log.read.Record objects, within the
+        bounds (the meaning of `kafkalog dump`'s --from-offset, --to-offset, --from-timestamp,
+        --to-timestamp). Raises InvalidDataError at the first invalid data met."""
+        from .read import read_records
+        return read_records(self.segments(), from_offset, to_offset, from_timestamp,
+                            to_timestamp, include_control, max_message_size)
+
+    def offset_for_time(self, timestamp: int) -> Optional[int]:
+        """The offset of the first record whose timestamp is at least ``timestamp``
+        (offsets-for-times), or None."""
+        from .read import offset_for_time
+        return offset_for_time(self.segments(), timestamp)
 
     def lock(self, create: bool = True) -> LogDirLock:
         """The log directory's lock, as a broker takes it (use as a context manager)."""

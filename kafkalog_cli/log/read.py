@@ -13,15 +13,17 @@ that are no batch.
 """
 
 import os
-from typing import Callable, Iterator, List, Optional, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
+from ..errors import InvalidDataError
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch, Records, held_back
 from ..format.scan import InvalidBytes
 from . import names
 from .files import Found, expand, printable_name
 from .seek import Seek, next_bases
-from .segment import MAX_RELATIVE_OFFSET, RELEASE_STEP, LogFile, order_problem, reach_problem
+from .segment import (DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, RELEASE_STEP, LogFile, Segment,
+                      order_problem, reach_problem)
 
 # BatchProblem kinds
 MISPLACED = "misplaced"        # offsets going back, or past the segment's reach: invalid
@@ -81,6 +83,17 @@ class Note:
 
 
 Event = Union[BatchRead, BatchProblem, BytesProblem, Note]
+
+
+def problem_text(path: str, event: Union[BatchProblem, BytesProblem, Note]) -> str:
+    """One line for a problem event met in the segment file ``path``."""
+    if isinstance(event, Note):
+        return event.message  # names its file already
+    if isinstance(event, BytesProblem):
+        item = event.item
+        return "%s: %d invalid bytes at position %d: %s" % (
+            printable_name(path), item.size, item.position, item.reason)
+    return "%s: %s" % (printable_name(path), event.message)
 
 
 class SegmentReader:
@@ -199,7 +212,7 @@ class SegmentReader:
                 chunks = held_back(chunks)
             try:
                 for recs in chunks:
-                    if not checked_end:
+                    if seek is not None and not checked_end:
                         checked_end = True
                         if seek.past_end(batch, recs):
                             return None
@@ -215,7 +228,7 @@ class SegmentReader:
                     shown = True
             except CorruptRecordError as e:
                 error = e
-        if not checked_end and seek.past_end(batch, None):
+        if seek is not None and not checked_end and seek.past_end(batch, None):
             return None
         if not shown and (seek is None or error is not None or not decode):
             yield BatchRead(batch, None, True)
@@ -260,3 +273,97 @@ def files_to_read(target: str, bounds: Optional[Seek] = None) -> List[Tuple[Foun
             seeks[directory] = bounds.fresh()
         out.append((f, seeks[directory]))
     return out
+
+
+class Record:
+    """One record, as the Python API gives it: where it is (``topic``, ``partition``,
+    ``offset``), its ``timestamp`` (ms since the epoch, -1 for none) and ``timestamp_type``
+    ("CreateTime", "LogAppendTime" or "NoTimestampType"), ``key`` and ``value`` (bytes or None)
+    and ``headers`` (a tuple of (str, bytes or None) pairs). ``batch`` is the header of the
+    batch holding it (format.records.Batch: producer_id, is_transactional, is_control, magic,
+    codec_name, position, ...)."""
+
+    __slots__ = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
+                 "headers", "batch")
+
+    def __init__(self, topic: Optional[str], partition: Optional[int], offset: int,
+                 timestamp: int, key: Optional[bytes], value: Optional[bytes],
+                 headers: Tuple[Tuple[str, Optional[bytes]], ...], batch: Batch) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.timestamp_type = batch.timestamp_type_name
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.batch = batch
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.batch.is_control)
+
+    def __repr__(self) -> str:
+        return "Record(topic=%r, partition=%r, offset=%d, timestamp=%d, key=%r, value=%r)" % (
+            self.topic, self.partition, self.offset, self.timestamp, self.key, self.value)
+
+
+def segment_events(segments: Sequence[Segment], seek: Optional[Seek] = None, *,
+                   records: bool = True, valid_only: bool = True, skip_control: bool = False,
+                   max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+                   ) -> Iterator[Tuple[Segment, Event]]:
+    """(segment, event) for the segments of one partition in offset order (``segments``, as
+    Partition.segments() gives them), each read by a SegmentReader; with ``seek``, only the
+    segments its offset bounds reach are opened."""
+    bases = [s.base_offset for s in segments]
+    for segment, next_base in zip(segments, bases[1:] + [None]):
+        if seek is not None and not seek.wants_segment(segment.base_offset, next_base):
+            continue
+        with segment.open(max_message_size) as log:
+            reader = SegmentReader(log, segment.base_offset, seek=seek, records=records,
+                                   valid_only=valid_only, skip_control=skip_control)
+            for note in reader.notes:
+                yield segment, note
+            for event in reader:
+                yield segment, event
+
+
+def read_records(segments: Sequence[Segment], from_offset: Optional[int] = None,
+                 to_offset: Optional[int] = None, from_timestamp: Optional[int] = None,
+                 to_timestamp: Optional[int] = None, include_control: bool = False,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Iterator[Record]:
+    """The records of ``segments`` (one partition's, in offset order) within the bounds (with
+    the meaning of `dump`'s options: see Seek), as Record objects. Raises InvalidDataError at
+    the first invalid data met (the records before it have been given)."""
+    bounds = (from_offset, to_offset, from_timestamp, to_timestamp)
+    seek = Seek(*bounds) if bounds != (None,) * 4 else None
+    for segment, event in segment_events(segments, seek, skip_control=not include_control,
+                                         max_message_size=max_message_size):
+        if isinstance(event, BatchRead):
+            batch = event.batch
+            if not batch.is_valid:
+                raise InvalidDataError("%s: the batch at position %d (offset %d): its CRC does "
+                                       "not match its bytes" % (segment.log_path, batch.position,
+                                                               batch.base_offset))
+            recs = event.records
+            if recs is None:
+                continue
+            topic, number = names.topic_partition(segment.directory)
+            headers = recs.headers or [()] * len(recs)
+            for offset, ts, key, value, hdrs in zip(recs.offsets, recs.timestamps, recs.keys,
+                                                    recs.values, headers):
+                yield Record(topic, number, offset, ts, key, value, tuple(hdrs), batch)
+        elif event.counted:
+            raise InvalidDataError(problem_text(segment.log_path, event))
+
+
+def offset_for_time(segments: Sequence[Segment], timestamp: int,
+                    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Optional[int]:
+    """The offset of the first record, in offset order, whose timestamp is at least
+    ``timestamp`` (offsets-for-times, UnifiedLog.fetchOffsetByTimestamp), or None when no
+    record has one. Invalid data is passed over."""
+    for _, event in segment_events(segments, Seek(from_ts=timestamp),
+                                   max_message_size=max_message_size):
+        if isinstance(event, BatchRead) and event.records is not None and len(event.records):
+            return event.records.offsets[0]
+    return None
