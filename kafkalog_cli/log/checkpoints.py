@@ -1,25 +1,23 @@
-"""Text files: offset checkpoints of a log directory, leader-epoch-checkpoint, partition.metadata."""
+"""Text files: the offset checkpoints of a log directory (Kafka's OffsetCheckpointFile over
+CheckpointFile), a partition's leader-epoch-checkpoint (LeaderEpochCheckpointFile) and
+partition.metadata (PartitionMetadataFile). Their names are in names.py."""
 
 import base64
 import re
+from typing import Dict, List, Tuple
 
 from .files import FileFormatError, read_sized
 
 # Text checkpoints are small: an offset checkpoint lists a log directory's partitions (some
 # tens of bytes each), a leader-epoch-checkpoint a partition's epochs. A larger file is refused
-# before it is read.
+# before it is read. The four offset checkpoints of a log directory share one format: "0", a
+# count, then "topic partition offset" lines.
 MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
-
-# The four per-log-directory checkpoints share one format: "0", a count, then "topic partition offset".
-OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-                      "replication-offset-checkpoint", "cleaner-offset-checkpoint")
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-PARTITION_METADATA = "partition.metadata"
 
 _FIELDS = re.compile(r"\s+")
 
 
-def _read_text(path):
+def _read_text(path: str) -> str:
     raw = read_sized(path, MAX_CHECKPOINT_BYTES)
     try:
         return raw.decode("utf-8")
@@ -27,14 +25,15 @@ def _read_text(path):
         raise FileFormatError("%s: not UTF-8 text (%s)" % (path, e.reason)) from None
 
 
-def _checkpoint_lines(path, fields):
+def _checkpoint_lines(path: str, fields: int) -> List[Tuple[int, List[str]]]:
     """The entry lines of a CheckpointFile (version 0, a count, then the entries), each split
     into ``fields`` whitespace-separated parts, checked as Kafka's reader checks them."""
     lines = _read_text(path).splitlines()
     if not lines:
         return []
     if lines[0].strip() != "0":
-        raise FileFormatError("%s: unrecognised version %r (expected 0)" % (path, lines[0].strip()))
+        raise FileFormatError("%s: unrecognised version %r (expected 0)"
+                              % (path, lines[0].strip()))
     if len(lines) < 2 or not lines[1].strip().lstrip("-").isdigit():
         raise FileFormatError("%s: missing or malformed entry count" % path)
     expected = int(lines[1].strip())
@@ -42,35 +41,37 @@ def _checkpoint_lines(path, fields):
     for n, line in enumerate(lines[2:], start=3):
         parts = _FIELDS.split(line.strip())
         if len(parts) != fields:
-            raise FileFormatError("%s: line %d: expected %d fields, found %r" % (path, n, fields, line))
+            raise FileFormatError("%s: line %d: expected %d fields, found %r"
+                                  % (path, n, fields, line))
         entries.append((n, parts))
     if len(entries) != expected:
-        raise FileFormatError("%s: expected %d entries but found %d" % (path, expected, len(entries)))
+        raise FileFormatError("%s: expected %d entries but found %d"
+                              % (path, expected, len(entries)))
     return entries
 
 
-def _int(path, n, text):
+def _int(path: str, n: int, text: str) -> int:
     try:
         return int(text)
     except ValueError:
         raise FileFormatError("%s: line %d: %r is not a number" % (path, n, text)) from None
 
 
-def read_offset_checkpoint(path):
+def read_offset_checkpoint(path: str) -> List[Tuple[str, int, int]]:
     """[(topic, partition, offset)] of an offset checkpoint file."""
     return [(parts[0], _int(path, n, parts[1]), _int(path, n, parts[2]))
             for n, parts in _checkpoint_lines(path, 3)]
 
 
-def read_leader_epochs(path):
+def read_leader_epochs(path: str) -> List[Tuple[int, int]]:
     """[(epoch, start offset)] of a leader-epoch-checkpoint."""
     return [(_int(path, n, parts[0]), _int(path, n, parts[1]))
             for n, parts in _checkpoint_lines(path, 2)]
 
 
-def read_partition_metadata(path):
+def read_partition_metadata(path: str) -> Tuple[int, str]:
     """(version, topic id) of partition.metadata."""
-    fields = {}
+    fields: Dict[str, str] = {}
     for n, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue

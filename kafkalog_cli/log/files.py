@@ -3,11 +3,16 @@
 import errno
 import os
 import stat
+from typing import BinaryIO, Collection, Dict, Iterable, List, Optional, Union
 
 from ..errors import InvalidDataError, KafkalogError
 from . import names
-from .names import (LOG, SEGMENT_KINDS, SNAPSHOT, base_offset_from_name, file_kind,
+from .names import (SEGMENT_KINDS, SNAPSHOT, base_offset_from_name, file_kind,
                     lifecycle_suffix, partition_file_kind)
+
+# A path as the os functions take it.
+StrPath = Union[str, "os.PathLike[str]"]
+
 
 class NoSegmentsError(KafkalogError, OSError):
     """A directory holds no Kafka log files."""
@@ -18,7 +23,7 @@ class NotRegularFileError(KafkalogError, OSError):
     to one): readers refuse it rather than block on it or read it without end."""
 
 
-def open_regular(path):
+def open_regular(path: StrPath) -> BinaryIO:
     """Open ``path`` read-only as a binary file object, refusing anything but a regular file.
 
     The open itself does not block (O_NONBLOCK: a FIFO with no writer would otherwise hang in
@@ -40,7 +45,7 @@ def open_regular(path):
         raise
 
 
-def printable_name(name):
+def printable_name(name: Union[str, bytes]) -> str:
     """A file name (str or bytes) safe to print on one line in any encoding: bytes that are not
     UTF-8 and control characters are shown as backslash escapes (``\\xff``), never raised."""
     if isinstance(name, str) and name.isprintable():
@@ -52,12 +57,12 @@ def printable_name(name):
                     if ord(c) < 0x10000 else "\\U%08x" % ord(c)) for c in text)
 
 
-def os_error_text(path, error):
+def os_error_text(path: Union[str, bytes], error: OSError) -> str:
     """``<path>: <why>`` for an OSError met at ``path``: the name printable, the reason short."""
     return "%s: %s" % (printable_name(path), error.strerror or error)
 
 
-def _mode_name(mode):
+def _mode_name(mode: int) -> str:
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):
@@ -71,7 +76,7 @@ def _mode_name(mode):
 MAX_AUX_BYTES = 2 ** 31 - 1
 
 
-def read_sized(path, limit=MAX_AUX_BYTES):
+def read_sized(path: StrPath, limit: int = MAX_AUX_BYTES) -> bytes:
     """The whole contents of the regular file ``path``, up to the size it has when opened
     (a file that grows meanwhile is read as it was; open_regular refuses devices and FIFOs,
     which have no size to stop at). A file larger than ``limit`` is refused before it is
@@ -98,10 +103,11 @@ class ActiveSegments:
     """Which segment is active, for the many segments of one run: each directory is listed
     once (a partition may hold thousands of segments)."""
 
-    def __init__(self):
-        self._last = {}  # directory -> base offset of its last segment, None, or False
+    def __init__(self) -> None:
+        # directory -> base offset of its last segment, None (no segment), or False (unlisted)
+        self._last: Dict[str, Union[int, None, bool]] = {}
 
-    def __call__(self, log_path):
+    def __call__(self, log_path: str) -> bool:
         directory = os.path.dirname(log_path) or "."
         base = base_offset_from_name(log_path)
         if base is None:
@@ -114,16 +120,15 @@ class ActiveSegments:
         return last is None or base == last
 
     @staticmethod
-    def _last_base(directory):
+    def _last_base(directory: str) -> Union[int, None, bool]:
         try:
-            entries = os.listdir(directory)
+            bases = names.live_log_bases(os.listdir(directory))
         except OSError:
             return False
-        return max((base_offset_from_name(n) for n in entries
-                    if partition_file_kind(n) == LOG and not lifecycle_suffix(n)), default=None)
+        return bases[-1] if bases else None
 
 
-def _file_order(name):
+def _file_order(name: str) -> tuple:
     """Segments by base offset (each: log, index, timeindex, txnindex, lifecycle suffix last),
     then producer snapshots by offset, then the named files, then unknown files."""
     kind = partition_file_kind(name)
@@ -137,14 +142,14 @@ def _file_order(name):
     return (3, 0, 0, "", name)
 
 
-def _is_dir(path):
+def _is_dir(path: str) -> bool:
     try:
         return stat.S_ISDIR(os.stat(path).st_mode)
     except OSError:
         return False
 
 
-def _files_in(directory, entries):
+def _files_in(directory: str, entries: Iterable[str]) -> List[str]:
     """The entries of ``directory`` worth naming, in dump order: every entry with a Kafka
     file name whatever it is (a reader refuses what is not a regular file, with an error
     naming it), and every other entry but directories (named as unknown files). Hidden files
@@ -161,18 +166,19 @@ class Found:
 
     __slots__ = ("path", "kind", "explicit", "error")
 
-    def __init__(self, path, kind, explicit=False, error=None):
+    def __init__(self, path: str, kind: Optional[str], explicit: bool = False,
+                 error: Optional[OSError] = None) -> None:
         self.path = path
         self.kind = kind
         self.explicit = explicit
         self.error = error
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Found(%r, %r, explicit=%r, error=%r)" % (self.path, self.kind, self.explicit,
                                                         self.error)
 
 
-def expand(path, kinds=None):
+def expand(path: str, kinds: Optional[Collection[str]] = None) -> List[Found]:
     """The files a path stands for, in dump order, as ``Found``, unknown kinds included
     (callers name them).
 
@@ -239,7 +245,7 @@ def expand(path, kinds=None):
     return found
 
 
-def expand_path(path, kinds=None):
+def expand_path(path: str, kinds: Optional[Collection[str]] = None) -> List[str]:
     """The paths ``expand`` finds (raising the error of the first partition directory that
     could not be read)."""
     found = expand(path, kinds)

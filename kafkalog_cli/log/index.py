@@ -1,4 +1,5 @@
-"""The offset index (.index) and time index (.timeindex) of a segment, read as the broker reads them.
+"""The offset index (.index) and time index (.timeindex) of a segment, read as the broker reads
+them.
 
 Both share one base class, as Kafka's AbstractIndex: fixed-size entries, no stored count, a file
 that a live broker pre-allocates to its full size and fills with zeros after the last entry.
@@ -9,9 +10,9 @@ prints a bogus ``offset: <base> position: 0`` line).
 """
 
 import array
-import os
 import struct
 import sys
+from typing import ClassVar, List, Optional, Tuple, TypeVar
 
 from .entries import LazyEntries
 from .files import FileFormatError, read_sized
@@ -19,8 +20,11 @@ from .names import base_offset_from_name
 
 DEFAULT_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
 
+Entry = Tuple[int, int]  # an absolute entry: (offset, position) or (timestamp, offset)
+_I = TypeVar("_I", bound="_Index")
 
-def _int32s(data):
+
+def _int32s(data: bytes) -> "array.array[int]":
     """The file's bytes as big-endian int32s, in a C array."""
     ints = array.array("i", data[:len(data) - len(data) % 4])
     if sys.byteorder == "little":
@@ -29,13 +33,13 @@ def _int32s(data):
 
 
 class _Index:
-    entry = None          # struct.Struct of one entry
-    kind = None
-    offset_int32 = 0      # which int32 of an entry holds the relative offset
-    offset_field = 0      # which field of an unpacked entry holds it
-    key_field = 0         # which field of an unpacked entry lookups search on
+    entry: ClassVar[struct.Struct]  # one entry's layout
+    kind: ClassVar[str]
+    offset_int32: ClassVar[int] = 0  # which int32 of an entry holds the relative offset
+    offset_field: ClassVar[int] = 0  # which field of an unpacked entry holds it
+    key_field: ClassVar[int] = 0     # which field of an unpacked entry lookups search on
 
-    def __init__(self, path, base_offset=None):
+    def __init__(self, path: str, base_offset: Optional[int] = None) -> None:
         self.path = path
         if base_offset is None:
             base_offset = base_offset_from_name(path)
@@ -47,7 +51,7 @@ class _Index:
         self.slots = self.file_size // self.entry.size
         self.count = self._count_real()
 
-    def _count_real(self):
+    def _count_real(self) -> int:
         """Real entries: up to the first slot after the first whose relative offset is 0; none
         when the first slot is all zeros (a pre-allocated index with nothing in it yet: the
         first batch of a segment, at position 0, never gets an entry)."""
@@ -67,31 +71,31 @@ class _Index:
         return self.slots
 
     @property
-    def entries(self):
+    def entries(self) -> LazyEntries[Entry]:
         """The real entries, absolute, as a sequence read from the file's bytes as it is used
         (an index may hold hundreds of millions: no list of them is built)."""
         return LazyEntries(self.count, self.slot, "index entry")
 
     @property
-    def max_slots(self):
+    def max_slots(self) -> int:
         """Slots of a file pre-allocated to the default segment.index.bytes."""
         return DEFAULT_INDEX_BYTES // self.entry.size
 
     @property
-    def zero_tail(self):
+    def zero_tail(self) -> int:
         """Whole slots after the real entries (a pre-allocated tail: zeros, as a live broker
         leaves the active segment's index, or a crashed one any segment's)."""
         return self.slots - self.count
 
     @property
-    def preallocated(self):
+    def preallocated(self) -> bool:
         """Left at its full pre-allocated size (normal for the active segment only)."""
         return self.file_size == self.max_slots * self.entry.size and self.zero_tail > 0
 
-    def _absolute(self, raw):
+    def _absolute(self, raw: Tuple[int, ...]) -> Entry:
         raise NotImplementedError
 
-    def _floor(self, key):
+    def _floor(self, key: int) -> Optional[Entry]:
         """The real entry with the largest key at or below ``key``, or None: a binary search
         over the file's bytes, as the broker's lookup does over its mapping."""
         lo, hi = 0, self.count - 1
@@ -110,7 +114,7 @@ class _Index:
                 hi = mid - 1
         return None if found is None else self._absolute(found)
 
-    def trimmed(self):
+    def trimmed(self: _I) -> _I:
         """The same index cut to its real entries, as the broker trims it on close and roll."""
         trimmed = object.__new__(type(self))
         trimmed.__dict__.update(self.__dict__)
@@ -119,7 +123,7 @@ class _Index:
         trimmed.slots = self.count
         return trimmed
 
-    def slot(self, i):
+    def slot(self, i: int) -> Entry:
         """Slot ``i`` as an absolute entry, zero tail or not."""
         return self._absolute(self.entry.unpack_from(self.data, i * self.entry.size))
 
@@ -132,10 +136,10 @@ class OffsetIndex(_Index):
     offset_int32 = 0
     key_field = offset_field = 0
 
-    def _absolute(self, raw):
+    def _absolute(self, raw: Tuple[int, ...]) -> Entry:
         return (self.base_offset + raw[0], raw[1])
 
-    def sanity_problems(self):
+    def sanity_problems(self) -> List[str]:
         """OffsetIndex.sanityCheck, condition for condition (what the broker checks)."""
         problems = []
         if self.slots and self.slot(self.slots - 1)[0] < self.base_offset:
@@ -146,7 +150,7 @@ class OffsetIndex(_Index):
                             % (self.file_size, self.entry.size))
         return problems
 
-    def lookup(self, offset):
+    def lookup(self, offset: int) -> Entry:
         """The position to start a scan for ``offset``: the largest entry at or below it, else
         (base offset, 0)."""
         return self._floor(offset) or (self.base_offset, 0)
@@ -160,10 +164,11 @@ class TimeIndex(_Index):
     offset_int32 = 2   # int32s of an entry: timestamp high, timestamp low, relative offset
     key_field = 0
     offset_field = 1
-    def _absolute(self, raw):
+
+    def _absolute(self, raw: Tuple[int, ...]) -> Entry:
         return (raw[0], self.base_offset + raw[1])
 
-    def sanity_problems(self):
+    def sanity_problems(self) -> List[str]:
         """TimeIndex.sanityCheck, condition for condition."""
         problems = []
         if self.slots:
@@ -180,12 +185,7 @@ class TimeIndex(_Index):
                             % (self.file_size, self.entry.size))
         return problems
 
-    def lookup(self, timestamp):
+    def lookup(self, timestamp: int) -> Entry:
         """The largest entry whose timestamp is at most ``timestamp``, else (-1, base)."""
         return self._floor(timestamp) or (-1, self.base_offset)
 
-
-def sibling(path, suffix):
-    """The file of the same segment with another suffix (``X.index`` -> ``X.log``)."""
-    directory, name = os.path.split(path)
-    return os.path.join(directory, name.split(".", 1)[0] + suffix)

@@ -5,13 +5,18 @@ import errno
 import fcntl
 import os
 import struct
+from typing import Any, Optional
+
+from ..errors import KafkalogError
+from .names import LOCK_FILE
 
 
-class LockHeld(OSError):
-    """A live process (a broker) holds the log directory."""
+class LockHeld(KafkalogError, OSError):
+    """A live process (a broker) holds the log directory (exit code 2; also an OSError with
+    errno EAGAIN, as callers catch it)."""
 
 
-def _holder_pid(fd):
+def _holder_pid(fd: int) -> Optional[int]:
     """The PID of the process holding a write-conflicting lock on ``fd``, or None."""
     try:
         # struct flock: l_type, l_whence, l_start, l_len, l_pid (Linux x86-64/aarch64 layout)
@@ -28,12 +33,12 @@ class LogDirLock:
     none can start beside us and we never run beside one. A .lock nobody holds (left by a crash)
     is normal and simply taken. Use as a context manager."""
 
-    def __init__(self, log_dir, create=True):
-        self.path = os.path.join(log_dir, ".lock")
+    def __init__(self, log_dir: str, create: bool = True) -> None:
+        self.path = os.path.join(log_dir, LOCK_FILE)
         self.create = create
-        self._fd = None
+        self._fd: Optional[int] = None
 
-    def __enter__(self):
+    def __enter__(self) -> "LogDirLock":
         if not self.create and not os.path.exists(self.path):
             return self  # no .lock, so nobody holds it; and a dry run creates nothing
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -49,7 +54,7 @@ class LogDirLock:
                            % (self.path, " (pid %d)" % pid if pid else "")) from None
         return self
 
-    def _release(self):
+    def _release(self) -> None:
         # Closing our only descriptor of the file drops our POSIX lock on it. The file stays,
         # even one we created, as a broker leaves it: unlinking it would let a broker that opened
         # it a moment before lock the unlinked file, and the next command, finding no .lock,
@@ -58,5 +63,5 @@ class LogDirLock:
             os.close(self._fd)
             self._fd = None
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self._release()

@@ -5,7 +5,7 @@ Names only: nothing here touches the file system.
 """
 
 import os
-from typing import Optional, Tuple
+from typing import Iterable, List, Optional, Tuple
 
 LOG, INDEX, TIMEINDEX, TXNINDEX, SNAPSHOT = "log", "index", "timeindex", "txnindex", "snapshot"
 OFFSET_CHECKPOINT, LEADER_EPOCHS, PARTITION_METADATA = (
@@ -18,8 +18,13 @@ OFFSET_KINDS = SEGMENT_KINDS + (SNAPSHOT,)  # the kinds named by an offset
 DELETED, CLEANED, SWAP = ".deleted", ".cleaned", ".swap"
 LIFECYCLE_SUFFIXES = (DELETED, CLEANED, SWAP)
 
-OFFSET_CHECKPOINT_NAMES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-                           "replication-offset-checkpoint", "cleaner-offset-checkpoint")
+# The log directory's offset checkpoints (LogManager's and ReplicaManager's file names).
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # the high watermarks
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+OFFSET_CHECKPOINT_NAMES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                           REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA_FILE = "partition.metadata"
 LOCK_FILE = ".lock"  # the log directory's lock (LogManager.LOCK_FILE_NAME)
@@ -47,6 +52,12 @@ def lifecycle_suffix(name: str) -> str:
         if name.endswith(suffix):
             return suffix
     return ""
+
+
+def without_lifecycle_suffix(name: str) -> str:
+    """The name without its lifecycle suffix (``X.log.swap`` -> ``X.log``): the name the file
+    had before, or takes once swapped in."""
+    return name[:len(name) - len(lifecycle_suffix(name))]
 
 
 def file_kind(name: str) -> Optional[str]:
@@ -108,6 +119,13 @@ def is_live_log(name: str) -> bool:
     return partition_file_kind(name) == LOG and not lifecycle_suffix(name)
 
 
+def live_log_bases(entries: Iterable[str]) -> List[int]:
+    """The base offsets of the live segments (``is_live_log``) among a directory's entries,
+    in increasing order."""
+    bases = [base_offset_from_name(n) for n in entries if is_live_log(n)]
+    return sorted(b for b in bases if b is not None)  # is_live_log has checked the digits
+
+
 def looks_like_partition(name: str) -> bool:
     """A directory name of the form a broker gives a partition: ``<topic>-<n>``, or one being
     deleted, moved or awaiting removal (``<topic>-<n>.<uuid>-delete``, ``-future``, ``-stray``)."""
@@ -139,7 +157,7 @@ def partition_sort_key(name: str) -> tuple:
 PARTITION_MARKS = SEGMENT_KINDS + (SNAPSHOT, LEADER_EPOCHS, PARTITION_METADATA)
 
 
-def marks_partition(names) -> bool:
+def marks_partition(names: Iterable[str]) -> bool:
     """Do these entries make their directory a partition directory? A Kafka file of a
     partition does, and so does recover's quarantine folder (left even when recover set aside
     everything the partition held)."""

@@ -1,6 +1,7 @@
 """Producer state snapshots (<offset>.snapshot): version 1, CRC-32C, 46-byte entries."""
 
 import struct
+from typing import Union
 
 from crc32c import crc32c
 
@@ -17,28 +18,37 @@ class ProducerEntry:
     __slots__ = ("producer_id", "epoch", "last_sequence", "last_offset", "offset_delta",
                  "timestamp", "coordinator_epoch", "current_txn_first_offset")
 
-    def __init__(self, *fields):
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int
+
+    def __init__(self, *fields: int) -> None:
         (self.producer_id, self.epoch, self.last_sequence, self.last_offset, self.offset_delta,
          self.timestamp, self.coordinator_epoch, self.current_txn_first_offset) = fields
 
     @property
-    def has_batch_metadata(self):
+    def has_batch_metadata(self) -> bool:
         return self.last_offset >= 0
 
     @property
-    def first_sequence(self):
+    def first_sequence(self) -> int:
         """lastSequence - offsetDelta, continuing from Integer.MAX_VALUE below 0
         (DefaultRecordBatch.decrementSequence)."""
         seq = self.last_sequence - self.offset_delta
         return seq + 0x80000000 if self.last_sequence < self.offset_delta else seq
 
 
-def read_snapshot(path):
+def read_snapshot(path: str) -> LazyEntries[ProducerEntry]:
     """The entries of a producer snapshot, checked as ProducerStateManager.readSnapshot does."""
     return parse_snapshot(read_sized(path))
 
 
-def parse_snapshot(data):
+def parse_snapshot(data: Union[bytes, bytearray, memoryview]) -> LazyEntries[ProducerEntry]:
     """The entries of a producer snapshot's bytes (see read_snapshot)."""
     if len(data) < 2:
         raise FileFormatError("Snapshot failed schema validation: %d bytes, too short for a version"

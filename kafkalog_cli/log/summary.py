@@ -1,29 +1,33 @@
 """A segment checked end to end and summed up: the unit of work of `kafkalog scan`."""
 
 import os
+from typing import Any, Dict, Optional, Set
 
 from ..format.errors import CorruptRecordError
-from ..format.records import Batch
+from ..format.scan import InvalidBytes
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 
 
-def summarize_segment(path, max_message_size=DEFAULT_MAX_MESSAGE_SIZE):
+def summarize_segment(path: str,
+                      max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Dict[str, Any]:
     """Batches, records, bytes, offset and time ranges, codecs, invalid batches (CRC mismatch
     or records that cannot be read) and invalid bytes of one segment file, as a dict."""
-    out = {"segment": path, "bytes": os.path.getsize(path), "batches": 0, "records": 0,
-           "first_offset": None, "last_offset": None, "min_timestamp": None,
-           "max_timestamp": None, "codecs": [], "invalid_batches": 0, "invalid_bytes": 0,
-           "problems": []}
-    codecs = set()
+    out: Dict[str, Any] = {
+        "segment": path, "bytes": os.path.getsize(path), "batches": 0, "records": 0,
+        "first_offset": None, "last_offset": None, "min_timestamp": None, "max_timestamp": None,
+        "codecs": [], "invalid_batches": 0, "invalid_bytes": 0, "problems": []}
+    codecs: Set[str] = set()
     with LogFile(path, max_message_size) as log:
         for item in log.entries(resync=True):
-            if not isinstance(item, Batch):
+            if isinstance(item, InvalidBytes):
                 out["invalid_bytes"] += item.size
-                out["problems"].append("%d bytes at %d: %s" % (item.size, item.position, item.reason))
+                out["problems"].append("%d bytes at %d: %s"
+                                       % (item.size, item.position, item.reason))
                 continue
             out["batches"] += 1
             codecs.add(item.codec_name)
-            count, first, lo, hi = 0, None, -1, -1
+            count, lo, hi = 0, -1, -1
+            first: Optional[int] = None
             try:
                 # a chunk at a time: a batch may hold millions of records
                 for recs in log.iter_records(item):
@@ -46,7 +50,8 @@ def summarize_segment(path, max_message_size=DEFAULT_MAX_MESSAGE_SIZE):
             out["last_offset"] = item.last_offset
             for ts in (lo, hi):
                 if ts >= 0:
-                    out["min_timestamp"] = ts if out["min_timestamp"] is None else min(out["min_timestamp"], ts)
-                    out["max_timestamp"] = ts if out["max_timestamp"] is None else max(out["max_timestamp"], ts)
+                    low, high = out["min_timestamp"], out["max_timestamp"]
+                    out["min_timestamp"] = ts if low is None else min(low, ts)
+                    out["max_timestamp"] = ts if high is None else max(high, ts)
     out["codecs"] = sorted(codecs)
     return out

@@ -2,6 +2,7 @@
 
 import re
 import struct
+from typing import List, Optional, Sequence
 
 from .entries import LazyEntries
 from .files import FileFormatError, read_sized
@@ -13,7 +14,8 @@ ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset,
 class AbortedTxn:
     __slots__ = ("version", "producer_id", "first_offset", "last_offset", "last_stable_offset")
 
-    def __init__(self, version, producer_id, first_offset, last_offset, last_stable_offset):
+    def __init__(self, version: int, producer_id: int, first_offset: int, last_offset: int,
+                 last_stable_offset: int) -> None:
         self.version = version
         self.producer_id = producer_id
         self.first_offset = first_offset
@@ -24,7 +26,7 @@ class AbortedTxn:
 _POSITIVE = re.compile(b"[\x01-\x7f]")
 
 
-def _entry(data, pos):
+def _entry(data: bytes, pos: int) -> AbortedTxn:
     # AbortedTxn.version() reads one (signed) byte of the two the field takes
     version = data[pos] - 256 if data[pos] >= 128 else data[pos]
     _, pid, first, last, lso = ENTRY.unpack_from(data, pos)
@@ -34,7 +36,9 @@ def _entry(data, pos):
 class TransactionIndex:
     """Every whole 34-byte entry of the file; a trailing partial entry is ignored, as in Kafka."""
 
-    def __init__(self, path, base_offset=None):
+    entries: Sequence[AbortedTxn]
+
+    def __init__(self, path: str, base_offset: Optional[int] = None) -> None:
         self.path = path
         self.base_offset = base_offset_from_name(path) if base_offset is None else base_offset
         data = read_sized(path)
@@ -52,7 +56,7 @@ class TransactionIndex:
                                    "transaction index entry")
 
     @classmethod
-    def empty(cls, path, base_offset=None):
+    def empty(cls, path: str, base_offset: Optional[int] = None) -> "TransactionIndex":
         """The index of a segment without a .txnindex file (no aborted transaction)."""
         txn = object.__new__(cls)
         txn.path = path
@@ -61,7 +65,7 @@ class TransactionIndex:
         txn.entries = []
         return txn
 
-    def sanity_problems(self):
+    def sanity_problems(self) -> List[str]:
         """The broker's start-up check: no entry may end below the segment's base offset."""
         if self.base_offset is None:
             return []
