@@ -4,6 +4,7 @@ runs: start-up time counts for a tool run from cron and shell loops."""
 import importlib
 import signal
 import sys
+from typing import List, Optional
 
 import click
 
@@ -22,10 +23,10 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> List[str]:
         return list(COMMANDS)
 
-    def get_command(self, ctx, name):
+    def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
         if name not in COMMANDS:
             return None
         module, attr = COMMANDS[name].split(":")
@@ -34,23 +35,23 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kafkalog")
-def cli():
+def cli() -> None:
     """Offline toolkit for Apache Kafka log directories."""
 
 
-def _never_an_encoding_error():
+def _never_an_encoding_error() -> None:
     """Text that cannot be encoded for the terminal (a file name that is not UTF-8 reaches
     Python as lone surrogates; an ASCII locale refuses any accent) is written with backslash
     escapes rather than raising UnicodeEncodeError in the middle of a report. Commands escape
     the names they print themselves (files.printable_name); this is the net under them."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(errors="backslashreplace")
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             pass  # not a TextIOWrapper (a test runner's stream): left as it is
 
 
-def main():
+def main() -> None:
     # Die quietly on a closed pipe (`kafkalog dump ... | head`), as Unix tools do.
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
