@@ -6,11 +6,13 @@ import sys
 
 import click
 
-from ..log.files import os_error_text, printable_name
+from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
-from ..log.lock import LockHeld, LogDirLock
-from ..log.recover import MOVE, REMOVE, RENAME, execute, plan_partition
+from ..log.lock import LockHeld
+from ..log.logdir import LogDir
+from ..log.recover import MOVE, REMOVE, RENAME, recover_partition
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
+from .errors import error_text
 from .targets import partitions_by_log_dir
 
 EXIT_OK, EXIT_REPAIRED, EXIT_ERROR = 0, 1, 2
@@ -27,7 +29,7 @@ class _Report:
         else:
             click.echo(text)
 
-    def partition(self, plan, dry_run, qdir):
+    def partition(self, plan, dry_run):
         d = plan.directory
         would = "would be " if dry_run else ""
         for a in plan.actions:
@@ -60,14 +62,14 @@ class _Report:
                     obj[key] = value
             self.emit(obj, "%s: %s" % (path, _segment_text(r)))
             self.rows.append((path, r))
-        if qdir is not None:
-            qdir = printable_name(qdir)
+        if plan.quarantine is not None:
+            qdir = printable_name(plan.quarantine)
             self.emit({"type": "quarantine", "directory": qdir},
                       "%s: what was removed is kept in %s" % (printable_name(d), qdir))
 
     def summary(self, plans, dry_run):
         changed = sum(1 for p in plans if p.changes)
-        cut = sum(r.cut for p in plans for r in p.segments if not r.moved)
+        cut = sum(p.bytes_cut for p in plans)
         self.emit({"type": "summary", "partitions": len(plans), "changed": changed,
                    "bytes_cut": cut, "dry_run": dry_run},
                   "%d partition%s, %d %s, %d bytes cut%s" % (
@@ -83,7 +85,8 @@ class _Report:
         from rich.table import Table
         table = Table(title="kafkalog recover")
         for column in ("segment", "kept", "cut", "first bad", "indexes"):
-            table.add_column(column, justify="left" if column in ("segment", "first bad") else "right")
+            table.add_column(column, justify="left" if column in ("segment", "first bad")
+                             else "right")
         for path, r in self.rows:
             table.add_row(escape(path), str(r.kept), ("[red]%d[/red]" % r.cut) if r.cut else "0",
                           "moved" if r.moved else ("" if r.first_bad is None else
@@ -116,7 +119,8 @@ def _segment_text(r):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: JSON Lines on stdout, for cron.")
 @click.option("--index-interval-bytes", type=click.IntRange(0), default=DEFAULT_INDEX_INTERVAL,
-              show_default=True, help="Bytes of log between two index entries (index.interval.bytes).")
+              show_default=True,
+              help="Bytes of log between two index entries (index.interval.bytes).")
 @click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when validating batches.")
 def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
@@ -136,20 +140,17 @@ def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
     status = EXIT_OK if ok else EXIT_ERROR
     for log_dir, partitions in by_log_dir.items():
         try:
-            with LogDirLock(log_dir, create=not dry_run):
+            with LogDir(log_dir).lock(create=not dry_run):
                 for partition in partitions:
                     try:
-                        plan = plan_partition(partition, index_interval_bytes, max_message_size)
-                        qdir = None if dry_run else execute(plan)
-                    except LockHeld:
-                        raise
+                        plan = recover_partition(partition, index_interval_bytes,
+                                                 max_message_size, dry_run)
                     except OSError as e:
                         # This partition's error: said, and the log directory's others go on.
-                        click.echo("kafkalog: " + os_error_text(e.filename or partition, e),
-                                   err=True)
+                        click.echo("kafkalog: " + error_text(e, partition), err=True)
                         status = EXIT_ERROR
                         continue
-                    report.partition(plan, dry_run, qdir)
+                    report.partition(plan, dry_run)
                     for name in sorted(plan.blocked):
                         # A Kafka file recover could not read: the partition is not known to be
                         # whole, and a reader would have refused the same file (exit 2).
@@ -163,7 +164,7 @@ def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
             click.echo("kafkalog: %s" % e.strerror, err=True)
             status = EXIT_ERROR
         except OSError as e:
-            click.echo("kafkalog: " + os_error_text(e.filename or log_dir, e), err=True)
+            click.echo("kafkalog: " + error_text(e, log_dir), err=True)
             status = EXIT_ERROR
     report.summary(plans, dry_run)
     sys.exit(status)

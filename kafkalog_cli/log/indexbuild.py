@@ -1,10 +1,13 @@
 """Building a segment's .index, .timeindex and .txnindex exactly as a broker's recovery does
-(LogSegment.recover, semantics.md a.4), and writing files so that a crash never leaves half a file.
+(LogSegment.recover, with ProducerStateManager's list of aborted transactions), and writing files
+so that a crash never leaves half a file.
 """
 
 import ctypes
 import errno
 import os
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
 
 from .index import OffsetIndex, TimeIndex
 from .txnindex import ENTRY as TXN_ENTRY
@@ -12,22 +15,28 @@ from .txnindex import ENTRY as TXN_ENTRY
 DEFAULT_INDEX_INTERVAL = 4096  # index.interval.bytes
 TMP_SUFFIX = ".kafkalog-tmp"
 
+# An aborted transaction as the .txnindex lists it (AbortedTxn): producer id, first offset,
+# last offset, last stable offset.
+AbortedEntry = Tuple[int, int, int, int]
+
 
 class IndexBuilder:
     """Feed the valid batches of a segment in order with ``add``; then ``offset_index_bytes``
     and ``time_index_bytes`` are the files the broker would write (trimmed to their entries)."""
 
-    def __init__(self, base_offset, interval=DEFAULT_INDEX_INTERVAL):
+    def __init__(self, base_offset: int, interval: int = DEFAULT_INDEX_INTERVAL) -> None:
         self.base_offset = base_offset
         self.interval = interval
-        self.offset_entries = []     # (absolute offset, position)
-        self.time_entries = []       # (timestamp, absolute offset)
+        self.offset_entries: List[Tuple[int, int]] = []  # (absolute offset, position)
+        self.time_entries: List[Tuple[int, int]] = []    # (timestamp, absolute offset)
         self._valid_bytes = 0
         self._last_index_entry = 0
         self._max_ts = -1            # max timestamp so far, and the last offset of its batch
         self._max_ts_offset = -1
 
-    def add(self, position, size, last_offset, max_timestamp):
+    def add(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
+        """The next valid batch: at ``position``, ``size`` bytes (LogSegment.recover indexes
+        a batch once index.interval.bytes have passed since the last entry)."""
         if max_timestamp > self._max_ts:
             self._max_ts, self._max_ts_offset = max_timestamp, last_offset
         if self._valid_bytes - self._last_index_entry > self.interval:
@@ -36,26 +45,26 @@ class IndexBuilder:
             self._last_index_entry = self._valid_bytes
         self._valid_bytes += size
 
-    def _maybe_time_entry(self):
+    def _maybe_time_entry(self) -> None:
         last = self.time_entries[-1][0] if self.time_entries else -1
         if self._max_ts > last:
             self.time_entries.append((self._max_ts, self._max_ts_offset))
 
-    def finish(self):
+    def finish(self) -> "IndexBuilder":
         """The final time index entry, appended at the end of recovery when it is newer."""
         self._maybe_time_entry()
         return self
 
-    def offset_index_bytes(self):
+    def offset_index_bytes(self) -> bytes:
         entry = OffsetIndex.entry
         return b"".join(entry.pack(o - self.base_offset, p) for o, p in self.offset_entries)
 
-    def time_index_bytes(self):
+    def time_index_bytes(self) -> bytes:
         entry = TimeIndex.entry
         return b"".join(entry.pack(t, o - self.base_offset) for t, o in self.time_entries)
 
 
-def txn_index_bytes(aborted):
+def txn_index_bytes(aborted: Iterable[AbortedEntry]) -> bytes:
     """.txnindex bytes of AbortedTxn-like tuples (producer id, first, last, last stable offset)."""
     return b"".join(TXN_ENTRY.pack(0, pid, first, last, lso) for pid, first, last, lso in aborted)
 
@@ -65,13 +74,14 @@ class TxnTracker:
     entry per ABORT marker of a producer with an open transaction, whose last stable offset is
     the first offset of the earliest other open transaction, else the marker's offset + 1."""
 
-    def __init__(self):
-        self.open = {}  # producer id -> first offset of its open transaction
+    def __init__(self) -> None:
+        self.open: Dict[int, int] = {}  # producer id -> first offset of its open transaction
 
-    def data(self, producer_id, first_offset):
+    def data(self, producer_id: int, first_offset: int) -> None:
+        """A transactional data batch of ``producer_id`` at ``first_offset``."""
         self.open.setdefault(producer_id, first_offset)
 
-    def marker(self, producer_id, offset, aborted):
+    def marker(self, producer_id: int, offset: int, aborted: bool) -> Optional[AbortedEntry]:
         """A COMMIT/ABORT marker; returns the aborted transaction's entry, or None."""
         first = self.open.pop(producer_id, None)
         if not aborted or first is None:
@@ -79,7 +89,7 @@ class TxnTracker:
         return (producer_id, first, offset, min(self.open.values(), default=offset + 1))
 
 
-def write_atomically(path, data):
+def write_atomically(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file that is flushed and renamed into
     place, then flush the directory: after a crash the file is the old one or the new one.
     An existing ``path`` is replaced: for files whose old contents are not worth keeping (a
@@ -89,7 +99,7 @@ def write_atomically(path, data):
     fsync_dir(os.path.dirname(path) or ".")
 
 
-def write_new(path, data):
+def write_new(path: str, data: bytes) -> None:
     """Like ``write_atomically``, for a file that must not exist yet: an existing ``path`` is
     never replaced (FileExistsError, and the temporary file is removed)."""
     tmp = _write_tmp(path, data)
@@ -101,7 +111,7 @@ def write_new(path, data):
     fsync_dir(os.path.dirname(path) or ".")
 
 
-def _write_tmp(path, data):
+def _write_tmp(path: str, data: bytes) -> str:
     tmp = path + TMP_SUFFIX  # our own name: a leftover of an interrupted write is ours to reuse
     with open(tmp, "wb") as f:
         f.write(data)
@@ -110,7 +120,8 @@ def _write_tmp(path, data):
     return tmp
 
 
-def fsync_dir(directory):
+def fsync_dir(directory: str) -> None:
+    """Flush a directory: the renames, creations and removals in it made durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -124,7 +135,7 @@ _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 
 
-def _load_renameat2():
+def _load_renameat2() -> Optional[Callable[..., int]]:
     try:
         fn = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
@@ -139,7 +150,7 @@ _renameat2 = _load_renameat2()
 _UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP}
 
 
-def rename_noreplace(src, dst):
+def rename_noreplace(src: str, dst: str) -> str:
     """Rename ``src`` to ``dst``, never replacing an existing ``dst`` (FileExistsError instead).
 
     Atomic where the system offers it: Linux's renameat2(RENAME_NOREPLACE) (glibc 2.28+, most

@@ -1,14 +1,16 @@
-"""Offline recovery of a partition: what a broker does after an unclean shutdown, losing nothing.
+"""Offline recovery of a partition: what a broker does after an unclean shutdown (LogLoader's
+load of a partition and LogSegment.recover of its segments), losing nothing.
 
-``plan_partition`` reads a partition directory and decides; ``execute`` carries the plan out.
-Everything removed (files, and the bytes cut from a .log) goes verbatim into a quarantine folder
-inside the partition directory, which a broker ignores (it only loads files). The steps are
-ordered so that a crash at any moment leaves a state from which running again finishes the job:
-later segments are moved away before the corrupt one is cut (so a rerun still sees why they
-must go), cut bytes are saved before the log is truncated, and index files are written through
-temporary files that are flushed and renamed into place. No step replaces a file: every rename
-refuses an existing destination (``indexbuild.rename_noreplace``), each run's quarantine folder
-is new, and each file set aside there gets a name of its own (``Quarantine``).
+``plan_partition`` reads a partition directory and decides; ``execute`` carries the plan out;
+``recover_partition`` does both. Everything removed (files, and the bytes cut from a .log) goes
+verbatim into a quarantine folder inside the partition directory, which a broker ignores (it
+only loads files). The steps are ordered so that a crash at any moment leaves a state from which
+running again finishes the job: later segments are moved away before the corrupt one is cut (so
+a rerun still sees why they must go), cut bytes are saved before the log is truncated, and index
+files are written through temporary files that are flushed and renamed into place. No step
+replaces a file: every rename refuses an existing destination (``indexbuild.rename_noreplace``),
+each run's quarantine folder is new, and each file set aside there gets a name of its own
+(``Quarantine``).
 """
 
 import datetime
@@ -16,18 +18,20 @@ import errno
 import json
 import os
 import stat
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
+from ..errors import KafkalogError
 from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
-from ..format.records import Batch
-from .files import FileFormatError, printable_name
+from ..format.records import Batch, Records
 from . import names
-from .names import base_offset_from_name, lifecycle_suffix, partition_file_kind
+from .files import FileFormatError, printable_name
 from .index import OffsetIndex, TimeIndex
-from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, IndexBuilder, TxnTracker, fsync_dir,
-                         rename_noreplace, txn_index_bytes, write_atomically, write_new)
-from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile, order_problem,
-                      reach_problem)
+from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, IndexBuilder,
+                         TxnTracker, fsync_dir, rename_noreplace, txn_index_bytes,
+                         write_atomically, write_new)
+from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment,
+                      order_problem, reach_problem)
 from .txnindex import TransactionIndex
 
 MANIFEST = "manifest.json"
@@ -41,7 +45,8 @@ class Action:
 
     __slots__ = ("kind", "name", "why", "target", "start", "end", "data")
 
-    def __init__(self, kind, name, why, target=None, start=None, end=None, data=None):
+    def __init__(self, kind: str, name: str, why: str, target: str = "", start: int = 0,
+                 end: int = 0, data: bytes = b"") -> None:
         self.kind = kind
         self.name = name      # file name inside the partition directory
         self.why = why
@@ -57,58 +62,77 @@ class SegmentReport:
     __slots__ = ("name", "size", "kept", "first_bad", "reason", "index_entries",
                  "timeindex_entries", "txn_entries", "moved", "notes")
 
-    def __init__(self, name, size):
+    def __init__(self, name: str, size: int) -> None:
         self.name = name
         self.size = size
         self.kept = size
-        self.first_bad = None
-        self.reason = None
-        self.index_entries = None      # set when the index is rebuilt
-        self.timeindex_entries = None
-        self.txn_entries = None
+        self.first_bad: Optional[int] = None
+        self.reason: Optional[str] = None
+        self.index_entries: Optional[int] = None      # set when the index is rebuilt
+        self.timeindex_entries: Optional[int] = None
+        self.txn_entries: Optional[int] = None
         self.moved = False
-        self.notes = []                # things said, not changed (batches left unchecked)
+        self.notes: List[str] = []     # things said, not changed (batches left unchecked)
 
     @property
-    def cut(self):
+    def cut(self) -> int:
         return self.size - self.kept
 
 
 class PartitionPlan:
-    def __init__(self, directory):
+    """Everything recovery changes in one partition directory (``actions``, in order), what it
+    found per segment (``segments``), and what it only reports."""
+
+    def __init__(self, directory: str) -> None:
         self.directory = directory
-        self.actions = []
-        self.segments = []
-        self.notes = []   # (file name, text): found and reported, left alone
-        self.blocked = set()  # Kafka names held by something that is not a regular file
+        self.actions: List[Action] = []
+        self.segments: List[SegmentReport] = []
+        self.notes: List[Tuple[str, str]] = []   # (file name, text): found and reported, left alone
+        self.blocked: Set[str] = set()  # Kafka names held by something that is not a regular file
+        self.quarantine: Optional[str] = None  # the folder ``execute`` kept things in
 
     @property
-    def changes(self):
+    def changes(self) -> bool:
         return bool(self.actions)
 
-    def add(self, kind, name, why, **kw):
+    @property
+    def bytes_cut(self) -> int:
+        """Bytes cut from the segments kept (the segments moved away whole not counted)."""
+        return sum(r.cut for r in self.segments if not r.moved)
+
+    def add(self, kind: str, name: str, why: str, **kw: Any) -> None:
         self.actions.append(Action(kind, name, why, **kw))
 
 
-# -- analysing a segment -----------------------------------------------------------------------
+# -- analysing a segment (LogSegment.recover) ------------------------------------------------------
 
-class _Scan:
+class SegmentScan:
     """The longest valid prefix of a segment, with what is needed to rebuild and check its
     indexes: where each batch starts, what it ends with, its max timestamp."""
 
-    def __init__(self):
+    def __init__(self, builder: IndexBuilder) -> None:
         self.valid_end = 0
-        self.first_bad = None
-        self.reason = None
-        self.last_offset = None
-        self.builder = None
-        self.aborted = []
-        self.last_at = {}        # batch position -> its last offset
-        self.max_ts_of = {}      # batch last offset -> the batch header's max timestamp
-        self.unchecked = []      # (position, base offset, last offset) of batches kept unchecked
+        self.first_bad: Optional[int] = None
+        self.reason: Optional[str] = None
+        self.last_offset: Optional[int] = None
+        self.builder = builder
+        self.aborted: List[AbortedEntry] = []
+        self.last_at: Dict[int, int] = {}     # batch position -> its last offset
+        self.max_ts_of: Dict[int, int] = {}   # batch last offset -> the header's max timestamp
+        # (position, base offset, last offset) of batches kept with their records unchecked
+        self.unchecked: List[Tuple[int, int, int]] = []
+
+    def keep(self, batch: Batch) -> None:
+        """``batch`` is valid: index it and extend the valid prefix over it."""
+        self.builder.add(batch.position, batch.size, batch.last_offset, batch.max_timestamp)
+        self.last_at[batch.position] = batch.last_offset
+        # LogSegment.recover indexes the batch header's maxTimestamp, so that is what an
+        # existing time index is checked against too.
+        self.max_ts_of[batch.last_offset] = batch.max_timestamp
+        self.valid_end = batch.position + batch.size
 
 
-def _header_problem(batch, base, prev_last):
+def _header_problem(batch: Batch, base: int, prev_last: Optional[int]) -> Optional[str]:
     """Why a batch is invalid by its header alone (size and completeness are the scanner's)."""
     if not batch.is_valid:
         return "CRC mismatch (stored %d, computed %s)" % (batch.crc, batch.computed_crc)
@@ -123,7 +147,7 @@ _KRAFT_TYPES = (control.LEADER_CHANGE, control.SNAPSHOT_HEADER, control.SNAPSHOT
                 control.KRAFT_VERSION, control.KRAFT_VOTERS)
 
 
-def control_problem(recs):
+def control_problem(recs: Records) -> Optional[str]:
     """Why the records of a control batch are malformed, or None: every key a control key
     (ControlRecordType: at least 4 bytes, a version that is not negative), an ABORT/COMMIT
     value an end transaction marker (EndTransactionMarker), a KRaft control value readable as
@@ -140,58 +164,68 @@ def control_problem(recs):
     return None
 
 
-def scan_segment(path, base, prev_last, tracker, interval, max_message_size):
-    """Validate ``path`` batch by batch and build its indexes. A batch is valid when it is
-    complete, its size and magic are right, its CRC holds, its last offset follows the previous
-    one and fits the segment, its records decode and are as many as the header says, and, in a
-    control batch, they are well-formed control records. A batch whose records inflate past the
-    bound is kept with its records unchecked (its CRC holds, and the broker's recovery does not
-    look inside a data batch): ``unchecked`` lists them."""
-    result = _Scan()
-    result.builder = IndexBuilder(base, interval)
+def _records_problem(log: LogFile, batch: Batch,
+                     scan: SegmentScan) -> Tuple[Optional[str], Optional[bytes]]:
+    """Why the records of ``batch`` make it invalid (None: they do not), and a control batch's
+    first record key (its end marker's; None for an empty one). Decoded chunk by chunk: memory
+    stays bounded by the batch's decompressed size, however many records it holds.
+
+    Records inflating further than the bound are no proof of damage: the batch is kept, its
+    records unchecked, and ``scan.unchecked`` says so."""
+    marker_key = None
+    try:
+        for recs in log.iter_records(batch):
+            if batch.is_control:
+                if marker_key is None and len(recs):
+                    marker_key = recs.keys[0]
+                reason = control_problem(recs)
+                if reason is not None:
+                    return reason, marker_key
+    except LimitExceededError:
+        scan.unchecked.append((batch.position, batch.base_offset, batch.last_offset))
+        return None, None
+    except CorruptRecordError as e:
+        return "records cannot be read: %s" % e, marker_key
+    return None, marker_key
+
+
+def scan_segment(segment: Segment, prev_last: Optional[int], tracker: TxnTracker,
+                 interval: int = DEFAULT_INDEX_INTERVAL,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> SegmentScan:
+    """Validate ``segment``'s .log batch by batch and build its indexes (LogSegment.recover).
+    A batch is valid when it is complete, its size and magic are right, its CRC holds, its last
+    offset follows ``prev_last`` (the previous batch's) and fits the segment, its records decode
+    and are as many as the header says, and, in a control batch, they are well-formed control
+    records. A batch whose records inflate past the bound is kept with its records unchecked
+    (its CRC holds, and the broker's recovery does not look inside a data batch): ``unchecked``
+    lists them. ``tracker`` follows the partition's open transactions across segments."""
+    base = segment.base_offset
+    if base is None:
+        raise ValueError("%s: the file name holds no base offset" % segment.log_path)
+    result = SegmentScan(IndexBuilder(base, interval))
     # A record as large as its batch may inflate to is valid: the broker's recovery keeps it.
-    with LogFile(path, max_message_size, record_limit_factor=BATCH_LIMIT_FACTOR) as log:
+    with segment.open(max_message_size, record_limit_factor=BATCH_LIMIT_FACTOR) as log:
         for item in log.entries():
             if not isinstance(item, Batch):
                 result.first_bad, result.reason = item.position, item.reason
                 break
             reason = _header_problem(item, base, prev_last)
-            marker_key = None   # a control batch's first record key (its end marker's)
+            marker_key = None
             if reason is None:
-                try:
-                    # chunk by chunk: memory stays bounded by the batch's decompressed size,
-                    # however many records it holds
-                    for recs in log.iter_records(item):
-                        if item.is_control:
-                            if marker_key is None and len(recs):
-                                marker_key = recs.keys[0]
-                            reason = control_problem(recs)
-                            if reason is not None:
-                                break
-                except LimitExceededError:
-                    # Inflating further than the bound lets us is no proof of damage: keep the
-                    # batch, its records unchecked (and say so).
-                    result.unchecked.append((item.position, item.base_offset, item.last_offset))
-                    marker_key = None
-                except CorruptRecordError as e:
-                    reason = "records cannot be read: %s" % e
+                reason, marker_key = _records_problem(log, item, result)
             if reason is not None:
                 result.first_bad, result.reason = item.position, reason
                 break
             _track_transactions(item, marker_key, tracker, result.aborted)
-            result.builder.add(item.position, item.size, item.last_offset, item.max_timestamp)
-            result.last_at[item.position] = item.last_offset
-            # LogSegment.recover indexes the batch header's maxTimestamp, so that is what an
-            # existing time index is checked against too.
-            result.max_ts_of[item.last_offset] = item.max_timestamp
-            result.valid_end = item.position + item.size
+            result.keep(item)
             prev_last = item.last_offset
     result.builder.finish()
     result.last_offset = prev_last
     return result
 
 
-def _track_transactions(batch, marker_key, tracker, aborted):
+def _track_transactions(batch: Batch, marker_key: Optional[bytes], tracker: TxnTracker,
+                        aborted: List[AbortedEntry]) -> None:
     """ProducerAppendInfo.append during recovery: a transactional data batch opens its
     producer's transaction at its base offset (from the header: its records are not needed);
     a control batch's first record, an end marker (``marker_key`` is its key; None for an
@@ -211,82 +245,107 @@ def _track_transactions(batch, marker_key, tracker, aborted):
             aborted.append(entry)
 
 
-def _stray_bytes(index):
-    """Non-zero bytes after an index's real entries: not a pre-allocated tail (entries after
-    a slot that ends them, a torn entry), which appending after the real entries would lose."""
-    return len(index.data.rstrip(b"\x00")) > index.count * index.entry.size
+# -- checking the indexes a segment has against its scan -------------------------------------------
 
-
-def _offset_index_ok(path, scan, active):
-    """Does the .index at ``path`` point only at batch starts with the right last offsets,
-    increasing, and pass the broker's sanity check?"""
+def _index_agrees(index_class: Union[type[OffsetIndex], type[TimeIndex]], path: str,
+                  table: Dict[int, int], active: bool) -> bool:
+    """Does the offset or time index at ``path`` pass the broker's sanity check, hold nothing
+    after its real entries (a sealed segment's zero tail, stray bytes), and name only what the
+    scan found: each entry ``(value, key)`` with ``table[key] == value``, values strictly
+    increasing? For an offset index that is (last offset, batch start); for a time index
+    (max timestamp, last offset), as LogSegment.recover builds them."""
     try:
-        index = OffsetIndex(path)
+        index = index_class(path)
     except (OSError, FileFormatError):
         return False
     if index.zero_tail and not active:
         return False  # a sealed segment's index left pre-allocated (KAFKA-19200): trim it
-    if _stray_bytes(index):
-        return False
-    if (index.trimmed() if active else index).sanity_problems():
-        return False
-    prev = None
-    for offset, position in index.entries:
-        if scan.last_at.get(position) != offset or (prev is not None and offset <= prev):
-            return False
-        prev = offset
-    return True
-
-
-def _time_index_ok(path, scan, active):
-    """Does every entry of the .timeindex name the last offset of a batch whose max record
-    timestamp it holds, timestamps increasing, and pass the broker's sanity check?"""
-    try:
-        index = TimeIndex(path)
-    except (OSError, FileFormatError):
-        return False
-    if index.zero_tail and not active:
-        return False
-    if _stray_bytes(index):
+    # Non-zero bytes after the real entries are no pre-allocated tail (entries after a slot
+    # that ends them, a torn entry): appending after the real entries would lose them.
+    if len(index.data.rstrip(b"\x00")) > index.count * index.entry.size:
         return False
     if (index.trimmed() if active else index).sanity_problems():
         return False
     prev = -1
-    for ts, offset in index.entries:
-        if scan.max_ts_of.get(offset) != ts or ts <= prev:
+    for value, key in index.entries:
+        if table.get(key) != value or value <= prev:
             return False
-        prev = ts
+        prev = value
     return True
 
 
-# -- planning a partition ------------------------------------------------------------------------
+def _aborted_listed(path: str) -> Optional[List[AbortedEntry]]:
+    """The entries of the .txnindex at ``path`` as the scan lists them, or None when it cannot
+    be read or fails the broker's sanity check."""
+    try:
+        txn = TransactionIndex(path)
+        if txn.sanity_problems():
+            return None
+        return [(e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+                for e in txn.entries]
+    except (OSError, FileFormatError):
+        return None
 
-def _base(name):
-    return base_offset_from_name(name)
+
+# -- planning a partition (LogLoader) --------------------------------------------------------
+
+def _base(name: str) -> int:
+    """The offset a Kafka file's name starts with (one ``partition_file_kind`` knows)."""
+    base = names.base_offset_from_name(name)
+    if base is None:
+        raise ValueError("%s: the name holds no offset" % name)
+    return base
 
 
-def _is_segment_swap(name):
+def _kind(name: str) -> Optional[str]:
+    return names.partition_file_kind(name)
+
+
+def _is_segment_swap(name: str) -> bool:
     """A .swap of a numbered segment's log or index file (the names the log cleaner and the
     segment split give files they are about to swap in)."""
-    return (name.endswith(".swap") and partition_file_kind(name) in names.SEGMENT_KINDS
-            and _base(name) is not None)
+    return names.lifecycle_suffix(name) == names.SWAP and _kind(name) in names.SEGMENT_KINDS
 
 
-def _plan_leftovers(plan, regular):
+def _plan_odd_files(plan: PartitionPlan, entries: List[str]) -> List[str]:
+    """What is not a regular file under a Kafka name (blocked: left alone, never written over),
+    our own temporary files (removed), names Kafka does not give (reported). Returns the other
+    regular files."""
+    directory = plan.directory
+    regular = [n for n in entries if os.path.isfile(os.path.join(directory, n))]
+    # A FIFO, a device, a directory or a dangling symlink under a Kafka file's name: left
+    # alone, and never written over (its segment's index is not rebuilt under that name).
+    for n in entries:
+        if _kind(n) is not None and not os.path.isfile(os.path.join(directory, n)):
+            plan.blocked.add(n)
+            plan.notes.append((n, "not a regular file: left alone"))
+    for n in regular:
+        if n.endswith(TMP_SUFFIX):
+            plan.add(REMOVE, n, "temporary file of an interrupted kafkalog write")
+    regular = [n for n in regular if not n.endswith(TMP_SUFFIX)]
+    for n in regular:
+        if _kind(n) is None and not n.startswith(".") and not names.lifecycle_suffix(n):
+            plan.notes.append((n, "not a name Kafka gives a file (no segment's): left alone"))
+    return regular
+
+
+def _plan_leftovers(plan: PartitionPlan, regular: List[str]) -> Tuple[Dict[str, str], List[str]]:
     """LogLoader's first pass: .deleted and .cleaned files, and .swap files of a split that did
     not finish; index .swap files without their segment's .log.swap. Returns the file names as
     they will be once the plan is carried out, each mapped to the name it has now, and the
     .swap files still to be renamed into place."""
     view = {n: n for n in regular}
     for n in regular:
-        if n.endswith(".deleted") and not n.endswith(".checkpoint.deleted"):
+        if names.lifecycle_suffix(n) == names.DELETED and not n.endswith(
+                ".checkpoint" + names.DELETED):
             plan.add(MOVE, n, "left by the broker for deletion (.deleted)")
             del view[n]
-    cleaned = [n for n in regular if n.endswith(".cleaned")]
-    min_cleaned = min((_base(n) for n in cleaned if _base(n) is not None), default=None)
+    cleaned = [n for n in regular if names.lifecycle_suffix(n) == names.CLEANED]
+    min_cleaned = min((b for b in map(names.base_offset_from_name, cleaned) if b is not None),
+                      default=None)
     swaps = []
     for n in regular:
-        if not n.endswith(".swap"):
+        if names.lifecycle_suffix(n) != names.SWAP:
             continue
         if not _is_segment_swap(n):
             plan.notes.append((n, "a .swap name the broker does not write: left alone"))
@@ -299,9 +358,9 @@ def _plan_leftovers(plan, regular):
     for n in cleaned:
         plan.add(MOVE, n, "log cleaner output that was never swapped in (.cleaned)")
         del view[n]
-    log_swap_stems = {n.split(".", 1)[0] for n in swaps if n.endswith(".log.swap")}
+    log_swap_bases = {_base(n) for n in swaps if _kind(n) == names.LOG}
     for n in list(swaps):
-        if n.split(".", 1)[0] not in log_swap_stems:
+        if _base(n) not in log_swap_bases:
             # Not part of a segment swap: renaming it would replace the segment's index with
             # one nothing vouches for. Set aside; the index is checked and rebuilt if wrong.
             plan.add(MOVE, n, "index .swap without its segment's .log.swap (the broker's loader "
@@ -311,162 +370,170 @@ def _plan_leftovers(plan, regular):
     return view, swaps
 
 
-def _swap_range(directory, log_swaps, max_message_size):
+def _swap_range(directory: str, log_swaps: List[str]) -> Tuple[int, int]:
     """[min base, max next offset) of the swap segments."""
     low = high = None
     for n in log_swaps:
-        base = _base(n)
-        nxt = base
-        with LogFile(os.path.join(directory, n), max_message_size) as log:
-            for item in log.entries():
-                if isinstance(item, Batch):
-                    nxt = item.last_offset + 1
+        base = nxt = _base(n)
+        with Segment.at(os.path.join(directory, n)).open() as log:
+            for batch in log.batches():
+                nxt = batch.last_offset + 1
         low = base if low is None else min(low, base)
         high = nxt if high is None else max(high, nxt)
+    assert low is not None and high is not None  # log_swaps is not empty
     return low, high
 
 
-class SymlinkCutError(OSError):
-    """A segment to be cut is a symlink: recover refuses the partition, changing nothing."""
-
-
-def plan_partition(directory, interval=DEFAULT_INDEX_INTERVAL,
-                   max_message_size=DEFAULT_MAX_MESSAGE_SIZE):
-    """Everything recovery would change in ``directory``, with a report per segment."""
-    plan = PartitionPlan(directory)
-    entries = sorted(os.listdir(directory))
-    regular = [n for n in entries if os.path.isfile(os.path.join(directory, n))]
-    # A FIFO, a device, a directory or a dangling symlink under a Kafka file's name: left
-    # alone, and never written over (its segment's index is not rebuilt under that name).
-    for n in entries:
-        if partition_file_kind(n) is not None and not os.path.isfile(os.path.join(directory, n)):
-            plan.blocked.add(n)
-            plan.notes.append((n, "not a regular file: left alone"))
-    for n in regular:
-        if n.endswith(TMP_SUFFIX):
-            plan.add(REMOVE, n, "temporary file of an interrupted kafkalog write")
-    regular = [n for n in regular if not n.endswith(TMP_SUFFIX)]
-    for n in regular:
-        if partition_file_kind(n) is None and not n.startswith(".") and not lifecycle_suffix(n):
-            plan.notes.append((n, "not a name Kafka gives a file (no segment's): left alone"))
-    view, swaps = _plan_leftovers(plan, regular)
-    if any(n[:-len(".swap")] in plan.blocked for n in swaps):
+def _plan_swaps(plan: PartitionPlan, view: Dict[str, str], swaps: List[str]) -> None:
+    """LogLoader's second and third passes: the segments a swap replaces go, then the .swap
+    files are renamed into place."""
+    if any(names.without_lifecycle_suffix(n) in plan.blocked for n in swaps):
         for n in swaps:
             plan.notes.append((n, "swap not completed: a file that is not a regular file holds "
                                   "a name it would take"))
-        swaps = []
-    log_swaps = [n for n in swaps if n.endswith(".log.swap")]
+        return
+    log_swaps = [n for n in swaps if _kind(n) == names.LOG]
     if log_swaps:
-        # LogLoader's second pass: the segments the swap replaces go (any file whose name
-        # starts with an offset in the swap's range, snapshots too).
-        low, high = _swap_range(directory, log_swaps, max_message_size)
+        # The segments the swap replaces go (any file whose name starts with an offset in the
+        # swap's range, snapshots too).
+        low, high = _swap_range(plan.directory, log_swaps)
         for n in sorted(view):
-            if (not lifecycle_suffix(n) and _base(n) is not None and low <= _base(n) < high
-                    and partition_file_kind(n) is not None):
+            base = names.base_offset_from_name(n)
+            if (not names.lifecycle_suffix(n) and base is not None and low <= base < high
+                    and _kind(n) is not None):
                 plan.add(MOVE, n, "replaced by the swap segment covering offsets %d-%d"
                          % (low, high - 1))
                 del view[n]
-    # Third pass: the .swap files renamed into place, the .log.swap first (once it is in
-    # place, the segment's index .swap files are plain renames). A file still holding the
-    # final name is set aside first: nothing is replaced.
-    for n in sorted(swaps, key=lambda n: not n.endswith(".log.swap")):
-        final = n[:-len(".swap")]
+    # The .swap files renamed into place, the .log.swap first (once it is in place, the
+    # segment's index .swap files are plain renames). A file still holding the final name is
+    # set aside first: nothing is replaced.
+    for n in sorted(swaps, key=lambda n: _kind(n) != names.LOG):
+        final = names.without_lifecycle_suffix(n)
         if final in view:
             plan.add(MOVE, final, "replaced by %s (completing a swap)" % printable_name(n))
             del view[final]
         plan.add(RENAME, n, "completing a swap the broker had started", target=final)
         view[final] = view.pop(n)
-    # Names are Kafka's (a 20-digit offset), so each log has a base offset of its own.
-    logs = sorted((n for n in view
-                   if partition_file_kind(n) == names.LOG and not lifecycle_suffix(n)), key=_base)
-    log_stems = {n.split(".", 1)[0] for n in logs}
-    log_stems |= {n.split(".", 1)[0] for n in plan.blocked if partition_file_kind(n) == names.LOG
-                  and not lifecycle_suffix(n)}   # its indexes are not orphans
+
+
+def _plan_orphan_indexes(plan: PartitionPlan, view: Dict[str, str], logs: List[int]) -> None:
+    """Index files of no segment go, as the broker deletes them (a log that is not a regular
+    file still has its indexes)."""
+    bases = set(logs) | {_base(n) for n in plan.blocked if names.is_live_log(n)}
     for n in sorted(view):
-        if (partition_file_kind(n) in (names.INDEX, names.TIMEINDEX, names.TXNINDEX)
-                and not lifecycle_suffix(n) and n.split(".", 1)[0] not in log_stems):
+        if (_kind(n) in (names.INDEX, names.TIMEINDEX, names.TXNINDEX)
+                and not names.lifecycle_suffix(n) and _base(n) not in bases):
             plan.add(MOVE, n, "index without a log (the broker deletes it)")
             del view[n]
+
+
+class SymlinkCutError(KafkalogError, OSError):
+    """A segment to be cut is a symlink: recover refuses the partition, changing nothing."""
+
+
+def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
+                   max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> PartitionPlan:
+    """Everything recovery would change in ``directory``, with a report per segment."""
+    plan = PartitionPlan(directory)
+    regular = _plan_odd_files(plan, sorted(os.listdir(directory)))
+    view, swaps = _plan_leftovers(plan, regular)
+    _plan_swaps(plan, view, swaps)
+    # Names are Kafka's (a 20-digit offset), so each log has a base offset of its own.
+    logs = names.live_log_bases(view)
+    _plan_orphan_indexes(plan, view, logs)
     _plan_segments(plan, view, logs, interval, max_message_size)
     return plan
 
 
-def _plan_segments(plan, view, logs, interval, max_message_size):
-    directory = plan.directory
+def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], interval: int,
+                   max_message_size: int) -> None:
+    """LogLoader.recoverSegment of each segment in offset order, until one must be cut."""
     tracker = TxnTracker()
     prev_last = None
-    for i, name in enumerate(logs):
-        path = os.path.join(directory, view[name])
-        base = _base(name)
-        report = SegmentReport(name, os.path.getsize(path))
+    for i, base in enumerate(logs):
+        segment = Segment(plan.directory, base)
+        # the file as it is now: a .log.swap still to be renamed into place, say
+        source = Segment.at(os.path.join(plan.directory, view[segment.name]))
+        report = SegmentReport(segment.name, source.size())
         plan.segments.append(report)
-        scan = scan_segment(path, base, prev_last, tracker, interval, max_message_size)
+        scan = scan_segment(source, prev_last, tracker, interval, max_message_size)
         for position, first, last in scan.unchecked:
             report.notes.append(
                 "records of the batch at position %d (offsets %d-%d) not checked: they inflate "
                 "past %d bytes (raise --max-message-size to check them); the batch is kept"
                 % (position, first, last, max_message_size * BATCH_LIMIT_FACTOR))
         cut = scan.first_bad is not None
-        active = cut or i == len(logs) - 1
-        stem = name.split(".", 1)[0]
         if cut:
-            report.kept, report.first_bad, report.reason = scan.valid_end, scan.first_bad, scan.reason
-            new_end = scan.last_offset + 1 if scan.last_offset is not None else base
-            for later in logs[i + 1:]:
-                later_stem = later.split(".", 1)[0]
-                plan.segments.append(_moved_report(directory, view, later))
-                for n in sorted(view):
-                    if (n.split(".", 1)[0] == later_stem and partition_file_kind(n) in names.SEGMENT_KINDS
-                            and not lifecycle_suffix(n)):
-                        plan.add(MOVE, n, "after the corrupt segment %s (the broker deletes it)" % name)
-                        del view[n]
-            for n in sorted(view):
-                if partition_file_kind(n) == names.SNAPSHOT and _base(n) is not None and _base(n) > new_end:
-                    plan.add(MOVE, n, "producer snapshot above the new log end offset %d" % new_end)
-                    del view[n]
-            if os.path.islink(path):
-                # Cutting writes to the file the link points at, wherever it is: refused before
-                # anything changes, so the partition is left as it was.
-                raise SymlinkCutError(
-                    errno.ELOOP, "is a symlink to %s and would have to be cut at byte %d; recover "
-                    "writes no file outside the partition directory: put a copy of the file in "
-                    "place of the link, then run recover again"
-                    % (printable_name(os.path.realpath(path)), scan.valid_end), path)
-            plan.add(CUT, name, scan.reason, start=scan.valid_end, end=report.size)
-        _plan_indexes(plan, view, stem, scan, active, cut, report)
+            _plan_cut(plan, view, source, scan, report, logs[i + 1:])
+        _plan_indexes(plan, view, base, scan, cut or i == len(logs) - 1, cut, report)
         if cut:
             return
         prev_last = scan.last_offset
 
 
-def _moved_report(directory, view, name):
+def _plan_cut(plan: PartitionPlan, view: Dict[str, str], source: Segment, scan: SegmentScan,
+              report: SegmentReport, later: List[int]) -> None:
+    """The segment keeps its valid prefix (UnifiedLog truncation): the segments after it and
+    the producer snapshots above the new log end go first."""
+    name = report.name
+    report.kept, report.first_bad, report.reason = scan.valid_end, scan.first_bad, scan.reason
+    new_end = scan.last_offset + 1 if scan.last_offset is not None else _base(name)
+    for base in later:
+        later_log = names.offset_name(base, names.LOG)
+        plan.segments.append(_moved_report(plan.directory, view, later_log))
+        for n in sorted(names.offset_name(base, kind) for kind in names.SEGMENT_KINDS):
+            if n in view:
+                plan.add(MOVE, n, "after the corrupt segment %s (the broker deletes it)" % name)
+                del view[n]
+    for n in sorted(view):
+        offset = names.base_offset_from_name(n)
+        if _kind(n) == names.SNAPSHOT and offset is not None and offset > new_end:
+            plan.add(MOVE, n, "producer snapshot above the new log end offset %d" % new_end)
+            del view[n]
+    if os.path.islink(source.log_path):
+        # Cutting writes to the file the link points at, wherever it is: refused before
+        # anything changes, so the partition is left as it was.
+        raise SymlinkCutError(
+            errno.ELOOP, "is a symlink to %s and would have to be cut at byte %d; recover "
+            "writes no file outside the partition directory: put a copy of the file in "
+            "place of the link, then run recover again"
+            % (printable_name(os.path.realpath(source.log_path)), scan.valid_end),
+            source.log_path)
+    plan.add(CUT, name, scan.reason or "", start=scan.valid_end, end=report.size)
+
+
+def _moved_report(directory: str, view: Dict[str, str], name: str) -> SegmentReport:
     report = SegmentReport(name, os.path.getsize(os.path.join(directory, view[name])))
     report.kept = 0
     report.moved = True
     return report
 
 
-def _plan_indexes(plan, view, stem, scan, active, cut, report):
+def _plan_indexes(plan: PartitionPlan, view: Dict[str, str], base: int, scan: SegmentScan,
+                  active: bool, cut: bool, report: SegmentReport) -> None:
+    """The segment's indexes rebuilt where missing or wrong (always after a cut), as
+    LogSegment.recover rebuilds them; the .txnindex from the log's ABORT markers."""
     directory = plan.directory
 
-    def current(kind):
-        n = "%s.%s" % (stem, kind)
+    def current(kind: str) -> Tuple[str, Optional[str]]:
+        n = names.offset_name(base, kind)
         return n, (os.path.join(directory, view[n]) if n in view else None)
 
-    def write(n, why, data):
+    def write(n: str, why: str, data: bytes) -> None:
         if n in plan.blocked:
             report.notes.append("%s not rebuilt: it is not a regular file" % printable_name(n))
         else:
             plan.add(WRITE, n, why, data=data)
 
-    def missing(n, p):
+    def missing(n: str, p: Optional[str]) -> bool:
         return p is None and n not in plan.blocked
 
     name, path = current(names.INDEX)
     tname, tpath = current(names.TIMEINDEX)
     rebuild = (cut or missing(name, path) or missing(tname, tpath)
-               or (path is not None and not _offset_index_ok(path, scan, active))
-               or (tpath is not None and not _time_index_ok(tpath, scan, active)))
+               or (path is not None and not _index_agrees(OffsetIndex, path, scan.last_at, active))
+               or (tpath is not None
+                   and not _index_agrees(TimeIndex, tpath, scan.max_ts_of, active)))
     if rebuild:
         why = "rebuilt for the recovered log" if cut else "missing or wrong: rebuilt"
         for n, p in ((name, path), (tname, tpath)):
@@ -479,20 +546,14 @@ def _plan_indexes(plan, view, stem, scan, active, cut, report):
     xname, xpath = current(names.TXNINDEX)
     if xname in plan.blocked:
         return
-    expected = txn_index_bytes(scan.aborted)
     if xpath is None:
         wrong = bool(scan.aborted)
     else:
-        try:
-            txn = TransactionIndex(xpath)
-            listed = [(e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
-                      for e in txn.entries]
-            wrong = cut or bool(txn.sanity_problems()) or listed != scan.aborted
-        except (OSError, FileFormatError):
-            wrong = True
+        wrong = cut or _aborted_listed(xpath) != scan.aborted
     if wrong:
         if xpath is not None:
             plan.add(MOVE, xname, "replaced by a rebuilt transaction index")
+        expected = txn_index_bytes(scan.aborted)
         if expected:
             write(xname, "rebuilt from the log's ABORT markers", expected)
         report.txn_entries = len(scan.aborted)
@@ -511,18 +572,18 @@ class Quarantine:
     (``2/``, ``3/``...). ``manifest.json`` maps every saved name to where it came from and why.
     """
 
-    def __init__(self, directory):
+    def __init__(self, directory: str) -> None:
         self.directory = directory
-        self.path = None
-        self.entries = []
+        self.path: Optional[str] = None
+        self.entries: List[Dict[str, Any]] = []
         self._taken = {MANIFEST}
 
-    def folder(self):
+    def folder(self) -> str:
         if self.path is None:
             self.path = _new_run_folder(self.directory)
         return self.path
 
-    def reserve(self, name):
+    def reserve(self, name: str) -> str:
         """A relative path in the run folder, free, for a file to be saved as ``name``."""
         folder = self.folder()
         saved = printable_name(name)
@@ -542,18 +603,18 @@ class Quarantine:
         self._taken.add(rel)
         return rel
 
-    def record(self, entry):
+    def record(self, entry: Dict[str, Any]) -> None:
         """Add a manifest entry and rewrite the manifest (flushed, renamed into place)."""
         self.entries.append(entry)
         partition = os.path.abspath(self.directory)
-        doc = {"tool": "kafkalog recover", "partition": printable_name(partition)}
+        doc: Dict[str, Any] = {"tool": "kafkalog recover", "partition": printable_name(partition)}
         if printable_name(partition) != partition:
             doc["partition_bytes_hex"] = os.fsencode(partition).hex()
         doc["entries"] = self.entries
         write_atomically(os.path.join(self.folder(), MANIFEST), json.dumps(doc, indent=1).encode())
 
 
-def _real_dir(path):
+def _real_dir(path: str) -> bool:
     """A directory, not a symlink to one (nothing is moved out of the partition through one)."""
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
@@ -561,7 +622,7 @@ def _real_dir(path):
         return False
 
 
-def _new_run_folder(directory):
+def _new_run_folder(directory: str) -> str:
     root = os.path.join(directory, names.QUARANTINE)
     try:
         os.mkdir(root)
@@ -582,7 +643,7 @@ def _new_run_folder(directory):
     raise FileExistsError(errno.EEXIST, "no free quarantine folder name", root)
 
 
-def _entry(what, name, saved, why, **extra):
+def _entry(what: str, name: str, saved: str, why: str, **extra: Any) -> Dict[str, Any]:
     entry = {"what": what, "file": printable_name(name), "saved_as": saved, "why": why}
     if printable_name(name) != name:
         entry["file_bytes_hex"] = os.fsencode(name).hex()
@@ -590,7 +651,7 @@ def _entry(what, name, saved, why, **extra):
     return entry
 
 
-def _copy_range(src, start, end, dst):
+def _copy_range(src: str, start: int, end: int, dst: str) -> None:
     """Save bytes [start, end) of ``src`` to the new file ``dst`` in chunks, flushed and
     renamed into place (never over an existing file)."""
     tmp = dst + TMP_SUFFIX
@@ -609,7 +670,7 @@ def _copy_range(src, start, end, dst):
     fsync_dir(os.path.dirname(dst))
 
 
-def execute(plan):
+def execute(plan: PartitionPlan) -> Optional[str]:
     """Carry ``plan`` out; return the quarantine folder used (None when nothing was kept).
 
     Every rename is one that cannot replace a file (``rename_noreplace``); a rebuilt index is
@@ -619,7 +680,7 @@ def execute(plan):
         return None
     directory = plan.directory
     q = Quarantine(directory)
-    earlier = {}  # name -> the .swap name it had before this run renamed it
+    earlier: Dict[str, str] = {}  # name -> the .swap name it had before this run renamed it
     for a in plan.actions:
         src = os.path.join(directory, a.name)
         if a.kind == REMOVE:
@@ -649,3 +710,16 @@ def execute(plan):
         elif a.kind == WRITE:
             write_new(src, a.data)
     return q.path
+
+
+def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
+                      max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                      dry_run: bool = False) -> PartitionPlan:
+    """Recover the partition ``directory`` as LogLoader would after an unclean shutdown:
+    plan, then (unless ``dry_run``) carry the plan out; ``quarantine`` of the plan returned
+    is the folder that holds what was removed (None when nothing was). The caller holds the
+    log directory's lock."""
+    plan = plan_partition(directory, interval, max_message_size)
+    if not dry_run:
+        plan.quarantine = execute(plan)
+    return plan

@@ -7,11 +7,11 @@ import mmap
 import os
 import platform
 import sys
-from typing import Optional
+from typing import Iterator, Optional
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError
-from ..format.records import RECORD_CHUNK, decode_records, iter_records
+from ..format.records import RECORD_CHUNK, Batch, decode_records, iter_records
 from ..format.scan import scan
 from ..errors import KafkalogError
 from . import names
@@ -227,6 +227,15 @@ class LogFile:
         return iter_records(self.buf, batch, self._inflater, self.max_message_size,
                             self.batch_limit, chunk)
 
+    def batches(self, start: int = 0) -> Iterator[Batch]:
+        """The complete batches from ``start`` on, up to the first bytes that hold none (the
+        end of the valid chain a scan without resync follows): their headers only, no record
+        is read."""
+        for item in self.entries(start):
+            if not isinstance(item, Batch):
+                return
+            yield item
+
     def first_base_offset(self):
         """The base offset of the first complete entry, or None."""
         for item in self.entries():
@@ -289,9 +298,11 @@ class Segment:
         """The .log file's size in bytes now."""
         return os.path.getsize(self.log_path)
 
-    def open(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> "LogFile":
-        """The .log file opened for reading (a LogFile; use it as a context manager)."""
-        return LogFile(self.log_path, max_message_size)
+    def open(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+             record_limit_factor: int = 1) -> "LogFile":
+        """The .log file opened for reading (a LogFile; use it as a context manager).
+        ``record_limit_factor``: a record may be this many times ``max_message_size``."""
+        return LogFile(self.log_path, max_message_size, record_limit_factor)
 
     def offset_index(self) -> OffsetIndex:
         """The .index as read from disk ; OSError when it cannot be read."""
