@@ -1,6 +1,7 @@
 """Helpers for the append / roll tests: run the CLI with stdin, read a partition directory with
 kafka-python, decode index files, and compute the expected segment layout and index entries with
-an independent simulation of the broker's append path (semantics.md §b.4, §c).
+an independent simulation of the broker's append path (LogSegment.append, LogSegment.shouldRoll,
+UnifiedLog.roll).
 
 Expected values come from ``kafkagen`` (kafka-python's parse) and ``indexgen``; nothing here
 imports ``kafkalog_cli`` except to run its click command in-process.
@@ -296,7 +297,7 @@ def segment_indexes(seg, sib=DEFAULT_SEGMENT_INDEX_BYTES, sealed=False):
                       read_index(seg.prefix("timeindex"), seg.base, "timeindex", sib, sealed))
 
 
-# -- the broker's append path, simulated (semantics.md §b.4, §c.1-c.3) -----------------------------------
+# -- the broker's append path, simulated (LogSegment.append, shouldRoll, UnifiedLog.roll) ------------------
 
 class Config(NamedTuple):
     segment_bytes: int = 1073741824

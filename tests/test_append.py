@@ -4,8 +4,8 @@
 
 Contract (issue 5): stdin records (``lines`` or ``jsonl``) are grouped into batches
 (``--batch-records``, ``--batch-bytes``), get offsets from the partition's next offset, are written
-to the active segment with the broker's index maintenance (semantics.md §b.4), rolling as the
-broker does (§c; the roll tests are in test_roll.py). Errors: exit 2 with one stderr line.
+to the active segment with the broker's index maintenance (LogSegment.append), rolling as the
+broker does (LogSegment.shouldRoll, UnifiedLog.roll; the roll tests are in test_roll.py). Errors: exit 2 with one stderr line.
 """
 
 import os
@@ -242,7 +242,7 @@ def test_roundtrip_legacy(tmp_path, magic, codec):
             for r in kb.records:
                 assert r.validate_crc()
             if codec != "none":
-                # wrapper offset = last inner offset (formats.md §3.4)
+                # wrapper offset = last inner offset (as LogValidator sets it)
                 assert b.base_offset == kb.records[-1].offset
                 assert len(kb.records) <= 6
                 if magic == 1:
@@ -251,7 +251,8 @@ def test_roundtrip_legacy(tmp_path, magic, codec):
                 assert len(kb.records) == 1
 
 
-# formats.md §8: what Kafka's writers put at the start of the compressed bytes
+# What Kafka's compression streams put at the start of the compressed bytes (GZIPOutputStream,
+# SnappyOutputStream's xerial framing, KafkaLZ4BlockOutputStream)
 FRAME_START = {
     "gzip": bytes.fromhex("1f8b08"),
     "snappy": b"\x82SNAPPY\x00" + bytes.fromhex("0000000100000001"),   # xerial framing
@@ -548,7 +549,7 @@ def test_append_to_kafka_python_partition(tmp_path, preallocate, fmt):
     exp_old = [(r.offset, r.value) for s in segs for kb in kg.kafka_python_read(s.data)
                for r in kb.records]
     assert [(r.offset, r.value) for r in old_recs] == exp_old
-    # index entries: the old ones kept, new ones by the append rule (§b.4) for this run
+    # index entries: the old ones kept, new ones by the append rule (LogSegment.append) for this run
     check_resumed_indexes(d, got_segs[-1], segs[-1].data)
 
 
@@ -578,7 +579,7 @@ def check_resumed_indexes(directory, seg, old_data, interval=ac.DEFAULT_INTERVAL
 
 
 def assert_resumed_indexes(seg, old_data, old_idx, interval=ac.DEFAULT_INTERVAL):
-    """Its index entries are the old ones (``old_idx``) plus the broker's live rule (§b.4) for
+    """Its index entries are the old ones (``old_idx``) plus the broker's live rule (LogSegment.append) for
     the new batches, counting index.interval.bytes either from where the run opened the segment
     (as a restarted broker does) or continuing from the last entry; the contract allows both."""
     old_batches = ig.read_log(old_data)
@@ -1008,3 +1009,80 @@ def test_flush_reported_after_fsync(tmp_path, monkeypatch):
         for e in events[:covering[0] + 1]:
             assert e[2] is None or not pattern.search(e[2]), (
                 "flush of %d reported before its fsync" % x)
+
+
+# -- the library API: append_records from Python ------------------------------------------------------
+
+def test_append_records_from_python(tmp_path):
+    """``append_records`` used directly: the batches, offsets, producer fields and flush
+    callbacks it promises, read back with kafka-python; a second call continues the offsets."""
+    from kafkalog_cli.format.encode import Record
+    from kafkalog_cli.log.append import RollPolicy
+    from kafkalog_cli.log.produce import AppendSettings, append_records
+    d = part_dir(tmp_path)
+    recs = [Record(b"k%d" % i, compressible(i).encode(), T0 + i, (("h", b"x%d" % i), ("n", None)))
+            for i in range(10)]
+    flushed = []
+    res = append_records(str(d), recs, AppendSettings(batch_records=3, flush_messages=4,
+                                                      codec="gzip", producer_id=7),
+                         on_flush=flushed.append)
+    assert (res.records, res.first_offset, res.last_offset, res.log_end_offset) == (10, 0, 9, 10)
+    assert res.stopped is None and res.dropped == 0
+    # an fsync once 4 or more records are unflushed after a batch: after offsets 0-5, then 6-9
+    assert flushed == [5, 9]
+    segs, got = check_partition(d)
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in got] == [
+        (i, b"k%d" % i, compressible(i).encode(), T0 + i) for i in range(10)]
+    assert [r.headers for r in got] == [[("h", b"x%d" % i), ("n", None)] for i in range(10)]
+    batches = [kb.batch for s in segs for kb in s.kbs]
+    assert [b.base_sequence for b in batches] == [0, 3, 6, 9]
+    assert all(b.producer_id == 7 and b.producer_epoch == 0 and not b.is_transactional
+               and b.compression_type == kg.CODECS["gzip"] for b in batches)
+
+    more = [Record(None, b"m%d" % i, T0 + 100 + i) for i in range(3)]
+    res = append_records(str(d), more, AppendSettings(batch_records=1, roll=RollPolicy(1)))
+    assert (res.records, res.first_offset, res.last_offset, res.log_end_offset) == (3, 10, 12, 13)
+    segs, got = check_partition(d)
+    assert [s.base for s in segs] == [0, 10, 11, 12]  # segment.bytes 1: a segment a batch
+    assert [(r.offset, r.value) for r in got[10:]] == [(10 + i, b"m%d" % i) for i in range(3)]
+
+
+def test_append_records_stops_at_an_input_error(tmp_path):
+    """An InputError raised by the records iterable stops the run: the batches written before it
+    stay (and are flushed), the records of the batch being gathered are dropped."""
+    from kafkalog_cli.format.encode import Record
+    from kafkalog_cli.log.produce import AppendSettings, InputError, append_records
+    d = part_dir(tmp_path)
+
+    def records():
+        for i in range(7):
+            yield Record(None, b"r%d" % i, T0 + i)
+        raise InputError("no record here", line=8)
+
+    flushed = []
+    res = append_records(str(d), records(), AppendSettings(batch_records=5), flushed.append)
+    assert isinstance(res.stopped, InputError) and res.stopped.line == 8
+    assert str(res.stopped) == "no record here" and res.stopped.exit_code == 2
+    assert (res.records, res.first_offset, res.last_offset, res.dropped,
+            res.log_end_offset) == (5, 0, 4, 2, 5)
+    assert flushed == [4]
+    _, got = check_partition(d)
+    assert [(r.offset, r.value) for r in got] == [(i, b"r%d" % i) for i in range(5)]
+
+
+def test_append_records_refuses_a_held_log_dir_and_bad_settings(tmp_path):
+    from kafkalog_cli.errors import UsageError
+    from kafkalog_cli.format.encode import Record
+    from kafkalog_cli.log.lock import LockHeld
+    from kafkalog_cli.log.produce import AppendSettings, append_records
+    d = part_dir(tmp_path)
+    with ac.lock_held(d.parent):
+        with pytest.raises(LockHeld):
+            append_records(str(d), [Record(None, b"x", T0)])
+    assert not d.exists()
+    for bad in ({"magic": 1, "codec": "zstd"}, {"transactional": True}, {"base_sequence": 3},
+                {"codec": "brotli"}):
+        with pytest.raises(UsageError):
+            AppendSettings(**bad)
+    s = AppendSettings(producer_id=3)
+    assert (s.producer_epoch, s.base_sequence) == (0, 0)

@@ -1,4 +1,4 @@
-"""Rolling: `kafkalog append`'s broker-like roll conditions (semantics.md §c.1: segment bytes,
+"""Rolling: `kafkalog append`'s broker-like roll conditions (LogSegment.shouldRoll: segment bytes,
 segment ms, offset index full, time index full, relative offset overflow) and `kafkalog roll`
 (seal the active segment, start an empty one named by the next offset; --if-bytes, --if-older).
 
@@ -138,7 +138,8 @@ def test_segment_ms_uses_batch_max_timestamp(tmp_path):
 
 
 def test_segment_ms_across_runs(tmp_path):
-    """The segment's first-batch timestamp comes from disk in a later run (§c.1)."""
+    """The segment's first-batch timestamp comes from disk in a later run (LogSegment's
+    rollingBasedTimestamp, read back from the first batch)."""
     d = part_dir(tmp_path)
     ok(append(d, "--input-format", "jsonl",
               input=ac.jsonl_input([{"value": "a", "timestamp": T0}])))
@@ -486,3 +487,31 @@ def test_append_after_roll_by_append_then_roll_command(tmp_path):
     assert [s.base for s in segs] == [0, 2, 4, 5, 7]
     for s in segs[:-1]:
         ac.assert_sealed_like_indexgen(s)
+
+
+def test_roll_partition_from_python(tmp_path):
+    """``roll_partition`` used directly: what it refuses and why, what it seals and opens,
+    checked on the files with kafka-python."""
+    from kafkalog_cli.log.append import roll_partition
+    d = part_dir(tmp_path)
+    ok(append(d, "--input-format", "jsonl",
+              input=ac.jsonl_input([{"value": "v%d" % i, "timestamp": T0 + i} for i in range(3)])))
+    before = ac.file_bytes(d)
+    res = roll_partition(str(d), if_bytes=10 ** 6)
+    assert not res.rolled and res.sealed is None and "fewer than 1000000" in res.reason
+    # the first batch's max timestamp is T0 + 2: not older than 1000 ms at T0 + 1002
+    res = roll_partition(str(d), if_older=1000, now=T0 + 1002)
+    assert not res.rolled and "not older than 1000 ms" in res.reason
+    assert res.active.name == "00000000000000000000.log"
+    assert ac.file_bytes(d) == before
+    res = roll_partition(str(d), if_bytes=10, if_older=1000, now=T0 + 1003)
+    assert res.rolled and res.reason is None
+    assert (res.sealed.name, res.active.name) == ("00000000000000000000.log",
+                                                  "00000000000000000003.log")
+    assert os.path.getsize(res.active.log_path) == 0
+    segs, recs = check_partition(d)
+    assert [s.base for s in segs] == [0, 3] and [r.offset for r in recs] == [0, 1, 2]
+    ac.assert_sealed_like_indexgen(segs[0])
+    res = roll_partition(str(d))
+    assert not res.rolled and res.reason == "the active segment is empty"
+    assert names(d) == ["00000000000000000000.log", "00000000000000000003.log"]
