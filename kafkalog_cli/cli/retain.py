@@ -4,15 +4,15 @@ import datetime
 import json
 import os
 import sys
-import time
 
 import click
 
-from ..log.append import AppendError, PartitionWriter
+from ..log.append import AppendError
 from ..log.files import FileFormatError
-from ..log.lock import LockHeld, LogDirLock
-from ..log.retain import (Policy, delete_segments, finish_interrupted, plan_retention,
-                          purge_deleted)
+from ..log.lock import LockHeld
+from ..log.logdir import LogDir
+from ..log.retain import DELETED, Policy, retain_partition
+from .errors import error_text
 from .targets import partitions_by_log_dir
 
 EXIT_OK, EXIT_ERROR = 0, 2
@@ -32,8 +32,10 @@ def _report(plan, fmt, dry_run, rows):
     d = plan.directory
     verb = "would be deleted" if dry_run else "deleted"
     if fmt == "json":
-        click.echo(json.dumps({"type": "partition", "directory": d, "high_watermark": plan.high_watermark,
-                               "high_watermark_source": plan.hw_source, "log_end_offset": plan.log_end,
+        click.echo(json.dumps({"type": "partition", "directory": d,
+                               "high_watermark": plan.high_watermark,
+                               "high_watermark_source": plan.hw_source,
+                               "log_end_offset": plan.log_end,
                                "new_log_start_offset": plan.new_log_start,
                                "roll_first": plan.roll_first, "dry_run": dry_run}))
     else:
@@ -45,10 +47,13 @@ def _report(plan, fmt, dry_run, rows):
         if fmt == "json":
             click.echo(json.dumps({"type": "segment", "file": path, "base_offset": s.base,
                                    "next_offset": s.next_offset, "size": s.size,
-                                   "first_timestamp": s.first_ts, "largest_timestamp": s.largest_ts,
-                                   "timestamp_source": s.ts_source, "fate": s.fate, "why": s.why}))
+                                   "first_timestamp": s.first_ts,
+                                   "largest_timestamp": s.largest_ts,
+                                   "timestamp_source": s.ts_source, "fate": s.fate,
+                                   "why": s.why}))
         else:
-            click.echo("%s: %s (%s)" % (path, verb if s.fate == "deleted" else "kept", s.why or "-"))
+            click.echo("%s: %s (%s)" % (path, verb if s.fate == DELETED else "kept",
+                                        s.why or "-"))
         rows.append((path, s))
 
 
@@ -56,12 +61,14 @@ def _table(rows, dry_run):
     from rich.console import Console
     from rich.table import Table
     table = Table(title="kafkalog retain" + (" (dry run)" if dry_run else ""))
-    for column in ("segment", "offsets", "bytes", "first timestamp", "largest timestamp", "fate", "why"):
+    for column in ("segment", "offsets", "bytes", "first timestamp", "largest timestamp", "fate",
+                   "why"):
         table.add_column(column, justify="right" if column == "bytes" else "left")
     for path, s in rows:
-        table.add_row(path, "%d-%d" % (s.base, s.next_offset - 1) if s.next_offset > s.base else "empty",
+        table.add_row(path, "%d-%d" % (s.base, s.next_offset - 1)
+                      if s.next_offset > s.base else "empty",
                       str(s.size), _iso(s.first_ts), _iso(s.largest_ts),
-                      "[red]deleted[/red]" if s.fate == "deleted" else "kept", s.why or "")
+                      "[red]deleted[/red]" if s.fate == DELETED else "kept", s.why or "")
     Console(stderr=True).print(table)
 
 
@@ -73,7 +80,8 @@ def _table(rows, dry_run):
               help="Per partition: delete the oldest segments while it stays above this size.")
 @click.option("--log-start-offset", type=click.IntRange(0), default=None,
               help="Delete segments wholly below this offset.")
-@click.option("--now", type=int, default=None, metavar="MS", help="Evaluate at this time (epoch ms).")
+@click.option("--now", type=int, default=None, metavar="MS",
+              help="Evaluate at this time (epoch ms).")
 @click.option("--high-watermark", type=click.IntRange(0), default=None,
               help="Used when replication-offset-checkpoint has no entry for the partition.")
 @click.option("--roll-active", is_flag=True,
@@ -81,9 +89,10 @@ def _table(rows, dry_run):
 @click.option("--file-delete-delay-ms", type=click.IntRange(0), default=60000, show_default=True,
               help="Remove .deleted files this long after their deletion (0: at once).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_watermark, roll_active,
-           file_delete_delay_ms, dry_run, fmt):
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_watermark,
+           roll_active, file_delete_delay_ms, dry_run, fmt):
     """Delete expired segments of partitions as a broker's retention does.
 
     PATHS are partition directories or log directories. The high watermark bounds every
@@ -91,26 +100,17 @@ def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_wat
     --file-delete-delay-ms (by this or a later run). Refuses while a broker holds the log
     directory. Exit status: 0 done or nothing to do, 2 errors.
     """
-    policy = Policy(retention_ms, retention_bytes, log_start_offset, now, high_watermark, roll_active)
+    policy = Policy(retention_ms, retention_bytes, log_start_offset, now, high_watermark,
+                    roll_active)
     rows = []
     by_log_dir, ok = partitions_by_log_dir(paths)
     status = EXIT_OK if ok else EXIT_ERROR
     for log_dir, partitions in by_log_dir.items():
+        directory = log_dir  # where an error without a file name is said to be
         try:
-            with LogDirLock(log_dir, create=not dry_run):
+            with LogDir(log_dir).lock(create=not dry_run):
                 for directory in partitions:
-                    if not dry_run:
-                        finish_interrupted(directory)
-                    plan = plan_retention(directory, policy)
-                    if not dry_run:
-                        if plan.roll_first:
-                            # under the log directory's lock: no partition lock file needed
-                            with PartitionWriter(directory, lock_partition=False) as writer:
-                                writer.roll()
-                        if plan.deleted:
-                            delete_segments(plan)
-                        # wall-clock time: the delay runs from the rename, whatever --now says
-                        purge_deleted(directory, file_delete_delay_ms, int(time.time() * 1000))
+                    plan = retain_partition(directory, policy, dry_run, file_delete_delay_ms)
                     _report(plan, fmt, dry_run, rows)  # what was done, once it is done
         except LockHeld as e:
             click.echo("kafkalog: %s" % e.strerror, err=True)
@@ -119,8 +119,7 @@ def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_wat
             click.echo("kafkalog: cannot roll the active segment first: %s" % e, err=True)
             status = EXIT_ERROR
         except (OSError, FileFormatError) as e:
-            click.echo("kafkalog: %s" % (("%s: %s" % (e.filename, e.strerror))
-                                         if isinstance(e, OSError) and e.filename else e), err=True)
+            click.echo("kafkalog: " + error_text(e, directory), err=True)
             status = EXIT_ERROR
     if fmt == "text" and rows and sys.stderr.isatty():
         _table(rows, dry_run)

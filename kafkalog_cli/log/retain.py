@@ -1,65 +1,84 @@
-"""Retention as the broker runs it (UnifiedLog.deleteOldSegments, semantics.md d): which
-segments go, and deleting them the broker's way (renamed to .deleted together, removed later).
+"""Retention as the broker runs it (UnifiedLog.deleteOldSegments): which segments go, and
+deleting them the broker's way (renamed to .deleted together, removed later,
+as UnifiedLog.deleteSegmentFiles and LogManager's delayed delete).
 
 Passes run in the broker's order on what is left after the previous one: log start offset, size,
-time. Each walks the segments oldest first and stops at the first that cannot go: the high
-watermark must be at or above the segment's upper bound (the next segment's base offset, or the
-log end offset for the last one), the policy must hold, and the last segment goes only when it
-is not empty and the caller allows rolling it away.
+time (UnifiedLog.deleteLogStartOffsetBreachedSegments, deleteRetentionSizeBreachedSegments,
+deleteRetentionMsBreachedSegments). Each walks the segments oldest first and stops at the first
+that cannot go: the high watermark must be at or above the segment's upper bound (the next
+segment's base offset, or the log end offset for the last one), the policy must hold, and the
+last segment goes only when it is not empty and the caller allows rolling it away.
+
+``retain_partition`` runs the whole job on one partition, in the order the steps must take:
+finish a deletion a crash interrupted, plan, roll the active segment when it is to go, rename the
+deleted segments' files, remove the .deleted files whose delay has passed.
 """
 
 import errno
 import os
 import time
+from typing import Callable, List, Optional, Tuple
 
-from ..format.records import Batch
-from . import checkpoints
+from . import checkpoints, names
+from .append import PartitionWriter
 from .files import FileFormatError
-from . import names
-from .names import base_offset_from_name, lifecycle_suffix
-from .index import TimeIndex
 from .indexbuild import fsync_dir, rename_noreplace, write_atomically
-from .segment import LogFile
+from .logdir import LogDir
+from .partition import Partition
+from .segment import Segment
 
-DELETED = ".deleted"
+KEPT, DELETED = "kept", "deleted"  # a segment's fate
 
 
-class Segment:
-    """A segment as retention sees it: size, offsets, largest timestamp and where that came from."""
+class RetainedSegment:
+    """A segment as retention sees it (``segment``, a log.segment.Segment): its size, the offset
+    after its last batch, its largest timestamp and where that came from, and its fate (KEPT or
+    DELETED) with the reason."""
 
-    __slots__ = ("name", "base", "size", "next_offset", "largest_ts", "ts_source", "first_ts",
+    __slots__ = ("segment", "size", "next_offset", "largest_ts", "ts_source", "first_ts",
                  "fate", "why")
 
-    def __init__(self, name, base):
-        self.name = name
-        self.base = base
-        self.fate = "kept"
-        self.why = None
+    def __init__(self, segment: Segment) -> None:
+        self.segment = segment
+        self.size = segment.size()
+        self.next_offset = self.base
+        self.first_ts: Optional[int] = None   # the first batch's max timestamp
+        self.largest_ts = -1
+        self.ts_source = ""
+        self.fate = KEPT
+        self.why: Optional[str] = None
+
+    @property
+    def name(self) -> str:
+        """The .log file's name."""
+        return self.segment.name
+
+    @property
+    def base(self) -> int:
+        base = self.segment.base_offset
+        assert base is not None  # a segment of a partition directory is named by its offset
+        return base
 
 
-def _scan(path, seg):
-    """Next offset and max/min batch timestamps from the batches (their headers only)."""
-    seg.next_offset = seg.base
+def _read_batches(seg: RetainedSegment) -> int:
+    """Set the next offset and the first batch's max timestamp from the batches' headers; return
+    the largest max timestamp of the batches (-1 when none has one)."""
     largest = -1
-    first = None
-    with LogFile(path) as log:
-        for item in log.entries():
-            if not isinstance(item, Batch):
-                break
-            seg.next_offset = item.last_offset + 1
-            largest = max(largest, item.max_timestamp)
-            if first is None:
-                first = item.max_timestamp
-    seg.first_ts = first
+    with seg.segment.open() as log:
+        for batch in log.batches():
+            seg.next_offset = batch.last_offset + 1
+            largest = max(largest, batch.max_timestamp)
+            if seg.first_ts is None:
+                seg.first_ts = batch.max_timestamp
     return largest
 
 
-def _largest_timestamp(directory, seg, batches_ts):
-    """From the time index's last entry; failing that the batches; failing that the mtime."""
-    tpath = os.path.join(directory, "%020d.timeindex" % seg.base)
-    if os.path.isfile(tpath):
+def _largest_timestamp(segment: Segment, batches_ts: int) -> Tuple[int, str]:
+    """(largest timestamp, its source), as LogSegment.largestTimestamp: the time index's last
+    entry; failing that the batches; failing that the .log's mtime."""
+    if os.path.isfile(segment.time_index_path):
         try:
-            index = TimeIndex(tpath, seg.base)
+            index = segment.time_index()
             if index.count and not index.trimmed().sanity_problems():
                 ts = index.entries[-1][0]
                 if ts >= 0:
@@ -68,21 +87,18 @@ def _largest_timestamp(directory, seg, batches_ts):
             pass
     if batches_ts >= 0:
         return batches_ts, "batches"
-    return int(os.path.getmtime(os.path.join(directory, seg.name)) * 1000), "file mtime"
+    return int(os.path.getmtime(segment.log_path) * 1000), "file mtime"
 
 
-def load_segments(directory):
-    logs = sorted((n for n in os.listdir(directory) if names.partition_file_kind(n) == names.LOG
-                   and not lifecycle_suffix(n)),
-                  key=base_offset_from_name)
+def load_segments(directory: str) -> List[RetainedSegment]:
+    """The live segments of the partition ``directory``, oldest first, each read."""
+    segments = Partition(directory).segments()
     out = []
-    for i, n in enumerate(logs):
-        seg = Segment(n, base_offset_from_name(n))
-        path = os.path.join(directory, n)
-        seg.size = os.path.getsize(path)
-        batches_ts = _scan(path, seg)
-        seg.largest_ts, seg.ts_source = _largest_timestamp(directory, seg, batches_ts)
-        if i == len(logs) - 1 and batches_ts > seg.largest_ts:
+    for i, segment in enumerate(segments):
+        seg = RetainedSegment(segment)
+        batches_ts = _read_batches(seg)
+        seg.largest_ts, seg.ts_source = _largest_timestamp(segment, batches_ts)
+        if i == len(segments) - 1 and batches_ts > seg.largest_ts:
             # The active segment's time index lacks its final entry until a roll (the broker
             # keeps that maximum in memory): its batches know better.
             seg.largest_ts, seg.ts_source = batches_ts, "batches"
@@ -91,8 +107,15 @@ def load_segments(directory):
 
 
 class Policy:
-    def __init__(self, retention_ms=None, retention_bytes=None, log_start_offset=None, now=None,
-                 high_watermark=None, roll_active=False):
+    """The retention settings (retention.ms, retention.bytes, a log start offset as
+    DeleteRecords leaves it), the time retention is judged at, the high watermark to use when
+    the replication-offset-checkpoint has none, and whether the active segment may be rolled
+    away."""
+
+    def __init__(self, retention_ms: Optional[int] = None,
+                 retention_bytes: Optional[int] = None,
+                 log_start_offset: Optional[int] = None, now: Optional[int] = None,
+                 high_watermark: Optional[int] = None, roll_active: bool = False) -> None:
         self.retention_ms = retention_ms
         self.retention_bytes = retention_bytes
         self.log_start_offset = log_start_offset
@@ -102,117 +125,154 @@ class Policy:
 
 
 class RetentionPlan:
-    def __init__(self, directory, segments, high_watermark, hw_source, log_end):
+    """Each segment's fate, and the offsets it was judged by."""
+
+    def __init__(self, directory: str, segments: List[RetainedSegment], high_watermark: int,
+                 hw_source: str, log_end: int) -> None:
         self.directory = directory
         self.segments = segments
         self.high_watermark = high_watermark
         self.hw_source = hw_source
         self.log_end = log_end
-        self.roll_first = False
+        self.roll_first = False  # every segment goes: the active one is rolled first
 
     @property
-    def deleted(self):
-        return [s for s in self.segments if s.fate == "deleted"]
+    def deleted(self) -> List[RetainedSegment]:
+        return [s for s in self.segments if s.fate == DELETED]
 
     @property
-    def new_log_start(self):
-        kept = [s for s in self.segments if s.fate != "deleted"]
+    def new_log_start(self) -> int:
+        kept = [s for s in self.segments if s.fate != DELETED]
         return kept[0].base if kept else self.log_end
 
 
-def _partition_of(directory):
-    topic, _, number = os.path.basename(os.path.normpath(directory)).rpartition("-")
-    return (topic, int(number)) if topic and number.isdigit() else (None, None)
-
-
-def _high_watermark(directory, policy, log_start, log_end):
-    """(high watermark, where it came from), clamped into [log start, log end]."""
-    topic, number = _partition_of(directory)
-    path = os.path.join(os.path.dirname(os.path.abspath(directory)), "replication-offset-checkpoint")
+def _high_watermark(directory: str, policy: Policy, log_start: int,
+                    log_end: int) -> Tuple[int, str]:
+    """(high watermark, where it came from), clamped into [log start, log end]: the log
+    directory's replication-offset-checkpoint, else the policy's, else the log end offset."""
+    partition = Partition(directory)
+    topic, number = partition.topic, partition.number
+    checkpoint = names.REPLICATION_OFFSET_CHECKPOINT
     hw, source = None, None
-    if topic is not None and os.path.isfile(path):
-        for t, p, offset in checkpoints.read_offset_checkpoint(path):
-            if (t, p) == (topic, number):
-                hw, source = offset, "replication-offset-checkpoint"
+    if (topic is not None and number is not None
+            and os.path.isfile(os.path.join(partition.log_dir, checkpoint))):
+        hw = LogDir(partition.log_dir).offset_checkpoint(checkpoint).get((topic, number))
+        if hw is not None:
+            source = checkpoint
     if hw is None and policy.high_watermark is not None:
         hw, source = policy.high_watermark, "--high-watermark"
     if hw is None:
-        hw, source = log_end, "log end offset (no replication-offset-checkpoint entry, no --high-watermark)"
-    return min(max(hw, log_start), log_end), source
+        hw, source = log_end, ("log end offset (no replication-offset-checkpoint entry, "
+                               "no --high-watermark)")
+    return min(max(hw, log_start), log_end), source or ""
 
 
-def plan_retention(directory, policy):
+# A policy's test of one segment (the next one, None for the last): None when it may go, else
+# why it stays.
+Predicate = Callable[[RetainedSegment, Optional[RetainedSegment]], Optional[str]]
+
+
+def _walk(plan: RetentionPlan, policy: Policy, remaining: List[RetainedSegment],
+          predicate: Predicate, label: str) -> List[RetainedSegment]:
+    """One pass of UnifiedLog.deleteOldSegments: the segments from the oldest on that may go,
+    up to the first that may not, marked DELETED (``label`` says by what); returns the others."""
+    gone = 0
+    for i, seg in enumerate(remaining):
+        last = i == len(remaining) - 1
+        nxt = None if last else remaining[i + 1]
+        upper = plan.log_end if nxt is None else nxt.base
+        if last and not policy.roll_active:
+            seg.why = seg.why or "active segment (--roll-active lets it go)"
+            break
+        if last and seg.next_offset == seg.base:
+            seg.why = seg.why or "active segment, empty"
+            break
+        if plan.high_watermark < upper:
+            seg.why = "above the high watermark %d (%s)" % (plan.high_watermark, plan.hw_source)
+            break
+        why_not = predicate(seg, nxt)
+        if why_not is not None:
+            seg.why = why_not
+            break
+        seg.fate, seg.why = DELETED, label
+        gone += 1
+    return remaining[gone:]
+
+
+def _below_log_start(start: int, log_end: int) -> Predicate:
+    """deleteLogStartOffsetBreachedSegments: a segment wholly below the log start offset."""
+    def test(seg: RetainedSegment, nxt: Optional[RetainedSegment]) -> Optional[str]:
+        if (nxt.base if nxt is not None else log_end) <= start:
+            return None
+        return "holds offsets at or above the log start offset %d" % start
+    return test
+
+
+def _over_size(limit: int, remaining: List[RetainedSegment]) -> Predicate:
+    """deleteRetentionSizeBreachedSegments: the oldest segments while the partition stays at
+    or above ``limit`` bytes without them."""
+    diff = sum(s.size for s in remaining) - limit
+
+    def test(seg: RetainedSegment, nxt: Optional[RetainedSegment]) -> Optional[str]:
+        nonlocal diff
+        if diff - seg.size >= 0:
+            diff -= seg.size
+            return None
+        return "needed to stay above retention bytes %d" % limit
+    return test
+
+
+def _too_old(retention_ms: int, now: int) -> Predicate:
+    """deleteRetentionMsBreachedSegments: a segment whose largest timestamp is older than
+    ``retention_ms`` at ``now``."""
+    def test(seg: RetainedSegment, nxt: Optional[RetainedSegment]) -> Optional[str]:
+        if now - seg.largest_ts > retention_ms:
+            return None
+        if seg.largest_ts > now:
+            return "future timestamps (%d, from the %s) hold it back" % (seg.largest_ts,
+                                                                        seg.ts_source)
+        return "newest timestamp %d (from the %s) too recent" % (seg.largest_ts, seg.ts_source)
+    return test
+
+
+def _apply_policy(plan: RetentionPlan, policy: Policy) -> None:
+    """The three passes in the broker's order, each on what the previous one left."""
+    remaining = list(plan.segments)
+    if policy.log_start_offset is not None:
+        remaining = _walk(plan, policy, remaining,
+                          _below_log_start(policy.log_start_offset, plan.log_end),
+                          "log start offset %d" % policy.log_start_offset)
+    if policy.retention_bytes is not None and policy.retention_bytes >= 0:
+        remaining = _walk(plan, policy, remaining, _over_size(policy.retention_bytes, remaining),
+                          "retention bytes %d" % policy.retention_bytes)
+    if policy.retention_ms is not None and policy.retention_ms >= 0:
+        _walk(plan, policy, remaining, _too_old(policy.retention_ms, policy.now),
+              "retention ms %d" % policy.retention_ms)
+
+
+def plan_retention(directory: str, policy: Policy) -> RetentionPlan:
+    """Which segments of the partition ``directory`` retention deletes under ``policy``, and
+    why each other one stays."""
     segments = load_segments(directory)
     log_end = segments[-1].next_offset if segments else 0
     log_start = segments[0].base if segments else 0
     hw, source = _high_watermark(directory, policy, log_start, log_end)
     plan = RetentionPlan(directory, segments, hw, source, log_end)
-    remaining = list(segments)
-
-    def walk(predicate, label):
-        nonlocal remaining
-        gone = 0
-        for i, seg in enumerate(remaining):
-            last = i == len(remaining) - 1
-            upper = remaining[i + 1].base if not last else log_end
-            if last and not policy.roll_active:
-                seg.why = seg.why or "active segment (--roll-active lets it go)"
-                break
-            if last and seg.next_offset == seg.base:
-                seg.why = seg.why or "active segment, empty"
-                break
-            if hw < upper:
-                seg.why = "above the high watermark %d (%s)" % (hw, source)
-                break
-            why_not = predicate(seg, remaining[i + 1] if not last else None)
-            if why_not is not None:
-                seg.why = why_not
-                break
-            seg.fate, seg.why = "deleted", label
-            gone += 1
-        remaining = remaining[gone:]
-
-    if policy.log_start_offset is not None:
-        def below_start(seg, nxt):
-            if nxt is not None and nxt.base <= policy.log_start_offset:
-                return None
-            if nxt is None and log_end <= policy.log_start_offset:
-                return None
-            return "holds offsets at or above the log start offset %d" % policy.log_start_offset
-        walk(below_start, "log start offset %d" % policy.log_start_offset)
-    if policy.retention_bytes is not None and policy.retention_bytes >= 0:
-        diff = sum(s.size for s in remaining) - policy.retention_bytes
-
-        def over_size(seg, nxt):
-            nonlocal diff
-            if diff - seg.size >= 0:
-                diff -= seg.size
-                return None
-            return "needed to stay above retention bytes %d" % policy.retention_bytes
-        walk(over_size, "retention bytes %d" % policy.retention_bytes)
-    if policy.retention_ms is not None and policy.retention_ms >= 0:
-        def too_old(seg, nxt):
-            if policy.now - seg.largest_ts > policy.retention_ms:
-                return None
-            if seg.largest_ts > policy.now:
-                return "future timestamps (%d, from the %s) hold it back" % (seg.largest_ts,
-                                                                            seg.ts_source)
-            return "newest timestamp %d (from the %s) too recent" % (seg.largest_ts, seg.ts_source)
-        walk(too_old, "retention ms %d" % policy.retention_ms)
+    _apply_policy(plan, policy)
     for i, seg in enumerate(segments):
         if seg.why is None:
             seg.why = ("active segment" if i == len(segments) - 1 else
                        "an older segment is kept, and retention stops at the first kept segment")
-    plan.roll_first = bool(segments) and segments[-1].fate == "deleted"
+    plan.roll_first = bool(segments) and segments[-1].fate == DELETED
     return plan
 
 
-def segment_files(directory, base):
+def segment_files(directory: str, base: int) -> List[str]:
     """The names of a segment's files present now (its .log last), and snapshots at its base."""
-    stem = names.offset_stem(base)
-    found = [n for n in os.listdir(directory) if n.split(".", 1)[0] == stem
-             and not lifecycle_suffix(n) and names.partition_file_kind(n) in
-             (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.SNAPSHOT)]
+    present = set(os.listdir(directory))
+    found = [n for n in (names.offset_name(base, kind) for kind in
+                         (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.SNAPSHOT))
+             if n in present]
     log = names.offset_name(base, names.LOG)
     return sorted(found) + ([log] if os.path.exists(os.path.join(directory, log)) else [])
 
@@ -220,18 +280,19 @@ def segment_files(directory, base):
 INTENT = ".kafkalog-retain-intent"
 
 
-def finish_interrupted(directory):
+def finish_interrupted(directory: str) -> List[str]:
     """Finish a deletion a crash interrupted: the bases it had decided, and the new log start,
     are in the intent file written before the first rename (so that no half-deleted segment is
     left, and no segment that merely has .deleted files beside it, as the log cleaner leaves,
-    is taken for one)."""
+    is taken for one). Returns the names renamed."""
     path = os.path.join(directory, INTENT)
     if not os.path.exists(path):
         return []
     with open(path) as f:
         words = f.read().split()
     try:
-        start, bases = int(words[0]), [int(x) for x in words[1:]]
+        start: Optional[int] = int(words[0])
+        bases = [int(x) for x in words[1:]]
     except (ValueError, IndexError):
         start, bases = None, []  # a torn intent file: the deletion had not begun
     done = []
@@ -243,14 +304,14 @@ def finish_interrupted(directory):
     return done
 
 
-def _mark_deleted(directory, n):
+def _mark_deleted(directory: str, n: str) -> str:
     """Rename ``n`` to ``n.deleted``, never over an existing file: when a ``n.deleted`` is
     already there (the log cleaner leaves the segment it replaced so, under the same base
     offset, until the broker's delayed delete), ours becomes ``n.<k>.deleted`` with the first
     free k. Returns the new name."""
     src = os.path.join(directory, n)
     for k in range(1, 1 << 20):
-        target = n + DELETED if k == 1 else "%s.%d%s" % (n, k, DELETED)
+        target = n + names.DELETED if k == 1 else "%s.%d%s" % (n, k, names.DELETED)
         try:
             rename_noreplace(src, os.path.join(directory, target))
             return target
@@ -259,51 +320,52 @@ def _mark_deleted(directory, n):
     raise FileExistsError(errno.EEXIST, "no free .deleted name", src)
 
 
-def _rename_segments(directory, bases, new_start):
+def _rename_segments(directory: str, bases: List[int], new_start: int) -> List[str]:
     done = []
     for base in bases:
         for n in segment_files(directory, base):
             _mark_deleted(directory, n)
             done.append(n)
-    for n in os.listdir(directory):  # producer snapshots below the new log start go too
-        b = base_offset_from_name(n)
-        if names.partition_file_kind(n) == names.SNAPSHOT and not lifecycle_suffix(n) \
-                and b is not None and b < new_start:
+    # producer snapshots below the new log start go too
+    for offset, path in Partition(directory).snapshot_paths():
+        if offset < new_start:
+            n = os.path.basename(path)
             _mark_deleted(directory, n)
             done.append(n)
     fsync_dir(directory)
     return done
 
 
-def _deleted_origin(n):
+def _deleted_origin(n: str) -> Optional[str]:
     """The name a ``.deleted`` file had (``X.log.deleted`` and our ``X.log.2.deleted`` ->
     ``X.log``), or None for a name that is not a Kafka file's with that suffix."""
-    if not n.endswith(DELETED):
+    if names.lifecycle_suffix(n) != names.DELETED:
         return None
-    stem = n[:-len(DELETED)]
+    stem = names.without_lifecycle_suffix(n)
     head, dot, k = stem.rpartition(".")
     if dot and k.isascii() and k.isdigit() and names.partition_file_kind(head) is not None:
         stem = head
     return stem if names.partition_file_kind(stem) is not None else None
 
 
-def delete_segments(plan):
+def delete_segments(plan: RetentionPlan) -> None:
     """Rename each deleted segment's files to .deleted (indexes and snapshots first, the .log
     last) and update the log start checkpoint, after writing down which, so that a rerun after
     a crash finishes the same job."""
     directory = plan.directory
     bases = [seg.base for seg in plan.deleted]
     intent = os.path.join(directory, INTENT)
-    write_atomically(intent, (" ".join(str(x) for x in [plan.new_log_start] + bases) + "\n").encode())
+    write_atomically(intent, (" ".join(str(x) for x in [plan.new_log_start] + bases)
+                              + "\n").encode())
     _rename_segments(directory, bases, plan.new_log_start)
     update_log_start_checkpoint(directory, plan.new_log_start)
     os.unlink(intent)
     fsync_dir(directory)
 
 
-def purge_deleted(directory, delay_ms, now_ms):
+def purge_deleted(directory: str, delay_ms: int, now_ms: int) -> List[str]:
     """Remove .deleted files whose deletion is older than the delay (the rename time, their
-    ctime); with 0, all of them."""
+    ctime); with 0, all of them (LogManager's delayed delete, file.delete.delay.ms)."""
     removed = []
     for n in sorted(os.listdir(directory)):
         if _deleted_origin(n) is None:
@@ -317,14 +379,15 @@ def purge_deleted(directory, delay_ms, now_ms):
     return removed
 
 
-def update_log_start_checkpoint(directory, first_base):
+def update_log_start_checkpoint(directory: str, first_base: int) -> bool:
     """Rewrite the log directory's log-start-offset-checkpoint, when it exists, for this
     partition whose first segment now starts at ``first_base``: the log start offset only ever
     grows (an entry above the base, from a DeleteRecords, stays), and the entry is left out
     when the log start is the first segment's base, as the broker writes it."""
-    path = os.path.join(os.path.dirname(os.path.abspath(directory)), "log-start-offset-checkpoint")
-    topic, number = _partition_of(directory)
-    if topic is None or not os.path.isfile(path):
+    partition = Partition(directory)
+    path = os.path.join(partition.log_dir, names.LOG_START_OFFSET_CHECKPOINT)
+    topic, number = partition.topic, partition.number
+    if topic is None or number is None or not os.path.isfile(path):
         return False
     entries = checkpoints.read_offset_checkpoint(path)
     current = [o for t, p, o in entries if (t, p) == (topic, number)]
@@ -335,3 +398,26 @@ def update_log_start_checkpoint(directory, first_base):
     text = "0\n%d\n" % len(entries) + "".join("%s %d %d\n" % e for e in entries)
     write_atomically(path, text.encode("utf-8"))
     return True
+
+
+def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
+                     delete_delay_ms: int = 60000) -> RetentionPlan:
+    """Retention of the partition ``directory``, start to end: finish a deletion a crash
+    interrupted, plan (``plan_retention``), roll the active segment first when every segment
+    is to go, rename the deleted segments' files to .deleted, and remove the .deleted files
+    older than ``delete_delay_ms``. With ``dry_run``, only the plan. The caller holds the log
+    directory's lock. Returns the plan, carried out."""
+    if not dry_run:
+        finish_interrupted(directory)
+    plan = plan_retention(directory, policy)
+    if dry_run:
+        return plan
+    if plan.roll_first:
+        # under the log directory's lock: no partition lock file needed
+        with PartitionWriter(directory, lock_partition=False) as writer:
+            writer.roll()
+    if plan.deleted:
+        delete_segments(plan)
+    # wall-clock time: the delay runs from the rename, whatever the policy's ``now`` says
+    purge_deleted(directory, delete_delay_ms, int(time.time() * 1000))
+    return plan
