@@ -44,17 +44,21 @@ def _targets(paths, files):
 @click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--files", "files_arg", multiple=True, metavar="A,B,C",
               help="Comma-separated files to dump (as kafka-dump-log.sh takes them).")
-@click.option("--print-data-log", is_flag=True, help="Print keys and payloads (implies --deep-iteration).")
+@click.option("--print-data-log", is_flag=True,
+              help="Print keys and payloads (implies --deep-iteration).")
 @click.option("--deep-iteration", is_flag=True, help="Print a line per record under each batch.")
-@click.option("--skip-record-metadata", is_flag=True, help="Leave the metadata out of record lines.")
+@click.option("--skip-record-metadata", is_flag=True,
+              help="Leave the metadata out of record lines.")
 @click.option("--max-bytes", type=click.IntRange(0), default=KAFKA_MAX_BYTES, show_default=True,
               help="Read only this many bytes of each log file.")
 @click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
-              show_default=True, help="Largest record accepted; a batch may inflate to 16 times this.")
+              show_default=True,
+              help="Largest record accepted; a batch may inflate to 16 times this.")
 @click.option("--key-decoder", type=click.Choice(decoders.DECODER_NAMES), default=None,
               help="How to print keys (default string). Implies --print-data-log.")
 @click.option("--value-decoder", type=click.Choice(decoders.DECODER_NAMES), default=None,
-              help="How to print payloads and header values (default string). Implies --print-data-log.")
+              help="How to print payloads and header values (default string). "
+              "Implies --print-data-log.")
 @click.option("--key-decoder-class", default=None, hidden=True)
 @click.option("--value-decoder-class", default=None, hidden=True)
 @click.option("--base-offset", type=click.IntRange(0), default=None,
@@ -65,7 +69,8 @@ def _targets(paths, files):
               show_default=True, help="kafka: kafka-dump-log.sh's lines; messages: one line per "
               "message; json: JSON Lines.")
 @click.option("--kafka-format", type=click.Choice(KAFKA_FORMATS), default="4.2", show_default=True,
-              help="Which kafka-dump-log.sh to match: the Scala tool (3.x-4.2) or 4.3's Java rewrite.")
+              help="Which kafka-dump-log.sh to match: the Scala tool (3.x-4.2) or 4.3's Java "
+              "rewrite.")
 @click.option("--skip-invalid", is_flag=True,
               help="After invalid bytes, go on at the next position where a valid batch starts.")
 @click.option("--verify-index-only", is_flag=True,
@@ -74,9 +79,11 @@ def _targets(paths, files):
               help="Index files: run only the broker's start-up sanity check.")
 @click.option("--from-offset", type=click.IntRange(0), default=None,
               help="Only records at this offset or later (found through the offset index).")
-@click.option("--to-offset", type=click.IntRange(0), default=None, help="Only records at this offset or earlier.")
+@click.option("--to-offset", type=click.IntRange(0), default=None,
+              help="Only records at this offset or earlier.")
 @click.option("--from-timestamp", type=int, default=None, metavar="MS",
-              help="Start at the first record whose timestamp is at least MS (through the time index).")
+              help="Start at the first record whose timestamp is at least MS (through the time "
+              "index).")
 @click.option("--to-timestamp", type=int, default=None, metavar="MS",
               help="Only records whose timestamp is at most MS.")
 def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
@@ -111,52 +118,65 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     bounds = None
     if (from_offset, to_offset, from_timestamp, to_timestamp) != (None,) * 4:
         bounds = Seek(from_offset, to_offset, from_timestamp, to_timestamp)
-    limit = max_bytes if max_bytes < KAFKA_MAX_BYTES else None
-    fast = writer.fast_path()
-    status = EXIT_OK
+    run = _DumpRun(writer, iopts, max_message_size, base_offset, deep=opts.deep,
+                   max_bytes=max_bytes if max_bytes < KAFKA_MAX_BYTES else None,
+                   resync=skip_invalid)
     try:
-        for target in targets:
-            try:
-                found = files_to_read(target, bounds)
-            except (NoSegmentsError, OSError) as e:
-                writer.warn(str(e) if isinstance(e, NoSegmentsError) else _os_error(target, e))
-                status = EXIT_USAGE
-                continue
-            for f, seek in found:
-                path, kind = f.path, f.kind
-                if f.error is not None:
-                    # a partition directory that cannot be read: named, the others go on
-                    writer.warn(_os_error(path, f.error))
-                    status = EXIT_USAGE
-                elif kind is None:
-                    if not f.explicit:
-                        writer.ignored(printable_name(path))
-                    else:
-                        writer.warn("%s: unknown file kind: dump reads segments (*.log and their "
-                                    ".deleted/.cleaned/.swap names), *.index, *.timeindex, "
-                                    "*.txnindex, *.snapshot and checkpoint files"
-                                    % printable_name(path))
-                        status = EXIT_USAGE
-                else:
-                    try:
-                        if kind == names.LOG:
-                            with LogFile(path, max_message_size) as log:
-                                reader = SegmentReader(log, base_offset, seek=seek,
-                                                       records=opts.deep, max_bytes=limit,
-                                                       resync=skip_invalid, fast=fast)
-                                writer.segment(reader)
-                            result = EXIT_INVALID if reader.invalid else EXIT_OK
-                        else:
-                            result = dump_aux(kind, path, writer, iopts)
-                        status = max(status, result)
-                    except OSError as e:
-                        writer.warn(_os_error(path, e))
-                        status = EXIT_USAGE
+        status = max([run.target(target, bounds) for target in targets])
     finally:
         writer.finish()
     if writer.found_invalid:
         status = max(status, EXIT_INVALID)
     sys.exit(status)
+
+
+class _DumpRun:
+    """Each file a dump names, handed to the library's reader and to the writer; each method
+    returns the exit status its part earns."""
+
+    def __init__(self, writer, iopts, max_message_size, base_offset, deep, max_bytes, resync):
+        self.writer = writer
+        self.iopts = iopts
+        self.max_message_size = max_message_size
+        self.base_offset = base_offset
+        self.reading = dict(records=deep, max_bytes=max_bytes, resync=resync,
+                            fast=writer.fast_path())
+
+    def target(self, target, bounds):
+        try:
+            found = files_to_read(target, bounds)
+        except (NoSegmentsError, OSError) as e:
+            self.writer.warn(str(e) if isinstance(e, NoSegmentsError) else _os_error(target, e))
+            return EXIT_USAGE
+        return max([self.file(f, seek) for f, seek in found], default=EXIT_OK)
+
+    def file(self, f, seek):
+        if f.error is not None:
+            # a partition directory that cannot be read: named, the others go on
+            self.writer.warn(_os_error(f.path, f.error))
+            return EXIT_USAGE
+        if f.kind is None:
+            if not f.explicit:
+                self.writer.ignored(printable_name(f.path))
+                return EXIT_OK
+            self.writer.warn("%s: unknown file kind: dump reads segments (*.log and their "
+                             ".deleted/.cleaned/.swap names), *.index, *.timeindex, "
+                             "*.txnindex, *.snapshot and checkpoint files"
+                             % printable_name(f.path))
+            return EXIT_USAGE
+        try:
+            if f.kind == names.LOG:
+                return self.segment(f.path, seek)
+            return dump_aux(f.kind, f.path, self.writer, self.iopts)
+        except OSError as e:
+            self.writer.warn(_os_error(f.path, e))
+            return EXIT_USAGE
+
+    def segment(self, path, seek):
+        with LogFile(path, self.max_message_size) as log:
+            reader = SegmentReader(log, self.base_offset, seek=seek, **self.reading)
+            self.writer.segment(reader)
+        return EXIT_INVALID if reader.invalid else EXIT_OK
 
 
 def _os_error(path, e):

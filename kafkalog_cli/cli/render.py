@@ -190,7 +190,8 @@ class Writer:
 
     def invalid(self, inv, counted):
         if counted:
-            self.warn("%s: %d invalid bytes at position %d: %s" % (self.path, inv.size, inv.position,
+            self.warn("%s: %d invalid bytes at position %d: %s" % (self.path, inv.size,
+                                                                   inv.position,
                                                                    inv.reason))
 
     def end_file(self):
@@ -277,11 +278,12 @@ def entry_text(kind, f, kafka_format):
     if kind == names.SNAPSHOT:
         line = ("producerId: %d producerEpoch: %d coordinatorEpoch: %d currentTxnFirstOffset: %s "
                 "lastTimestamp: %d" % (f["producerId"], f["producerEpoch"], f["coordinatorEpoch"],
-                                       _optional_long(f["currentTxnFirstOffset"]), f["lastTimestamp"]))
+                                       _optional_long(f["currentTxnFirstOffset"]),
+                                       f["lastTimestamp"]))
         if "lastOffset" in f:
             return line + (" firstSequence: %d lastSequence: %d lastOffset: %d offsetDelta: %d "
-                           "timestamp: %d" % (f["firstSequence"], f["lastSequence"], f["lastOffset"],
-                                              f["offsetDelta"], f["timestamp"]))
+                           "timestamp: %d" % (f["firstSequence"], f["lastSequence"],
+                                              f["lastOffset"], f["offsetDelta"], f["timestamp"]))
         return line if java_tool(kafka_format) else line + " "  # the Scala tool's trailing space
     return " ".join("%s: %s" % item for item in f.items())
 
@@ -300,12 +302,14 @@ def control_text(key, value, kafka_format):
     type_id = control.control_type(key)
     if type_id in (control.ABORT, control.COMMIT):
         _, epoch = control.end_txn_marker(value)
-        return " endTxnMarker: %s coordinatorEpoch: %d" % (control.control_type_name(type_id), epoch)
+        return " endTxnMarker: %s coordinatorEpoch: %d" % (control.control_type_name(type_id),
+                                                           epoch)
     labels = {control.SNAPSHOT_HEADER: "SnapshotHeader", control.SNAPSHOT_FOOTER: "SnapshotFooter",
               control.KRAFT_VERSION: "KRaftVersion", control.KRAFT_VOTERS: "KRaftVoters"}
     if type_id in labels:
         body = control.kraft_control_json(type_id, value)
-        return " %s %s" % (labels[type_id], json.dumps(body, separators=(",", ":"), allow_nan=False))
+        return " %s %s" % (labels[type_id],
+                           json.dumps(body, separators=(",", ":"), allow_nan=False))
     if type_id == control.LEADER_CHANGE:
         # Read even where it is not printed (the Scala tool's plain controlType line): a
         # malformed value is invalid data for dump as for recover.
@@ -384,8 +388,9 @@ class KafkaWriter(Writer):
         return pos, prev_last
 
     def batch(self, b, recs):
-        if self._c_batch_line is not None and b.magic == 2 and b.codec <= 4 and self.buf is not None:
-            self.put_bytes(self._c_batch_line.batch_line(self.buf, b.position, b.is_valid))
+        native = self._c_batch_line
+        if native is not None and b.magic == 2 and b.codec <= 4 and self.buf is not None:
+            self.put_bytes(native.batch_line(self.buf, b.position, b.is_valid))
         else:
             self._lines.append(self._batch_line(b))
         if recs is not None:
@@ -396,7 +401,8 @@ class KafkaWriter(Writer):
     def records(self, b, recs):
         if len(recs):
             self._track_offsets(recs.offsets)
-            if b.magic >= 2 and not b.is_control and not self.opts.skip_metadata and not self.opts.iso:
+            opts = self.opts
+            if b.magic >= 2 and not b.is_control and not opts.skip_metadata and not opts.iso:
                 self._v2_lines(b, recs)
             else:
                 self._generic_lines(b, recs)
@@ -502,7 +508,8 @@ class KafkaWriter(Writer):
                     parts.append("%skey: %s" % (prefix, self._key_text(k)))
                     prefix = " "
                 if v is not None:
-                    parts.append("%spayload: %s" % (prefix if self._java else " ", self._value_text(v)))
+                    parts.append("%spayload: %s" % (prefix if self._java else " ",
+                                                    self._value_text(v)))
             add("".join(parts))
 
     def invalid(self, inv, counted):
@@ -557,8 +564,8 @@ class MessagesWriter(Writer):
             k = recs.keys[i]
             v = recs.values[i]
             valid, crc = record_validity(b, recs, i)
-            line = ("offset: %d position: %d %s: %s isvalid: %s crc: %d keysize: %d payloadsize: %d "
-                    "magic: %d compresscodec: %s" % (
+            line = ("offset: %d position: %d %s: %s isvalid: %s crc: %d keysize: %d "
+                    "payloadsize: %d magic: %d compresscodec: %s" % (
                         off, pos, tl, self._ts(recs.timestamps[i]), _BOOL[valid], crc,
                         -1 if k is None else len(k), -1 if v is None else len(v), b.magic, codec))
             if b.is_control:
