@@ -7,12 +7,18 @@ missing or fails the broker's sanity check is not used: the segment is scanned f
 """
 
 import os
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple, Type, TypeVar
 
+from ..format.records import Batch, Records
 from . import names
 from .files import FileFormatError
-from ..format.records import Batch
 from .index import OffsetIndex, TimeIndex
 from .verify import batch_at
+
+if TYPE_CHECKING:
+    from .segment import LogFile
+
+AnyIndex = TypeVar("AnyIndex", OffsetIndex, TimeIndex)
 
 
 class Seek:
@@ -22,18 +28,19 @@ class Seek:
     offsets-for-times does, UnifiedLog.fetchOffsetByTimestamp); to_ts keeps the records whose
     timestamp is at most to_ts. A record without a timestamp (v0) is outside any time bound."""
 
-    def __init__(self, from_offset=None, to_offset=None, from_ts=None, to_ts=None):
+    def __init__(self, from_offset: Optional[int] = None, to_offset: Optional[int] = None,
+                 from_ts: Optional[int] = None, to_ts: Optional[int] = None) -> None:
         self.from_offset = from_offset
         self.to_offset = to_offset
         self.from_ts = from_ts
         self.to_ts = to_ts
         self.started = from_ts is None
 
-    def fresh(self):
+    def fresh(self) -> "Seek":
         """The same bounds for another partition."""
         return Seek(self.from_offset, self.to_offset, self.from_ts, self.to_ts)
 
-    def wants_segment(self, base, next_base):
+    def wants_segment(self, base: Optional[int], next_base: Optional[int]) -> bool:
         """Can a segment of offsets [base, next_base) hold a record in the offset bounds?"""
         if self.to_offset is not None and base is not None and base > self.to_offset:
             return False
@@ -41,7 +48,7 @@ class Seek:
             return False
         return True
 
-    def past_end(self, batch, recs=None):
+    def past_end(self, batch: Batch, recs: Optional[Records] = None) -> bool:
         """No later batch can be wanted (offsets increase along a partition). A legacy
         compressed wrapper's offset is its last inner one: its records tell its first."""
         if self.to_offset is None:
@@ -49,7 +56,7 @@ class Seek:
         first = recs.offsets[0] if recs is not None and len(recs) else batch.base_offset
         return first > self.to_offset
 
-    def select(self, recs):
+    def select(self, recs: Records) -> List[int]:
         """Indices of the wanted records of a batch, in order."""
         out = []
         lo, hi, to_ts = self.from_offset, self.to_offset, self.to_ts
@@ -65,7 +72,7 @@ class Seek:
             out.append(i)
         return out
 
-    def start_position(self, log):
+    def start_position(self, log: "LogFile") -> Tuple[int, Optional[str]]:
         """(position, note): where to start reading the segment ``log`` (a LogFile), and why
         not further in (None when the indexes did their job)."""
         if self.from_offset is None and self.started:
@@ -78,7 +85,7 @@ class Seek:
         if oindex is None:
             return 0, note
         target = self.from_offset if self.from_offset is not None else base
-        if not self.started:
+        if not self.started and self.from_ts is not None:
             tindex, note = _sane(TimeIndex, names.sibling(log.path, names.TIMEINDEX), base)
             if tindex is None:
                 if self.from_offset is None:
@@ -102,7 +109,8 @@ class Seek:
         return position, note
 
 
-def _time_entry_holds(log, oindex, timestamp, offset):
+def _time_entry_holds(log: "LogFile", oindex: OffsetIndex, timestamp: int,
+                      offset: int) -> bool:
     """Does the batch ending at ``offset`` exist and carry ``timestamp`` as its max timestamp,
     as a time index entry claims? (A wrong index can pass the sanity check.)"""
     for item in log.entries(oindex.lookup(offset)[1]):
@@ -111,7 +119,8 @@ def _time_entry_holds(log, oindex, timestamp, offset):
     return False
 
 
-def _sane(cls, path, base):
+def _sane(cls: Type[AnyIndex], path: str,
+          base: int) -> Tuple[Optional[AnyIndex], Optional[str]]:
     """The index at ``path`` cut to its entries, or (None, why it cannot be used)."""
     if not os.path.isfile(path):
         return None, "%s: missing: reading the segment from its start" % path
@@ -128,10 +137,10 @@ def _sane(cls, path, base):
     return index, None
 
 
-def next_bases(log_paths):
+def next_bases(log_paths: Iterable[str]) -> Dict[str, Optional[int]]:
     """For each log path, the base offset of the next segment of the same directory (or None)."""
-    out = {}
-    by_dir = {}
+    out: Dict[str, Optional[int]] = {}
+    by_dir: Dict[str, List[str]] = {}
     for p in log_paths:
         by_dir.setdefault(os.path.dirname(p), []).append(p)
     for paths in by_dir.values():

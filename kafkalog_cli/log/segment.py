@@ -7,12 +7,12 @@ import mmap
 import os
 import platform
 import sys
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError
-from ..format.records import RECORD_CHUNK, Batch, decode_records, iter_records
-from ..format.scan import scan
+from ..format.records import RECORD_CHUNK, Batch, Records, decode_records, iter_records
+from ..format.scan import InvalidBytes, scan
 from ..errors import KafkalogError
 from . import names
 from .files import open_regular
@@ -81,7 +81,8 @@ class LogFile:
     asked for; other ranges must be loaded first with ``ensure(start, stop)``.
     """
 
-    def __init__(self, path, max_message_size=DEFAULT_MAX_MESSAGE_SIZE, record_limit_factor=1):
+    def __init__(self, path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                 record_limit_factor: int = 1) -> None:
         self.path = path
         self.max_message_size = max_message_size * record_limit_factor  # per record
         self.batch_limit = max_message_size * BATCH_LIMIT_FACTOR  # per decompressed batch
@@ -111,7 +112,7 @@ class LogFile:
             self._file.close()
             raise
 
-    def close(self):
+    def close(self) -> None:
         if self._map is not None:
             self.buf.release()
             try:
@@ -121,13 +122,13 @@ class LogFile:
             self._map = None
         self._file.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "LogFile":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _changed(self, pos, got):
+    def _changed(self, pos: int, got: int) -> "FileChangedError":
         try:
             now = "%d bytes now" % os.fstat(self._fd).st_size
         except OSError:
@@ -136,7 +137,7 @@ class LogFile:
             errno.EIO, "changed size while being read (%d bytes at open, %s; a short read at "
             "position %d)" % (self.size, now, pos + got), self.path)
 
-    def read_into(self, buffer, pos):
+    def read_into(self, buffer: bytearray, pos: int) -> int:
         """Copy the file's bytes from ``pos`` into ``buffer`` (reused by the caller); return
         how many were copied: ``len(buffer)``, or fewer where the file (as opened) ends.
         Raises FileChangedError when the file has shrunk since it was opened."""
@@ -144,10 +145,10 @@ class LogFile:
         self._pread_full(memoryview(buffer)[:want], pos)
         return want
 
-    def _fill(self, start, stop):
+    def _fill(self, start: int, stop: int) -> None:
         self._pread_full(self.buf[start:stop], start)
 
-    def _pread_full(self, view, pos):
+    def _pread_full(self, view: memoryview, pos: int) -> None:
         """Fill ``view`` from the file at ``pos``; a short read means the file shrank."""
         got, want = 0, len(view)
         while got < want:
@@ -156,17 +157,17 @@ class LogFile:
                 raise self._changed(pos, got)
             got += n
 
-    def _drop(self, start, stop):
+    def _drop(self, start: int, stop: int) -> None:
         """Give back the memory of ``[start, stop)`` (it then reads as zeros), rounded out to
         whole huge pages: callers drop either everything loaded or what lies before a huge
         page boundary, and nothing outside what is loaded needs keeping (a huge page dropped
         only in part would stay resident)."""
         start -= start % _HUGE
         stop = min(self.size, -(-stop // _HUGE) * _HUGE)
-        if stop > start and hasattr(mmap, "MADV_DONTNEED"):
+        if stop > start and self._map is not None and hasattr(mmap, "MADV_DONTNEED"):
             self._map.madvise(mmap.MADV_DONTNEED, start, stop - start)
 
-    def ensure(self, start, stop):
+    def ensure(self, start: int, stop: int) -> None:
         """Load ``buf[start:stop]`` from the file (a no-op for bytes already loaded). Bytes a
         step or more before ``start`` may be released: callers never read behind ``start``."""
         if start >= self._lo and stop <= self._hi:
@@ -191,7 +192,7 @@ class LogFile:
             self._ahead = min(WINDOW, self._ahead * 2)
         self._lo, self._hi = lo, hi
 
-    def release_before(self, pos):
+    def release_before(self, pos: int) -> None:
         """Let go of the loaded bytes before ``pos`` once a step's worth has been read, so
         that memory use stays flat."""
         if pos - self._lo >= RELEASE_STEP and self._hi > self._lo:
@@ -203,20 +204,21 @@ class LogFile:
                 self._drop(self._lo, lo)
                 self._lo = lo
 
-    def entries(self, start=0, end=None, resync=False):
+    def entries(self, start: int = 0, end: Optional[int] = None,
+                resync: bool = False) -> Iterator[Union[Batch, InvalidBytes]]:
         """Batches and InvalidBytes of ``[start, end)``, as ``format.scan.scan`` yields them,
         reading the file just ahead of the scan."""
         end = self.size if end is None else min(end, self.size)
         return scan(self.buf, start, end, resync, self.ensure)
 
-    def records(self, batch):
+    def records(self, batch: Batch) -> Records:
         """Decode the records of ``batch`` all at once; raises CorruptRecordError on malformed
         contents. For a batch of few records: iter_records bounds memory for any batch."""
         self.ensure(batch.position, batch.position + batch.size)
         return decode_records(self.buf, batch, self._inflater, self.max_message_size,
                               self.batch_limit)
 
-    def iter_records(self, batch, chunk=RECORD_CHUNK):
+    def iter_records(self, batch: Batch, chunk: int = RECORD_CHUNK) -> Iterator[Records]:
         """The records of ``batch`` as Records of at most ``chunk`` records each, decoded as
         they are asked for: memory stays bounded by the batch's decompressed size (at most
         ``batch_limit``) plus one chunk, however many records it holds. At damage, the
@@ -236,7 +238,7 @@ class LogFile:
                 return
             yield item
 
-    def first_base_offset(self):
+    def first_base_offset(self) -> Optional[int]:
         """The base offset of the first complete entry, or None."""
         for item in self.entries():
             return getattr(item, "base_offset", None)
