@@ -147,7 +147,8 @@ class Writer:
                     self.records(event.batch, event.records)
             elif isinstance(event, BatchProblem):
                 if event.kind == MISPLACED:
-                    self.warn("%s: %s" % (self.path, event.message))
+                    self.warn("%s: the batch at position %d: %s"
+                              % (self.path, event.batch.position, event.message))
                 elif event.kind == NOT_DECODED:
                     self.records_not_decoded(event.batch, reader.log.batch_limit)
                 else:

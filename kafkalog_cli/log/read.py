@@ -93,7 +93,8 @@ def problem_text(path: str, event: Union[BatchProblem, BytesProblem, Note]) -> s
         item = event.item
         return "%s: %d invalid bytes at position %d: %s" % (
             printable_name(path), item.size, item.position, item.reason)
-    return "%s: %s" % (printable_name(path), event.message)
+    return "%s: the batch at position %d: %s" % (printable_name(path), event.batch.position,
+                                                  event.message)
 
 
 class SegmentReader:
@@ -187,8 +188,7 @@ class SegmentReader:
                         prev_last = item.last_offset
                     else:
                         self.invalid = True
-                        yield BatchProblem(item, MISPLACED, "the batch at position %d: %s"
-                                           % (item.position, problem))
+                        yield BatchProblem(item, MISPLACED, problem)
                 if item.is_control and self.skip_control:
                     continue
                 outcome = yield from self._batch(item)

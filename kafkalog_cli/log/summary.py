@@ -1,57 +1,104 @@
-"""A segment checked end to end and summed up: the unit of work of `kafkalog scan`."""
+"""A segment checked end to end and summed up: the unit of work of `kafkalog scan`, read with the
+same reader and the same validity rules as `kafkalog dump` (log/read.py)."""
 
 import os
-from typing import Any, Dict, Optional, Set
+from typing import Any, Dict, List, Optional, Set
 
-from ..format.errors import CorruptRecordError
-from ..format.scan import InvalidBytes
+from ..format.records import Batch, Records
+from .read import NOT_DECODED, BatchProblem, BatchRead, BytesProblem, SegmentReader
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
+
+
+class _Summary:
+    """The totals of one segment, summed batch by batch as the reader's events come."""
+
+    def __init__(self, path: str) -> None:
+        self.out: Dict[str, Any] = {
+            "segment": path, "bytes": os.path.getsize(path), "batches": 0, "records": 0,
+            "first_offset": None, "last_offset": None, "min_timestamp": None,
+            "max_timestamp": None, "codecs": [], "invalid_batches": 0, "invalid_bytes": 0,
+            "problems": []}
+        self.codecs: Set[str] = set()
+        self.batch: Optional[Batch] = None
+        self.problem: Optional[str] = None
+        self.early: Optional[BatchProblem] = None  # a problem told before its batch's records
+        self.count = 0
+        self.first: Optional[int] = None
+        self.timestamps: List[int] = []
+
+    def start(self, batch: Batch) -> None:
+        self.finish()
+        early = self.early if self.early is not None and self.early.batch is batch else None
+        self.batch, self.count, self.first = batch, 0, None
+        self.problem = early.message if early is not None else None
+        self.early = None
+        self.timestamps = []
+        self.out["batches"] += 1
+        self.codecs.add(batch.codec_name)
+
+    def add(self, recs: Records) -> None:
+        if len(recs):
+            if self.first is None:
+                self.first = recs.offsets[0]
+            self.count += len(recs)
+            self.timestamps += (min(recs.timestamps), max(recs.timestamps))
+
+    def fail(self, problem: BatchProblem) -> None:
+        if problem.batch is self.batch:
+            self.problem = self.problem or problem.message
+        else:
+            self.early = problem  # offsets out of place: said before the batch is read
+
+    def invalid_bytes(self, size: int, text: str) -> None:
+        self.finish()
+        self.out["invalid_bytes"] += size
+        self.out["problems"].append(text)
+
+    def finish(self) -> None:
+        """Count the batch in progress (if any) as valid or not."""
+        batch, out = self.batch, self.out
+        self.batch = None
+        if batch is None:
+            return
+        if self.problem is None and not batch.is_valid:
+            self.problem = "CRC mismatch"
+        if self.problem is not None:
+            out["invalid_batches"] += 1
+            out["problems"].append("batch at %d: %s" % (batch.position, self.problem))
+            return
+        out["records"] += self.count
+        if out["first_offset"] is None:
+            out["first_offset"] = batch.base_offset if self.first is None else self.first
+        out["last_offset"] = batch.last_offset
+        for ts in self.timestamps:
+            if ts >= 0:
+                low, high = out["min_timestamp"], out["max_timestamp"]
+                out["min_timestamp"] = ts if low is None else min(low, ts)
+                out["max_timestamp"] = ts if high is None else max(high, ts)
 
 
 def summarize_segment(path: str,
                       max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Dict[str, Any]:
-    """Batches, records, bytes, offset and time ranges, codecs, invalid batches (CRC mismatch
-    or records that cannot be read) and invalid bytes of one segment file, as a dict."""
-    out: Dict[str, Any] = {
-        "segment": path, "bytes": os.path.getsize(path), "batches": 0, "records": 0,
-        "first_offset": None, "last_offset": None, "min_timestamp": None, "max_timestamp": None,
-        "codecs": [], "invalid_batches": 0, "invalid_bytes": 0, "problems": []}
-    codecs: Set[str] = set()
+    """Batches, records, bytes, offset and time ranges, codecs, invalid batches (what `dump`
+    counts invalid: CRC mismatch, records that cannot be read, offsets out of place) and
+    invalid bytes of one segment file, as a dict."""
+    summary = _Summary(path)
     with LogFile(path, max_message_size) as log:
-        for item in log.entries(resync=True):
-            if isinstance(item, InvalidBytes):
-                out["invalid_bytes"] += item.size
-                out["problems"].append("%d bytes at %d: %s"
-                                       % (item.size, item.position, item.reason))
-                continue
-            out["batches"] += 1
-            codecs.add(item.codec_name)
-            count, lo, hi = 0, -1, -1
-            first: Optional[int] = None
-            try:
-                # a chunk at a time: a batch may hold millions of records
-                for recs in log.iter_records(item):
-                    if not len(recs):
-                        continue
-                    a, b = min(recs.timestamps), max(recs.timestamps)
-                    lo, hi = (a, b) if first is None else (min(lo, a), max(hi, b))
-                    if first is None:
-                        first = recs.offsets[0]
-                    count += len(recs)
-                if not item.is_valid:
-                    raise CorruptRecordError("CRC mismatch")
-            except CorruptRecordError as e:
-                out["invalid_batches"] += 1
-                out["problems"].append("batch at %d: %s" % (item.position, e))
-                continue
-            out["records"] += count
-            if out["first_offset"] is None:
-                out["first_offset"] = item.base_offset if first is None else first
-            out["last_offset"] = item.last_offset
-            for ts in (lo, hi):
-                if ts >= 0:
-                    low, high = out["min_timestamp"], out["max_timestamp"]
-                    out["min_timestamp"] = ts if low is None else min(low, ts)
-                    out["max_timestamp"] = ts if high is None else max(high, ts)
-    out["codecs"] = sorted(codecs)
-    return out
+        for event in SegmentReader(log, records=True, resync=True):
+            if isinstance(event, BytesProblem):
+                item = event.item
+                summary.invalid_bytes(item.size, "%d bytes at %d: %s"
+                                      % (item.size, item.position, item.reason))
+            elif isinstance(event, BatchRead):
+                if event.first:
+                    summary.start(event.batch)
+                if event.records is not None:
+                    summary.add(event.records)
+            elif isinstance(event, BatchProblem):
+                if event.kind == NOT_DECODED:
+                    summary.count = event.batch.count  # valid: its header's count stands
+                else:
+                    summary.fail(event)
+    summary.finish()
+    summary.out["codecs"] = sorted(summary.codecs)
+    return summary.out
