@@ -13,8 +13,9 @@ header claims: each reads its output in steps (gzip 1 MiB per call, an LZ4 block
 zstd), a snappy length preamble and a zstd content size are checked against the limit before
 anything is inflated, and a zstd frame may ask for a window no larger than zstd's default
 decoder limit, which is what the broker's zstd-jni accepts (128 MiB: the decoder reserves the
-window, but touches only what it writes, so resident memory stays about the output). Output beyond a few MiB is gathered in one anonymous mapping that grows in place, so
-that inflating N bytes holds about N bytes, not the pieces plus their join.
+window, but touches only what it writes, so resident memory stays about the output). Output
+beyond a few MiB is gathered in one anonymous mapping that grows in place, so that inflating N
+bytes holds about N bytes, not the pieces plus their join.
 """
 
 import importlib
@@ -34,7 +35,8 @@ _ZSTD_READ = 1 << 16
 # ZSTD_WINDOWLOG_LIMIT_DEFAULT: the largest window zstd-jni (and so a Kafka consumer or broker)
 # decodes; a producer at level 22 writes 128 MiB windows.
 _ZSTD_MAX_WINDOW = 1 << 27
-_ZSTD_UNKNOWN_SIZES = (0, (1 << 64) - 1, (1 << 64) - 2)  # no content size (or an error) in the header
+# no content size (or an error) in the header
+_ZSTD_UNKNOWN_SIZES = (0, (1 << 64) - 1, (1 << 64) - 2)
 _GZIP_STEP = 1 << 20  # most output one gzip call returns
 _GZIP_MAX_FEED = 1 << 20  # input fed to zlib per call; the first member is fed this much at once,
 _GZIP_FIRST_FEED = 1 << 10  # later members this much first, doubling: what zlib copies of the
@@ -55,7 +57,7 @@ def _gzip_lib():
         return _lib("zlib")
 
 
-def codec_name(codec_id):
+def codec_name(codec_id: int) -> str:
     if 0 <= codec_id < len(CODEC_NAMES):
         return CODEC_NAMES[codec_id]
     return "unknown(%d)" % codec_id
@@ -155,7 +157,7 @@ def _rotl(x, r):
     return ((x << r) | (x >> (32 - r))) & _M32
 
 
-def xxh32(data, seed=0):
+def xxh32(data, seed: int = 0) -> int:
     """xxHash32 of ``data``; pure Python, meant for short inputs."""
     data = bytes(data)
     n = len(data)
@@ -340,7 +342,8 @@ def inflate_lz4(data, limit, magic=2):
         stored = size & 0x80000000
         size &= 0x7FFFFFFF
         if size > max_block:
-            raise CorruptRecordError("corrupt lz4 stream: block of %d bytes exceeds the maximum" % size)
+            raise CorruptRecordError("corrupt lz4 stream: block of %d bytes exceeds the maximum"
+                                     % size)
         if pos + size > end:
             raise CorruptRecordError("corrupt lz4 stream: stream ended prematurely")
         block = data[pos:pos + size]

@@ -9,6 +9,7 @@ so that the per-record cost stays at a few list appends.
 import os
 import struct
 import zlib
+from typing import Iterable, Iterator, Optional
 
 from crc32c import crc32c
 
@@ -48,7 +49,7 @@ ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
 
 
-def record_sequence(base_sequence, offset_delta):
+def record_sequence(base_sequence: int, offset_delta: int) -> int:
     """A record's sequence number: -1 without one, else the base plus the delta, continuing
     at 0 past Integer.MAX_VALUE (DefaultRecordBatch.incrementSequence)."""
     if base_sequence == -1:
@@ -86,27 +87,27 @@ class Batch:
     attributes: int
 
     @property
-    def is_valid(self):
+    def is_valid(self) -> bool:
         return self.crc == self.computed_crc
 
     @property
-    def last_sequence(self):
+    def last_sequence(self) -> int:
         return record_sequence(self.base_sequence, self.last_offset - self.base_offset)
 
     @property
-    def delete_horizon_ms(self):
+    def delete_horizon_ms(self) -> Optional[int]:
         return self.base_timestamp if self.has_delete_horizon else None
 
     @property
-    def timestamp_type_name(self):
+    def timestamp_type_name(self) -> str:
         return TIMESTAMP_TYPE_NAMES[self.timestamp_type]
 
     @property
-    def codec_name(self):
+    def codec_name(self) -> str:
         return codecs.codec_name(self.codec)
 
     @property
-    def codec_problem(self):
+    def codec_problem(self) -> Optional[str]:
         """Why the batch's codec id cannot be read (None when it can)."""
         if self.codec > codecs.ZSTD:
             return "unknown compression type id %d" % self.codec
@@ -187,10 +188,10 @@ class Records:
         self.crcs = None
         self.valids = None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.offsets)
 
-    def select(self, indices):
+    def select(self, indices: Iterable[int]) -> "Records":
         """A Records of the records at ``indices`` only."""
         out = Records()
         for name in self.__slots__:
@@ -211,7 +212,7 @@ INT64_MAX = (1 << 63) - 1
 _SMALL_DELTA = 64
 
 
-def v2_offset_problem(base_offset, last_offset_delta):
+def v2_offset_problem(base_offset: int, last_offset_delta: int) -> Optional[str]:
     """Why a v2 batch's offset range is impossible (its last offset, base offset plus
     lastOffsetDelta, does not fit a signed 64-bit long), or None. Kafka's longs would wrap;
     its batch validation (LogValidator) rejects the wrapped range."""
@@ -222,7 +223,7 @@ def v2_offset_problem(base_offset, last_offset_delta):
     return None
 
 
-def v2_offset_problem_at(buf, pos):
+def v2_offset_problem_at(buf, pos: int) -> Optional[str]:
     """v2_offset_problem of the v2 batch header at ``buf[pos:]`` (61 bytes there)."""
     return v2_offset_problem(INT64.unpack_from(buf, pos)[0], INT32.unpack_from(buf, pos + 23)[0])
 
@@ -233,8 +234,9 @@ def _new_v2_records():
     return recs
 
 
-def iter_v2_records(data, count, base_offset, base_timestamp, append_time, limit,
-                    chunk=RECORD_CHUNK):
+def iter_v2_records(data, count: int, base_offset: int, base_timestamp: int,
+                    append_time: Optional[int], limit: int,
+                    chunk: int = RECORD_CHUNK) -> Iterator[Records]:
     """Yield the ``count`` v2 records that fill ``data`` (bytes) exactly, as Records of at most
     ``chunk`` records each.
 
@@ -264,7 +266,7 @@ def iter_v2_records(data, count, base_offset, base_timestamp, append_time, limit
                                  % (len(data) - pos, count))
 
 
-def join_records(chunks, empty):
+def join_records(chunks: Iterable[Records], empty: Records) -> Records:
     """One Records holding every record of ``chunks`` (``empty`` when there are none)."""
     out = None
     for recs in chunks:
@@ -278,7 +280,7 @@ def join_records(chunks, empty):
     return empty if out is None else out
 
 
-def held_back(chunks):
+def held_back(chunks: Iterable[Records]) -> Iterator[Records]:
     """The chunks of ``chunks`` (an iter_records), each given out only once the next one (or
     the end) has been decoded without error: a batch damaged within its first chunk gives
     nothing, as a batch decoded whole does; the partial chunk before damage is never given."""
@@ -291,7 +293,8 @@ def held_back(chunks):
         yield prev
 
 
-def decode_v2_records(data, count, base_offset, base_timestamp, append_time, limit):
+def decode_v2_records(data, count: int, base_offset: int, base_timestamp: int,
+                      append_time: Optional[int], limit: int) -> Records:
     """All ``count`` v2 records of ``data`` as one Records (see iter_v2_records)."""
     return join_records(iter_v2_records(data, count, base_offset, base_timestamp, append_time,
                                         limit), _new_v2_records())
@@ -340,8 +343,8 @@ def _decode_v2_loop(data, pos, n, done, total, base_offset, base_timestamp, appe
 
 
 def _offset_overflow(base_offset, delta):
-    return CorruptRecordError("record offset overflows a 64-bit long: base offset %d + offsetDelta %d"
-                              % (base_offset, delta))
+    return CorruptRecordError("record offset overflows a 64-bit long: base offset %d + "
+                              "offsetDelta %d" % (base_offset, delta))
 
 
 def _timestamp_overflow(base_timestamp, delta):
@@ -377,9 +380,11 @@ def _decode_v2_records(data, pos, n, done, total, base_offset, base_timestamp, a
             except (IndexError, CorruptRecordError):
                 raise CorruptRecordError("invalid record length varint") from None
         if length < 0 or length > end - pos:
-            raise CorruptRecordError("invalid record size %d with %d bytes left" % (length, end - pos))
+            raise CorruptRecordError("invalid record size %d with %d bytes left"
+                                     % (length, end - pos))
         if length > limit:
-            raise LimitExceededError("record of %d bytes exceeds the limit of %d bytes" % (length, limit))
+            raise LimitExceededError("record of %d bytes exceeds the limit of %d bytes"
+                                     % (length, limit))
         rec_end = pos + length
         pos += 1  # attributes: unused
         # timestampDelta (varlong)
@@ -491,14 +496,16 @@ def _new_legacy_records():
     return recs
 
 
-def iter_legacy_records(buf, batch, inflater, limit, chunk=RECORD_CHUNK):
+def iter_legacy_records(buf, batch: Batch, inflater: codecs.Inflater, limit: int,
+                        chunk: int = RECORD_CHUNK) -> Iterator[Records]:
     """The messages of a legacy entry, as Records of at most ``chunk`` messages: the entry
     itself, or a compressed wrapper's inner messages."""
     pos = batch.position
     end = pos + batch.size
     magic = batch.magic
     if batch.size < _legacy_body_start(magic) - LOG_OVERHEAD + 8:
-        raise CorruptRecordError("legacy message of %d bytes is below the minimum size" % batch.size)
+        raise CorruptRecordError("legacy message of %d bytes is below the minimum size"
+                                 % batch.size)
     key, value = _legacy_key_value(buf, pos + _legacy_body_start(magic), end)
     if batch.codec == codecs.NONE:
         recs = _new_legacy_records()
@@ -521,8 +528,8 @@ def iter_legacy_records(buf, batch, inflater, limit, chunk=RECORD_CHUNK):
         last_inner = PREFIX.unpack_from(inner, _last_inner_position(inner, iend))[0]
         if batch.base_offset != 0:
             if batch.base_offset < last_inner:
-                raise CorruptRecordError("wrapper offset %d is below the last inner relative offset %d"
-                                         % (batch.base_offset, last_inner))
+                raise CorruptRecordError("wrapper offset %d is below the last inner relative "
+                                         "offset %d" % (batch.base_offset, last_inner))
             base = batch.base_offset - last_inner
     append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
     recs = _new_legacy_records()
@@ -531,10 +538,11 @@ def iter_legacy_records(buf, batch, inflater, limit, chunk=RECORD_CHUNK):
         off, size = PREFIX.unpack_from(inner, ipos)
         crc, imagic, iattrs = struct.unpack_from(">Ibb", inner, ipos + 12)
         if off + base > INT64_MAX:
-            raise CorruptRecordError("inner offset %d with the wrapper's base %d overflows a 64-bit "
-                                     "long" % (off, base))
+            raise CorruptRecordError("inner offset %d with the wrapper's base %d overflows a "
+                                     "64-bit long" % (off, base))
         if iattrs & ATTR_CODEC:
-            raise CorruptRecordError("inner messages must not be compressed (offset %d)" % (off + base))
+            raise CorruptRecordError("inner messages must not be compressed (offset %d)"
+                                     % (off + base))
         ibody = _legacy_body_start(imagic if imagic in (0, 1) else 0)
         if imagic == 1 and size >= 22:
             ts = INT64.unpack_from(inner, ipos + 18)[0]
@@ -579,7 +587,8 @@ def _last_inner_position(inner, iend):
     return last
 
 
-def iter_records(buf, batch, inflater, limit, batch_limit, chunk=RECORD_CHUNK):
+def iter_records(buf, batch: Batch, inflater: codecs.Inflater, limit: int, batch_limit: int,
+                 chunk: int = RECORD_CHUNK) -> Iterator[Records]:
     """The records of ``batch`` (whose bytes are ``buf[batch.position:+batch.size]``), as
     Records of at most ``chunk`` records: memory stays bounded by the batch's decompressed
     size (at most ``batch_limit``) plus a chunk. At damage, the complete records before it are
@@ -588,7 +597,8 @@ def iter_records(buf, batch, inflater, limit, batch_limit, chunk=RECORD_CHUNK):
         yield from iter_legacy_records(buf, batch, inflater, batch_limit, chunk)
         return
     if batch.size < V2_OVERHEAD:
-        raise CorruptRecordError("batch of %d bytes is below the minimum of %d" % (batch.size, V2_OVERHEAD))
+        raise CorruptRecordError("batch of %d bytes is below the minimum of %d"
+                                 % (batch.size, V2_OVERHEAD))
     if batch.count == 0:
         return
     start = batch.position + V2_OVERHEAD
@@ -602,7 +612,8 @@ def iter_records(buf, batch, inflater, limit, batch_limit, chunk=RECORD_CHUNK):
                                append_time, limit, chunk)
 
 
-def decode_records(buf, batch, inflater, limit, batch_limit):
+def decode_records(buf, batch: Batch, inflater: codecs.Inflater, limit: int,
+                   batch_limit: int) -> Records:
     """All records of ``batch`` as one Records (see iter_records; for small batches)."""
     empty = _new_legacy_records() if batch.magic < 2 else _new_v2_records()
     return join_records(iter_records(buf, batch, inflater, limit, batch_limit), empty)

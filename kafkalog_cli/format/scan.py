@@ -13,6 +13,7 @@ a reader can keep memory flat over any stretch of garbage.
 
 import re
 import zlib
+from typing import Callable, Optional
 
 from crc32c import crc32c
 
@@ -47,7 +48,7 @@ class InvalidBytes:
         self.at_end = at_end
 
     @property
-    def truncated(self):
+    def truncated(self) -> bool:
         """True when the bytes are an entry cut short by the end of the data."""
         return self.kind in (SHORT_TAIL, PAST_END)
 
@@ -56,11 +57,15 @@ def _signed_byte(b):
     return b - 256 if b >= 128 else b
 
 
-def _nothing(a, b):
+# need(a, b): called before buf[a:b] is read (see the module notes)
+Need = Callable[[int, int], object]
+
+
+def _nothing(a: int, b: int) -> None:
     return None
 
 
-def entry_is_valid(buf, pos, end, need=_nothing):
+def entry_is_valid(buf, pos: int, end: int, need: Need = _nothing) -> bool:
     """Does a complete entry with a correct CRC start at ``pos``?"""
     if end - pos < MIN_HEADER:
         return False
@@ -103,14 +108,15 @@ def _find_candidate(buf, pos, last, end, need):
     return None
 
 
-def find_next_entry(buf, pos, end, need=_nothing):
+def find_next_entry(buf, pos: int, end: int, need: Need = _nothing) -> Optional[int]:
     """The first position at or after ``pos`` where a valid entry starts, or None."""
     last = end - MIN_HEADER
     while pos <= last:
         pos = _find_candidate(buf, pos, last, end, need)
         if pos is None:
             return None
-        if buf[pos + 8] == 0 and buf[pos + 9] == 0 and buf[pos + 10] == 0 and buf[pos + 11] < LEGACY_MIN_SIZE:
+        if (buf[pos + 8] == 0 and buf[pos + 9] == 0 and buf[pos + 10] == 0
+                and buf[pos + 11] < LEGACY_MIN_SIZE):
             # a size field below the minimum: skip ahead to where the size bytes could be non-zero
             n = _find_nonzero(buf, pos + 8, end, need)
             if n is None:
@@ -130,8 +136,8 @@ def _describe_bad_entry(buf, pos, end, size, magic, need):
         return BELOW_MINIMUM, "size field %d is below the minimum entry size of %d" % (
             size, LEGACY_MIN_SIZE)
     if pos + LOG_OVERHEAD + size > end:
-        return PAST_END, ("entry of %d bytes at position %d runs past the end of the data (%d bytes)"
-                          % (size + LOG_OVERHEAD, pos, end))
+        return PAST_END, ("entry of %d bytes at position %d runs past the end of the data "
+                          "(%d bytes)" % (size + LOG_OVERHEAD, pos, end))
     if magic >= 2 and size + LOG_OVERHEAD < V2_OVERHEAD:
         return BELOW_MINIMUM, "v2 batch of %d bytes is below the minimum of %d" % (
             size + LOG_OVERHEAD, V2_OVERHEAD)
@@ -145,7 +151,7 @@ def _describe_bad_entry(buf, pos, end, size, magic, need):
     return None, None
 
 
-def scan(buf, start, end, resync=False, need=None):
+def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] = None):
     """Yield each entry of ``buf[start:end]`` as a Batch, and bad stretches as InvalidBytes.
 
     A batch whose CRC does not match is yielded (``is_valid`` false) and followed by its size
