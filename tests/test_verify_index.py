@@ -377,6 +377,24 @@ def test_txn_index_entry_below_base(part):
     assert res.code == 1, res
 
 
+def test_txn_index_first_offset_mismatch_in_a_file_named_without_an_offset(part, tmp_path):
+    """A .txnindex named on the command line whose name holds no base offset (``foo.txnindex``
+    beside ``foo.log``): an entry whose first offset is not the one the log's transaction
+    began at is a problem (exit 1), as it is for a Kafka name; it was a traceback (the check
+    compared the offset with the missing base)."""
+    seg = next(s for s in part if s.txns)
+    t = seg.txns[0]
+    bogus = [ig.AbortedTxn(t.producer_id, t.first_offset + 1, t.last_offset,
+                           t.last_stable_offset)] + seg.txns[1:]
+    with open(seg.paths["log"], "rb") as f:
+        ig.write_file(tmp_path / "foo.log", f.read())
+    path = ig.write_file(tmp_path / "foo.txnindex", ig.encode_txn_index(bogus))
+    _, mine = assert_problem_for(path, path)
+    assert [p["kind"] for p in mine] == ["txn_first_offset_mismatch"], mine
+    assert mine[0]["first_offset"] == t.first_offset + 1, mine
+    assert mine[0]["log_first_offset"] == t.first_offset, mine
+
+
 # -- usage -------------------------------------------------------------------------------------------
 
 def test_missing_path(tmp_path):

@@ -1,20 +1,28 @@
-"""Checking a segment's indexes against its log, as DumpLogSegments and the broker do.
+"""Checking a segment's indexes against its log, as DumpLogSegments and the broker do (the
+sanity checks of OffsetIndex, TimeIndex and TransactionIndex at LogLoader's start-up).
 
 Each check returns a list of ``Problem``; an empty list means the file is sound.
+``verify_segment`` checks one segment's indexes, ``verify_target`` every index a path stands for.
 """
 
 import array
 import bisect
 import os
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sized,
+                    Tuple, TypeVar, Union, cast)
 
+from ..errors import KafkalogError, UsageError
 from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
-from . import files
-from . import names
-from .files import FileFormatError
+from ..format.scan import InvalidBytes
+from . import files, names
+from .files import ActiveSegments, FileFormatError, Found, expand, printable_name
 from .index import OffsetIndex, TimeIndex
+from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .txnindex import TransactionIndex
+
+_AnyIndex = Union[OffsetIndex, TimeIndex]
 
 # Problem kinds (stable names, used in JSON output).
 OFFSET_MISMATCH = "offset_mismatch"            # entry's offset != lastOffset of the batch there
@@ -37,20 +45,20 @@ class Problem:
 
     __slots__ = ("file", "kind", "message", "fields")
 
-    def __init__(self, file, kind, message, **fields):
+    def __init__(self, file: str, kind: str, message: str, **fields: Any) -> None:
         # file names (and messages naming files) as they may be printed: escaped, one line
         self.file = files.printable_name(file)
         self.kind = kind
         self.message = files.printable_name(message)
         self.fields = fields
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
         out = {"type": "problem", "file": self.file, "kind": self.kind, "message": self.message}
         out.update(self.fields)
         return out
 
 
-def batch_at(log, position):
+def batch_at(log: LogFile, position: int) -> Optional[Union[Batch, InvalidBytes]]:
     """The entry (Batch or InvalidBytes) that starts at ``position`` of ``log``, or None past
     the end."""
     if position < 0 or position >= log.size:
@@ -60,7 +68,8 @@ def batch_at(log, position):
     return None
 
 
-def check_offset_index(index, log, chain=None):
+def check_offset_index(index: OffsetIndex, log: LogFile,
+                       chain: Optional["_BatchChain"] = None) -> List[Problem]:
     """Every entry must point at the start of a batch whose last offset is the entry's offset,
     inside the log, with offsets strictly increasing.
 
@@ -71,7 +80,7 @@ def check_offset_index(index, log, chain=None):
     prev = None
     if chain is None:
         chain = _BatchChain(log)
-    off_chain = {}
+    off_chain: Dict[int, Optional[_Summary]] = {}
     for offset, position in index.entries:
         if prev is not None and offset <= prev:
             problems.append(Problem(index.path, NOT_INCREASING,
@@ -101,7 +110,7 @@ def check_offset_index(index, log, chain=None):
     return problems
 
 
-def _max_record_timestamp(log, batch):
+def _max_record_timestamp(log: LogFile, batch: Batch) -> int:
     """The largest record timestamp of ``batch`` (-1 without records), a chunk at a time."""
     best = None
     for recs in log.iter_records(batch):
@@ -117,17 +126,17 @@ class _Summary:
 
     __slots__ = ("last_offset", "reason")
 
-    def __init__(self, last_offset, reason=None):
+    def __init__(self, last_offset: int, reason: Optional[str] = None) -> None:
         self.last_offset = last_offset
         self.reason = reason
 
     @classmethod
-    def of(cls, item):
+    def of(cls, item: Optional[Union[Batch, InvalidBytes]]) -> Optional["_Summary"]:
         if item is None:
             return None
         if isinstance(item, Batch):
             return cls(item.last_offset)
-        return cls(None, item.reason)
+        return cls(-1, item.reason)
 
 
 class _BatchChain:
@@ -140,43 +149,43 @@ class _BatchChain:
     from until it joins the chain or the data ends, once per start.
     """
 
-    def __init__(self, log):
+    def __init__(self, log: LogFile) -> None:
         self.log = log
         self.positions = array.array("q")
         self.lasts = array.array("q")
         monotonic = True
         prev = None
-        for item in log.entries(0):
-            if not isinstance(item, Batch):
-                break  # without resync, the rest of the log is one stretch of invalid bytes
-            if prev is not None and item.last_offset < prev:
+        for batch in log.batches(0):
+            if prev is not None and batch.last_offset < prev:
                 monotonic = False
-            prev = item.last_offset
-            self.positions.append(item.position)
-            self.lasts.append(item.last_offset)
+            prev = batch.last_offset
+            self.positions.append(batch.position)
+            self.lasts.append(batch.last_offset)
         self._tree = None if monotonic else _MaxTree(self.lasts)
-        self._off_chain = {}  # start -> ([(position, last offset)], chain index joined or None)
+        # start -> ([(position, last offset)], chain index joined or None)
+        self._off_chain: Dict[int, Tuple[List[Tuple[int, int]], Optional[int]]] = {}
 
-    def _index_of(self, position):
+    def _index_of(self, position: int) -> Optional[int]:
         i = bisect.bisect_left(self.positions, position)
         if i < len(self.positions) and self.positions[i] == position:
             return i
         return None
 
-    def batch_summary(self, position):
+    def batch_summary(self, position: int) -> Optional[_Summary]:
         """A _Summary of the batch at ``position`` when it is on the chain, else None."""
         i = self._index_of(position)
         return None if i is None else _Summary(self.lasts[i])
 
-    def _first_from(self, i, offset):
+    def _first_from(self, i: int, offset: int) -> Optional[int]:
         """The first chain index >= i whose last offset is at least ``offset``, or None."""
+        j: Optional[int]
         if self._tree is None:
             j = bisect.bisect_left(self.lasts, offset, i)
         else:
             j = self._tree.first_at_least(i, offset)
         return j if j is not None and j < len(self.lasts) else None
 
-    def find(self, start, offset):
+    def find(self, start: int, offset: int) -> Optional[Tuple[int, int]]:
         """(position, last offset) of the first batch a scan from ``start`` meets whose last
         offset is at least ``offset``, or None."""
         start = min(max(start, 0), self.log.size)  # as the scanner clamps a start
@@ -193,15 +202,13 @@ class _BatchChain:
         j = self._first_from(i, offset)
         return None if j is None else (self.positions[j], self.lasts[j])
 
-    def _walk_off_chain(self, start):
-        prefix = []
-        for item in self.log.entries(start):
-            if not isinstance(item, Batch):
-                return prefix, None
-            joined = self._index_of(item.position)
+    def _walk_off_chain(self, start: int) -> Tuple[List[Tuple[int, int]], Optional[int]]:
+        prefix: List[Tuple[int, int]] = []
+        for batch in self.log.batches(start):
+            joined = self._index_of(batch.position)
             if joined is not None:
                 return prefix, joined
-            prefix.append((item.position, item.last_offset))
+            prefix.append((batch.position, batch.last_offset))
         return prefix, None
 
 
@@ -209,7 +216,8 @@ class _MaxTree:
     """A max segment tree over an array: the first index at or after i holding a value at
     least x, in logarithmic time (for logs whose last offsets go down somewhere)."""
 
-    def __init__(self, values):
+    def __init__(self, values: Iterable[int]) -> None:
+        values = list(values)
         n = 1
         while n < len(values):
             n *= 2
@@ -221,7 +229,7 @@ class _MaxTree:
             tree[k] = max(tree[2 * k], tree[2 * k + 1])
         self.tree = tree
 
-    def first_at_least(self, i, x):
+    def first_at_least(self, i: int, x: int) -> Optional[int]:
         tree, n = self.tree, self.n
         if i >= n:
             return None
@@ -242,7 +250,9 @@ class _MaxTree:
         return k - n
 
 
-def check_time_index(tindex, oindex, log, header_timestamps=False, chain=None):
+def check_time_index(tindex: TimeIndex, oindex: Optional[OffsetIndex], log: LogFile,
+                     header_timestamps: bool = False,
+                     chain: Optional[_BatchChain] = None) -> List[Problem]:
     """DumpLogSegments' three checks of a time index: the batch that each entry's offset ends
     must exist, hold the entry's timestamp as its max record timestamp, and timestamps must
     increase from entry to entry.
@@ -260,20 +270,22 @@ def check_time_index(tindex, oindex, log, header_timestamps=False, chain=None):
     prev_ts = -1
     if chain is None:
         chain = _BatchChain(log)
-    max_timestamps = {}  # batch position -> max record timestamp, or the error reading it
+    # batch position -> max record timestamp, or the error reading it
+    max_timestamps: Dict[int, Union[int, CorruptRecordError]] = {}
     for ts, offset in tindex.entries:
         start = oindex.lookup(offset)[1] if oindex is not None else 0
         found = chain.find(start, offset)
         if found is None or found[1] != offset:
             log_offset = -1 if found is None else found[1]
             problems.append(Problem(tindex.path, OFFSET_NOT_FOUND,
-                                    "Indexed offset: %d, found log offset: %d" % (offset, log_offset),
+                                    "Indexed offset: %d, found log offset: %d"
+                                    % (offset, log_offset),
                                     index_offset=offset, log_offset=log_offset))
         else:
             position = found[0]
             if position not in max_timestamps:
+                batch = cast(Batch, batch_at(log, position))  # on the chain: a batch starts there
                 try:
-                    batch = batch_at(log, position)
                     max_timestamps[position] = (batch.max_timestamp if header_timestamps
                                                 else _max_record_timestamp(log, batch))
                 except LimitExceededError:
@@ -285,8 +297,9 @@ def check_time_index(tindex, oindex, log, header_timestamps=False, chain=None):
             max_ts = max_timestamps[position]
             if isinstance(max_ts, CorruptRecordError):
                 problems.append(Problem(tindex.path, UNREADABLE,
-                                        "batch at position %d for indexed offset %d cannot be read: %s"
-                                        % (position, offset, max_ts), index_offset=offset))
+                                        "batch at position %d for indexed offset %d cannot be "
+                                        "read: %s" % (position, offset, max_ts),
+                                        index_offset=offset))
             elif max_ts != ts:
                 problems.append(Problem(tindex.path, TIMESTAMP_MISMATCH,
                                         "Index timestamp: %d, log timestamp: %d" % (ts, max_ts),
@@ -294,17 +307,18 @@ def check_time_index(tindex, oindex, log, header_timestamps=False, chain=None):
             if prev_ts >= ts:
                 problems.append(Problem(tindex.path, TIMESTAMP_OUT_OF_ORDER,
                                         "Index timestamp: %d, Previously indexed timestamp: %d"
-                                        % (ts, prev_ts), index_timestamp=ts, previous_timestamp=prev_ts))
+                                        % (ts, prev_ts), index_timestamp=ts,
+                                        previous_timestamp=prev_ts))
         prev_ts = ts
     return problems
 
 
-def sanity_problems(index):
+def sanity_problems(index: _AnyIndex) -> List[Problem]:
     """The broker's start-up sanity check of an index, as Problems."""
     return [Problem(index.path, SANITY, message) for message in index.sanity_problems()]
 
 
-def check_txn_index(txn, log):
+def check_txn_index(txn: TransactionIndex, log: LogFile) -> List[Problem]:
     """The aborted transactions listed must be those the log's ABORT markers close.
 
     An entry needs an ABORT marker of its producer at its last offset; an ABORT marker of a
@@ -312,11 +326,12 @@ def check_txn_index(txn, log):
     that producer's first offset since its previous marker.
     """
     problems = []
-    open_first = {}    # producer id -> first offset of its open transaction in this segment
-    aborts = {}        # marker offset -> (producer id, first offset in this segment or None)
+    open_first: Dict[int, int] = {}  # producer id -> first offset of its open transaction here
+    # marker offset -> (producer id, first offset in this segment or None)
+    aborts: Dict[int, Tuple[int, Optional[int]]] = {}
     unknown = []       # (producer id, first, last offset) of marker batches not decoded
-    for item in log.entries():
-        if not isinstance(item, Batch) or not item.is_transactional:
+    for item in log.batches():
+        if not item.is_transactional:
             continue
         if not item.is_control:
             open_first.setdefault(item.producer_id, item.base_offset)
@@ -351,11 +366,13 @@ def check_txn_index(txn, log):
             continue
         if marker is None or marker[0] != e.producer_id:
             problems.append(Problem(txn.path, TXN_WITHOUT_ABORT,
-                                    "aborted transaction of producer %d ending at offset %d: no ABORT "
-                                    "marker of that producer there" % (e.producer_id, e.last_offset),
+                                    "aborted transaction of producer %d ending at offset %d: no "
+                                    "ABORT marker of that producer there"
+                                    % (e.producer_id, e.last_offset),
                                     producer_id=e.producer_id, last_offset=e.last_offset))
         elif (marker[1] is not None and marker[1] != e.first_offset
-              and not e.first_offset < txn.base_offset <= marker[1]):
+              and (txn.base_offset is None
+                   or not e.first_offset < txn.base_offset <= marker[1])):
             # (a transaction begun in an earlier segment starts before this one's base)
             problems.append(Problem(txn.path, TXN_FIRST_OFFSET,
                                     "aborted transaction of producer %d ending at offset %d: first "
@@ -379,7 +396,8 @@ class FileReport:
 
     __slots__ = ("path", "kind", "entries", "problems", "notes", "error")
 
-    def __init__(self, path, kind, entries=0, problems=(), notes=(), error=None):
+    def __init__(self, path: str, kind: str, entries: int = 0, problems: Iterable[Problem] = (),
+                 notes: Iterable[Problem] = (), error: Optional[OSError] = None) -> None:
         self.path = path
         self.kind = kind
         self.entries = entries
@@ -388,8 +406,101 @@ class FileReport:
         self.error = error
 
 
-def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
-    """Check the .index, .timeindex and .txnindex beside ``log_path`` (those that exist).
+class _HasEntries(Protocol):
+    @property
+    def entries(self) -> Sized: ...
+
+
+_I = TypeVar("_I", bound=_HasEntries)
+
+
+def _open_index(kind: str, path: str,
+                reader: Callable[[str], _I]) -> Tuple[Optional[_I], FileReport]:
+    """An index file read (None when it cannot be), and its report so far: an OSError is
+    unreadable input (``error``), a malformed file a problem."""
+    try:
+        index = reader(path)
+    except OSError as e:
+        return None, FileReport(path, kind, error=e)
+    except FileFormatError as e:
+        return None, FileReport(path, kind, problems=[unreadable(path, e)])
+    return index, FileReport(path, kind, len(index.entries))
+
+
+class _SegmentCheck:
+    """The checks of one segment's indexes against its log (``log``: None when the segment
+    has no .log), the log's batch chain read once, when an index first needs it."""
+
+    def __init__(self, segment: Segment, log: Optional[LogFile], active: bool,
+                 sanity_only: bool) -> None:
+        self.segment = segment
+        self.log = log
+        self.active = active
+        self.sanity_only = sanity_only
+        self._chain: Optional[_BatchChain] = None
+
+    def chain(self, log: LogFile) -> _BatchChain:
+        if self._chain is None:
+            self._chain = _BatchChain(log)
+        return self._chain
+
+    def offset_and_time_indexes(self) -> List[FileReport]:
+        """The .index, then the .timeindex (its entries are found from the offset index's)."""
+        reports = []
+        oindex = None
+        readers: Tuple[Tuple[str, Callable[[str], _AnyIndex]], ...] = (
+            (names.INDEX, OffsetIndex), (names.TIMEINDEX, TimeIndex))
+        for kind, reader in readers:
+            path = self.segment.file(kind)
+            if not os.path.lexists(path):
+                continue
+            index, report = _open_index(kind, path, reader)
+            reports.append(report)
+            if index is None:
+                continue
+            if isinstance(index, OffsetIndex):
+                oindex = index
+            self._check_index(index, oindex, report)
+        return reports
+
+    def _check_index(self, index: _AnyIndex, oindex: Optional[OffsetIndex],
+                     report: FileReport) -> None:
+        if index.zero_tail and not self.active:
+            report.notes.append(zero_tail_note(index))
+        checked = index.trimmed() if self.active and not self.sanity_only else index
+        report.problems.extend(sanity_problems(checked))
+        if self.sanity_only:
+            return
+        if self.log is None:
+            report.problems.append(missing_log(index.path, self.segment.log_path))
+        elif isinstance(index, OffsetIndex):
+            report.problems.extend(check_offset_index(index, self.log, self.chain(self.log)))
+        else:
+            report.problems.extend(check_time_index(index, oindex, self.log,
+                                                    header_timestamps=True,
+                                                    chain=self.chain(self.log)))
+
+    def txn_index(self) -> Optional[FileReport]:
+        """The .txnindex's report; for a segment without one, a report only when the log has
+        aborted transactions it should list."""
+        path = self.segment.txn_index_path
+        if os.path.lexists(path):
+            txn, report = _open_index(names.TXNINDEX, path, TransactionIndex)
+            if txn is not None:
+                report.problems.extend(Problem(path, SANITY, m) for m in txn.sanity_problems())
+                if not self.sanity_only and self.log is not None:
+                    report.problems.extend(check_txn_index(txn, self.log))
+            return report
+        if self.sanity_only or self.log is None:
+            return None
+        # The broker creates the file with the first aborted transaction: none, no file.
+        problems = check_txn_index(TransactionIndex.empty(path), self.log)
+        return FileReport(path, names.TXNINDEX, 0, problems) if problems else None
+
+
+def verify_segment(segment: Segment, active: bool, sanity_only: bool = False,
+                   max_message_size: Optional[int] = None) -> List[FileReport]:
+    """Check the .index, .timeindex and .txnindex of ``segment`` (those that exist).
 
     ``active``: the partition's last segment, whose indexes a live or crashed broker leaves
     pre-allocated; their zero tail is trimmed before the sanity check, as the broker trims it on
@@ -399,78 +510,20 @@ def verify_segment(log_path, active, sanity_only=False, max_message_size=None):
     Raises OSError when the log exists but cannot be opened as a regular file; an index that
     cannot be is a report with ``error`` set, and the others are still checked.
     """
-    from .segment import LogFile, DEFAULT_MAX_MESSAGE_SIZE
-    reports = []
-    paths = {kind: names.sibling(log_path, kind)
-             for kind in (names.INDEX, names.TIMEINDEX, names.TXNINDEX)}
     # lexists: a symlink to a device or a FIFO is refused by the reader, not taken for no log
-    have_log = os.path.lexists(log_path)
-    log = LogFile(log_path, max_message_size or DEFAULT_MAX_MESSAGE_SIZE) if have_log else None
-    chain = []  # the log's batch chain, read once when an index needs it
-
-    def log_chain():
-        if not chain:
-            chain.append(_BatchChain(log))
-        return chain[0]
-
+    log = (segment.open(max_message_size or DEFAULT_MAX_MESSAGE_SIZE)
+           if os.path.lexists(segment.log_path) else None)
     try:
-        oindex = None
-        for kind, cls in ((names.INDEX, OffsetIndex), (names.TIMEINDEX, TimeIndex)):
-            path = paths[kind]
-            if not os.path.lexists(path):
-                continue
-            try:
-                index = cls(path)
-            except OSError as e:
-                reports.append(FileReport(path, kind, error=e))
-                continue
-            except FileFormatError as e:
-                reports.append(FileReport(path, kind, problems=[unreadable(path, e)]))
-                continue
-            report = FileReport(path, kind, len(index.entries))
-            reports.append(report)
-            if kind == names.INDEX:
-                oindex = index
-            if index.zero_tail and not active:
-                report.notes.append(zero_tail_note(index))
-            checked = index.trimmed() if active and not sanity_only else index
-            report.problems.extend(sanity_problems(checked))
-            if sanity_only:
-                continue
-            if log is None:
-                report.problems.append(missing_log(path, log_path))
-            elif kind == names.INDEX:
-                report.problems.extend(check_offset_index(index, log, log_chain()))
-            else:
-                report.problems.extend(check_time_index(index, oindex, log,
-                                                        header_timestamps=True,
-                                                        chain=log_chain()))
-        path = paths[names.TXNINDEX]
-        if os.path.lexists(path):
-            try:
-                txn = TransactionIndex(path)
-            except OSError as e:
-                reports.append(FileReport(path, names.TXNINDEX, error=e))
-            except FileFormatError as e:
-                reports.append(FileReport(path, names.TXNINDEX, problems=[unreadable(path, e)]))
-            else:
-                report = FileReport(path, names.TXNINDEX, len(txn.entries),
-                                    [Problem(path, SANITY, m) for m in txn.sanity_problems()])
-                reports.append(report)
-                if not sanity_only and log is not None:
-                    report.problems.extend(check_txn_index(txn, log))
-        elif not sanity_only and log is not None:
-            # The broker creates the file with the first aborted transaction: none, no file.
-            problems = check_txn_index(TransactionIndex.empty(path), log)
-            if problems:
-                reports.append(FileReport(path, names.TXNINDEX, 0, problems))
+        check = _SegmentCheck(segment, log, active, sanity_only)
+        reports = check.offset_and_time_indexes()
+        txn = check.txn_index()
+        return reports if txn is None else reports + [txn]
     finally:
         if log is not None:
             log.close()
-    return reports
 
 
-def zero_tail_note(index):
+def zero_tail_note(index: _AnyIndex) -> Problem:
     """A Problem-shaped note on an index of a sealed segment that still has a zero tail."""
     return Problem(index.path, "zero_tail",
                    "%d zero-filled slots after the %d real entries of a sealed segment's index%s"
@@ -479,7 +532,7 @@ def zero_tail_note(index):
                       if index.preallocated else ""))
 
 
-def unreadable(path, error):
+def unreadable(path: str, error: BaseException) -> Problem:
     """A Problem for a file that cannot be read at all."""
     if isinstance(error, OSError):
         message = "%s" % (error.strerror or error)
@@ -491,10 +544,91 @@ def unreadable(path, error):
     return Problem(path, UNREADABLE, message)
 
 
-def missing_log(path, log_path):
+def missing_log(path: str, log_path: str) -> Problem:
     return Problem(path, MISSING_LOG, "no log file %s beside it: entries not checked (the broker "
                    "deletes such an index)" % os.path.basename(log_path))
 
 
-__all__ = ["Problem", "FileFormatError", "check_offset_index", "check_time_index",
-           "check_txn_index", "sanity_problems"]
+# -- what a path given to verify-index stands for ------------------------------------------------
+
+CHECKED_KINDS = (names.LOG, names.INDEX, names.TIMEINDEX, names.TXNINDEX)
+
+
+class TargetError:
+    """A path, or a file or directory it stands for, that could not be checked: ``error`` says
+    why (an OSError, or a KafkalogError whose message names the file)."""
+
+    __slots__ = ("path", "error")
+
+    def __init__(self, path: str, error: BaseException) -> None:
+        self.path = path
+        self.error = error
+
+
+class UnknownFile:
+    """A file met in a directory with a Kafka suffix on a name Kafka does not give: nobody's
+    segment or index, not checked."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+def segments_to_check(found: Iterable[Found]) -> List[Tuple[Segment, bool, Optional[str]]]:
+    """(segment, active, only) per segment to check: ``only`` is the one index file asked
+    for, or None for all of the segment's indexes. From a directory, each segment once (and an
+    index whose log is missing, to report it)."""
+    out: List[Tuple[Segment, bool, Optional[str]]] = []
+    is_active = ActiveSegments()
+    for f in found:
+        segment = Segment.at(f.path)
+        if f.kind == names.LOG:
+            out.append((segment, is_active(segment.log_path), None))
+        elif f.kind in CHECKED_KINDS and (f.explicit or not os.path.lexists(segment.log_path)):
+            out.append((segment, is_active(segment.log_path), f.path))
+    return out
+
+
+def verify_target(path: str, sanity_only: bool = False,
+                  max_message_size: Optional[int] = None
+                  ) -> Iterator[Union[FileReport, TargetError, UnknownFile]]:
+    """Verify the indexes ``path`` stands for (an index or log file, a partition directory, a
+    log directory): a FileReport per index file checked, in order, and, as they are met, a
+    TargetError for what cannot be checked and an UnknownFile for what is not checked."""
+    try:
+        found = expand(path)
+    except OSError as e:  # NoSegmentsError too: its message names the path
+        yield TargetError(path, e)
+        return
+    if len(found) == 1 and found[0].explicit and found[0].kind not in CHECKED_KINDS:
+        yield TargetError(path, UsageError("%s: not a log or index file" % printable_name(path)))
+        return
+    checked = []
+    for f in found:
+        if f.error is not None:
+            yield TargetError(f.path, f.error)  # a partition directory that cannot be read
+        elif f.kind is None and names.file_kind(f.path) in CHECKED_KINDS:
+            yield UnknownFile(f.path)
+        elif f.kind in CHECKED_KINDS:
+            checked.append(f)
+    for segment, active, only in segments_to_check(checked):
+        try:
+            reports = verify_segment(segment, active, sanity_only, max_message_size)
+        except OSError as e:
+            yield TargetError(e.filename or segment.log_path, e)
+            continue
+        except MemoryError:
+            # findings by the million (an index of garbage as large as Kafka allows)
+            yield TargetError(only or segment.log_path, KafkalogError(
+                "%s: too many findings to hold in the memory available"
+                % printable_name(only or segment.log_path)))
+            continue
+        for report in reports:
+            if only is None or report.path == only:
+                yield report
+
+
+__all__ = ["Problem", "FileFormatError", "FileReport", "TargetError", "UnknownFile",
+           "check_offset_index", "check_time_index", "check_txn_index", "sanity_problems",
+           "verify_segment", "verify_target"]
