@@ -358,11 +358,13 @@ def read_records(segments: Sequence[Segment], from_offset: Optional[int] = None,
 
 
 def offset_for_time(segments: Sequence[Segment], timestamp: int,
-                    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Optional[int]:
+                    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, *,
+                    from_offset: Optional[int] = None) -> Optional[int]:
     """The offset of the first record, in offset order, whose timestamp is at least
     ``timestamp`` (offsets-for-times, UnifiedLog.fetchOffsetByTimestamp), or None when no
-    record has one. Invalid data is passed over."""
-    for _, event in segment_events(segments, Seek(from_ts=timestamp),
+    record has one; with ``from_offset``, the first such record at or after that offset (where
+    a Seek with both bounds starts). Invalid data is passed over."""
+    for _, event in segment_events(segments, Seek(from_offset, from_ts=timestamp),
                                    max_message_size=max_message_size):
         if isinstance(event, BatchRead) and event.records is not None and len(event.records):
             return event.records.offsets[0]
