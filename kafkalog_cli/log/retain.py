@@ -35,11 +35,14 @@ class RetainedSegment:
     after its last batch, its largest timestamp and where that came from, and its fate (KEPT or
     DELETED) with the reason."""
 
-    __slots__ = ("segment", "size", "next_offset", "largest_ts", "ts_source", "first_ts",
+    __slots__ = ("segment", "base", "size", "next_offset", "largest_ts", "ts_source", "first_ts",
                  "fate", "why")
 
     def __init__(self, segment: Segment) -> None:
+        if segment.base_offset is None:
+            raise ValueError("%s: the file name holds no base offset" % segment.log_path)
         self.segment = segment
+        self.base: int = segment.base_offset
         self.size = segment.size()
         self.next_offset = self.base
         self.first_ts: Optional[int] = None   # the first batch's max timestamp
@@ -52,12 +55,6 @@ class RetainedSegment:
     def name(self) -> str:
         """The .log file's name."""
         return self.segment.name
-
-    @property
-    def base(self) -> int:
-        base = self.segment.base_offset
-        assert base is not None  # a segment of a partition directory is named by its offset
-        return base
 
 
 def _read_batches(seg: RetainedSegment) -> int:
