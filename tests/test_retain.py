@@ -1,4 +1,4 @@
-"""`kafkalog retain`: the broker's retention (semantics.md §d), offline.
+"""`kafkalog retain`: the broker's retention (UnifiedLog.deleteOldSegments), offline.
 
 Partitions are written with kafka-python (kafkagen) and the broker-style index builder
 (indexgen); expected fates come from the numbers the tests put in (timestamps, sizes, offsets)
@@ -707,7 +707,8 @@ def test_log_start_checkpoint_rewritten(tmp_path):
 
 
 def test_log_start_checkpoint_entry_omitted_when_equal_to_first_base(tmp_path):
-    """The entry is left out when the log start is the first remaining segment's base (files.md §4.1)."""
+    """The entry is left out when the log start is the first remaining segment's base
+    (LogManager.checkpointLogStartOffsetsInDir writes only a log start above it)."""
     part = Part(tmp_path)
     part.checkpoint("log-start-offset-checkpoint", [("other", 0, 5)])
     ok(retain("--retention-ms", 0, "--now", T0 + HOUR, "--file-delete-delay-ms", 0, part.dir))
@@ -717,7 +718,7 @@ def test_log_start_checkpoint_entry_omitted_when_equal_to_first_base(tmp_path):
 
 def test_log_start_checkpoint_never_moves_backwards(tmp_path):
     """An entry above the new first base (a DeleteRecords' log start) stays: the log start offset
-    only grows (semantics.md §d.3 step 2)."""
+    only grows (UnifiedLog.maybeIncrementLogStartOffset)."""
     part = Part(tmp_path)
     # log start 7, inside segment 2 (bases 0, 3, 6, 9, 12)
     part.checkpoint("log-start-offset-checkpoint", [(TOPIC, 0, 7)])

@@ -368,7 +368,7 @@ def test_txn_index_bad_version_byte(part):
 
 
 def test_txn_index_entry_below_base(part):
-    """files.md §3.4 sanity check: every entry's lastOffset >= the segment's base offset."""
+    """TransactionIndex.sanityCheck: every entry's lastOffset >= the segment's base offset."""
     seg = part[1]
     bogus = [ig.AbortedTxn(5, 0, seg.base_offset - 2, seg.base_offset - 1)] + seg.txns
     path = ig.write_file(seg.paths["txnindex"], ig.encode_txn_index(bogus))

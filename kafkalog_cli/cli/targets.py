@@ -6,8 +6,8 @@ import os
 import click
 
 from ..errors import UsageError
-from ..log import files
 from ..log.logdir import partitions_of
+from .errors import error_text
 
 
 def partitions_by_log_dir(paths):
@@ -25,6 +25,6 @@ def partitions_by_log_dir(paths):
         except OSError as e:
             errors.append((path, e))
         for where, e in errors:
-            click.echo("kafkalog: " + files.os_error_text(where, e), err=True)
+            click.echo("kafkalog: " + error_text(e, where), err=True)
             ok = False
     return {d: list(dict.fromkeys(ps)) for d, ps in groups.items()}, ok

@@ -380,7 +380,8 @@ def update_log_start_checkpoint(directory: str, first_base: int) -> bool:
     """Rewrite the log directory's log-start-offset-checkpoint, when it exists, for this
     partition whose first segment now starts at ``first_base``: the log start offset only ever
     grows (an entry above the base, from a DeleteRecords, stays), and the entry is left out
-    when the log start is the first segment's base, as the broker writes it."""
+    when the log start is the first segment's base, as the broker writes it
+    (LogManager.checkpointLogStartOffsetsInDir)."""
     partition = Partition(directory)
     path = os.path.join(partition.log_dir, names.LOG_START_OFFSET_CHECKPOINT)
     topic, number = partition.topic, partition.number
