@@ -19,7 +19,6 @@ from ..format.encode import Record
 from ..log.append import (DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, RollPolicy,
                           now_ms, roll_partition)
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
-from ..log.lock import LockHeld
 from ..log.produce import AppendResult, AppendSettings, InputError, append_records
 from .errors import error_text, exit_code, fail
 
@@ -125,12 +124,6 @@ def _stopped_text(result: AppendResult):
                result.log_end_offset - 1))
 
 
-def _fail(error, directory):
-    if isinstance(error, LockHeld):
-        fail(KafkalogError(error.strerror))  # its text names the .lock: no path before it
-    fail(error, directory)
-
-
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--input-format", type=click.Choice(["lines", "jsonl"]), default="lines",
@@ -183,7 +176,7 @@ def append(directory, input_format, key, batch_records, batch_bytes, codec, magi
     try:
         result = append_records(directory, records, settings, _report_flush(fmt))
     except (KafkalogError, OSError) as e:
-        _fail(e, directory)
+        fail(e, directory)
     if result.stopped is not None:
         click.echo("kafkalog: " + _stopped_text(result), err=True)
     _report_appended(fmt, result)
@@ -204,7 +197,7 @@ def roll(directory, if_bytes, if_older):
     try:
         result = roll_partition(directory, if_bytes, if_older)
     except (KafkalogError, OSError) as e:
-        _fail(e, directory)
+        fail(e, directory)
     if result.sealed is None:
         click.echo("%s: not rolled: %s" % (directory, result.reason))
     else:

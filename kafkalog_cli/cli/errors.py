@@ -13,7 +13,8 @@ from ..log.files import os_error_text
 def error_text(error: BaseException, path: str = "") -> str:
     """The one line for ``error``: ``<file>: <why>`` for an OSError, its message otherwise."""
     if isinstance(error, OSError) and error.strerror:
-        where = error.filename or path
+        # our own OSErrors without a file name say where in their message (a held .lock)
+        where = error.filename or (None if isinstance(error, KafkalogError) else path)
         return os_error_text(where, error) if where else error.strerror
     return str(error)
 
