@@ -1672,3 +1672,32 @@ def test_lock_file_made_by_recover_stays_in_place(tmp_path):
     inode = os.stat(lock).st_ino
     assert recover(exp.dir).code == 0
     assert os.stat(lock).st_ino == inode
+
+
+def test_library_recover_partition(tmp_path):
+    """recover_partition, the one call the command makes per partition: with dry_run it plans
+    the cut at the first bad byte (where we wrote the garbage) and changes nothing; then it
+    carries the plan out: the log keeps its valid prefix, the cut bytes are in the quarantine
+    folder the plan names, the later segment's files are moved there."""
+    from kafkalog_cli.log.recover import CUT, MOVE, recover_partition
+    part = make_partition(str(tmp_path / "logdir" / "lib-0"))
+    data, prefix = mut_garbage_tail(part.segs[1].data)
+    exp = cut_expect(part, 1, data, prefix)
+    log = name(part.bases[1], "log")
+    before = tree(part.dir)
+    plan = recover_partition(part.dir, dry_run=True)
+    assert_same_tree(before, tree(part.dir))
+    assert plan.quarantine is None and plan.changes
+    assert [(a.name, a.start, a.end) for a in plan.actions if a.kind == CUT] == [
+        (log, prefix, len(data))]
+    assert set(exp.moved) <= {a.name for a in plan.actions if a.kind == MOVE}
+    assert plan.bytes_cut == len(data) - prefix
+    done = recover_partition(part.dir)
+    assert done.quarantine == quarantine_dirs(part.dir)[0]
+    with open(os.path.join(part.dir, log), "rb") as f:
+        assert f.read() == data[:prefix]
+    assert cut_files(done.quarantine, log) == [(prefix, len(data), data[prefix:])]
+    for n, original in exp.moved.items():
+        assert not os.path.exists(os.path.join(part.dir, n)), n
+        with open(os.path.join(done.quarantine, n), "rb") as f:
+            assert f.read() == original, n

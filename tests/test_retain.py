@@ -5,7 +5,8 @@ Partitions are written with kafka-python (kafkagen) and the broker-style index b
 and, for the randomised cases, from ``expected_fates`` below, an independent rendering of the
 contract (UnifiedLog.deleteOldSegments: log start, size then time pass, each stopping at the
 first segment that cannot go, bounded by the high watermark). Results on disk are read back with
-kafka-python; nothing here imports kafkalog_cli except to run its click command in-process.
+kafka-python; nothing here imports kafkalog_cli except to run its click command in-process and
+to call the library function that command calls per partition (``retain_partition``).
 """
 
 import json
@@ -1006,3 +1007,25 @@ def test_active_segment_with_a_stale_time_index(tmp_path):
     ok(retain("--retention-ms", HOUR, "--now", now + HOUR + 1, "--roll-active",
               "--file-delete-delay-ms", 0, d))
     assert live_bases(d) == [leo]
+
+
+def test_library_retain_partition(tmp_path):
+    """retain_partition, the one call the command makes per partition: a dry run plans and
+    changes nothing; a real run deletes what the plan says (renamed to .deleted, then removed
+    with no delay) and leaves a contiguous log from the new log start. Segment i's newest
+    record is at T0 + 1000 i + 200: at T0 + 5000 with 2500 ms, segments 0-2 are too old and 3
+    is not, so retention stops there."""
+    from kafkalog_cli.log.retain import Policy, retain_partition
+    part = Part(tmp_path)
+    policy = Policy(retention_ms=2500, now=T0 + 5000)
+    before = tree(part.dir)
+    planned = retain_partition(part.dir, policy, dry_run=True)
+    assert tree(part.dir) == before
+    assert [s.base for s in planned.segments] == part.bases
+    assert [s.fate for s in planned.segments] == deleted_n(3, 5)
+    assert planned.new_log_start == part.bases[3] and planned.log_end == part.leo
+    done = retain_partition(part.dir, policy, delete_delay_ms=0)
+    assert [s.fate for s in done.segments] == deleted_n(3, 5)
+    assert live_bases(part.dir) == part.bases[3:]
+    assert not [n for n in os.listdir(part.dir) if n.endswith(DELETED)]
+    check_contiguous(part.dir, part.leo)

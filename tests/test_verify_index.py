@@ -395,6 +395,35 @@ def test_txn_index_first_offset_mismatch_in_a_file_named_without_an_offset(part,
     assert mine[0]["log_first_offset"] == t.first_offset, mine
 
 
+def test_library_verify_target(part, tmp_path):
+    """verify_target, the one call the command makes per path: a report per index file of the
+    partition, the problem on the file written wrong (the entry whose offset is not its batch's
+    last offset, by construction) and on no other; an unknown name and an unreadable path are
+    said as such, not checked."""
+    from kafkalog_cli.log.verify import FileReport, TargetError, UnknownFile, verify_target
+    directory = os.path.dirname(part[0].paths["log"])
+    files = sorted(p for seg in part for k, p in seg.paths.items()
+                   if k != "log" and os.path.exists(p))
+    items = list(verify_target(directory))
+    assert all(isinstance(i, FileReport) for i in items), items
+    assert sorted(r.path for r in items) == files
+    assert [r.path for r in items if r.problems or r.error] == []
+    seg = part[1]
+    bad = ig.write_file(seg.paths["index"], offset_corruption(seg, "lastoffset-mismatch"))
+    e = seg.indexes.offset_entries[1]
+    unknown = ig.write_file(tmp_path / "orders-0" / "abc.index", b"")
+    items = list(verify_target(directory))
+    assert [i.path for i in items if isinstance(i, UnknownFile)] == [unknown]
+    reports = [i for i in items if isinstance(i, FileReport)]
+    assert sorted(r.path for r in reports) == files
+    failed = [r for r in reports if r.problems]
+    assert [r.path for r in failed] == [bad]
+    assert [(p.kind, p.fields["index_offset"], p.fields["log_offset"])
+            for p in failed[0].problems] == [("offset_mismatch", e[0] - 1, e[0])]
+    (missing,) = verify_target(str(tmp_path / "nope"))
+    assert isinstance(missing, TargetError) and isinstance(missing.error, FileNotFoundError)
+
+
 # -- usage -------------------------------------------------------------------------------------------
 
 def test_missing_path(tmp_path):
