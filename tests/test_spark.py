@@ -1,7 +1,8 @@
 """The Spark pipeline on a real local Spark session: the `kafkalog` data source against
 kafka-python's parse of the same files, segment splitting, includeInvalid, the record bounds and
-topics options, `kafkalog export` and `kafkalog scan`, the workers' interpreter, and the message
-when pyspark is missing.
+topics options (fromTimestamp as `kafkalog dump --from-timestamp` has it: offsets-for-times),
+`kafkalog export` and `kafkalog scan`, the workers' interpreter, and the message when pyspark is
+missing.
 
 One Spark session serves the whole module (start-up is slow) and the number of Spark jobs is
 kept small: each DataFrame is collected once by a module-scoped fixture and the tests compare
@@ -340,8 +341,37 @@ def _ts_at_most(t):
     return lambda r: r["timestamp"] is not None and r["timestamp"] <= t
 
 
-def _ts_at_least(t):
-    return lambda r: r["timestamp"] is not None and r["timestamp"] >= t
+class OffsetsForTimes:
+    """The expectation of a case with fromTimestamp ``t``: in each partition, the rows from the
+    first record, in offset order (at or after ``from_offset``), whose timestamp is at least
+    ``t`` (a consumer's offsets-for-times lookup; kafka-python's records of the partition,
+    control records included, as the broker looks at every record), then cut by ``keep`` (the
+    other bounds). Later records are kept even where their timestamps go back."""
+
+    def __init__(self, t, keep=lambda r: True, from_offset=None):
+        self.t = t
+        self.keep = keep
+        self.from_offset = from_offset
+
+    def starts(self, records):
+        """{(topic, partition): first offset} from kafka-python's rows of every partition."""
+        out = {}
+        for r in sorted(records, key=lambda r: r["offset"]):
+            tp = (r["topic"], r["partition"])
+            if (tp not in out and r["timestamp"] is not None and r["timestamp"] >= self.t
+                    and (self.from_offset is None or r["offset"] >= self.from_offset)):
+                out[tp] = r["offset"]
+        return out
+
+    def expected(self, rows, records):
+        starts = self.starts(records)
+        return [r for r in rows if (r["topic"], r["partition"]) in starts
+                and r["offset"] >= starts[(r["topic"], r["partition"])] and self.keep(r)]
+
+
+@functools.lru_cache(maxsize=None)
+def _kafka_python_records(root):
+    return kafka_python_dir_rows(root, include_control=True)
 
 
 # name: (path (None: the big partition), options, filter on the full rows)
@@ -355,7 +385,9 @@ CASES = {
     "fromOffset-in-second-segment": _fixture_case({"fromOffset": 330},
                                                   lambda r: r["offset"] >= 330),
     "fromTimestamp": _fixture_case({"fromTimestamp": T0 + 150 * 60000},
-                                   _ts_at_least(T0 + 150 * 60000)),
+                                   OffsetsForTimes(T0 + 150 * 60000)),
+    "fromTimestamp-past-the-end": _fixture_case({"fromTimestamp": T0 + 10 ** 12},
+                                                OffsetsForTimes(T0 + 10 ** 12)),
     "toTimestamp": _fixture_case({"toTimestamp": T0 + 20000}, _ts_at_most(T0 + 20000)),
     "toTimestamp-no-v0": _fixture_case(
         {"toTimestamp": T0 + 20000, "topics": "orders,events,metrics"},
@@ -363,7 +395,8 @@ CASES = {
     "all-bounds": _fixture_case(
         {"fromOffset": 3, "toOffset": 400, "fromTimestamp": T0 + 5000,
          "toTimestamp": T0 + 300 * 60000},
-        lambda r: 3 <= r["offset"] <= 400 and T0 + 5000 <= (r["timestamp"] or -1) <= T0 + 18000000),
+        OffsetsForTimes(T0 + 5000, lambda r: r["offset"] <= 400 and _ts_at_most(T0 + 18000000)(r),
+                        from_offset=3)),
     "topics": _fixture_case({"topics": "orders,legacy"},
                             lambda r: r["topic"] in ("orders", "legacy")),
     "unknown-topic": _fixture_case({"topics": "nosuch"}, lambda r: False),
@@ -377,11 +410,26 @@ CASES = {
         os.path.join(FIXTURES, "orders-0", "00000000000000000042.log")),
     "split-offsets": (None, {"maxBytesPerPartition": BIG_MAX_BYTES, "fromOffset": 3333,
                              "toOffset": 8000}, lambda r: 3333 <= r["offset"] <= 8000),
-    # from the end of the first segment into the second, whose timestamps go back now and then
+    # from the end of the first segment (the middle record of its last batch: the one after it
+    # goes back in time) into the second, whose timestamps go back now and then
     "split-timestamps": (None, {"maxBytesPerPartition": BIG_MAX_BYTES,
-                                "fromTimestamp": KG_T0 + 1900 * 1000,
+                                "fromTimestamp": KG_T0 + 1999005,
                                 "toTimestamp": KG_T0 + 2600 * 1000},
-                         lambda r: KG_T0 + 1900000 <= r["timestamp"] <= KG_T0 + 2600000),
+                         OffsetsForTimes(KG_T0 + 1999005, _ts_at_most(KG_T0 + 2600000))),
+    # in the second segment: the start's batch ends with an earlier record, batch 7 (aborted
+    # transaction and marker) goes back below the start's timestamp
+    "split-timestamps-back": (None, {"maxBytesPerPartition": BIG_MAX_BYTES,
+                                     "includeControl": "true", "fromTimestamp": KG_T0 + 2005005,
+                                     "toTimestamp": KG_T0 + 2300 * 1000},
+                              OffsetsForTimes(KG_T0 + 2005005, _ts_at_most(KG_T0 + 2300000))),
+    # fromOffset 6021 lies after the record offsets-for-times finds (6016), in records older
+    # than fromTimestamp: the rows start at the first record from 6021 on that is not, as dump's
+    # do
+    "split-both-from-bounds": (None, {"maxBytesPerPartition": BIG_MAX_BYTES,
+                                      "includeControl": "true", "fromOffset": 6021,
+                                      "fromTimestamp": KG_T0 + 2005005, "toOffset": 6500},
+                               OffsetsForTimes(KG_T0 + 2005005, lambda r: r["offset"] <= 6500,
+                                               from_offset=6021)),
 }
 
 
@@ -400,14 +448,21 @@ def option_rows(spark, big_partition):
 @pytest.mark.parametrize("case", [
     pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=XFAIL_CASES[name])]
                  if name in XFAIL_CASES else []) for name in CASES])
-def test_options_equal_a_filter(case, option_rows, full_rows, big_reads):
+def test_options_equal_a_filter(case, option_rows, full_rows, big_reads, big_partition):
     path, options, keep = CASES[case]
+    control = str(options.get("includeControl")) == "true"
     if path is None:
         base = big_reads[0][1]
+        if control:  # the big partition's one control record, from kafka-python
+            base = base + [r for r in _kafka_python_records(str(big_partition.parent))
+                     if r["isControl"]]
     else:
-        control = str(options.get("includeControl")) == "true"
         base = [r for r in full_rows if control or not r["isControl"]]
-    expected = [r for r in base if keep(r)]
+    if isinstance(keep, OffsetsForTimes):
+        root = str(big_partition.parent) if path is None else FIXTURES
+        expected = keep.expected(base, _kafka_python_records(root))
+    else:
+        expected = [r for r in base if keep(r)]
     got = option_rows[case]
     ids = [(r["topic"], r["partition"], r["offset"]) for r in got]
     want = [(r["topic"], r["partition"], r["offset"]) for r in expected]
@@ -415,8 +470,60 @@ def test_options_equal_a_filter(case, option_rows, full_rows, big_reads):
     extra = sorted(set(ids) - set(want))
     assert not missing and not extra, "missing %s, extra %s" % (missing[:10], extra[:10])
     assert order(got) == order(expected)
-    if case not in ("unknown-topic", "past-the-end"):
+    if case not in ("unknown-topic", "past-the-end", "fromTimestamp-past-the-end"):
         assert got, "the case selects something"
+
+
+def test_from_timestamp_is_not_a_filter(option_rows):
+    """fromTimestamp starts each partition at a record and keeps what follows: records after
+    the start whose timestamps go back below it are rows (a filter on the timestamp would drop
+    them), none before the start is."""
+    for case in ("split-timestamps", "split-timestamps-back"):
+        t = CASES[case][1]["fromTimestamp"]
+        got = sorted(option_rows[case], key=lambda r: r["offset"])
+        assert got[0]["timestamp"] >= t, case
+        older = [r["offset"] for r in got if r["timestamp"] < t]
+        assert older, case
+    older = [r["offset"] for r in option_rows["split-timestamps-back"]
+             if r["timestamp"] < KG_T0 + 2005005]
+    assert {6017, 6021, 6022, 6023, 6024} <= set(older)  # the marker (6024) with them
+
+
+DUMP_OPTIONS = {"fromOffset": "--from-offset", "toOffset": "--to-offset",
+                "fromTimestamp": "--from-timestamp", "toTimestamp": "--to-timestamp"}
+
+
+def dump_offsets(path, options):
+    """{(topic, partition): [offsets]} of the records `kafkalog dump` gives with the same bounds
+    (control records only with includeControl)."""
+    args = [a for k, v in options.items() if k in DUMP_OPTIONS for a in (DUMP_OPTIONS[k], str(v))]
+    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "dump", str(path), "--format",
+                        "json", "--deep-iteration", *args], cwd=REPO, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    control = str(options.get("includeControl")) == "true"
+    out = {}
+    in_control = False
+    for line in p.stdout.splitlines():
+        obj = json.loads(line)
+        if obj["type"] == "batch":
+            in_control = obj["isControl"]
+        elif obj["type"] == "record" and (control or not in_control):
+            tp = topic_partition(os.path.dirname(obj["file"]))
+            out.setdefault(tp, []).append(obj["offset"])
+    return out
+
+
+@pytest.mark.parametrize("case", ["fromTimestamp", "all-bounds", "split-timestamps",
+                                  "split-timestamps-back", "split-both-from-bounds"])
+def test_bounds_as_dump(case, option_rows, big_partition):
+    """`kafkalog dump` with the same bounds gives the same records, partition by partition:
+    one meaning per option name."""
+    path, options, _ = CASES[case]
+    got = {}
+    for r in sorted(option_rows[case], key=lambda r: r["offset"]):
+        got.setdefault((r["topic"], r["partition"]), []).append(r["offset"])
+    assert got == dump_offsets(big_partition if path is None else path, options)
 
 
 # -- 5. export --------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """`kafkalog export` and `kafkalog scan`: the Spark pipeline's commands."""
 
+import errno
 import importlib.util
 import json
 import os
@@ -7,7 +8,8 @@ import sys
 
 import click
 
-EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+from ..errors import EXIT_INVALID, EXIT_OK, KafkalogError, UsageError
+from .errors import fail
 
 
 def _spark_options(f):
@@ -36,16 +38,21 @@ def _need_pyspark():
     except (ImportError, ValueError):
         found = False
     if not found:
-        click.echo("kafkalog: this command runs on Apache Spark and needs pyspark: "
-                   "pip install 'kafkalog[spark]'", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(UsageError("this command runs on Apache Spark and needs pyspark: "
+                        "pip install 'kafkalog[spark]'"))
 
 
 def _check_path(path):
     if not os.path.exists(path):
-        click.echo("kafkalog: %s: No such file or directory" % path, err=True)
-        sys.exit(EXIT_USAGE)
+        fail(FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path))
     return os.path.abspath(path)
+
+
+def _job_failed(what, error):
+    """Stop at a failed Spark job: Spark reports analysis and job errors as Java exceptions
+    of many lines, of which the first says what went wrong."""
+    lines = str(error).strip().splitlines()
+    fail(KafkalogError("%s failed: %s" % (what, lines[0] if lines else type(error).__name__)))
 
 
 @click.command()
@@ -72,29 +79,15 @@ def export(path, output, output_format, partition_by, mode, options, master, spa
     try:
         with jobs.Progress(spark, sys.stderr.isatty()):
             jobs.export(spark, path, os.path.abspath(output), output_format, cols, mode, opts)
-    except Exception as e:  # Spark reports analysis and job errors as Java exceptions
-        click.echo("kafkalog: export failed: %s" % str(e).strip().splitlines()[0], err=True)
-        sys.exit(EXIT_USAGE)
+    except Exception as e:
+        _job_failed("export", e)
     finally:
         spark.stop()
     click.echo("exported %s to %s (%s)" % (path, output, output_format))
 
 
-def _row(tp, segs):
-    first = [s["first_offset"] for s in segs if s["first_offset"] is not None]
-    last = [s["last_offset"] for s in segs if s["last_offset"] is not None]
-    tmin = [s["min_timestamp"] for s in segs if s["min_timestamp"] is not None]
-    tmax = [s["max_timestamp"] for s in segs if s["max_timestamp"] is not None]
-    return {"topic": tp[0], "partition": tp[1], "segments": len(segs),
-            "batches": sum(s["batches"] for s in segs), "records": sum(s["records"] for s in segs),
-            "bytes": sum(s["bytes"] for s in segs),
-            "first_offset": min(first) if first else None, "last_offset": max(last) if last else None,
-            "min_timestamp": min(tmin) if tmin else None, "max_timestamp": max(tmax) if tmax else None,
-            "codecs": sorted({c for s in segs for c in s["codecs"]}),
-            "invalid_batches": sum(s["invalid_batches"] for s in segs),
-            "invalid_bytes": sum(s["invalid_bytes"] for s in segs),
-            "problems": ["%s: %s" % (os.path.basename(s["segment"]), p)
-                         for s in segs for p in s["problems"]]}
+def _offsets(r):
+    return "-" if r["first_offset"] is None else "%d-%d" % (r["first_offset"], r["last_offset"])
 
 
 def _table(rows):
@@ -105,19 +98,18 @@ def _table(rows):
               "invalid batches", "invalid bytes"):
         table.add_column(c, justify="left" if c in ("partition", "offsets", "codecs") else "right")
     for r in rows:
-        bad = r["invalid_batches"] or r["invalid_bytes"]
-        table.add_row("%s-%d" % (r["topic"], r["partition"]), str(r["segments"]), str(r["batches"]),
-                      str(r["records"]), str(r["bytes"]),
-                      "-" if r["first_offset"] is None else "%d-%d" % (r["first_offset"], r["last_offset"]),
-                      ",".join(r["codecs"]), ("[red]%d[/red]" if bad else "%d") % r["invalid_batches"],
-                      ("[red]%d[/red]" if bad else "%d") % r["invalid_bytes"])
+        bad = "[red]%d[/red]" if r["invalid_batches"] or r["invalid_bytes"] else "%d"
+        table.add_row("%s-%d" % (r["topic"], r["partition"]), str(r["segments"]),
+                      str(r["batches"]), str(r["records"]), str(r["bytes"]), _offsets(r),
+                      ",".join(r["codecs"]), bad % r["invalid_batches"], bad % r["invalid_bytes"])
     Console().print(table)
 
 
 @click.command()
 @click.argument("path", type=click.Path())
 @click.option("--topics", default="", help="Only these topics (comma-separated).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
 @_spark_options
 def scan(path, topics, fmt, master, spark_conf):
     """Check every segment under PATH with Spark tasks and sum up each partition: segments,
@@ -130,14 +122,12 @@ def scan(path, topics, fmt, master, spark_conf):
     spark = jobs.session(master, conf, "kafkalog scan")
     try:
         with jobs.Progress(spark, sys.stderr.isatty()):
-            parts = jobs.scan(spark, path, [t for t in topics.split(",") if t])
+            result = jobs.scan(spark, path, [t for t in topics.split(",") if t])
     except Exception as e:
-        click.echo("kafkalog: scan failed: %s" % str(e).strip().splitlines()[0], err=True)
-        sys.exit(EXIT_USAGE)
+        _job_failed("scan", e)
     finally:
         spark.stop()
-    rows = [_row(tp, sorted(segs, key=lambda s: s["segment"])) for tp, segs in sorted(parts.items())]
-    invalid = any(r["invalid_batches"] or r["invalid_bytes"] for r in rows)
+    rows = result.partitions
     if fmt == "json":
         for r in rows:
             click.echo(json.dumps(dict(r, type="partition")))
@@ -145,13 +135,12 @@ def scan(path, topics, fmt, master, spark_conf):
         _table(rows)
     else:
         for r in rows:
-            click.echo("%s-%d: %d segments, %d batches, %d records, %d bytes, offsets %s, codecs %s, "
-                       "%d invalid batches, %d invalid bytes" % (
+            click.echo("%s-%d: %d segments, %d batches, %d records, %d bytes, offsets %s, "
+                       "codecs %s, %d invalid batches, %d invalid bytes" % (
                            r["topic"], r["partition"], r["segments"], r["batches"], r["records"],
-                           r["bytes"], "-" if r["first_offset"] is None else
-                           "%d-%d" % (r["first_offset"], r["last_offset"]),
-                           ",".join(r["codecs"]) or "-", r["invalid_batches"], r["invalid_bytes"]))
+                           r["bytes"], _offsets(r), ",".join(r["codecs"]) or "-",
+                           r["invalid_batches"], r["invalid_bytes"]))
     for r in rows:
         for p in r["problems"]:
             click.echo("kafkalog: %s-%d: %s" % (r["topic"], r["partition"], p), err=True)
-    sys.exit(EXIT_INVALID if invalid else EXIT_OK)
+    sys.exit(EXIT_INVALID if result.invalid else EXIT_OK)

@@ -6,10 +6,11 @@ import sys
 import threading
 import time
 import uuid
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from ..log.summary import summarize_segment
 from . import register
-from .source import segment_slices, topic_partition
+from .source import Options, SegmentSlice, partition_logs, slices
 
 
 def session(master="local[*]", conf=(), app="kafkalog"):
@@ -51,8 +52,8 @@ class Progress:
     def _run(self):
         from rich.progress import BarColumn, Progress as Bar, TextColumn
         tracker = self.spark.sparkContext.statusTracker()
-        with Bar(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} tasks"),
-                 transient=True) as bar:
+        with Bar(TextColumn("{task.description}"), BarColumn(),
+                 TextColumn("{task.completed}/{task.total} tasks"), transient=True) as bar:
             task = bar.add_task("spark", total=None)
             while not self._stop.is_set():
                 done = total = 0
@@ -97,7 +98,8 @@ def export(spark, path, output, fmt, partition_by=(), mode="errorifexists", opti
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     if fmt == "csv":
-        writer = writer.option("header", "true").option("escape", '"')  # quotes doubled, as in RFC 4180
+        # quotes doubled, as in RFC 4180
+        writer = writer.option("header", "true").option("escape", '"')
     getattr(writer, fmt)(output)
 
 
@@ -111,36 +113,35 @@ def _prepare_output(output, mode):
 
 
 def _export_parquet(spark, path, output, partition_by, mode, options):
-    from .source import DEFAULT_MAX_BYTES_PER_PARTITION
-    opts = {k.lower(): v for k, v in options.items()}
-    topics = [t for t in opts.get("topics", "").split(",") if t]
-    max_bytes = int(opts.get("maxbytesperpartition", DEFAULT_MAX_BYTES_PER_PARTITION))
-    slices = [(s.path, s.start, s.end) for s in segment_slices(path, topics, max_bytes)]
+    opts = Options(options)
+    parts = slices(path, opts)
     _prepare_output(output, mode)
-    if slices:
+    if parts:
         run = uuid.uuid4().hex
-        tasks = list(enumerate(slices))
+        tasks = list(enumerate(parts))
         spark.sparkContext.parallelize(tasks, len(tasks)).map(
             lambda task: write_parquet_slice(task, output, partition_by, opts, run)).collect()
     open(os.path.join(output, "_SUCCESS"), "w").close()
 
 
-def write_parquet_slice(task, output, partition_by, options, run):
-    """One task: the records of one slice as Parquet part files (one per partition_by value)."""
+def write_parquet_slice(task: "tuple[int, SegmentSlice]", output: str,
+                        partition_by: Sequence[str], options: Options, run: str) -> int:
+    """One task: the rows of one slice (numbered, as ``slices`` made it) as Parquet part files
+    (one per partition_by value)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from .source import SegmentSlice, _arrow_schema, read_slice
+    from .source import _arrow_schema, read_slice
     # One task, one core (spark.task.cpus): Arrow's own thread pools would make a task take
     # more cores than Spark gave it, and tasks fight over them.
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
-    number, (path, start, end) = task
+    number, part = task
     schema = _arrow_schema()
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
     writers = {}
     rows = 0
     try:
-        for batch in read_slice(SegmentSlice(path, start, end), options):
+        for batch in read_slice(part, options):
             rows += batch.num_rows
             table = pa.Table.from_batches([batch])
             groups = [((), table)]
@@ -165,14 +166,49 @@ def write_parquet_slice(task, output, partition_by, options, run):
     return rows
 
 
-def scan(spark, path, topics=None):
-    """Summaries of every segment under ``path``, computed by Spark tasks, grouped by
-    (topic, partition): {(topic, partition): [segment summary, ...]}."""
-    logs = sorted({s.path for s in segment_slices(path, topics, max_bytes=2 ** 62)})
+class ScanResult(NamedTuple):
+    """What `kafkalog scan` found: one total per partition (``partition_totals``), in topic
+    and partition order, and whether anything was invalid."""
+    partitions: List[Dict[str, Any]]
+    invalid: bool
+
+
+def scan(spark, path: str, topics: Optional[Sequence[str]] = None) -> ScanResult:
+    """Every segment under ``path`` checked and summed up by Spark tasks
+    (log.summary.summarize_segment), then totalled per partition on the driver."""
+    parts = partition_logs(path, topics or ())
+    logs = sorted(log for p in parts for log in p.logs)
     if not logs:
-        return {}
+        return ScanResult([], False)
     summaries = spark.sparkContext.parallelize(logs, len(logs)).map(summarize_segment).collect()
-    out = {}
-    for summary in summaries:
-        out.setdefault(topic_partition(summary["segment"]), []).append(summary)
-    return out
+    by_log = {s["segment"]: s for s in summaries}
+    totals = sorted((partition_totals(p.topic, p.partition,
+                                      sorted((by_log[log] for log in p.logs),
+                                             key=lambda s: s["segment"]))
+                     for p in parts if p.logs),
+                    key=lambda t: (t["topic"], t["partition"]))
+    return ScanResult(totals, any(t["invalid_batches"] or t["invalid_bytes"] for t in totals))
+
+
+def partition_totals(topic: str, partition: int,
+                     summaries: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The totals of one partition's segment summaries: segments, batches, records, bytes,
+    offset and time ranges, codecs, invalid batches and bytes, and each problem named after
+    its segment."""
+    segs = summaries
+    first = [s["first_offset"] for s in segs if s["first_offset"] is not None]
+    last = [s["last_offset"] for s in segs if s["last_offset"] is not None]
+    tmin = [s["min_timestamp"] for s in segs if s["min_timestamp"] is not None]
+    tmax = [s["max_timestamp"] for s in segs if s["max_timestamp"] is not None]
+    return {"topic": topic, "partition": partition, "segments": len(segs),
+            "batches": sum(s["batches"] for s in segs), "records": sum(s["records"] for s in segs),
+            "bytes": sum(s["bytes"] for s in segs),
+            "first_offset": min(first) if first else None,
+            "last_offset": max(last) if last else None,
+            "min_timestamp": min(tmin) if tmin else None,
+            "max_timestamp": max(tmax) if tmax else None,
+            "codecs": sorted({c for s in segs for c in s["codecs"]}),
+            "invalid_batches": sum(s["invalid_batches"] for s in segs),
+            "invalid_bytes": sum(s["invalid_bytes"] for s in segs),
+            "problems": ["%s: %s" % (os.path.basename(s["segment"]), p)
+                         for s in segs for p in s["problems"]]}

@@ -5,26 +5,36 @@
     df = spark.read.format("kafkalog").load("/var/lib/kafka/data")
 
 One input partition per segment; a segment larger than ``maxBytesPerPartition`` (128 MiB by
-default) is split further at batch starts taken from its .index. Each task decodes its part with
-the same core as `kafkalog dump` and yields Arrow record batches. The schema follows Spark's own
-Kafka source (key, value, topic, partition, offset, timestamp, timestampType, headers) plus where
-each record lives and what its batch says.
+default) is split further at batch starts taken from its .index. Each task reads its part with
+the library's one record iterator (log.read.SegmentReader, as `kafkalog dump` does) and yields
+Arrow record batches. The schema follows Spark's own Kafka source (key, value, topic, partition,
+offset, timestamp, timestampType, headers) plus where each record lives and what its batch says.
+
+The bounds mean what they mean everywhere else (log.seek.Seek, `kafkalog dump`'s options):
+``fromOffset``/``toOffset`` inclusive; ``fromTimestamp`` starts each partition at its first
+record, in offset order, whose timestamp is at least it (offsets-for-times, as a consumer's
+KafkaConsumer.offsetsForTimes and UnifiedLog.fetchOffsetByTimestamp have it: later records are
+kept even where their timestamps go back), found on the driver; ``toTimestamp`` keeps the
+records whose timestamp is at most it. A record without a timestamp (v0) is outside any time
+bound.
 """
 
 import array
 import itertools
 import os
+from typing import Any, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..format.records import NO_TIMESTAMP_TYPE, Batch, Records, held_back
-from ..format.errors import CorruptRecordError
-from ..log.files import FileFormatError, expand_path
+from ..format.records import NO_TIMESTAMP_TYPE, Records
 from ..log import names
-from ..log.names import file_kind
-from ..log.index import OffsetIndex
+from ..log.files import FileFormatError, NoSegmentsError, printable_name
+from ..log.logdir import partitions_of
+from ..log.partition import Partition
+from ..log.read import (NOT_DECODED, RECORDS, BatchProblem, BatchRead, BytesProblem,
+                        SegmentReader, offset_for_time)
 from ..log.seek import Seek
-from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int, "
@@ -33,82 +43,131 @@ SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "isTransactional boolean, isControl boolean, isValid boolean")
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
 ROWS_PER_ARROW_BATCH = 65536
-_NO_RECORDS = Records()  # a batch of no records (never changed)
-_NO_RECORDS.headers = []
 BYTES_PER_ARROW_BATCH = 256 * 1024 * 1024  # well below the 2 GiB a binary column can hold
 
 
-def _bool(value):
+def _bool(value: Any) -> bool:
     return str(value).lower() in ("1", "true", "yes")
 
 
-def _int(value):
+def _int(value: Any) -> Optional[int]:
     return None if value is None or value == "" else int(value)
 
 
-def topic_partition(log_path):
-    """(topic, partition) from the directory name ``topic-N``, else (directory name, -1)."""
-    name = os.path.basename(os.path.dirname(os.path.abspath(log_path)))
-    topic, _, number = name.rpartition("-")
-    return (topic, int(number)) if topic and number.isdigit() else (name, -1)
+class Options:
+    """The data source's options, parsed once (names in any case: Spark hands them over in
+    lower case)."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        o = {k.lower(): v for k, v in options.items()}
+        self.path = o.get("path")
+        self.include_control = _bool(o.get("includecontrol", "false"))
+        self.include_invalid = _bool(o.get("includeinvalid", "false"))
+        self.from_offset = _int(o.get("fromoffset"))
+        self.to_offset = _int(o.get("tooffset"))
+        self.from_timestamp = _int(o.get("fromtimestamp"))
+        self.to_timestamp = _int(o.get("totimestamp"))
+        self.topics = [t for t in str(o.get("topics") or "").split(",") if t]
+        self.max_bytes = int(o.get("maxbytesperpartition", DEFAULT_MAX_BYTES_PER_PARTITION))
+        self.max_message_size = int(o.get("maxmessagesize", DEFAULT_MAX_MESSAGE_SIZE))
+
+
+class PartitionLogs(NamedTuple):
+    """The segment files of one partition to read: ``logs``, .log paths in offset order."""
+    topic: str
+    partition: int
+    logs: List[str]
+
+
+def partition_key(directory: str) -> Tuple[str, int]:
+    """(topic, partition) of the rows read from ``directory``: from its name ``<topic>-<n>``,
+    else (the directory's name, -1)."""
+    directory = os.path.abspath(directory)
+    topic, number = names.topic_partition(directory)
+    if topic is None or number is None:
+        return os.path.basename(directory), -1
+    return topic, number
+
+
+def partition_logs(path: str, topics: Sequence[str] = ()) -> List[PartitionLogs]:
+    """The partitions under ``path`` and their live segments (Partition.segments): a segment
+    file stands for itself alone, a partition directory for its segments, a log directory for
+    those of every partition in it (topic and partition-number order). ``topics``: only these.
+
+    Raises OSError for a path (or a partition directory in it) that cannot be read, UsageError
+    for a file that is not a .log, NoSegmentsError when no segment is found."""
+    errors: List[Tuple[str, OSError]] = []
+    directories = partitions_of(path, errors)
+    if errors:
+        raise errors[0][1]
+    if os.path.isdir(path):
+        found = [PartitionLogs(*partition_key(d), [s.log_path for s in Partition(d).segments()])
+                 for d in sorted(directories, key=names.partition_sort_key)]
+        if not any(p.logs for p in found):
+            raise NoSegmentsError("%s: no Kafka log files in this directory or the partition "
+                                  "directories in it" % printable_name(path))
+    else:
+        # a segment file named on its own (its name need not be an offset); one being deleted,
+        # cleaned or swapped holds no live records
+        found = [PartitionLogs(*partition_key(directories[0]),
+                               [] if names.lifecycle_suffix(path) else [path])]
+    return [p for p in found if not topics or p.topic in topics]
 
 
 class SegmentSlice(InputPartition):
-    """Bytes [start, end) of one segment: every batch starting there is this task's."""
+    """Bytes [start, end) of one segment of partition (``topic``, ``partition``): every batch
+    starting there is this task's. ``from_offset``: the partition's first wanted offset (the
+    fromOffset and fromTimestamp bounds, resolved on the driver), or None."""
 
-    def __init__(self, path, start, end):
+    def __init__(self, path: str, start: int, end: int, topic: str = "", partition: int = -1,
+                 from_offset: Optional[int] = None) -> None:
         super().__init__((path, start, end))
         self.path = path
         self.start = start
         self.end = end
+        self.topic = topic
+        self.partition = partition
+        self.from_offset = from_offset
 
 
-def segment_slices(path, topics=None, max_bytes=DEFAULT_MAX_BYTES_PER_PARTITION):
-    """The input partitions of a log directory, partition directory or segment file."""
-    logs = [p for p in expand_path(path, kinds=(names.LOG,))
-            if file_kind(p) == names.LOG and not names.lifecycle_suffix(p)]
-    if topics:
-        logs = [p for p in logs if topic_partition(p)[0] in topics]
+def _cuts(log: str, max_bytes: int) -> List[int]:
+    """Where to split the segment file ``log``: [0, batch starts..., size], a batch start taken
+    from a sane .index (OffsetIndex.sanityCheck) each ``max_bytes`` or more."""
+    size = os.path.getsize(log)
+    cuts = [0]
+    if size > max_bytes:
+        segment = Segment.at(log)
+        try:
+            index = segment.offset_index() if os.path.isfile(segment.index_path) else None
+        except (OSError, FileFormatError):
+            index = None
+        if index is not None and not index.sanity_problems():
+            for _, position in index.entries:
+                if 0 < position < size and position - cuts[-1] >= max_bytes:
+                    cuts.append(position)
+    cuts.append(size)
+    return cuts
+
+
+def slices(path: str, options: Options) -> List[SegmentSlice]:
+    """The input partitions of a log directory, partition directory or segment file, with the
+    first wanted offset of each partition: ``fromTimestamp`` is looked up here, once per
+    partition, as offsets-for-times (log.read.offset_for_time, from ``fromOffset`` on); a
+    partition with no record at or after it gives no slice."""
     out = []
-    for log in logs:
-        size = os.path.getsize(log)
-        cuts = [0]
-        if size > max_bytes:
-            index_path = names.sibling(log, names.INDEX)
-            try:
-                index = OffsetIndex(index_path) if os.path.isfile(index_path) else None
-            except (OSError, FileFormatError):
-                index = None
-            if index is not None and not index.sanity_problems():
-                for _, position in index.entries:
-                    if 0 < position < size and position - cuts[-1] >= max_bytes:
-                        cuts.append(position)
-        cuts.append(size)
-        out.extend(SegmentSlice(log, a, b) for a, b in zip(cuts, cuts[1:]) if b > a or size == 0)
+    for part in partition_logs(path, options.topics):
+        from_offset = options.from_offset
+        if options.from_timestamp is not None:
+            from_offset = offset_for_time([Segment.at(p) for p in part.logs],
+                                          options.from_timestamp, options.max_message_size,
+                                          from_offset=options.from_offset)
+            if from_offset is None:
+                continue
+        for log in part.logs:
+            cuts = _cuts(log, options.max_bytes)
+            out.extend(SegmentSlice(log, a, b, part.topic, part.partition, from_offset)
+                       for a, b in zip(cuts, cuts[1:]) if b > a or cuts[-1] == 0)
     return out
-
-
-class Bounds:
-    """fromOffset/toOffset/fromTimestamp/toTimestamp: a filter on records; the indexes only
-    move a task's start past what cannot match."""
-
-    def __init__(self, options):
-        self.from_offset = _int(options.get("fromoffset"))
-        self.to_offset = _int(options.get("tooffset"))
-        self.from_ts = _int(options.get("fromtimestamp"))
-        self.to_ts = _int(options.get("totimestamp"))
-
-    @property
-    def any(self):
-        return any(v is not None for v in (self.from_offset, self.to_offset, self.from_ts, self.to_ts))
-
-    def keep(self, offset, ts):
-        """Inside the bounds? A record without a timestamp (v0) is outside any time bound,
-        as a filter on the (null) timestamp column would have it."""
-        return ((self.from_offset is None or offset >= self.from_offset)
-                and (self.to_offset is None or offset <= self.to_offset)
-                and (self.from_ts is None or ts >= self.from_ts)
-                and (self.to_ts is None or 0 <= ts <= self.to_ts))
 
 
 class _Columns:
@@ -131,12 +190,7 @@ class _Columns:
                 b.is_transactional, b.is_control, valid,
                 b.timestamp_type if b.timestamp_type != NO_TIMESTAMP_TYPE else -1)
 
-    def add_records(self, fields, recs, keep):
-        if keep is not None:
-            wanted = [i for i, (off, ts) in enumerate(zip(recs.offsets, recs.timestamps))
-                      if keep(off, ts)]
-            if len(wanted) != len(recs):
-                recs = recs.select(wanted)
+    def add_records(self, fields, recs: Records):
         n = len(recs)
         if not n:
             return
@@ -181,7 +235,8 @@ class _Columns:
         constant = {name: pa.array(values, schema.field(name).type).take(indices)
                     for name, values in zip(_BATCH_FIELD_NAMES, per_batch)}
         columns = {"key": _binary_array(self.keys), "value": _binary_array(self.values),
-                   "offset": pa.array(self.offsets, pa.int64()), "timestamp": ts, "headers": headers}
+                   "offset": pa.array(self.offsets, pa.int64()), "timestamp": ts,
+                   "headers": headers}
         columns.update(constant)
         return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
@@ -223,61 +278,47 @@ def _arrow_schema():
                       ("isControl", pa.bool_()), ("isValid", pa.bool_())])
 
 
-def read_slice(part, options):
-    """Arrow record batches of the records of one input partition."""
+def read_slice(part: SegmentSlice, options: Options) -> Iterator[Any]:
+    """Arrow record batches of the rows of one input partition (as ``slices`` made it): the
+    records of its valid batches within the bounds and, with includeInvalid, a row for each
+    batch whose CRC fails or whose records cannot be read, and one for bytes that are no batch
+    (the rest of the segment is then not read)."""
     schema = _arrow_schema()
-    include_control = _bool(options.get("includecontrol", "false"))
-    include_invalid = _bool(options.get("includeinvalid", "false"))
-    max_message_size = int(options.get("maxmessagesize", DEFAULT_MAX_MESSAGE_SIZE))
-    bounds = Bounds(options)
-    keep = bounds.keep if bounds.any else None
-    topic, partition = topic_partition(part.path)
+    bounds = (part.from_offset, options.to_offset, None, options.to_timestamp)
+    seek = Seek(*bounds) if bounds != (None,) * 4 else None
+    topic, partition = part.topic, part.partition
     segment = os.path.basename(part.path)
+    include_invalid = options.include_invalid
     cols = _Columns()
-    with LogFile(part.path, max_message_size) as log:
-        start = part.start
-        if bounds.any and part.start == 0:
-            seek = Seek(bounds.from_offset, None, bounds.from_ts, None)
-            start = seek.start_position(log)[0]
-        for item in log.entries(start, log.size):
-            if item.position >= part.end:
-                break
-            if not isinstance(item, Batch):
+    fields = None
+    with LogFile(part.path, options.max_message_size) as log:
+        reader = SegmentReader(log, seek=seek, records=True, start=part.start, stop=part.end,
+                               valid_only=True, skip_control=not options.include_control)
+        for event in reader:
+            if isinstance(event, BatchRead):
+                batch = event.batch
+                if event.records is not None:
+                    if event.first:
+                        fields = cols.batch_fields(topic, partition, segment, batch, True)
+                    cols.add_records(fields, event.records)
+                    if (len(cols) >= ROWS_PER_ARROW_BATCH
+                            or cols.data_bytes >= BYTES_PER_ARROW_BATCH):
+                        yield cols.to_arrow(schema)
+                        cols = _Columns()
+                elif not batch.is_valid and include_invalid:
+                    # its CRC fails: its records are not read
+                    cols.add_invalid(cols.batch_fields(topic, partition, segment, batch, False),
+                                     batch.base_offset)
+            elif isinstance(event, BatchProblem):
+                # records that cannot be read (the rows before the damage were given); a batch
+                # out of place (MISPLACED) is read as it is
+                if event.kind in (RECORDS, NOT_DECODED) and include_invalid:
+                    cols.add_invalid(cols.batch_fields(topic, partition, segment, event.batch,
+                                                       False), event.batch.base_offset)
+            elif isinstance(event, BytesProblem):
                 if include_invalid:
-                    cols.add_invalid(_invalid_fields(topic, partition, segment, item), None)
+                    cols.add_invalid(_invalid_fields(topic, partition, segment, event.item), None)
                 break  # the rest of the segment is not batches
-            if item.is_control and not include_control:
-                continue
-            # Records a chunk at a time (a batch may hold millions); a chunk is used once the
-            # next one decoded, so that a batch damaged in its first chunk is one invalid row.
-            chunks = held_back(log.iter_records(item)) if item.is_valid else None
-            try:
-                recs = None if chunks is None else next(chunks, _NO_RECORDS)
-            except CorruptRecordError:
-                recs = None
-            if bounds.to_offset is not None:
-                # a legacy compressed wrapper's offset is its last inner one: use its first
-                first = recs.offsets[0] if recs is not None and len(recs) else item.base_offset
-                if first > bounds.to_offset:
-                    break
-            if recs is None:
-                if include_invalid:
-                    cols.add_invalid(cols.batch_fields(topic, partition, segment, item, False),
-                                     item.base_offset)
-                continue
-            fields = cols.batch_fields(topic, partition, segment, item, True)
-            while recs is not None:
-                cols.add_records(fields, recs, keep)
-                if len(cols) >= ROWS_PER_ARROW_BATCH or cols.data_bytes >= BYTES_PER_ARROW_BATCH:
-                    yield cols.to_arrow(schema)
-                    cols = _Columns()
-                try:
-                    recs = next(chunks, None)
-                except CorruptRecordError:
-                    recs = None  # damage after the first chunk: the rows before it, then a mark
-                    if include_invalid:
-                        cols.add_invalid(cols.batch_fields(topic, partition, segment, item, False),
-                                         item.base_offset)
     if len(cols):
         yield cols.to_arrow(schema)
 
@@ -288,35 +329,43 @@ def _invalid_fields(topic, partition, segment, item):
 
 
 class KafkalogReader(DataSourceReader):
-    def __init__(self, options):
-        # Spark hands options over with their names in lower case
-        self.options = {k.lower(): v for k, v in options.items()}
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = Options(options)
 
-    def partitions(self):
-        path = self.options.get("path")
-        topics = [t for t in self.options.get("topics", "").split(",") if t]
-        max_bytes = int(self.options.get("maxbytesperpartition", DEFAULT_MAX_BYTES_PER_PARTITION))
-        return segment_slices(path, topics, max_bytes) or [SegmentSlice("", 0, 0)]
+    def partitions(self) -> List[SegmentSlice]:
+        return slices(self.options.path, self.options) or [SegmentSlice("", 0, 0)]
 
-    def read(self, partition):
+    def read(self, partition: SegmentSlice) -> Iterator[Any]:
         if not partition.path:
             return iter(())
         return read_slice(partition, self.options)
 
 
 class KafkalogDataSource(DataSource):
-    """spark.read.format("kafkalog").load(path): options includeControl, includeInvalid,
-    fromOffset, toOffset, fromTimestamp, toTimestamp, topics, maxBytesPerPartition,
-    maxMessageSize."""
+    """spark.read.format("kafkalog").load(path), path a log directory, partition directory or
+    segment file. Options:
+
+    - includeControl (false): the records of control batches (transaction markers) too;
+    - includeInvalid (false): a row with isValid=false for each batch whose CRC fails or whose
+      records cannot be read, and for bytes that are no batch;
+    - fromOffset, toOffset: only the records in these offsets (inclusive);
+    - fromTimestamp: in each partition, start at the first record (in offset order, from
+      fromOffset on) whose timestamp is at least it, as offsets-for-times does; later records
+      are kept whatever their timestamps;
+    - toTimestamp: only the records whose timestamp is at most it;
+    - topics: only these topics (comma-separated);
+    - maxBytesPerPartition (128 MiB): larger segments are split at batch starts of their .index;
+    - maxMessageSize (5 MiB): the largest record read.
+    """
 
     @classmethod
-    def name(cls):
+    def name(cls) -> str:
         return "kafkalog"
 
-    def schema(self):
+    def schema(self) -> str:
         return SCHEMA
 
-    def reader(self, schema):
+    def reader(self, schema: Any) -> KafkalogReader:
         if not self.options.get("path"):
             raise ValueError("kafkalog: load(path) needs a log directory, partition directory "
                              "or segment file")
