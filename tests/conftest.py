@@ -2,6 +2,11 @@
 pure-Python code they mirror, so both are checked against kafka-python in one pytest run.
 A test module opts in with ``pytestmark = pytest.mark.usefixtures("implementation")``.
 (``KAFKALOG_PURE_PYTHON=1 pytest`` additionally keeps the C modules from being imported at all.)
+
+Slow tests carry the ``slow`` mark (the SIGKILL crash loops, fuzzing, millions of records) and
+``pytest -m "not slow"`` is the quick suite; a test that starts a Spark session (one that uses
+the ``spark`` fixture, directly or through another fixture) is marked slow here, so the quick
+suite keeps the Spark commands' tests that need no JVM.
 """
 
 import pytest
@@ -26,3 +31,11 @@ def implementation(request, monkeypatch):
             monkeypatch.setattr(_records, "_speedups", None)
         monkeypatch.setenv("KAFKALOG_PURE_PYTHON", "1")
     return request.param
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Mark every test that needs a Spark session slow (before ``-m`` deselects)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

@@ -908,6 +908,7 @@ def test_bad_option_values(tmp_path):
         assert "Traceback" not in res.err
 
 
+@pytest.mark.slow
 def test_concurrent_appenders_never_interleave(tmp_path):
     d = part_dir(tmp_path)
     ok(append(d, input=b"seed\n"))

@@ -25,6 +25,9 @@ import appendcheck as ac
 import indexgen as ig
 import kafkagen as kg
 
+# Randomized SIGKILL runs, about a minute: left out of the quick suite (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 KILLS = 50
 FLUSH = 200
 SEED = int(os.environ.get("KAFKALOG_CRASH_SEED", "20241105"))

@@ -31,6 +31,10 @@ from kafkalog_cli.format import records
 from kafkalog_cli.format.errors import CorruptRecordError, LimitExceededError
 from kafkalog_cli.format.scan import OFFSET_OVERFLOW, InvalidBytes, scan
 
+# The C fast paths against the Python, on edge and random inputs: left out of the quick suite
+# (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 MODULE_DIR = os.environ.get("KAFKALOG_C_MODULE_DIR")

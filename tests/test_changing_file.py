@@ -23,6 +23,10 @@ import pytest
 
 import kafkagen as kg
 
+# Files changing under a reader, with real delays: left out of the quick suite
+# (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 SEGMENT_MIB = 256
 RECORDS_PER_BATCH = 16
 # The reader keeps a bounded window of the file in memory: its peak resident size must stay far

@@ -21,6 +21,10 @@ import pytest
 
 import kafkagen as kg
 
+# Decompression bombs refused in bounded memory and time: left out of the quick suite
+# (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 MiB = 1 << 20
 GiB = 1 << 30
 LIMIT = 1 * MiB

@@ -275,6 +275,7 @@ def test_empty_file(tmp_path):
     assert (res.code, res.out) == (0, "")
 
 
+@pytest.mark.slow
 def test_bit_flips_never_crash(tmp_path):
     """Flip one bit at many positions of a file holding every format and codec: the dump never
     raises, and every byte is accounted for by batch lines and invalid-byte reports."""

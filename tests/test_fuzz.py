@@ -34,6 +34,9 @@ import fuzzlib as F
 import indexgen as ig
 import kafkagen as kg
 
+# Randomized fuzzing runs, a few minutes: left out of the quick suite (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 SCALE = float(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "1"))
 
 

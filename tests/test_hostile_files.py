@@ -20,6 +20,10 @@ import indexgen as ig
 import kafkagen as kg
 from dumpcheck import REPO
 
+# Devices, FIFOs, hostile names and encodings, huge files, one subprocess per case: left out of
+# the quick suite (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 T0 = kg.T0
 # Enough for the interpreter and its imports, far from what reading /dev/zero would take.
 ADDRESS_SPACE = 1_500_000_000

@@ -20,6 +20,9 @@ from crc32c import crc32c
 
 import kafkagen as kg
 
+# Millions of records, in bounded memory: left out of the quick suite (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 RECORDS = 2_000_000
 BASE_OFFSET = 1_000
 BASE_TS = 1_700_000_000_000

@@ -1566,6 +1566,7 @@ def many_records_batch(n):
     return batch + struct.pack(">I", crc32c(after_crc)) + after_crc, len(body)
 
 
+@pytest.mark.slow
 def test_many_records_scanned_in_bounded_memory(tmp_path):
     """Regression (issue 10 item 8): a valid batch of 1,500,000 records; recover --dry-run's
     scan used to hold every record at once (~0.8 GB for 7,000,000); memory now stays near the

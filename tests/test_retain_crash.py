@@ -29,6 +29,10 @@ import indexgen as ig
 import kafkagen as kg
 from dumpcheck import REPO, files_in, kafkalog
 
+# SIGKILL runs, at random and at every crash point: left out of the quick suite
+# (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 T0 = kg.T0
 TOPIC = "orders"
 DELETED = ".deleted"

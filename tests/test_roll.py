@@ -229,6 +229,7 @@ def test_relative_offset_overflow(tmp_path, batch_records, new_base):
 
 # -- many configurations against the simulation -------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
 def test_random_configurations_match_simulation(tmp_path, seed):
     rnd = random.Random(seed)
@@ -257,6 +258,7 @@ def test_random_configurations_match_simulation(tmp_path, seed):
     assert [r.timestamp for r in recs] == [o["timestamp"] for o in objs]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(12))
 def test_random_multi_run_matches_simulation(tmp_path, seed):
     """Several runs on one partition: after each, the segments from the previously active one
