@@ -8,7 +8,6 @@ import click
 
 from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
-from ..log.lock import LockHeld
 from ..log.logdir import LogDir
 from ..log.recover import MOVE, REMOVE, RENAME, recover_partition
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
@@ -160,10 +159,7 @@ def recover(paths, dry_run, fmt, index_interval_bytes, max_message_size):
                     plans.append(plan)
                     if plan.changes:
                         status = max(status, EXIT_REPAIRED)
-        except LockHeld as e:
-            click.echo("kafkalog: %s" % e.strerror, err=True)
-            status = EXIT_ERROR
-        except OSError as e:
+        except OSError as e:  # the log directory's: held by a broker (LockHeld), unreadable
             click.echo("kafkalog: " + error_text(e, log_dir), err=True)
             status = EXIT_ERROR
     report.summary(plans, dry_run)

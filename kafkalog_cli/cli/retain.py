@@ -9,7 +9,6 @@ import click
 
 from ..log.append import AppendError
 from ..log.files import FileFormatError
-from ..log.lock import LockHeld
 from ..log.logdir import LogDir
 from ..log.retain import DELETED, Policy, retain_partition
 from .errors import error_text
@@ -112,13 +111,10 @@ def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_wat
                 for directory in partitions:
                     plan = retain_partition(directory, policy, dry_run, file_delete_delay_ms)
                     _report(plan, fmt, dry_run, rows)  # what was done, once it is done
-        except LockHeld as e:
-            click.echo("kafkalog: %s" % e.strerror, err=True)
-            status = EXIT_ERROR
         except AppendError as e:
             click.echo("kafkalog: cannot roll the active segment first: %s" % e, err=True)
             status = EXIT_ERROR
-        except (OSError, FileFormatError) as e:
+        except (OSError, FileFormatError) as e:  # LockHeld: a broker holds the log directory
             click.echo("kafkalog: " + error_text(e, directory), err=True)
             status = EXIT_ERROR
     if fmt == "text" and rows and sys.stderr.isatty():
