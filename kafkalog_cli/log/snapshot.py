@@ -18,18 +18,13 @@ class ProducerEntry:
     __slots__ = ("producer_id", "epoch", "last_sequence", "last_offset", "offset_delta",
                  "timestamp", "coordinator_epoch", "current_txn_first_offset")
 
-    producer_id: int
-    epoch: int
-    last_sequence: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-    coordinator_epoch: int
-    current_txn_first_offset: int
-
-    def __init__(self, *fields: int) -> None:
+    def __init__(self, producer_id: int, epoch: int, last_sequence: int, last_offset: int,
+                 offset_delta: int, timestamp: int, coordinator_epoch: int,
+                 current_txn_first_offset: int) -> None:
         (self.producer_id, self.epoch, self.last_sequence, self.last_offset, self.offset_delta,
-         self.timestamp, self.coordinator_epoch, self.current_txn_first_offset) = fields
+         self.timestamp, self.coordinator_epoch, self.current_txn_first_offset) = (
+            producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp,
+            coordinator_epoch, current_txn_first_offset)
 
     @property
     def has_batch_metadata(self) -> bool:
