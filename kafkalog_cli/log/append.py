@@ -231,11 +231,11 @@ class PartitionWriter:
         starts: Set[int] = set()
         with active.segment.open(self.max_message_size) as log:
             for item in log.entries():
-                _require_whole(item, active.log_path)
-                active.note_batch(item.max_timestamp, item.last_offset)
-                builder.add(item.position, item.size, item.last_offset, item.max_timestamp)
-                starts.add(item.position)
-                next_offset = item.last_offset + 1
+                batch = _require_whole(item, active.log_path)
+                active.note_batch(batch.max_timestamp, batch.last_offset)
+                builder.add(batch.position, batch.size, batch.last_offset, batch.max_timestamp)
+                starts.add(batch.position)
+                next_offset = batch.last_offset + 1
             active.size = log.size
         return starts, next_offset
 
@@ -367,13 +367,14 @@ class PartitionWriter:
         return RollResult(self.active.segment, sealed)
 
 
-def _require_whole(item: object, path: str) -> None:
-    """AppendError unless ``item`` (an entry of the active segment) is a batch whose CRC holds:
-    a broker would not append after damage, and neither do we."""
+def _require_whole(item: object, path: str) -> Batch:
+    """``item`` (an entry of the active segment) if it is a batch whose CRC holds, else
+    AppendError: a broker would not append after damage, and neither do we."""
     if not isinstance(item, Batch) or not item.is_valid:
         raise AppendError("%s: damaged at position %d (%s): run `kafkalog recover` first"
                           % (path, getattr(item, "position"),
                              getattr(item, "reason", "CRC mismatch")))
+    return item
 
 
 def _create_empty(path: str) -> None:
