@@ -25,7 +25,7 @@ _API = {
 __all__ = sorted(_API) + ["__version__"]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     if name in _API:
         import importlib
         value = getattr(importlib.import_module(_API[name]), name)
@@ -34,5 +34,5 @@ def __getattr__(name):
     raise AttributeError("module 'kafkalog_cli' has no attribute %r" % name)
 
 
-def __dir__():
+def __dir__() -> "list[str]":
     return __all__

@@ -13,7 +13,7 @@ that are no batch.
 """
 
 import os
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Generator, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..errors import InvalidDataError
 from ..format.errors import CorruptRecordError, LimitExceededError
@@ -199,7 +199,7 @@ class SegmentReader:
             else:
                 break
 
-    def _batch(self, batch: Batch):
+    def _batch(self, batch: Batch) -> Generator[Event, None, Optional[bool]]:
         """The events of one batch; returns whether it was shown (None: past the bounds)."""
         seek = self.seek
         decode = (self.records or seek is not None) and (batch.is_valid or not self.valid_only)
