@@ -6,15 +6,13 @@ Each function dumps one file through the writer and returns the exit status it e
 
 import os
 
-from ..log import checkpoints, files, verify
-from ..log import names
+from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from ..log import checkpoints, files, names, verify
 from ..log.files import FileFormatError
 from ..log.index import OffsetIndex, TimeIndex
 from ..log.segment import LogFile
 from ..log.snapshot import parse_snapshot
 from ..log.txnindex import TransactionIndex
-
-EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 
 class IndexOptions:
@@ -37,10 +35,6 @@ def _open_log(path, max_message_size):
     return LogFile(log_path, max_message_size), None
 
 
-def _check_offset_index(index, log):
-    return verify.check_offset_index(index, log)
-
-
 def _check_time_index(tindex, log):
     index_path = names.sibling(tindex.path, names.INDEX)
     try:
@@ -51,7 +45,7 @@ def _check_time_index(tindex, log):
 
 
 # kind: (reader, check against the log, names of an entry's fields in print order)
-_INDEXES = {names.INDEX: (OffsetIndex, _check_offset_index, ("offset", "position")),
+_INDEXES = {names.INDEX: (OffsetIndex, verify.check_offset_index, ("offset", "position")),
             names.TIMEINDEX: (TimeIndex, _check_time_index, ("timestamp", "offset"))}
 
 
