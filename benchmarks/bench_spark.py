@@ -69,10 +69,10 @@ def warm(_):
     # imports, and one small export through the same code, so that allocators and code
     # paths are warm in every worker
     import tempfile
-    from kafkalog_cli.spark import jobs
+    from kafkalog_cli.spark import jobs, source
     small = %r
-    jobs.write_parquet_slice((0, (small, 0, os.path.getsize(small))), tempfile.mkdtemp(), [], {},
-                             "warm")
+    jobs.write_parquet_slice((0, source.SegmentSlice(small, 0, os.path.getsize(small))),
+                             tempfile.mkdtemp(), [], source.Options({}), "warm")
     return 0
 spark.sparkContext.parallelize(range(%d), %d).map(warm).collect()
 out = tempfile.mkdtemp(dir=%r)

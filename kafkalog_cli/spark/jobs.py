@@ -6,7 +6,7 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..log.summary import summarize_segment
 from . import register
@@ -135,19 +135,19 @@ def write_parquet_slice(task: "tuple[int, SegmentSlice]", output: str,
     # more cores than Spark gave it, and tasks fight over them.
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
-    number, part = task
+    number, piece = task
     schema = _arrow_schema()
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
     writers = {}
     rows = 0
     try:
-        for batch in read_slice(part, options):
+        for batch in read_slice(piece, options):
             rows += batch.num_rows
             table = pa.Table.from_batches([batch])
-            groups = [((), table)]
+            groups: List[Tuple[tuple, Any]] = [((), table)]
             if partition_by:
                 keys = table.select(partition_by).to_pylist()
-                order = {}
+                order: Dict[tuple, List[int]] = {}
                 for i, k in enumerate(keys):
                     order.setdefault(tuple(k[c] for c in partition_by), []).append(i)
                 groups = [(k, table.take(pa.array(idx))) for k, idx in order.items()]

@@ -22,6 +22,7 @@ bound.
 import array
 import itertools
 import os
+from dataclasses import dataclass
 from typing import Any, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -114,20 +115,18 @@ def partition_logs(path: str, topics: Sequence[str] = ()) -> List[PartitionLogs]
     return [p for p in found if not topics or p.topic in topics]
 
 
+@dataclass
 class SegmentSlice(InputPartition):
     """Bytes [start, end) of one segment of partition (``topic``, ``partition``): every batch
     starting there is this task's. ``from_offset``: the partition's first wanted offset (the
     fromOffset and fromTimestamp bounds, resolved on the driver), or None."""
 
-    def __init__(self, path: str, start: int, end: int, topic: str = "", partition: int = -1,
-                 from_offset: Optional[int] = None) -> None:
-        super().__init__((path, start, end))
-        self.path = path
-        self.start = start
-        self.end = end
-        self.topic = topic
-        self.partition = partition
-        self.from_offset = from_offset
+    path: str
+    start: int
+    end: int
+    topic: str = ""
+    partition: int = -1
+    from_offset: Optional[int] = None
 
 
 def _cuts(log: str, max_bytes: int) -> List[int]:
@@ -154,7 +153,7 @@ def slices(path: str, options: Options) -> List[SegmentSlice]:
     first wanted offset of each partition: ``fromTimestamp`` is looked up here, once per
     partition, as offsets-for-times (log.read.offset_for_time, from ``fromOffset`` on); a
     partition with no record at or after it gives no slice."""
-    out = []
+    out: List[SegmentSlice] = []
     for part in partition_logs(path, options.topics):
         from_offset = options.from_offset
         if options.from_timestamp is not None:
@@ -333,10 +332,10 @@ class KafkalogReader(DataSourceReader):
         self.options = Options(options)
 
     def partitions(self) -> List[SegmentSlice]:
-        return slices(self.options.path, self.options) or [SegmentSlice("", 0, 0)]
+        return slices(self.options.path or "", self.options) or [SegmentSlice("", 0, 0)]
 
-    def read(self, partition: SegmentSlice) -> Iterator[Any]:
-        if not partition.path:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if not isinstance(partition, SegmentSlice) or not partition.path:
             return iter(())
         return read_slice(partition, self.options)
 
