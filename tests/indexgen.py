@@ -3,20 +3,22 @@
 The expected files are computed here from kafka-python's reading of the ``.log`` bytes
 (``kafkagen.kafka_python_read``), following the broker's rules, never from ``kafkalog_cli``:
 
-* ``.index`` / ``.timeindex``: ``LogSegment.recover`` (semantics.md §a.4): per batch, remember
+* ``.index`` / ``.timeindex``: ``LogSegment.recover``: per batch, remember
   ``(maxTimestamp, lastOffset)`` when the batch's maxTimestamp is larger than the max so far; when
   more than ``index.interval.bytes`` (4096, strict ``>``) were written since the last entry, append
   the offset-index entry ``(batch.lastOffset, position)`` and the time-index entry ``(maxSoFar,
   offsetOfMaxSoFar)`` if its timestamp is larger than the last time entry's; at the end append the
   final time-index entry the same way. Trimmed, or preallocated (zero-padded to 10485760 /
-  10485756 bytes, files.md §3.1).
-* ``.txnindex`` (files.md §3.4): one 34-byte entry per aborted non-empty transaction, in the
-  segment holding its ABORT marker; LSO = first offset of the earliest other open transaction,
-  else marker offset + 1 (semantics.md §a.5).
-* producer ``.snapshot`` (files.md §3.5), offset checkpoint files, ``leader-epoch-checkpoint``,
-  ``partition.metadata`` (files.md §4).
-* corruptors for each of them, and Kafka's DumpLogSegments verification (dump-output.md §4.1,
-  §4.2) re-implemented over kafka-python's parse, as the oracle for expected summaries.
+  10485756 bytes, ``AbstractIndex``).
+* ``.txnindex`` (``TransactionIndex``, ``AbortedTxn``): one 34-byte entry per aborted non-empty
+  transaction, in the segment holding its ABORT marker; LSO = first offset of the earliest other
+  open transaction, else marker offset + 1 (``ProducerStateManager.lastStableOffset``).
+* producer ``.snapshot`` (``ProducerStateManager.writeSnapshot``), offset checkpoint files
+  (``OffsetCheckpointFile``), ``leader-epoch-checkpoint`` (``LeaderEpochCheckpointFile``),
+  ``partition.metadata`` (``PartitionMetadataFile``).
+* corruptors for each of them, and Kafka's DumpLogSegments verification
+  (``DumpLogSegments.dumpIndex`` and ``dumpTimeIndex``) re-implemented over kafka-python's parse,
+  as the oracle for expected summaries.
 
 Nothing in this module imports ``kafkalog_cli``.
 """
@@ -214,7 +216,7 @@ def decrement_sequence(sequence, decrement):
 
 
 def snapshot_line(e, kafka_format="4.2"):
-    """DumpLogSegments' line for one snapshot entry (dump-output.md §4.4)."""
+    """DumpLogSegments' line for one snapshot entry (``DumpLogSegments.dumpProducerIdSnapshot``)."""
     txn = ("OptionalLong[%d]" % e.current_txn_first_offset if e.current_txn_first_offset >= 0
            else "OptionalLong.empty")
     line = ("producerId: %d producerEpoch: %d coordinatorEpoch: %d currentTxnFirstOffset: %s "
@@ -398,7 +400,8 @@ class TimeIndexErrors(NamedTuple):
 
 
 def kafka_time_index_errors(time_entries, offset_entries, batches, base_offset):
-    """TimeIndexDumpErrors for a time index (dump-output.md §4.2), with a clean offset index."""
+    """DumpLogSegments' ``TimeIndexDumpErrors`` for a time index (``dumpTimeIndex``), with a clean
+    offset index."""
     errs = TimeIndexErrors([], [], [])
     prev = -1
     for i, (ts, off) in enumerate(time_entries):

@@ -3,15 +3,17 @@
 Everything here produces bytes with an implementation that is independent of ``kafkalog_cli``:
 record and batch encoding, compression and CRCs come from kafka-python
 (``kafka.record.memory_records.MemoryRecordsBuilder``). Only what kafka-python cannot write is
-patched afterwards, following formats.md:
+patched afterwards, following Kafka's layouts (``DefaultRecordBatch``, ``LegacyRecord``,
+``EndTransactionMarker``):
 
 * v2 ``baseOffset`` (bytes 0-7) and ``partitionLeaderEpoch`` (bytes 12-15), which kafka-python
-  always writes as 0 and which are outside the CRC (formats.md §4.1);
+  always writes as 0 and which are outside the CRC (``DefaultRecordBatch`` header layout);
 * control batches, LogAppendTime and the delete-horizon bit: attribute bits set by hand and the
-  CRC-32C recomputed with the ``crc32c`` package over bytes 21..end (formats.md §4.1-4.2, §5);
+  CRC-32C recomputed with the ``crc32c`` package over bytes 21..end (``DefaultRecordBatch``
+  header and attributes, ``ControlRecordType``/``EndTransactionMarker``);
 * legacy (v0/v1) compressed wrappers: kafka-python writes wrapper offset 0 and timestamp 0; the
-  wrapper offset is set to the last inner offset (formats.md §3.4, not CRC-covered) and the v1
-  wrapper timestamp/type bit are set and the CRC-32 recomputed with ``zlib.crc32``.
+  wrapper offset is set to the last inner offset (``AbstractLegacyRecordBatch``, not CRC-covered)
+  and the v1 wrapper timestamp/type bit are set and the CRC-32 recomputed with ``zlib.crc32``.
 
 Nothing in this module imports ``kafkalog_cli``.
 """
@@ -57,13 +59,13 @@ def _codec_id(codec):
 # -- CRC helpers ---------------------------------------------------------------------------------
 
 def fix_v2_crc(batch):
-    """Recompute the CRC-32C of one v2 batch in place (bytes 21..end, formats.md §4.1)."""
+    """Recompute the CRC-32C of one v2 batch in place (bytes 21..end, ``DefaultRecordBatch``)."""
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
     return batch
 
 
 def fix_legacy_crc(entry):
-    """Recompute the CRC-32 of one legacy entry in place (magic byte .. end, formats.md §3.1)."""
+    """Recompute the CRC-32 of one legacy entry in place (magic byte .. end, ``LegacyRecord``)."""
     struct.pack_into(">I", entry, 12, zlib.crc32(bytes(entry[16:])) & 0xFFFFFFFF)
     return entry
 
@@ -141,7 +143,8 @@ def set_v2_header(buf, base_offset=None, partition_leader_epoch=None):
 def control_batch(control_type, base_offset, producer_id, producer_epoch, coordinator_epoch,
                   timestamp=1700000000000, partition_leader_epoch=0, key_version=0,
                   marker_version=0):
-    """A transaction marker batch as the broker writes it (formats.md §5): one control record,
+    """A transaction marker batch as the broker writes it (``EndTransactionMarker``,
+    ``ControlRecordType``): one control record,
     key = version int16 + type int16, value = version int16 + coordinatorEpoch int32,
     attributes transactional|control, baseSequence -1, uncompressed (78 bytes)."""
     key = struct.pack(">hh", key_version, control_type)
@@ -168,9 +171,9 @@ def legacy_entries(magic, records: Sequence[Rec], base_offset=0, codec="none", *
     codec, one compressed wrapper entry holding the records as inner messages.
 
     Inner offsets of a wrapper are absolute for magic 0 and relative (0..n-1) for magic 1, and the
-    wrapper offset is the last absolute offset (formats.md §3.4). ``offsets`` gives explicit
-    absolute offsets (gaps). ``log_append_time`` (magic 1) sets the LogAppendTime bit on every
-    entry (or on the wrapper only) with that timestamp.
+    wrapper offset is the last absolute offset (``AbstractLegacyRecordBatch``). ``offsets`` gives
+    explicit absolute offsets (gaps). ``log_append_time`` (magic 1) sets the LogAppendTime bit on
+    every entry (or on the wrapper only) with that timestamp.
     """
     assert magic in (0, 1)
     codec_id = _codec_id(codec)
@@ -433,7 +436,8 @@ def sample_segment(magic, codec="none", base_offset=0):
     return w.data()
 
 
-# -- batches compressed by other writers (formats.md §8) -----------------------------------------
+# -- batches compressed by other writers (streams Kafka's codecs read: ``GzipCompression``,
+# ``SnappyCompression``, ``KafkaLZ4BlockInputStream``, ``ZstdCompression``) ----------------------
 
 def recompress_v2(batch, codec, compress):
     """``batch`` (an uncompressed v2 batch) with its records area replaced by

@@ -128,7 +128,8 @@ def test_subprocess_print_data_log(tmp_path):
     assert res.err_lines == nonconsecutive_stderr(path, data)
 
 
-# -- worked examples of dump-output.md §10, from the formats.md §10 test vectors ---------------------
+# -- worked examples: DumpLogSegments' exact lines for hand-checked ``LegacyRecord`` (v0, v1) and
+# ``DefaultRecordBatch`` (v2) bytes ---------------------------------------------------------------
 
 V0_MESSAGE1 = bytes.fromhex("0000000000000000" "00000016" "E97538BC" "00" "00" "FFFFFFFF"
                             "00000008" "6D65737361676531")
@@ -213,7 +214,8 @@ def test_exact_v2_hello_any_leader_epoch(in_tmp):
 
 
 def test_exact_commit_marker(in_tmp):
-    """dump-output.md §10: a COMMIT marker (producer 7, epoch 0, coordinator epoch 3) at
+    """DumpLogSegments' exact lines for a COMMIT marker (``EndTransactionMarker``; producer 7,
+    epoch 0, coordinator epoch 3) at
     offset 5, position 146, after two 73-byte batches."""
     first = V2_HELLO
     second = bytes(kg.set_v2_header(bytearray(V2_HELLO), base_offset=4))
@@ -503,7 +505,8 @@ def test_zstd_in_a_legacy_message_is_invalid(tmp_path):
 
 
 def test_empty_batch_left_by_compaction(tmp_path):
-    """count 0 with lastOffsetDelta 5 and producer state kept (formats.md §4.3)."""
+    """count 0 with lastOffsetDelta 5 and producer state kept (the empty batch
+    ``MemoryRecords.filterTo`` retains, ``DefaultRecordBatch.writeEmptyHeader``)."""
     full = bytearray(kg.v2_batch([kg.Rec(b"a", b"1", kg.T0)] * 6, 10, producer_id=3,
                                  producer_epoch=1, base_sequence=100))
     empty = bytearray(full[:61])
@@ -526,7 +529,8 @@ def test_empty_batch_left_by_compaction(tmp_path):
 
 def test_legacy_wrapper_with_offset_zero(tmp_path):
     """A v1 wrapper as kafka-python (and some librdkafka versions) send it: wrapper offset 0 and
-    timestamp 0, inner relative offsets 0..n-1 taken as they are (formats.md §3.4)."""
+    timestamp 0, inner relative offsets 0..n-1 taken as they are
+    (``AbstractLegacyRecordBatch.DeepRecordsIterator``)."""
     from kafka.record.memory_records import MemoryRecordsBuilder
     for codec in (1, 2, 3):
         b = MemoryRecordsBuilder(1, codec, 1 << 30, offset=0)
@@ -593,7 +597,9 @@ def test_max_bytes_applies_to_each_file(tmp_path):
     assert [line.split(" ")[0] for line in res.lines] == ["Dumping", "Log", "baseOffset:"] * 2
 
 
-# -- framings written by other producers (formats.md §8), read by kafka-python too -------------------
+# -- framings written by other producers (streams Kafka's ``GzipCompression``,
+# ``SnappyCompression``, ``KafkaLZ4BlockInputStream`` and ``ZstdCompression`` read), read by
+# kafka-python too ---------------------------------------------------------------------------------
 
 def _gzip_two_members(data):
     import gzip

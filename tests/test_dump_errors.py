@@ -477,7 +477,8 @@ def test_subprocess_closed_pipe_is_quiet(tmp_path):
     assert rc in (-signal.SIGPIPE, 1, 0, 141), rc
 
 
-# -- structure errors inside valid-CRC batches (formats.md §4.4, §5, §9) -----------------------------
+# -- structure errors inside valid-CRC batches (``InvalidRecordException`` from
+# ``DefaultRecordBatch``/``DefaultRecord``, ``ControlRecordType``, ``EndTransactionMarker``) -------
 
 def _with_count(count, n_records=2):
     b = bytearray(kg.v2_batch([kg.Rec(b"a", b"1", kg.T0)] * n_records))

@@ -182,7 +182,7 @@ def test_skip_record_metadata_print_data_log(tmp_path, kafka_format):
                 line += (prefix if java else " ") + "payload: " + r.value.decode()
             expected.append(line)
     assert _record_lines(res) == expected
-    # spot checks of dump-output.md §3.2 / §8
+    # spot checks of DumpLogSegments' record lines (Scala dumpLog, and the Java tool of 4.3+)
     assert "| key: k1 payload: v1" in expected
     assert (" payload: v2" if not java else "| payload: v2") in expected
     assert "| key: k3" in expected

@@ -13,7 +13,7 @@ def test_control_batch_as_the_broker_writes_it(marker):
     data = encode_control_batch(marker, 41, producer_id=1000, producer_epoch=3,
                                 coordinator_epoch=7, timestamp=1700000000000,
                                 partition_leader_epoch=2)
-    assert len(data) == 78  # formats.md §5: 61 + 17
+    assert len(data) == 78  # DefaultRecordBatch header 61 + one EndTransactionMarker record 17
     (kb,) = kafka_python_read(data)
     b = kb.batch
     assert kb.crc_ok and b.is_control_batch and b.is_transactional

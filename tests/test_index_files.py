@@ -244,7 +244,8 @@ def test_sanity_check_preallocated(tmp_path):
     res = sanity(seg.paths["index"])
     assert res.code == 0, res
     assert res.lines[-1] == "%s passed sanity check." % seg.paths["index"]
-    # time index: last slot timestamp 0 < first entry's timestamp: corrupt (files.md §3.3)
+    # time index: last slot timestamp 0 < first entry's timestamp: corrupt
+    # (``TimeIndex.sanityCheck``)
     res = sanity(seg.paths["timeindex"])
     assert res.code == 1, res
     assert "passed sanity check" not in res.out
@@ -820,7 +821,8 @@ def test_partition_metadata_trailing_newline(tmp_path):
 
 
 def test_txn_index_negative_version_byte(tmp_path):
-    """The version is read as the signed first byte: 0x80..0xFF pass (dump-output.md §4.3)."""
+    """The version is read as the signed first byte: 0x80..0xFF pass
+    (``TransactionIndex``, as ``DumpLogSegments.dumpTxnIndex`` prints it)."""
     data = bytearray(ig.encode_txn_index([ig.AbortedTxn(5, 10, 20, 21)]))
     data[0] = 0x80
     path = ig.write_file(tmp_path / "00000000000000000000.txnindex", bytes(data))

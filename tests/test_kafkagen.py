@@ -1,5 +1,6 @@
-"""The test-file writer itself (the oracle side): its bytes follow formats.md, and kafka-python
-reads back what was written."""
+"""The test-file writer itself (the oracle side): its bytes follow Kafka's layouts
+(``DefaultRecordBatch``, ``LegacyRecord``, ``EndTransactionMarker``), and kafka-python reads back
+what was written."""
 
 import struct
 
@@ -10,7 +11,7 @@ import kafkagen as kg
 
 
 def test_crc32c_check_value():
-    assert crc32c(b"123456789") == 0xE3069283  # formats.md §4.1
+    assert crc32c(b"123456789") == 0xE3069283  # DefaultRecordBatch's CRC-32C (Crc32C) check value
 
 
 def test_v2_header_patch_keeps_crc():
@@ -21,7 +22,7 @@ def test_v2_header_patch_keeps_crc():
 
 def test_control_batch_as_kafka_writes_it():
     b = kg.control_batch(kg.COMMIT, 5, 7, 0, 3)
-    assert len(b) == 78  # formats.md §5
+    assert len(b) == 78  # EndTransactionMarker batch: 61-byte header + 17-byte record
     kb = kg.kafka_python_read(b)[0]
     assert kb.crc_ok and kb.batch.is_control_batch and kb.batch.is_transactional
     assert (kb.batch.producer_id, kb.batch.producer_epoch, kb.batch.base_sequence) == (7, 0, -1)
@@ -46,8 +47,8 @@ def test_uncompressible_batch_is_refused_unless_allowed():
 
 
 def test_lz4_frame_headers_per_magic():
-    """formats.md §8.3: a magic-0 frame carries Kafka's wrong header checksum (the 4 magic bytes
-    hashed too); magic 1 and 2 carry the correct one."""
+    """``KafkaLZ4BlockOutputStream``/``KafkaLZ4BlockInputStream``: a magic-0 frame carries Kafka's
+    wrong header checksum (the 4 magic bytes hashed too); magic 1 and 2 carry the correct one."""
     import xxhash
     v0 = kg.legacy_entries(0, [kg.Rec(b"k", kg.filler(1))], 0, "lz4")
     assert v0[26:33].hex() == "04224d1860401a"
