@@ -5,6 +5,8 @@ data found, 2 for usage errors and input that cannot be read. The classes that a
 ``OSError`` or a ``ValueError`` stay catchable as those.
 """
 
+from __future__ import annotations
+
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 

@@ -6,6 +6,8 @@ stays here: the lines and JSON-lines formats are this command's input; the libra
 Records, as a Python caller builds them.
 """
 
+from __future__ import annotations
+
 import base64
 import binascii
 import json

@@ -4,6 +4,8 @@ Each decoder has two faces: ``text(bytes) -> str`` for the line formats and
 ``json(bytes) -> JSON value`` for JSON Lines. Null stays None in both.
 """
 
+from __future__ import annotations
+
 import base64
 import binascii
 import datetime

@@ -1,5 +1,7 @@
 """`kafkalog dump`: print segment files like kafka-dump-log.sh, or as messages or JSON Lines."""
 
+from __future__ import annotations
+
 import sys
 
 import click

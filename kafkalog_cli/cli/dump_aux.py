@@ -4,6 +4,8 @@ Each function dumps one file through the writer and returns the exit status it e
 (0 clean, 1 invalid data found, 2 unreadable).
 """
 
+from __future__ import annotations
+
 import os
 
 from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE

@@ -1,6 +1,8 @@
 """How every command reports an error it cannot go on from: one line on stderr, then the
 error's exit code (a KafkalogError carries its own; any other OSError is unreadable input, 2)."""
 
+from __future__ import annotations
+
 import sys
 from typing import NoReturn
 

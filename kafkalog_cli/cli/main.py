@@ -1,6 +1,8 @@
 """The `kafkalog` command group. Each command's module is imported only when that command
 runs: start-up time counts for a tool run from cron and shell loops."""
 
+from __future__ import annotations
+
 import importlib
 import signal
 import sys

@@ -1,5 +1,7 @@
 """`kafkalog recover`: the broker's recovery after an unclean shutdown, offline, losing nothing."""
 
+from __future__ import annotations
+
 import json
 import os
 import sys

@@ -7,6 +7,8 @@ come in chunks (a huge batch is never held whole): the first with ``batch``, the
 in large chunks. Every JSON text written is strict JSON (no NaN or Infinity).
 """
 
+from __future__ import annotations
+
 import json
 import os
 

@@ -1,5 +1,7 @@
 """`kafkalog retain`: the broker's retention, offline."""
 
+from __future__ import annotations
+
 import datetime
 import json
 import os

@@ -1,5 +1,7 @@
 """`kafkalog export` and `kafkalog scan`: the Spark pipeline's commands."""
 
+from __future__ import annotations
+
 import errno
 import importlib.util
 import json

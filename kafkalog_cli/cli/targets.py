@@ -1,6 +1,8 @@
 """Which partitions a mutating command's PATH arguments stand for, grouped by log directory
 (each log directory's .lock is taken once for all its partitions)."""
 
+from __future__ import annotations
+
 import os
 
 import click

@@ -1,5 +1,7 @@
 """`kafkalog verify-index`: check index files against their logs; exit codes fit for cron."""
 
+from __future__ import annotations
+
 import json
 import sys
 

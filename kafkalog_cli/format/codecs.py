@@ -18,6 +18,8 @@ beyond a few MiB is gathered in one anonymous mapping that grows in place, so th
 bytes holds about N bytes, not the pieces plus their join.
 """
 
+from __future__ import annotations
+
 import importlib
 import mmap
 import struct

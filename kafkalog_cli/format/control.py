@@ -1,5 +1,7 @@
 """Control records: transaction markers and KRaft control records (ControlRecordType)."""
 
+from __future__ import annotations
+
 import base64
 import struct
 

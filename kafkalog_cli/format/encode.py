@@ -1,6 +1,8 @@
 """Records and batches to bytes: v2 record batches (any codec, producer fields, control
 batches) and legacy v0/v1 messages, as Kafka's MemoryRecordsBuilder writes them."""
 
+from __future__ import annotations
+
 import struct
 import zlib
 

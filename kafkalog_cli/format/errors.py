@@ -1,5 +1,7 @@
 """Errors raised by the format layer."""
 
+from __future__ import annotations
+
 from ..errors import InvalidDataError
 
 

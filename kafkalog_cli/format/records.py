@@ -6,6 +6,8 @@ compressed set is the wrapper. Its records are decoded on demand into ``Records`
 so that the per-record cost stays at a few list appends.
 """
 
+from __future__ import annotations
+
 import os
 import struct
 import zlib

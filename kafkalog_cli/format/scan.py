@@ -11,6 +11,8 @@ again). Long searches (zero fill, resynchronisation) go in chunks of ``SEARCH_CH
 a reader can keep memory flat over any stretch of garbage.
 """
 
+from __future__ import annotations
+
 import re
 import zlib
 from typing import Callable, Optional

@@ -3,6 +3,8 @@
 The record decoder inlines the one-byte case; these functions take the rest.
 """
 
+from __future__ import annotations
+
 from .errors import CorruptRecordError
 
 

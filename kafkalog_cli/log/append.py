@@ -6,6 +6,8 @@ The active segment's .index and .timeindex are kept trimmed to their entries and
 a crash can leave them short or long by an entry, which `kafkalog recover` puts right.
 """
 
+from __future__ import annotations
+
 import errno
 import fcntl
 import os

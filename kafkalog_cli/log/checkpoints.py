@@ -2,6 +2,8 @@
 CheckpointFile), a partition's leader-epoch-checkpoint (LeaderEpochCheckpointFile) and
 partition.metadata (PartitionMetadataFile). Their names are in names.py."""
 
+from __future__ import annotations
+
 import base64
 import re
 from typing import Dict, List, Tuple

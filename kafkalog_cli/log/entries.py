@@ -1,6 +1,8 @@
 """A sequence of fixed-size entries unpacked as they are used: index, transaction index and
 producer snapshot files may hold millions of entries, and no list of them is built."""
 
+from __future__ import annotations
+
 from typing import Callable, Iterator, List, Sequence, TypeVar, Union, overload
 
 T = TypeVar("T")

@@ -1,5 +1,7 @@
 """File kinds of a partition and log directory, and expanding directories to the files in them."""
 
+from __future__ import annotations
+
 import errno
 import os
 import stat

@@ -9,6 +9,8 @@ first whose relative offset is 0, or at once when the first slot is all zeros (w
 prints a bogus ``offset: <base> position: 0`` line).
 """
 
+from __future__ import annotations
+
 import array
 import struct
 import sys

@@ -3,6 +3,8 @@
 so that a crash never leaves half a file.
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno
 import os

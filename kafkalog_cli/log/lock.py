@@ -1,6 +1,8 @@
 """The log directory's .lock, as a broker holds it: a POSIX record lock (fcntl), which the JVM's
 FileChannel.tryLock takes on Linux. BSD flock() locks do not see those, so they are not used."""
 
+from __future__ import annotations
+
 import errno
 import fcntl
 import os

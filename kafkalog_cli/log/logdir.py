@@ -2,6 +2,8 @@
 directories and its offset checkpoint files, and which partitions a path given by a user
 stands for."""
 
+from __future__ import annotations
+
 import errno
 import os
 import stat

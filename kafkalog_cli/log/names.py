@@ -4,6 +4,8 @@
 Names only: nothing here touches the file system.
 """
 
+from __future__ import annotations
+
 import os
 from typing import Iterable, List, Optional, Tuple
 

@@ -1,6 +1,8 @@
 """A partition directory (Kafka's UnifiedLog over its LocalLog): its segments in offset order,
 its producer snapshots and leader epochs, and the lock of the log directory it lives in."""
 
+from __future__ import annotations
+
 import os
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 

@@ -8,6 +8,8 @@ The one entry point is ``append_records``; nothing here prints: flushes are repo
 callback and the outcome is returned.
 """
 
+from __future__ import annotations
+
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, List, Optional, Tuple

@@ -12,6 +12,8 @@ whose records do not decode, whose offsets go back or out of the segment's reach
 that are no batch.
 """
 
+from __future__ import annotations
+
 import os
 from typing import Callable, Generator, Iterator, List, Optional, Sequence, Tuple, Union
 

@@ -13,6 +13,8 @@ each run's quarantine folder is new, and each file set aside there gets a name o
 (``Quarantine``).
 """
 
+from __future__ import annotations
+
 import datetime
 import errno
 import json

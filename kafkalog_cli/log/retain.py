@@ -14,6 +14,8 @@ finish a deletion a crash interrupted, plan, roll the active segment when it is 
 deleted segments' files, remove the .deleted files whose delay has passed.
 """
 
+from __future__ import annotations
+
 import errno
 import os
 import time

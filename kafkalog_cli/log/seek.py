@@ -6,6 +6,8 @@ time index then the offset index, as LogSegment.findOffsetByTimestamp does. An i
 missing or fails the broker's sanity check is not used: the segment is scanned from its start.
 """
 
+from __future__ import annotations
+
 import os
 from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple, Type, TypeVar
 

@@ -2,6 +2,8 @@
 file, copied into memory a window at a time, scanned batch by batch in bounded memory, and safe
 against the file changing under us."""
 
+from __future__ import annotations
+
 import errno
 import mmap
 import os

@@ -1,5 +1,7 @@
 """Producer state snapshots (<offset>.snapshot): version 1, CRC-32C, 46-byte entries."""
 
+from __future__ import annotations
+
 import struct
 from typing import Union
 

@@ -1,6 +1,8 @@
 """A segment checked end to end and summed up: the unit of work of `kafkalog scan`, read with the
 same reader and the same validity rules as `kafkalog dump` (log/read.py)."""
 
+from __future__ import annotations
+
 import os
 from typing import Any, Dict, List, Optional, Set
 

@@ -1,5 +1,7 @@
 """The transaction index (.txnindex): the aborted transactions of a segment (AbortedTxn)."""
 
+from __future__ import annotations
+
 import re
 import struct
 from typing import List, Optional, Sequence

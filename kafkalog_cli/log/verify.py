@@ -5,6 +5,8 @@ Each check returns a list of ``Problem``; an empty list means the file is sound.
 ``verify_segment`` checks one segment's indexes, ``verify_target`` every index a path stands for.
 """
 
+from __future__ import annotations
+
 import array
 import bisect
 import os
