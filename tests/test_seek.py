@@ -510,3 +510,32 @@ def test_compressed_partition(tmp_path, codec):
     records = full_records(d, segs)
     check_seek_cases(d, records, [(100, 130), (n0 - 2, n0 + 2), (300, 10 ** 6)],
                      [(T0 + 50003, T0 + 70000), (T0 + 99999, T0 + 150000)])
+
+
+# -- records without a timestamp -----------------------------------------------------------------
+
+@pytest.mark.parametrize("bounds", [["--to-timestamp", kg.T0 + 5], ["--from-timestamp", 0],
+                                    ["--from-timestamp", -1, "--to-timestamp", kg.T0 + 100]])
+def test_a_record_without_timestamp_is_outside_any_time_bound(tmp_path, bounds):
+    """Magic 0 messages have no timestamp: no time bound holds them (as a filter on the null
+    timestamp column of the Spark source, and as offsets-for-times, which never finds one)."""
+    w = kg.SegmentWriter()
+    recs = [kg.Rec(b"k", b"v%d" % i, kg.T0 + i) for i in range(10)]
+    w.add_legacy(0, recs[:4])
+    w.add_legacy(1, recs[4:7])
+    w.add_legacy(1, recs[7:], "gzip")
+    data = w.data()
+    path = kg.write_segment(str(tmp_path / "t-0"), 0, data)
+    lo = bounds[bounds.index("--from-timestamp") + 1] if "--from-timestamp" in bounds else None
+    hi = bounds[bounds.index("--to-timestamp") + 1] if "--to-timestamp" in bounds else None
+    expected = []
+    for kb in kg.kafka_python_read(data):
+        for r in kb.records:
+            ts = r.timestamp  # None for magic 0, as kafka-python reads it
+            if ts is None or (lo is not None and ts < lo) or (hi is not None and ts > hi):
+                continue
+            expected.append(r.offset)
+    assert expected and expected[0] >= 4
+    res = seek("--format", "json", *bounds, path)
+    assert res.code == 0, res
+    assert [o["offset"] for o in json_objects(res) if o["type"] == "record"] == expected
