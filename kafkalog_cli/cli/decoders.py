@@ -12,8 +12,12 @@ import datetime
 import json
 import math
 import os
+import re
 
-DECODER_NAMES = ("string", "hex", "base64", "int", "long", "json")
+from ..errors import UsageError
+from ..format import confluent
+
+DECODER_NAMES = ("string", "hex", "base64", "int", "long", "json", "confluent")
 
 
 def _string(b):
@@ -121,10 +125,251 @@ def _hex(b):
 _int_text, _int_json = _fixed_int(4, "int")
 _long_text, _long_json = _fixed_int(8, "long")
 
+# -- Schema Registry framing (--key-decoder/--value-decoder confluent) -----------------------
+
+AVRO, PROTOBUF, JSON_SCHEMA = "avro", "protobuf", "json"
+# A schema file's kind by its extension, as Schema Registry's schemaType names them.
+_SCHEMA_KINDS = {".avsc": AVRO, ".proto": PROTOBUF, ".json": JSON_SCHEMA}
+_SCHEMA_FILE = re.compile(r"^(-?[0-9]+)(\.avsc|\.proto|\.json)$")
+
+
+class Schema:
+    """A writer schema from a file: ``kind`` (avro, protobuf, json), ``path``, and for Avro the
+    schema parsed by fastavro. Protobuf and JSON schemas are not read: their kind says how the
+    body is framed (message indexes first) or written (JSON text)."""
+
+    __slots__ = ("kind", "path", "parsed")
+
+    def __init__(self, kind, path, parsed=None):
+        self.kind = kind
+        self.path = path
+        self.parsed = parsed
+
+
+def load_schema(path):
+    """The schema in ``path``: ``.proto`` Protobuf, ``.json`` JSON Schema, anything else
+    (``.avsc``) Avro, parsed by fastavro (imported only here: a dump without schemas never
+    loads it). UsageError for a file that cannot be read or an Avro schema that is not valid."""
+    kind = _SCHEMA_KINDS.get(os.path.splitext(path)[1].lower(), AVRO)
+    if kind != AVRO:
+        if not os.path.isfile(path):
+            raise UsageError("%s: not a schema file" % path)
+        return Schema(kind, path)
+    try:
+        import fastavro
+    except ImportError:
+        raise UsageError("%s: decoding Avro needs fastavro: pip install 'kafkalog[avro]'"
+                         % path) from None
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as e:
+        raise UsageError("%s: %s" % (path, e.strerror or e)) from None
+    try:
+        # each file its own namespace of named types: ids are often versions of one record
+        parsed = fastavro.parse_schema(json.loads(text), named_schemas={})
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
+        # fastavro's SchemaParseError is a ValueError; a malformed document can raise the others
+        raise UsageError("%s: not a valid Avro schema: %s" % (path, e)) from None
+    return Schema(AVRO, path, parsed)
+
+
+def load_schema_dir(directory):
+    """``{schema id: Schema}`` for the ``<id>.avsc``, ``<id>.proto`` and ``<id>.json`` files of
+    ``directory`` (other names are ignored); UsageError if it cannot be listed, or holds two
+    files for one id."""
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError as e:
+        raise UsageError("%s: %s" % (directory, e.strerror or e)) from None
+    schemas = {}
+    for name in entries:
+        m = _SCHEMA_FILE.match(name.lower())
+        if m is None:
+            continue
+        schema_id = int(m.group(1))
+        if schema_id in schemas:
+            raise UsageError("%s: two schema files for id %d" % (directory, schema_id))
+        schemas[schema_id] = load_schema(os.path.join(directory, name))
+    return schemas
+
+
+def avro_json(value):
+    """A value read by fastavro as strict JSON: bytes and fixed as base64, decimals as exact
+    numbers, dates, times and timestamps as ISO-8601 text, uuids as text, and the floats JSON
+    has no literal for as the strings "NaN", "Infinity", "-Infinity" (as Java's Double.toString
+    spells them). Unions take their branch's value, unwrapped."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: avro_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [avro_json(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return _b64(value)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if type(value).__name__ == "Decimal":
+        return RawNumber(str(value)) if value.is_finite() else str(value)
+    return str(value)  # uuid.UUID and anything else fastavro's logical types give
+
+
+class Confluent:
+    """The ``confluent`` decoder: Schema Registry framing, with the writer schemas known.
+
+    ``fixed`` is the schema of every key (or value) whatever its id (--key-schema,
+    --value-schema); ``by_id`` the schemas of a --schema-dir (``where`` names it). With neither,
+    a body that is JSON text shows as JSON, any other as its bytes. A key or value that does not
+    decode is said in its place (text ``<...: hex of the bytes>``, JSON an object with
+    ``error``); the dump goes on.
+    """
+
+    def __init__(self, fixed=None, by_id=None, where=None):
+        self.fixed = fixed
+        self.by_id = by_id
+        self.where = where
+
+    def decode(self, b, show_bytes=_b64):
+        """The key or value as a JSON object: ``schemaId``, ``format`` (avro, json, protobuf,
+        or bytes when no schema says), ``messageIndexes`` for Protobuf, and ``body`` (decoded,
+        or its bytes through ``show_bytes``, base64 by default); or ``error`` and ``bytes`` (the
+        whole key or value) when it does not decode, with ``schemaId`` when the header was
+        read."""
+        try:
+            schema_id, body = confluent.split_frame(b)
+        except confluent.FramingError as e:
+            return {"error": "not Schema Registry framing: %s" % e, "bytes": show_bytes(b)}
+        out = {"schemaId": schema_id}
+        schema = self.fixed
+        if schema is None and self.by_id is not None:
+            schema = self.by_id.get(schema_id)
+            if schema is None:
+                out["error"] = "unknown schema id: no %d.avsc, %d.proto or %d.json in %s" % (
+                    schema_id, schema_id, schema_id, self.where)
+                out["bytes"] = show_bytes(b)
+                return out
+        kind = schema.kind if schema is not None else None
+        try:
+            if kind == AVRO:
+                out["format"] = AVRO
+                out["body"] = _avro_body(schema, body)
+            elif kind == PROTOBUF:
+                indexes, start = confluent.read_message_indexes(body)
+                out["format"] = PROTOBUF
+                out["messageIndexes"] = indexes
+                out["body"] = show_bytes(body[start:])
+            elif kind == JSON_SCHEMA or (kind is None and _looks_json(body)):
+                out["format"] = JSON_SCHEMA
+                out["body"] = _strict_loads(body.tobytes())
+            else:
+                out["format"] = "bytes"
+                out["body"] = show_bytes(body)
+        except (ValueError, RecursionError) as e:
+            # FramingError (bad message indexes) is a ValueError too
+            out = {"schemaId": schema_id, "error": str(e), "bytes": show_bytes(b)}
+        return out
+
+    def json(self, b):
+        return self.decode(b)
+
+    def text(self, b):
+        """One line: ``schemaId: <id> avro: <JSON>`` (or ``json: <JSON>``, ``messageIndexes:
+        [..] protobuf: <hex>``, ``bytes: <hex>``); ``<why: hex of the bytes>`` when it does not
+        decode."""
+        d = self.decode(b, _hex)
+        error = d.get("error")
+        if error is not None:
+            if "schemaId" in d:
+                error = "schemaId: %d %s" % (d["schemaId"], error)
+            return "<%s: %s>" % (error, d["bytes"])
+        head = "schemaId: %d " % d["schemaId"]
+        fmt = d["format"]
+        if fmt == PROTOBUF:
+            return "%smessageIndexes: [%s] protobuf: %s" % (
+                head, ",".join(map(str, d["messageIndexes"])), d["body"])
+        if fmt == "bytes":
+            return "%sbytes: %s" % (head, d["body"])
+        try:
+            return "%s%s: %s" % (head, fmt, _compact(d["body"]))
+        except RecursionError:
+            return "<schemaId: %d %s body nests too deep to print: %s>" % (
+                d["schemaId"], fmt, _hex(b))
+
+
+def _looks_json(body):
+    """Whether a body with no schema is JSON text (KafkaJsonSchemaSerializer): an object or an
+    array that parses as strict JSON. Avro and Protobuf bodies practically never do."""
+    first = bytes(body[:1]).lstrip()
+    if first not in (b"{", b"["):
+        return False
+    try:
+        _strict_loads(body.tobytes())
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _avro_body(schema, body):
+    """``body`` read by fastavro with its writer schema, as JSON; ValueError when it does not
+    decode or bytes are left after the value."""
+    import io
+
+    import fastavro
+
+    stream = io.BytesIO(body)
+    try:
+        value = fastavro.schemaless_reader(stream, schema.parsed)
+    except EOFError:
+        raise ValueError("Avro body does not decode with %s: the bytes end inside the value"
+                         % schema.path) from None
+    except Exception as e:  # noqa: BLE001 - fastavro fails on bad bytes with many error types
+        # its messages may name the stream object ("from <_io.BytesIO object at 0x...>")
+        reason = re.sub(r" from <[^>]*>", "", str(e)) or type(e).__name__
+        raise ValueError("Avro body does not decode with %s: %s" % (schema.path, reason)) from None
+    left = len(body) - stream.tell()
+    if left:
+        raise ValueError("Avro body does not decode with %s: %d bytes left after the value"
+                         % (schema.path, left))
+    return avro_json(value)
+
+
+def confluent_decoder(schema_file=None, schema_dir=None, dir_schemas=None):
+    """The ``confluent`` decoder for keys or for values: with ``schema_file`` (its schema for
+    every id), or the schemas of ``schema_dir`` (``dir_schemas``, loaded once for both sides),
+    or neither. UsageError if the schema file cannot be used."""
+    fixed = load_schema(schema_file) if schema_file is not None else None
+    return Confluent(fixed, dir_schemas, schema_dir)
+
+
+_plain_confluent = Confluent()
+
 TEXT = {"string": _string, "hex": _hex, "base64": _b64, "int": _int_text, "long": _long_text,
-        "json": _json_text}
+        "json": _json_text, "confluent": _plain_confluent.text}
 JSON = {"string": _string, "hex": _hex, "base64": _b64, "int": _int_json, "long": _long_json,
-        "json": _json_value}
+        "json": _json_value, "confluent": _plain_confluent.json}
+
+
+def text_function(decoder):
+    """``bytes -> str`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
+    return decoder.text if isinstance(decoder, Confluent) else TEXT[decoder]
+
+
+def json_function(decoder):
+    """``bytes -> JSON value`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
+    return decoder.json if isinstance(decoder, Confluent) else JSON[decoder]
+
+
+def header_json_function(decoder):
+    """How header values show in JSON under the value decoder ``decoder``: as it does, except
+    that Schema Registry frames only keys and values, so headers under ``confluent`` show as
+    strings."""
+    if isinstance(decoder, Confluent) or decoder == "confluent":
+        return JSON["string"]
+    return JSON[decoder]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 

@@ -344,8 +344,8 @@ class KafkaWriter(Writer):
         self._nonconsecutive = []   # (absolute path, [(a, b), ...]) per file
         self._pairs = None
         self._last = None
-        self._key_text = decoders.TEXT[opts.key_decoder]
-        self._value_text = decoders.TEXT[opts.value_decoder]
+        self._key_text = decoders.text_function(opts.key_decoder)
+        self._value_text = decoders.text_function(opts.value_decoder)
         # Where the C renderer takes over (it writes plain epoch timestamps only): runs of
         # whole batches when no record is shown, batch lines, and v2 record lines whose keys
         # and values print as strings.
@@ -549,8 +549,8 @@ class MessagesWriter(Writer):
 
     def __init__(self, out, err, opts):
         super().__init__(out, err, opts)
-        self._key_text = decoders.TEXT[opts.key_decoder]
-        self._value_text = decoders.TEXT[opts.value_decoder]
+        self._key_text = decoders.text_function(opts.key_decoder)
+        self._value_text = decoders.text_function(opts.value_decoder)
 
     def batch(self, b, recs):
         if recs is not None:
@@ -592,8 +592,9 @@ class JsonWriter(Writer):
 
     def __init__(self, out, err, opts):
         super().__init__(out, err, opts)
-        self._key_json = decoders.JSON[opts.key_decoder]
-        self._value_json = decoders.JSON[opts.value_decoder]
+        self._key_json = decoders.json_function(opts.key_decoder)
+        self._value_json = decoders.json_function(opts.value_decoder)
+        self._header_json = decoders.header_json_function(opts.value_decoder)
         self._dumps = decoders.StrictEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
     def _emit(self, obj):
@@ -641,7 +642,8 @@ class JsonWriter(Writer):
                 obj["key"] = None if k is None else kj(k)
                 obj["payload"] = None if v is None else vj(v)
             hdrs = recs.headers[i] if recs.headers is not None else ()
-            obj["headers"] = [{"key": hk, "value": None if hv is None else vj(hv)}
+            hj = self._header_json
+            obj["headers"] = [{"key": hk, "value": None if hv is None else hj(hv)}
                               for hk, hv in hdrs]
             obj["sequence"] = seq
             obj["isvalid"] = valid
