@@ -158,7 +158,7 @@ def load_schema(path):
     try:
         import fastavro
     except ImportError:
-        raise UsageError("%s: decoding Avro needs fastavro: pip install 'kafkalog[avro]'"
+        raise UsageError("%s: decoding Avro needs fastavro (pip install fastavro)"
                          % path) from None
     try:
         with open(path, "rb") as f:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
 from ..log import names
 from ..log.files import NoSegmentsError, os_error_text, printable_name
 from ..log.read import SegmentReader, files_to_read
@@ -14,6 +14,7 @@ from ..log.seek import Seek
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from . import decoders
 from .dump_aux import IndexOptions, dump_aux
+from .errors import fail
 from .render import WRITERS, DumpOptions
 
 KAFKA_MAX_BYTES = 2147483647
@@ -31,6 +32,30 @@ def _decoder_from_class(name):
         raise click.BadParameter("unsupported decoder class %r (known: %s)"
                                  % (name, ", ".join(sorted(_DECODER_CLASSES))))
     return _DECODER_CLASSES[short]
+
+
+def _schema_decoders(key_decoder, value_decoder, key_schema, value_schema, schema_dir):
+    """The key and value decoders once the Schema Registry options are applied: --key-schema
+    and --value-schema imply the confluent decoder on their side, --schema-dir needs it on one
+    side; a schema that cannot be used ends the run (exit 2) before anything is dumped."""
+    sides = []
+    for side, decoder, schema in (("key", key_decoder, key_schema),
+                                  ("value", value_decoder, value_schema)):
+        if schema is not None and decoder not in (None, "confluent"):
+            raise click.UsageError("--%s-schema is for --%s-decoder confluent, not %s"
+                                   % (side, side, decoder))
+        sides.append("confluent" if schema is not None else decoder)
+    if schema_dir is not None and "confluent" not in sides:
+        raise click.UsageError("--schema-dir is for --key-decoder or --value-decoder confluent")
+    if (key_schema, value_schema, schema_dir) == (None, None, None):
+        return sides
+    try:
+        dir_schemas = None if schema_dir is None else decoders.load_schema_dir(schema_dir)
+        return [decoders.confluent_decoder(schema, schema_dir, dir_schemas)
+                if decoder == "confluent" else decoder
+                for decoder, schema in zip(sides, (key_schema, value_schema))]
+    except UsageError as e:
+        fail(e)
 
 
 def _targets(paths, files):
@@ -61,6 +86,15 @@ def _targets(paths, files):
 @click.option("--value-decoder", type=click.Choice(decoders.DECODER_NAMES), default=None,
               help="How to print payloads and header values (default string). "
               "Implies --print-data-log.")
+@click.option("--key-schema", type=click.Path(dir_okay=False, readable=False), default=None,
+              metavar="FILE.avsc", help="Writer schema of the keys (implies --key-decoder "
+              "confluent): .avsc Avro, decoded to JSON; .proto Protobuf; .json JSON Schema.")
+@click.option("--value-schema", type=click.Path(dir_okay=False, readable=False), default=None,
+              metavar="FILE.avsc", help="Writer schema of the payloads (implies --value-decoder "
+              "confluent), as --key-schema.")
+@click.option("--schema-dir", type=click.Path(file_okay=False, readable=False), default=None,
+              metavar="DIR", help="Schemas by id for the confluent decoders: <id>.avsc, "
+              "<id>.proto, <id>.json files.")
 @click.option("--key-decoder-class", default=None, hidden=True)
 @click.option("--value-decoder-class", default=None, hidden=True)
 @click.option("--base-offset", type=click.IntRange(0), default=None,
@@ -89,7 +123,8 @@ def _targets(paths, files):
 @click.option("--to-timestamp", type=int, default=None, metavar="MS",
               help="Only records whose timestamp is at most MS.")
 def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
-         max_message_size, key_decoder, value_decoder, key_decoder_class, value_decoder_class,
+         max_message_size, key_decoder, value_decoder, key_schema, value_schema, schema_dir,
+         key_decoder_class, value_decoder_class,
          base_offset, timestamps, fmt, kafka_format, skip_invalid, verify_index_only,
          index_sanity_check, from_offset, to_offset, from_timestamp, to_timestamp):
     """Dump Kafka log files: segments (.log, and .log.deleted/.cleaned/.swap), offset and time
@@ -109,6 +144,8 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
                                    % (name, low, name, high))
     key_decoder = key_decoder or _decoder_from_class(key_decoder_class)
     value_decoder = value_decoder or _decoder_from_class(value_decoder_class)
+    key_decoder, value_decoder = _schema_decoders(key_decoder, value_decoder, key_schema,
+                                                  value_schema, schema_dir)
     print_data = print_data_log or key_decoder is not None or value_decoder is not None
     opts = DumpOptions(deep=deep_iteration or fmt == "messages", print_data=print_data,
                        skip_metadata=skip_record_metadata, key_decoder=key_decoder or "string",
