@@ -377,3 +377,90 @@ def test_fastavro_is_imported_only_for_an_avro_schema(tmp_path):
                            env={**os.environ, "PYTHONPATH": REPO})
         assert p.returncode == 0, p.stderr
         assert p.stdout.splitlines()[-1] == expected, p.stdout
+
+
+# -- hostile and unusual Avro bodies ---------------------------------------------------------------
+
+def zigzag_long(n):
+    """Avro's long: zigzag over 64 bits, base-128 groups (Avro specification, Binary Encoding)."""
+    raw = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+EVERYTHING = {"type": "record", "name": "All", "fields": [
+    {"name": "e", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
+    {"name": "e2", "type": "Color"},
+    {"name": "fx", "type": {"type": "fixed", "name": "Four", "size": 4}},
+    {"name": "m", "type": {"type": "map", "values": ["null", "float", "Color"]}},
+    {"name": "nested", "type": ["null", "All"]},
+    {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                             "scale": 3}},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+    {"name": "flag", "type": "boolean"}]}
+
+
+def test_every_avro_type_and_logical_types(tmp_path):
+    import datetime
+    import decimal
+    import uuid
+    schema = write_schema(tmp_path / "all.avsc", EVERYTHING)
+    inner = {"e": "GREEN", "e2": "RED", "fx": b"\x00\x01\x02\x03", "m": {}, "nested": None,
+             "dec": decimal.Decimal("-12.345"), "ts": 1700000000123,
+             "u": "1b4e28ba-2fa1-11d2-883f-0016d3cca427", "flag": False}
+    outer = {**inner, "m": {"a": None, "b": 1.5, "c": "RED"}, "nested": inner, "flag": True}
+    seg = segment(tmp_path, [frame(1, avro(EVERYTHING, outer))])
+    res = dump("--value-schema", schema, "--format", "json", seg)
+    assert res.code == 0, res
+    (rec,) = json_records(res)
+    body = rec["payload"]["body"]
+    assert body["e"] == "GREEN" and body["e2"] == "RED" and body["flag"] is True
+    assert body["fx"] == b64(b"\x00\x01\x02\x03")
+    assert body["m"] == {"a": None, "b": 1.5, "c": "RED"}
+    assert body["dec"] == -12.345 and '"dec":-12.345' in res.out  # an exact number
+    ts = datetime.datetime.fromtimestamp(1700000000.123, datetime.timezone.utc)
+    assert datetime.datetime.fromisoformat(body["ts"]) == ts
+    assert uuid.UUID(body["u"]) == uuid.UUID(inner["u"])
+    assert body["nested"]["nested"] is None and body["nested"]["e2"] == "RED"
+
+
+def test_array_blocks_with_byte_sizes(tmp_path):
+    """A block with a negative count gives its size in bytes next (Avro specification)."""
+    sch = {"type": "array", "items": "long"}
+    schema = write_schema(tmp_path / "a.avsc", sch)
+    items = zigzag_long(1) + zigzag_long(-300)
+    body = zigzag_long(-2) + zigzag_long(len(items)) + items + zigzag_long(1) + zigzag_long(7) + b"\x00"
+    seg = segment(tmp_path, [frame(1, body)])
+    res = dump("--value-schema", schema, "--format", "json", seg)
+    assert res.code == 0, res
+    assert json_records(res)[0]["payload"]["body"] == [1, -300, 7]
+
+
+@pytest.mark.parametrize("sch,body", [
+    ({"type": "array", "items": "null"}, zigzag_long(2 ** 40) + b"\x00"),
+    ({"type": "array", "items": {"type": "record", "name": "E", "fields": []}},
+     zigzag_long(2 ** 62) + b"\x00"),
+    ({"type": "map", "values": "null"}, zigzag_long(2 ** 40) + b"\x00"),
+    ("string", zigzag_long(2 ** 40) + b"ab"),
+    ("bytes", zigzag_long(-5) + b"ab"),
+    (["null", "long"], zigzag_long(2)),
+    ({"type": "enum", "name": "C", "symbols": ["A"]}, zigzag_long(1)),
+    ("long", b"\xff" * 11),
+    ({"type": "record", "name": "L", "fields": [{"name": "n", "type": ["null", "L"]}]},
+     b"\x02" * 100000 + b"\x00"),
+    ("string", zigzag_long(2) + b"\xff\xfe"),   # not UTF-8
+])
+def test_hostile_avro_bodies_are_per_record_errors(tmp_path, sch, body):
+    schema = write_schema(tmp_path / "h.avsc", sch)
+    seg = segment(tmp_path, [frame(1, body), frame(1, avro(sch, None) if sch == ["null", "long"]
+                                                 else b"")])
+    res = dump("--value-schema", schema, "--format", "json", seg)
+    assert res.code == 0, res
+    first = json_records(res)[0]["payload"]
+    assert first["schemaId"] == 1 and "Avro body does not decode" in first["error"], first
+    assert first["bytes"] == b64(frame(1, body))

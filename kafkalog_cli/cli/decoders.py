@@ -138,12 +138,13 @@ class Schema:
     schema parsed by fastavro. Protobuf and JSON schemas are not read: their kind says how the
     body is framed (message indexes first) or written (JSON text)."""
 
-    __slots__ = ("kind", "path", "parsed")
+    __slots__ = ("kind", "path", "parsed", "named")
 
-    def __init__(self, kind, path, parsed=None):
+    def __init__(self, kind, path, parsed=None, named=None):
         self.kind = kind
         self.path = path
         self.parsed = parsed
+        self.named = named  # Avro: the schema's named types, full name -> schema
 
 
 def load_schema(path):
@@ -167,11 +168,12 @@ def load_schema(path):
         raise UsageError("%s: %s" % (path, e.strerror or e)) from None
     try:
         # each file its own namespace of named types: ids are often versions of one record
-        parsed = fastavro.parse_schema(json.loads(text), named_schemas={})
+        named = {}
+        parsed = fastavro.parse_schema(json.loads(text), named_schemas=named)
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
         # fastavro's SchemaParseError is a ValueError; a malformed document can raise the others
         raise UsageError("%s: not a valid Avro schema: %s" % (path, e)) from None
-    return Schema(AVRO, path, parsed)
+    return Schema(AVRO, path, parsed, named)
 
 
 def load_schema_dir(directory):
@@ -315,25 +317,26 @@ def _looks_json(body):
 
 def _avro_body(schema, body):
     """``body`` read by fastavro with its writer schema, as JSON; ValueError when it does not
-    decode or bytes are left after the value."""
+    decode or bytes are left after the value. The body is first walked against the schema
+    (format.confluent.avro_body_end), so that no length or block count read from it makes
+    fastavro allocate more than the body can hold."""
     import io
 
     import fastavro
 
-    stream = io.BytesIO(body)
     try:
-        value = fastavro.schemaless_reader(stream, schema.parsed)
-    except EOFError:
-        raise ValueError("Avro body does not decode with %s: the bytes end inside the value"
-                         % schema.path) from None
+        end = confluent.avro_body_end(schema.parsed, schema.named, body)
+    except confluent.AvroBodyError as e:
+        raise ValueError("Avro body does not decode with %s: %s" % (schema.path, e)) from None
+    if end != len(body):
+        raise ValueError("Avro body does not decode with %s: %d bytes left after the value"
+                         % (schema.path, len(body) - end))
+    try:
+        value = fastavro.schemaless_reader(io.BytesIO(body), schema.parsed)
     except Exception as e:  # noqa: BLE001 - fastavro fails on bad bytes with many error types
-        # its messages may name the stream object ("from <_io.BytesIO object at 0x...>")
+        # (text that is not UTF-8, for one); its messages may name the stream object
         reason = re.sub(r" from <[^>]*>", "", str(e)) or type(e).__name__
         raise ValueError("Avro body does not decode with %s: %s" % (schema.path, reason)) from None
-    left = len(body) - stream.tell()
-    if left:
-        raise ValueError("Avro body does not decode with %s: %d bytes left after the value"
-                         % (schema.path, left))
     return avro_json(value)
 
 

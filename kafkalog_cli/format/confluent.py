@@ -12,7 +12,7 @@ Pure functions over bytes: nothing here reads files or prints.
 
 from __future__ import annotations
 
-from typing import List, Tuple, Union
+from typing import Dict, List, Tuple, Union
 
 from .errors import CorruptRecordError
 from .varint import read_varint
@@ -62,3 +62,107 @@ def read_message_indexes(body: Bytes) -> Tuple[List[int], int]:
     except CorruptRecordError as e:
         raise FramingError("message indexes do not decode: %s" % e) from None
     return indexes, pos
+
+
+# -- Avro bodies -------------------------------------------------------------------------------
+
+class AvroBodyError(CorruptRecordError):
+    """An Avro body that does not follow its writer schema's binary encoding."""
+
+
+AVRO_MAX_DEPTH = 200
+# Items of zero encoded size (null, empty records) cost nothing in the body: past this many
+# beyond the body's length an array is refused rather than built.
+AVRO_SPARE_ITEMS = 1 << 16
+_FIXED_SIZES = {"null": 0, "boolean": 1, "float": 4, "double": 8}
+
+
+class _AvroWalk:
+    """One pass over an Avro body, as Avro's binary encoding lays it out, checking every length,
+    block count, union branch and enum symbol against the bytes there are, without building
+    the value (so that a reader can then build it within bounds)."""
+
+    def __init__(self, named: Dict[str, object], buf: memoryview) -> None:
+        self.named = named
+        self.buf = buf
+        self.end = len(buf)
+        self.items_left = self.end + AVRO_SPARE_ITEMS
+
+    def long(self, pos: int) -> Tuple[int, int]:
+        try:
+            return read_varint(self.buf, pos, self.end, 10)
+        except CorruptRecordError:
+            raise AvroBodyError("a long runs past the end of the body or is longer than 10 "
+                                "bytes (at byte %d)" % pos) from None
+
+    def skip(self, schema: object, pos: int, depth: int) -> int:
+        if depth > AVRO_MAX_DEPTH:
+            raise AvroBodyError("the value nests deeper than %d levels" % AVRO_MAX_DEPTH)
+        if isinstance(schema, list):
+            branch, pos = self.long(pos)
+            if not 0 <= branch < len(schema):
+                raise AvroBodyError("union branch %d of %d" % (branch, len(schema)))
+            return self.skip(schema[branch], pos, depth + 1)
+        if isinstance(schema, str):
+            if schema in self.named:
+                return self.skip(self.named[schema], pos, depth + 1)
+            kind, spec = schema, {}
+        elif isinstance(schema, dict):
+            kind, spec = schema["type"], schema
+            if not isinstance(kind, str) or kind in self.named:  # {"type": <another schema>}
+                return self.skip(kind, pos, depth + 1)
+        else:
+            raise AvroBodyError("not an Avro schema: %r" % (schema,))
+        if kind in _FIXED_SIZES:
+            return self.take(pos, _FIXED_SIZES[kind])
+        if kind in ("int", "long"):
+            return self.long(pos)[1]
+        if kind in ("bytes", "string"):
+            size, pos = self.long(pos)
+            return self.take(pos, size)
+        if kind == "fixed":
+            return self.take(pos, spec["size"])
+        if kind == "enum":
+            symbol, pos = self.long(pos)
+            if not 0 <= symbol < len(spec["symbols"]):
+                raise AvroBodyError("enum symbol %d of %d" % (symbol, len(spec["symbols"])))
+            return pos
+        if kind in ("record", "error"):
+            for field in spec["fields"]:
+                pos = self.skip(field["type"], pos, depth + 1)
+            return pos
+        if kind == "array":
+            return self.blocks(pos, depth, spec["items"], None)
+        if kind == "map":
+            return self.blocks(pos, depth, spec["values"], "string")
+        raise AvroBodyError("unknown Avro type %r" % (kind,))
+
+    def take(self, pos: int, size: int) -> int:
+        if size < 0 or size > self.end - pos:
+            raise AvroBodyError("a length of %d bytes at byte %d, past the end of the body"
+                                % (size, pos))
+        return pos + size
+
+    def blocks(self, pos: int, depth: int, items: object, keys: object) -> int:
+        while True:
+            count, pos = self.long(pos)
+            if count == 0:
+                return pos
+            if count < 0:  # a block that also gives its size in bytes
+                count = -count
+                size, pos = self.long(pos)
+                self.take(pos, size)
+            self.items_left -= count
+            if self.items_left < 0:
+                raise AvroBodyError("a block of %d items, more than the body can hold" % count)
+            for _ in range(count):
+                if keys is not None:
+                    pos = self.skip(keys, pos, depth + 1)
+                pos = self.skip(items, pos, depth + 1)
+
+
+def avro_body_end(schema: object, named: Dict[str, object], body: Bytes) -> int:
+    """Where the Avro value at the start of ``body`` ends, for ``schema`` as fastavro parses it
+    and its named types (``named``: full name -> schema); AvroBodyError if the bytes do not
+    follow the schema's binary encoding (Avro specification, "Binary Encoding")."""
+    return _AvroWalk(named, memoryview(body)).skip(schema, 0, 0)
