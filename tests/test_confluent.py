@@ -464,3 +464,18 @@ def test_hostile_avro_bodies_are_per_record_errors(tmp_path, sch, body):
     first = json_records(res)[0]["payload"]
     assert first["schemaId"] == 1 and "Avro body does not decode" in first["error"], first
     assert first["bytes"] == b64(frame(1, body))
+
+
+def test_json_schema_body_that_is_not_json(tmp_path):
+    schema = write_schema(tmp_path / "s.json", {"type": "object"})
+    values = [frame(8, b'{"a": '), frame(8, b"\xff\xfe"), frame(8, b"NaN"), frame(8, b"[1e999]")]
+    seg = segment(tmp_path, values)
+    res = dump("--value-schema", schema, "--format", "json", seg)
+    assert res.code == 0, res
+    got = [r["payload"] for r in json_records(res)]
+    for obj, value in zip(got[:3], values):
+        assert obj["schemaId"] == 8 and obj["error"] and obj["bytes"] == b64(value), obj
+    # a number no float holds, written as it was (strict JSON has no Infinity)
+    assert '"payload":{"schemaId":8,"format":"json","body":[1e999]}' in res.out
+    res = dump("--value-schema", schema, seg)
+    assert payloads(res)[3] == "schemaId: 8 json: [1e999]"
