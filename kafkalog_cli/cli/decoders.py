@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+from typing import Any, Callable, Dict, Optional, Union
 
 from ..errors import UsageError
 from ..format import confluent
@@ -114,11 +115,11 @@ def _json_text(b):
         return _string(b)
 
 
-def _b64(b):
+def _b64(b: Bytes) -> str:
     return base64.b64encode(b).decode("ascii")
 
 
-def _hex(b):
+def _hex(b: Bytes) -> str:
     return b.hex()
 
 
@@ -126,6 +127,8 @@ _int_text, _int_json = _fixed_int(4, "int")
 _long_text, _long_json = _fixed_int(8, "long")
 
 # -- Schema Registry framing (--key-decoder/--value-decoder confluent) -----------------------
+
+Bytes = Union[bytes, bytearray, memoryview]
 
 AVRO, PROTOBUF, JSON_SCHEMA = "avro", "protobuf", "json"
 # A schema file's kind by its extension, as Schema Registry's schemaType names them.
@@ -140,14 +143,15 @@ class Schema:
 
     __slots__ = ("kind", "path", "parsed", "named")
 
-    def __init__(self, kind, path, parsed=None, named=None):
+    def __init__(self, kind: str, path: str, parsed: Any = None,
+                 named: Optional[Dict[str, Any]] = None) -> None:
         self.kind = kind
         self.path = path
         self.parsed = parsed
         self.named = named  # Avro: the schema's named types, full name -> schema
 
 
-def load_schema(path):
+def load_schema(path: str) -> Schema:
     """The schema in ``path``: ``.proto`` Protobuf, ``.json`` JSON Schema, anything else
     (``.avsc``) Avro, parsed by fastavro (imported only here: a dump without schemas never
     loads it). UsageError for a file that cannot be read or an Avro schema that is not valid."""
@@ -168,7 +172,7 @@ def load_schema(path):
         raise UsageError("%s: %s" % (path, e.strerror or e)) from None
     try:
         # each file its own namespace of named types: ids are often versions of one record
-        named = {}
+        named: Dict[str, Any] = {}
         parsed = fastavro.parse_schema(json.loads(text), named_schemas=named)
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
         # fastavro's SchemaParseError is a ValueError; a malformed document can raise the others
@@ -176,7 +180,7 @@ def load_schema(path):
     return Schema(AVRO, path, parsed, named)
 
 
-def load_schema_dir(directory):
+def load_schema_dir(directory: str) -> Dict[int, Schema]:
     """``{schema id: Schema}`` for the ``<id>.avsc``, ``<id>.proto`` and ``<id>.json`` files of
     ``directory`` (other names are ignored); UsageError if it cannot be listed, or holds two
     files for one id."""
@@ -196,7 +200,7 @@ def load_schema_dir(directory):
     return schemas
 
 
-def avro_json(value):
+def avro_json(value: Any) -> Any:
     """A value read by fastavro as strict JSON: bytes and fixed as base64, decimals as exact
     numbers, dates, times and timestamps as ISO-8601 text, uuids as text, and the floats JSON
     has no literal for as the strings "NaN", "Infinity", "-Infinity" (as Java's Double.toString
@@ -230,12 +234,13 @@ class Confluent:
     ``error``); the dump goes on.
     """
 
-    def __init__(self, fixed=None, by_id=None, where=None):
+    def __init__(self, fixed: Optional[Schema] = None, by_id: Optional[Dict[int, Schema]] = None,
+                 where: Optional[str] = None) -> None:
         self.fixed = fixed
         self.by_id = by_id
         self.where = where
 
-    def decode(self, b, show_bytes=_b64):
+    def decode(self, b: Bytes, show_bytes: Callable[[Bytes], str] = _b64) -> Dict[str, Any]:
         """The key or value as a JSON object: ``schemaId``, ``format`` (avro, json, protobuf,
         or bytes when no schema says), ``messageIndexes`` for Protobuf, and ``body`` (decoded,
         or its bytes through ``show_bytes``, base64 by default); or ``error`` and ``bytes`` (the
@@ -245,7 +250,7 @@ class Confluent:
             schema_id, body = confluent.split_frame(b)
         except confluent.FramingError as e:
             return {"error": "not Schema Registry framing: %s" % e, "bytes": show_bytes(b)}
-        out = {"schemaId": schema_id}
+        out: Dict[str, Any] = {"schemaId": schema_id}
         schema = self.fixed
         if schema is None and self.by_id is not None:
             schema = self.by_id.get(schema_id)
@@ -256,7 +261,7 @@ class Confluent:
                 return out
         kind = schema.kind if schema is not None else None
         try:
-            if kind == AVRO:
+            if schema is not None and kind == AVRO:
                 out["format"] = AVRO
                 out["body"] = _avro_body(schema, body)
             elif kind == PROTOBUF:
@@ -275,10 +280,10 @@ class Confluent:
             out = {"schemaId": schema_id, "error": str(e), "bytes": show_bytes(b)}
         return out
 
-    def json(self, b):
+    def json(self, b: Bytes) -> Dict[str, Any]:
         return self.decode(b)
 
-    def text(self, b):
+    def text(self, b: Bytes) -> str:
         """One line: ``schemaId: <id> avro: <JSON>`` (or ``json: <JSON>``, ``messageIndexes:
         [..] protobuf: <hex>``, ``bytes: <hex>``); ``<why: hex of the bytes>`` when it does not
         decode."""
@@ -302,7 +307,7 @@ class Confluent:
                 d["schemaId"], fmt, _hex(b))
 
 
-def _looks_json(body):
+def _looks_json(body: memoryview) -> bool:
     """Whether a body with no schema is JSON text (KafkaJsonSchemaSerializer): an object or an
     array that parses as strict JSON. Avro and Protobuf bodies practically never do."""
     first = bytes(body[:1]).lstrip()
@@ -315,7 +320,7 @@ def _looks_json(body):
     return True
 
 
-def _avro_body(schema, body):
+def _avro_body(schema: Schema, body: memoryview) -> Any:
     """``body`` read by fastavro with its writer schema, as JSON; ValueError when it does not
     decode or bytes are left after the value. The body is first walked against the schema
     (format.confluent.avro_body_end), so that no length or block count read from it makes
@@ -325,7 +330,7 @@ def _avro_body(schema, body):
     import fastavro
 
     try:
-        end = confluent.avro_body_end(schema.parsed, schema.named, body)
+        end = confluent.avro_body_end(schema.parsed, schema.named or {}, body)
     except confluent.AvroBodyError as e:
         raise ValueError("Avro body does not decode with %s: %s" % (schema.path, e)) from None
     if end != len(body):
@@ -340,7 +345,8 @@ def _avro_body(schema, body):
     return avro_json(value)
 
 
-def confluent_decoder(schema_file=None, schema_dir=None, dir_schemas=None):
+def confluent_decoder(schema_file: Optional[str] = None, schema_dir: Optional[str] = None,
+                      dir_schemas: Optional[Dict[int, Schema]] = None) -> Confluent:
     """The ``confluent`` decoder for keys or for values: with ``schema_file`` (its schema for
     every id), or the schemas of ``schema_dir`` (``dir_schemas``, loaded once for both sides),
     or neither. UsageError if the schema file cannot be used."""
@@ -349,6 +355,8 @@ def confluent_decoder(schema_file=None, schema_dir=None, dir_schemas=None):
 
 
 _plain_confluent = Confluent()
+# A decoder as the writers take it: a name of DECODER_NAMES, or a Confluent with its schemas.
+Decoder = Union[str, Confluent]
 
 TEXT = {"string": _string, "hex": _hex, "base64": _b64, "int": _int_text, "long": _long_text,
         "json": _json_text, "confluent": _plain_confluent.text}
@@ -356,17 +364,17 @@ JSON = {"string": _string, "hex": _hex, "base64": _b64, "int": _int_json, "long"
         "json": _json_value, "confluent": _plain_confluent.json}
 
 
-def text_function(decoder):
+def text_function(decoder: Decoder) -> Callable[[Bytes], str]:
     """``bytes -> str`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
     return decoder.text if isinstance(decoder, Confluent) else TEXT[decoder]
 
 
-def json_function(decoder):
+def json_function(decoder: Decoder) -> Callable[[Bytes], Any]:
     """``bytes -> JSON value`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
     return decoder.json if isinstance(decoder, Confluent) else JSON[decoder]
 
 
-def header_json_function(decoder):
+def header_json_function(decoder: Decoder) -> Callable[[Bytes], Any]:
     """How header values show in JSON under the value decoder ``decoder``: as it does, except
     that Schema Registry frames only keys and values, so headers under ``confluent`` show as
     strings."""

@@ -12,7 +12,7 @@ Pure functions over bytes: nothing here reads files or prints.
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple, Union
+from typing import List, Mapping, Tuple, Union
 
 from .errors import CorruptRecordError
 from .varint import read_varint
@@ -82,7 +82,7 @@ class _AvroWalk:
     block count, union branch and enum symbol against the bytes there are, without building
     the value (so that a reader can then build it within bounds)."""
 
-    def __init__(self, named: Dict[str, object], buf: memoryview) -> None:
+    def __init__(self, named: Mapping[str, object], buf: memoryview) -> None:
         self.named = named
         self.buf = buf
         self.end = len(buf)
@@ -161,7 +161,7 @@ class _AvroWalk:
                 pos = self.skip(items, pos, depth + 1)
 
 
-def avro_body_end(schema: object, named: Dict[str, object], body: Bytes) -> int:
+def avro_body_end(schema: object, named: Mapping[str, object], body: Bytes) -> int:
     """Where the Avro value at the start of ``body`` ends, for ``schema`` as fastavro parses it
     and its named types (``named``: full name -> schema); AvroBodyError if the bytes do not
     follow the schema's binary encoding (Avro specification, "Binary Encoding")."""
