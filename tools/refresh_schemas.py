@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""Regenerate kafkalog_cli/format/schemas/ from Kafka's message definitions.
+
+Kafka describes its internal records in JSON files (with // comments) under
+``metadata/src/main/resources/common/metadata/`` (KRaft metadata records),
+``group-coordinator/.../common/message/``, ``transaction-coordinator/.../common/message/``,
+``share-coordinator/.../common/message/`` and, for the raft control records,
+``clients/src/main/resources/common/message/``. This script reads them from a checkout of
+apache/kafka (a work tree, or a git directory and a revision) and writes our transcription:
+one ``<MessageName>.json`` per message and an ``index.json`` of lookups.
+
+Usage (from the repository's root)::
+
+    python tools/refresh_schemas.py --kafka ~/src/kafka            # a work tree at a tag
+    python tools/refresh_schemas.py --git-dir kafka.git --rev 4.1.0
+
+Our form, per message: ``name``, ``validVersions`` ``[lo, hi]``, ``flexibleVersions`` (the
+lowest flexible version, or null), ``fields``. A field: ``name`` (as in Kafka's file),
+``type`` (int8, int16, uint16, int32, uint32, int64, float64, bool, string, bytes, uuid,
+records, struct, array), ``item`` (arrays: the element type, "struct" for structs),
+``fields`` (structs and arrays of structs, common structs inlined), ``versions``,
+``nullable``, ``tagged`` (each ``[lo, hi]`` or null; hi 32767 for "N+"), ``tag``, and
+``default`` as a JSON value (ints parsed, "null" as null).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import Any, Callable
+
+OPEN = 32767  # Short.MAX_VALUE: the top of an open range "N+"
+
+DIRS = {
+    "metadata": "metadata/src/main/resources/common/metadata",
+    "group": "group-coordinator/src/main/resources/common/message",
+    "transaction": "transaction-coordinator/src/main/resources/common/message",
+    "share": "share-coordinator/src/main/resources/common/message",
+    "clients": "clients/src/main/resources/common/message",
+}
+
+# Kafka's ControlRecordType ids of the raft control records, and the message each holds.
+RAFT_CONTROL = {
+    2: ("LEADER_CHANGE", "LeaderChangeMessage"),
+    3: ("SNAPSHOT_HEADER", "SnapshotHeaderRecord"),
+    4: ("SNAPSHOT_FOOTER", "SnapshotFooterRecord"),
+    5: ("KRAFT_VERSION", "KRaftVersionRecord"),
+    6: ("KRAFT_VOTERS", "VotersRecord"),
+}
+
+INTS = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
+PRIMITIVES = INTS | {"float64", "bool", "string", "bytes", "uuid", "records"}
+
+
+def strip_comments(text: str) -> str:
+    """Kafka's definition files are JSON with // line comments (outside strings)."""
+    out = []
+    i, n, in_string = 0, len(text), False
+    while i < n:
+        c = text[i]
+        if in_string:
+            out.append(c)
+            if c == "\\":
+                out.append(text[i + 1])
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+            out.append(c)
+        elif text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def version_range(spec: Any) -> list[int] | None:
+    """Kafka's version strings: "none", "N", "N+", "N-M"."""
+    if spec is None:
+        return None
+    s = str(spec).strip()
+    if s == "none" or s == "":
+        return None
+    if s.endswith("+"):
+        return [int(s[:-1]), OPEN]
+    if "-" in s:
+        lo, hi = s.split("-")
+        return [int(lo), int(hi)]
+    return [int(s), int(s)]
+
+
+def default_value(ftype: str, item: str | None, spec: Any) -> Any:
+    """A field's default as our JSON value, by Kafka's FieldSpec rules."""
+    if spec is None:
+        spec_s = ""
+    elif isinstance(spec, bool):
+        spec_s = "true" if spec else "false"
+    else:
+        spec_s = str(spec).strip()
+    if spec_s == "null":
+        return None
+    if ftype in INTS:
+        if spec_s == "":
+            return 0
+        return int(spec_s, 16) if spec_s.lower().startswith("0x") else int(spec_s)
+    if ftype == "float64":
+        return float(spec_s) if spec_s else 0.0
+    if ftype == "bool":
+        return spec_s == "true"
+    if ftype == "string":
+        return spec_s
+    if ftype == "uuid":
+        return spec_s or "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid.ZERO_UUID
+    if ftype in ("bytes", "records"):
+        return ""
+    if ftype == "array":
+        return []
+    return {}  # a struct: all its fields at their defaults
+
+
+def convert_fields(fields: list[dict[str, Any]], common: dict[str, list[dict[str, Any]]],
+                   versions_of_parent: list[int] | None) -> list[dict[str, Any]]:
+    out = []
+    for f in fields:
+        t = f["type"]
+        item = None
+        if t.startswith("[]"):
+            ftype, item = "array", t[2:]
+        else:
+            ftype = t
+        sub = f.get("fields")
+        if item is not None and item not in PRIMITIVES:
+            sub = sub if sub is not None else common[item]
+            item = "struct"
+        elif item is None and ftype not in PRIMITIVES:
+            sub = sub if sub is not None else common[ftype]
+            ftype = "struct"
+        versions = version_range(f.get("versions"))
+        field: dict[str, Any] = {
+            "name": f["name"],
+            "type": ftype,
+            "versions": versions,
+            "nullable": version_range(f.get("nullableVersions")),
+            "tagged": version_range(f.get("taggedVersions")),
+            "tag": f.get("tag"),
+        }
+        if item is not None:
+            field["item"] = item
+        if sub is not None:
+            field["fields"] = convert_fields(sub, common, versions)
+        field["default"] = default_value(ftype, item, f.get("default"))
+        out.append(field)
+    return out
+
+
+def convert(spec: dict[str, Any]) -> dict[str, Any]:
+    common = {s["name"]: s["fields"] for s in spec.get("commonStructs", [])}
+    valid = version_range(spec["validVersions"])
+    flexible = version_range(spec.get("flexibleVersions"))
+    return {
+        "name": spec["name"],
+        "apiKey": spec.get("apiKey"),
+        "kind": spec.get("type"),
+        "validVersions": valid,
+        "flexibleVersions": flexible[0] if flexible else None,
+        "fields": convert_fields(spec["fields"], common, valid),
+    }
+
+
+def snake_upper(name: str) -> str:
+    """MessageGenerator.toSnakeCase(name).toUpperCase(): TopicRecord -> TOPIC_RECORD."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
+
+
+def build(list_dir: Callable[[str], list[str]], read: Callable[[str], str], out_dir: str,
+          source: dict[str, str]) -> int:
+    messages: dict[str, dict[str, Any]] = {}
+    index: dict[str, Any] = {"source": source, "metadata": {}, "raftControl": {},
+                             "coordinators": {"group": {}, "transaction": {}, "share": {}}}
+    wanted_clients = {m for _, m in RAFT_CONTROL.values()}
+    for group, path in DIRS.items():
+        for name in sorted(list_dir(path)):
+            if not name.endswith(".json"):
+                continue
+            if group == "clients" and name[:-5] not in wanted_clients:
+                continue
+            spec = json.loads(strip_comments(read(path + "/" + name)))
+            msg = convert(spec)
+            messages[msg["name"]] = msg
+            if group == "metadata":
+                index["metadata"][str(spec["apiKey"])] = {
+                    "message": msg["name"], "type": snake_upper(msg["name"])}
+    for group in ("group", "transaction", "share"):
+        table = index["coordinators"][group]
+        keys = [m for m in messages.values()
+                if m["name"].endswith("Key") and m["name"][:-3] + "Value" in messages
+                and _dir_of(m["name"], list_dir, DIRS[group])]
+        for key in keys:
+            value = key["name"][:-3] + "Value"
+            if key["apiKey"] is not None:  # coordinator-key files of newer Kafka
+                types = [key["apiKey"]]
+            else:  # older files: the key's version is the record type
+                lo, hi = key["validVersions"]
+                types = list(range(lo, hi + 1))
+            for t in types:
+                table[str(t)] = {"key": key["name"], "value": value}
+    for type_id, (type_name, message) in RAFT_CONTROL.items():
+        if message in messages:
+            index["raftControl"][str(type_id)] = {"message": message, "type": type_name}
+    os.makedirs(out_dir, exist_ok=True)
+    for old in os.listdir(out_dir):
+        if old.endswith(".json"):
+            os.unlink(os.path.join(out_dir, old))
+    for name, msg in messages.items():
+        with open(os.path.join(out_dir, name + ".json"), "w", encoding="utf-8") as fh:
+            json.dump(msg, fh, separators=(",", ":"), sort_keys=False)
+            fh.write("\n")
+    with open(os.path.join(out_dir, "index.json"), "w", encoding="utf-8") as fh:
+        json.dump(index, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    return len(messages)
+
+
+_listing_cache: dict[str, set[str]] = {}
+
+
+def _dir_of(name: str, list_dir: Callable[[str], list[str]], path: str) -> bool:
+    if path not in _listing_cache:
+        _listing_cache[path] = set(list_dir(path))
+    return name + ".json" in _listing_cache[path]
+
+
+def main(argv: list[str] | None = None) -> int:
+    here = os.path.dirname(os.path.abspath(__file__))
+    default_out = os.path.join(os.path.dirname(here), "kafkalog_cli", "format", "schemas")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kafka", help="a work tree of apache/kafka (checked out at a release tag)")
+    p.add_argument("--git-dir", help="a git directory of apache/kafka (with --rev)")
+    p.add_argument("--rev", default="HEAD", help="tag or commit to read with --git-dir")
+    p.add_argument("--release", default="", help="the release name to record in index.json")
+    p.add_argument("--out", default=default_out)
+    a = p.parse_args(argv)
+    if bool(a.kafka) == bool(a.git_dir):
+        p.error("give one of --kafka or --git-dir")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "--git-dir", a.git_dir, *args], check=True,
+                              capture_output=True, text=True).stdout
+
+    if a.git_dir:
+        commit = git("rev-parse", a.rev + "^{commit}").strip()
+
+        def list_dir(path: str) -> list[str]:
+            try:
+                return git("ls-tree", "--name-only", commit + ":" + path).split()
+            except subprocess.CalledProcessError:
+                return []
+
+        def read(path: str) -> str:
+            return git("show", commit + ":" + path)
+
+        props = read("gradle.properties")
+    else:
+        commit = subprocess.run(["git", "-C", a.kafka, "rev-parse", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+
+        def list_dir(path: str) -> list[str]:
+            full = os.path.join(a.kafka, path)
+            return os.listdir(full) if os.path.isdir(full) else []
+
+        def read(path: str) -> str:
+            with open(os.path.join(a.kafka, path), encoding="utf-8") as fh:
+                return fh.read()
+
+        props = read("gradle.properties")
+    m = re.search(r"^version=(.*)$", props, re.M)
+    source = {"repository": "apache/kafka", "commit": commit,
+              "version": m.group(1).strip() if m else "", "release": a.release or a.rev}
+    n = build(list_dir, read, a.out, source)
+    print("wrote %d message definitions to %s" % (n, a.out), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
