@@ -128,7 +128,8 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
          base_offset, timestamps, fmt, kafka_format, skip_invalid, verify_index_only,
          index_sanity_check, from_offset, to_offset, from_timestamp, to_timestamp):
     """Dump Kafka log files: segments (.log, and .log.deleted/.cleaned/.swap), offset and time
-    indexes, transaction indexes, producer snapshots, and the checkpoint files.
+    indexes, transaction indexes, producer snapshots, KRaft snapshots (<offset>-<epoch>.checkpoint,
+    bootstrap.checkpoint), and the checkpoint files.
 
     PATHS are files, partition directories (every file in them, segment by segment in offset
     order) or log directories (their checkpoint files, then every partition). Exit status: 0 all
@@ -200,20 +201,24 @@ class _DumpRun:
                 return EXIT_OK
             self.writer.warn("%s: unknown file kind: dump reads segments (*.log and their "
                              ".deleted/.cleaned/.swap names), *.index, *.timeindex, "
-                             "*.txnindex, *.snapshot and checkpoint files"
+                             "*.txnindex, *.snapshot, KRaft snapshots (*.checkpoint) and "
+                             "checkpoint files"
                              % printable_name(f.path))
             return EXIT_USAGE
         try:
-            if f.kind == names.LOG:
-                return self.segment(f.path, seek)
+            if f.kind in (names.LOG, names.KRAFT_SNAPSHOT):
+                return self.segment(f.path, seek, f.kind)
             return dump_aux(f.kind, f.path, self.writer, self.iopts)
         except OSError as e:
             self.writer.warn(_os_error(f.path, e))
             return EXIT_USAGE
 
-    def segment(self, path, seek):
+    def segment(self, path, seek, kind):
+        base = self.base_offset
+        if base is None and kind == names.KRAFT_SNAPSHOT:
+            base = 0  # a snapshot's records are numbered from 0 (RecordsSnapshotWriter)
         with LogFile(path, self.max_message_size) as log:
-            reader = SegmentReader(log, self.base_offset, seek=seek, **self.reading)
+            reader = SegmentReader(log, base, seek=seek, **self.reading)
             self.writer.segment(reader)
         return EXIT_INVALID if reader.invalid else EXIT_OK
 

@@ -335,6 +335,21 @@ def control_fields(key, value):
 
 # -- kafka -------------------------------------------------------------------------------------
 
+def log_header(path, base_offset):
+    """The line kafka-dump-log prints after ``Dumping <file>`` for a file of records: a
+    segment's base offset, or a KRaft snapshot's id (DumpLogSegments.dumpLog)."""
+    if names.file_kind(path) != names.KRAFT_SNAPSHOT:
+        return "Log starting offset: %d" % base_offset
+    name = names.without_lifecycle_suffix(os.path.basename(path))
+    if name == names.BOOTSTRAP_SNAPSHOT:
+        return "KRaft bootstrap snapshot"
+    snapshot_id = names.kraft_snapshot_id(name)
+    if snapshot_id is None:
+        # Kafka's tool fails on such a name; the records are dumped all the same
+        return "Snapshot end offset: unknown (not an <offset>-<epoch>.checkpoint name)"
+    return "Snapshot end offset: %d, epoch: %d" % snapshot_id
+
+
 class KafkaWriter(Writer):
     """Exactly the lines of kafka-dump-log.sh (Scala tool 3.x-4.2, or the 4.3 Java tool)."""
 
@@ -357,7 +372,7 @@ class KafkaWriter(Writer):
     def begin_file(self, path, base_offset, buf=None):
         super().begin_file(path, base_offset, buf)
         self._lines.append("Dumping %s" % path)
-        self._lines.append("Log starting offset: %d" % base_offset)
+        self._lines.append(log_header(path, base_offset))
         self._pairs = []
         self._last = -1 if self._java else None
         self._nonconsecutive.append((os.path.abspath(path), self._pairs))

@@ -132,16 +132,20 @@ class ActiveSegments:
 
 def _file_order(name: str) -> tuple:
     """Segments by base offset (each: log, index, timeindex, txnindex, lifecycle suffix last),
-    then producer snapshots by offset, then the named files, then unknown files."""
+    then producer snapshots by offset, then KRaft snapshots by end offset and epoch, then the
+    named files (bootstrap.checkpoint among them), then unknown files."""
     kind = partition_file_kind(name)
     if kind in SEGMENT_KINDS:
         return (0, base_offset_from_name(name), SEGMENT_KINDS.index(kind), lifecycle_suffix(name),
                 name)
     if kind == SNAPSHOT:
         return (1, base_offset_from_name(name), 0, lifecycle_suffix(name), name)
+    snapshot_id = names.kraft_snapshot_id(name)
+    if snapshot_id is not None:
+        return (2, snapshot_id[0], snapshot_id[1], "", name)
     if kind is not None:
-        return (2, 0, 0, "", name)
-    return (3, 0, 0, "", name)
+        return (3, 0, 0, "", name)
+    return (4, 0, 0, "", name)
 
 
 def _is_dir(path: str) -> bool:
@@ -185,7 +189,8 @@ def expand(path: str, kinds: Optional[Collection[str]] = None) -> List[Found]:
     (callers name them).
 
     A file stands for itself, its kind taken from its suffix. A partition directory stands for
-    its files: each segment's files in offset order, then producer snapshots, then
+    its files: each segment's files in offset order, then producer snapshots, then KRaft
+    snapshots (the metadata log's ``<offset>-<epoch>.checkpoint``) in offset order, then
     leader-epoch-checkpoint and partition.metadata, kinds by Kafka's naming rules
     (``partition_file_kind``). A log directory stands for its own files (the offset checkpoints)
     and then every partition directory in it, in topic and partition-number order; a partition

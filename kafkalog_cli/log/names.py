@@ -29,10 +29,16 @@ OFFSET_CHECKPOINT_NAMES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOIN
                            REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA_FILE = "partition.metadata"
+# KRaft snapshots of the metadata log (Snapshots.SUFFIX, BootstrapDirectory's file): record
+# batches like a segment, named by the snapshot's end offset and epoch.
+KRAFT_SNAPSHOT = "checkpoint"
+BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
+EPOCH_DIGITS = 10  # Snapshots.filenameFromSnapshotId: the epoch, zero-padded to 10 digits
 LOCK_FILE = ".lock"  # the log directory's lock (LogManager.LOCK_FILE_NAME)
 QUARANTINE = "kafkalog-quarantine"  # where recover keeps what it sets aside, in each partition
 
-_NAMED_KINDS = {LEADER_EPOCH_CHECKPOINT: LEADER_EPOCHS, PARTITION_METADATA_FILE: PARTITION_METADATA}
+_NAMED_KINDS = {LEADER_EPOCH_CHECKPOINT: LEADER_EPOCHS, PARTITION_METADATA_FILE: PARTITION_METADATA,
+                BOOTSTRAP_SNAPSHOT: KRAFT_SNAPSHOT}
 _NAMED_KINDS.update((n, OFFSET_CHECKPOINT) for n in OFFSET_CHECKPOINT_NAMES)
 
 OFFSET_DIGITS = 20  # LogFileUtils.filenamePrefixFromOffset: the offset, zero-padded to 20 digits
@@ -73,7 +79,7 @@ def file_kind(name: str) -> Optional[str]:
     if name in _NAMED_KINDS:
         return _NAMED_KINDS[name]
     stem, dot, ext = name[:len(name) - len(lifecycle_suffix(name))].rpartition(".")
-    if dot and stem and ext in OFFSET_KINDS:
+    if dot and stem and (ext in OFFSET_KINDS or ext == KRAFT_SNAPSHOT):
         return ext
     return None
 
@@ -92,11 +98,34 @@ def partition_file_kind(name: str) -> Optional[str]:
     name = os.path.basename(name)
     if name in _NAMED_KINDS:
         return _NAMED_KINDS[name]
+    if kraft_snapshot_id(name) is not None:
+        return KRAFT_SNAPSHOT
     stem, dot, rest = name.partition(".")
     if not (dot and len(stem) == OFFSET_DIGITS and stem.isascii() and stem.isdigit()):
         return None
     ext = rest[:len(rest) - len(lifecycle_suffix(rest))]
     return ext if ext in OFFSET_KINDS else None
+
+
+def kraft_snapshot_name(end_offset: int, epoch: int) -> str:
+    """``<end offset in 20 digits>-<epoch in 10 digits>.checkpoint``: the name of the KRaft
+    snapshot holding the metadata up to ``end_offset`` (exclusive) at ``epoch``
+    (Snapshots.filenameFromSnapshotId)."""
+    return "%s-%0*d.%s" % (offset_stem(end_offset), EPOCH_DIGITS, epoch, KRAFT_SNAPSHOT)
+
+
+def kraft_snapshot_id(name: str) -> Optional[Tuple[int, int]]:
+    """(end offset, epoch) of a KRaft snapshot's name (Snapshots.parse), exactly
+    ``<20 digits>-<10 digits>.checkpoint``, or None for any other name (``bootstrap.checkpoint``
+    included: it is named by no offset)."""
+    name = os.path.basename(name)
+    stem, dot, ext = name.partition(".")
+    offset, dash, epoch = stem.partition("-")
+    if not (dot and dash and ext == KRAFT_SNAPSHOT and len(offset) == OFFSET_DIGITS
+            and len(epoch) == EPOCH_DIGITS and stem.replace("-", "", 1).isascii()
+            and offset.isdigit() and epoch.isdigit()):
+        return None
+    return int(offset), int(epoch)
 
 
 def base_offset_from_name(name: str) -> Optional[int]:
