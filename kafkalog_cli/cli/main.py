@@ -19,6 +19,7 @@ COMMANDS = {
     "append": "append:append",
     "roll": "append:roll",
     "retain": "retain:retain",
+    "transactions": "transactions:transactions",
     "export": "spark_cmds:export",
     "scan": "spark_cmds:scan",
 }

@@ -1,0 +1,170 @@
+"""`kafkalog transactions`: the transactions of partitions, and the hanging ones; exit codes
+fit for cron."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import UsageError
+from ..log.files import printable_name
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
+from ..log.transactions import (ABORT, COMMIT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN,
+                                transactions_of)
+from ..log.verify import TargetError
+from .errors import error_text, fail
+
+EXIT_OK, EXIT_HANGING, EXIT_USAGE = 0, 1, 2
+
+
+def _txn_json(directory, t):
+    return {"type": "transaction", "directory": directory, "producerId": t.producer_id,
+            "producerEpoch": t.producer_epoch, "state": t.state,
+            "firstOffset": t.first_offset, "endOffset": t.end_offset,
+            "firstTimestamp": t.first_timestamp, "batches": t.batches, "records": t.records,
+            "markerProducerEpoch": t.marker_epoch, "coordinatorEpoch": t.coordinator_epoch,
+            "markerTimestamp": t.marker_timestamp, "epochBumped": t.epoch_bumped,
+            "empty": t.empty, "inTxnIndex": t.in_txn_index,
+            "txnIndexProblem": t.txn_index_problem, "ageMs": t.age_ms, "lsoLag": t.lso_lag,
+            "hanging": t.hanging}
+
+
+def _partition_json(directory, p):
+    return {"type": "partition", "directory": directory, "transactions": len(p.transactions),
+            "committed": p.count(COMMIT), "aborted": p.count(ABORT), "open": len(p.open),
+            "hanging": len(p.hanging), "missingFromTxnIndex": len(p.missing_from_txn_index),
+            "logEndOffset": p.log_end_offset, "lastStableOffset": p.last_stable_offset,
+            "lsoLag": p.lso_lag, "newestTimestamp": p.newest_timestamp,
+            "referenceMs": p.reference_ms, "referenceSource": p.reference_source,
+            "hangingAfterMs": p.hanging_after_ms, "problems": len(p.problems)}
+
+
+def _index_text(t):
+    if t.state != ABORT or t.empty:
+        return ""
+    if t.in_txn_index is None:
+        return "; %s" % t.txn_index_problem
+    if not t.in_txn_index:
+        return "; MISSING from the .txnindex of segment %d" % t.segment
+    return "; in the .txnindex" + (" (%s)" % t.txn_index_problem if t.txn_index_problem else "")
+
+
+def _txn_text(t):
+    who = "producer %d epoch %d" % (t.producer_id, t.producer_epoch)
+    if t.empty:
+        return ("%s: %s marker at offset %d (coordinator epoch %d) with no open transaction "
+                "(empty, or its data is gone from the log)"
+                % (who, t.marker, t.end_offset, t.coordinator_epoch))
+    size = "%d record%s in %d batch%s" % (t.records, "" if t.records == 1 else "s", t.batches,
+                                         "" if t.batches == 1 else "es")
+    if t.state == OPEN:
+        age = "age unknown" if t.age_ms is None else "age %d ms" % t.age_ms
+        return ("%s: OPEN from offset %d (%s), %s, holds the last stable offset back by %d "
+                "offsets%s" % (who, t.first_offset, size, age, t.lso_lag,
+                               ": HANGING" if t.hanging else ""))
+    bumped = (", ended at epoch %d: the coordinator bumped the producer's epoch (a fenced "
+              "producer, or transactions V2)" % t.marker_epoch if t.epoch_bumped else "")
+    return ("%s: offsets %d-%d %s (coordinator epoch %d%s), %s%s"
+            % (who, t.first_offset, t.end_offset, t.state, t.coordinator_epoch, bumped, size,
+               _index_text(t)))
+
+
+def _summary_text(p):
+    missing = len(p.missing_from_txn_index)
+    reference = ("--now" if p.reference_source == NOW_GIVEN else "the newest timestamp %s"
+                 % ("-" if p.newest_timestamp is None else p.newest_timestamp))
+    return ("%d committed, %d aborted%s, %d open (%d hanging: older than %d ms, ages against "
+            "%s); log end offset %d, last stable offset %d (%d behind)"
+            % (p.count(COMMIT), p.count(ABORT),
+               " (%d missing from the .txnindex)" % missing if missing else "",
+               len(p.open), len(p.hanging), p.hanging_after_ms, reference, p.log_end_offset,
+               p.last_stable_offset, p.lso_lag))
+
+
+def _table(reports):
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+    console = Console()
+    for directory, p in reports:
+        table = Table(title=escape(directory), caption=escape(_summary_text(p)))
+        for column in ("producer", "epoch", "first offset", "end offset", "state",
+                       "coord. epoch", "records", ".txnindex", "age ms", "LSO lag"):
+            table.add_column(column, justify="left" if column in ("state", ".txnindex")
+                             else "right")
+        for t in p.transactions:
+            state = t.state + (" (bumped to %d)" % t.marker_epoch if t.epoch_bumped else "")
+            if t.hanging:
+                state = "[red]HANGING[/red]"
+            index = ""
+            if t.state == ABORT and not t.empty:
+                index = {True: "listed", False: "[red]missing[/red]", None: "unreadable"}[
+                    t.in_txn_index]
+            table.add_row(str(t.producer_id), str(t.producer_epoch),
+                          "-" if t.first_offset is None else str(t.first_offset),
+                          "-" if t.end_offset is None else str(t.end_offset), state,
+                          "-" if t.coordinator_epoch is None else str(t.coordinator_epoch),
+                          str(t.records), index, "" if t.age_ms is None else str(t.age_ms),
+                          "" if t.lso_lag is None else str(t.lso_lag))
+        console.print(table)
+
+
+@click.command()
+# readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
+@click.option("--now", type=int, default=None, metavar="MS",
+              help="Measure the ages of open transactions from this time (epoch ms) "
+                   "[default: the newest timestamp in the partition].")
+@click.option("--hanging-after-ms", type=click.IntRange(0), default=DEFAULT_HANGING_AFTER_MS,
+              show_default=True,
+              help="An open transaction older than this is hanging (exit 1); the default is "
+                   "Kafka's transaction.max.timeout.ms.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True,
+              help="json: JSON Lines on stdout (a line per transaction, one per partition).")
+@click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
+              show_default=True, help="Largest record accepted when reading batches.")
+def transactions(paths, now, hanging_after_ms, fmt, max_message_size):
+    """List the transactions of partitions and find the hanging ones.
+
+    PATHS are partition directories, .log files (their partition) or log directories (every
+    partition). Per producer id and epoch: each transaction's first and end offsets, its
+    COMMIT or ABORT marker and coordinator epoch, whether each ABORT is listed in its
+    segment's .txnindex; transactions no marker has ended are open, with their age (from the
+    max timestamp of their first batch to --now, else to the newest timestamp in the
+    partition) and how far they hold back the last stable offset. Reads only. Exit status:
+    0 none hanging, 1 an open transaction older than --hanging-after-ms, 2 usage error or
+    unreadable input.
+    """
+    status = EXIT_OK
+    reports = []
+    table = fmt == "text" and sys.stdout.isatty()
+    for target in paths:
+        try:
+            for item in transactions_of(target, now, hanging_after_ms, max_message_size):
+                if isinstance(item, TargetError):
+                    click.echo("kafkalog: " + error_text(item.error, item.path), err=True)
+                    status = EXIT_USAGE
+                    continue
+                directory = printable_name(item.directory)
+                for problem in item.problems:
+                    click.echo("kafkalog: " + problem, err=True)
+                if fmt == "json":
+                    lines = [json.dumps(_txn_json(directory, t)) for t in item.transactions]
+                    lines.append(json.dumps(_partition_json(directory, item)))
+                    click.echo("\n".join(lines))
+                elif table:
+                    reports.append((directory, item))
+                else:
+                    lines = ["%s: %s" % (directory, _txn_text(t)) for t in item.transactions]
+                    lines.append("%s: %s" % (directory, _summary_text(item)))
+                    click.echo("\n".join(lines))
+                if item.hanging:
+                    status = max(status, EXIT_HANGING)
+        except UsageError as e:
+            fail(e)
+    if reports:
+        _table(reports)
+    sys.exit(status)
