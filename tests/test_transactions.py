@@ -258,3 +258,35 @@ def test_corrupt_batch_is_said_and_passed_over(tmp_path):
     assert "CRC" in err and len(err.splitlines()) == 1
     o = _by_first(json_lines(out))[(7, 0, None)]
     assert o["state"] == "OPEN" and code == 1
+
+
+def test_rich_table_on_a_terminal(partition):
+    """stdout a terminal: one rich table per partition instead of the text lines."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    try:
+        env = dict(os.environ, COLUMNS="200")
+        p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "transactions", "--now",
+                            str(T0 + 3600000), "--hanging-after-ms", "1000", str(partition)],
+                           cwd=REPO, stdout=slave, stderr=subprocess.PIPE, timeout=60, env=env)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the other side is closed and all is read
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    out = b"".join(chunks).decode("utf-8", "replace")
+    assert p.returncode == 1, p.stderr
+    assert "producer" in out and "LSO lag" in out and "HANGING" in out
+    assert "missing" in out  # 1000's ABORT absent from the .txnindex
+    assert "offsets 6-9" not in out  # not the text lines

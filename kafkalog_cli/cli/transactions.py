@@ -97,7 +97,7 @@ def _table(reports):
         for t in p.transactions:
             state = t.state + (" (bumped to %d)" % t.marker_epoch if t.epoch_bumped else "")
             if t.hanging:
-                state = "[red]HANGING[/red]"
+                state = "OPEN: [red]HANGING[/red]"
             index = ""
             if t.state == ABORT and not t.empty:
                 index = {True: "listed", False: "[red]missing[/red]", None: "unreadable"}[
