@@ -131,9 +131,10 @@ def test_json_fields_are_what_was_written(partition):
         (LOG_END, OPEN_4000[2], LOG_END - OPEN_4000[2])
     assert (p["newestTimestamp"], p["referenceMs"], p["referenceSource"]) == \
         (NEWEST, NEWEST, "newestTimestamp")
-    # per producer id and epoch, then in offset order
-    keys = [(o["producerId"], o["producerEpoch"]) for o in objs[:-1]]
-    assert keys == sorted(keys)
+    assert (p["transactions"], p["empty"], p["problems"]) == (6, 1, 0)
+    # as the markers are met, then the open ones
+    assert [(o["producerId"], o["endOffset"]) for o in objs[:-1]] == \
+        [(1000, 5), (2000, 8), (1000, 9), (3000, 12), (5000, 16), (4000, None)]
 
 
 def test_txnindex_entry_with_a_wrong_first_offset_is_said(partition):
@@ -290,3 +291,20 @@ def test_rich_table_on_a_terminal(partition):
     assert "producer" in out and "LSO lag" in out and "HANGING" in out
     assert "missing" in out  # 1000's ABORT absent from the .txnindex
     assert "offsets 6-9" not in out  # not the text lines
+
+
+def test_library_streams_each_transaction_as_its_marker_is_met(partition):
+    """partition_transactions keeps only the open transactions: an ended one is given when its
+    marker is read, before the next segment is opened."""
+    from kafkalog_cli.log.transactions import PartitionSummary, Transaction, partition_transactions
+    items = partition_transactions(str(partition))
+    first = next(items)
+    assert isinstance(first, Transaction)
+    assert (first.producer_id, first.first_offset, first.end_offset, first.state) == \
+        (1000, 0, 5, "COMMIT")
+    os.rename(os.path.join(partition, "%020d.log" % 10), os.path.join(partition, "later"))
+    with pytest.raises(FileNotFoundError):  # segment 10 is opened only now
+        list(items)
+    os.rename(os.path.join(partition, "later"), os.path.join(partition, "%020d.log" % 10))
+    rest = list(partition_transactions(str(partition)))
+    assert isinstance(rest[-1], PartitionSummary) and rest[-1].transactions == 6

@@ -11,7 +11,8 @@ import click
 from ..errors import UsageError
 from ..log.files import printable_name
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
-from ..log.transactions import (ABORT, COMMIT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN,
+from ..log.read import Note
+from ..log.transactions import (ABORT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN, Transaction,
                                 transactions_of)
 from ..log.verify import TargetError
 from .errors import error_text, fail
@@ -32,13 +33,13 @@ def _txn_json(directory, t):
 
 
 def _partition_json(directory, p):
-    return {"type": "partition", "directory": directory, "transactions": len(p.transactions),
-            "committed": p.count(COMMIT), "aborted": p.count(ABORT), "open": len(p.open),
-            "hanging": len(p.hanging), "missingFromTxnIndex": len(p.missing_from_txn_index),
+    return {"type": "partition", "directory": directory, "transactions": p.transactions,
+            "committed": p.committed, "aborted": p.aborted, "empty": p.empty, "open": p.open,
+            "hanging": p.hanging, "missingFromTxnIndex": p.missing_from_txn_index,
             "logEndOffset": p.log_end_offset, "lastStableOffset": p.last_stable_offset,
             "lsoLag": p.lso_lag, "newestTimestamp": p.newest_timestamp,
             "referenceMs": p.reference_ms, "referenceSource": p.reference_source,
-            "hangingAfterMs": p.hanging_after_ms, "problems": len(p.problems)}
+            "hangingAfterMs": p.hanging_after_ms, "problems": p.problems}
 
 
 def _index_text(t):
@@ -72,43 +73,72 @@ def _txn_text(t):
 
 
 def _summary_text(p):
-    missing = len(p.missing_from_txn_index)
+    missing = p.missing_from_txn_index
     reference = ("--now" if p.reference_source == NOW_GIVEN else "the newest timestamp %s"
                  % ("-" if p.newest_timestamp is None else p.newest_timestamp))
     return ("%d committed, %d aborted%s, %d open (%d hanging: older than %d ms, ages against "
             "%s); log end offset %d, last stable offset %d (%d behind)"
-            % (p.count(COMMIT), p.count(ABORT),
+            % (p.committed, p.aborted,
                " (%d missing from the .txnindex)" % missing if missing else "",
-               len(p.open), len(p.hanging), p.hanging_after_ms, reference, p.log_end_offset,
+               p.open, p.hanging, p.hanging_after_ms, reference, p.log_end_offset,
                p.last_stable_offset, p.lso_lag))
 
 
-def _table(reports):
+def _row(t):
+    state = t.state + (" (bumped to %d)" % t.marker_epoch if t.epoch_bumped else "")
+    if t.hanging:
+        state = "OPEN: [red]HANGING[/red]"
+    index = ""
+    if t.state == ABORT and not t.empty:
+        index = {True: "listed", False: "[red]missing[/red]", None: "unreadable"}[t.in_txn_index]
+    return (str(t.producer_id), str(t.producer_epoch),
+            "-" if t.first_offset is None else str(t.first_offset),
+            "-" if t.end_offset is None else str(t.end_offset), state,
+            "-" if t.coordinator_epoch is None else str(t.coordinator_epoch), str(t.records),
+            index, "" if t.age_ms is None else str(t.age_ms),
+            "" if t.lso_lag is None else str(t.lso_lag))
+
+
+def _table(directory, summary, rows):
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
-    console = Console()
-    for directory, p in reports:
-        table = Table(title=escape(directory), caption=escape(_summary_text(p)))
-        for column in ("producer", "epoch", "first offset", "end offset", "state",
-                       "coord. epoch", "records", ".txnindex", "age ms", "LSO lag"):
-            table.add_column(column, justify="left" if column in ("state", ".txnindex")
-                             else "right")
-        for t in p.transactions:
-            state = t.state + (" (bumped to %d)" % t.marker_epoch if t.epoch_bumped else "")
-            if t.hanging:
-                state = "OPEN: [red]HANGING[/red]"
-            index = ""
-            if t.state == ABORT and not t.empty:
-                index = {True: "listed", False: "[red]missing[/red]", None: "unreadable"}[
-                    t.in_txn_index]
-            table.add_row(str(t.producer_id), str(t.producer_epoch),
-                          "-" if t.first_offset is None else str(t.first_offset),
-                          "-" if t.end_offset is None else str(t.end_offset), state,
-                          "-" if t.coordinator_epoch is None else str(t.coordinator_epoch),
-                          str(t.records), index, "" if t.age_ms is None else str(t.age_ms),
-                          "" if t.lso_lag is None else str(t.lso_lag))
-        console.print(table)
+    table = Table(title=escape(directory), caption=escape(_summary_text(summary)))
+    for column in ("producer", "epoch", "first offset", "end offset", "state", "coord. epoch",
+                   "records", ".txnindex", "age ms", "LSO lag"):
+        table.add_column(column, justify="left" if column in ("state", ".txnindex") else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
+class _Output:
+    """Renders the library's stream: a line per transaction and per partition (text or JSON),
+    or, on a terminal, a table per partition."""
+
+    def __init__(self, fmt):
+        self.fmt = fmt
+        self.table = fmt == "text" and sys.stdout.isatty()
+        self.rows = []
+
+    def transaction(self, t):
+        directory = printable_name(t.directory)
+        if self.fmt == "json":
+            click.echo(json.dumps(_txn_json(directory, t)))
+        elif self.table:
+            self.rows.append(_row(t))
+        else:
+            click.echo("%s: %s" % (directory, _txn_text(t)))
+
+    def partition(self, p):
+        directory = printable_name(p.directory)
+        if self.fmt == "json":
+            click.echo(json.dumps(_partition_json(directory, p)))
+        elif self.table:
+            _table(directory, p, self.rows)
+            self.rows = []
+        else:
+            click.echo("%s: %s" % (directory, _summary_text(p)))
 
 
 @click.command()
@@ -130,41 +160,32 @@ def transactions(paths, now, hanging_after_ms, fmt, max_message_size):
     """List the transactions of partitions and find the hanging ones.
 
     PATHS are partition directories, .log files (their partition) or log directories (every
-    partition). Per producer id and epoch: each transaction's first and end offsets, its
-    COMMIT or ABORT marker and coordinator epoch, whether each ABORT is listed in its
-    segment's .txnindex; transactions no marker has ended are open, with their age (from the
-    max timestamp of their first batch to --now, else to the newest timestamp in the
-    partition) and how far they hold back the last stable offset. Reads only. Exit status:
+    partition). Each transaction as its marker is met: producer id and epoch, first and end
+    offsets, COMMIT or ABORT, the marker's coordinator epoch, whether each ABORT is listed in
+    its segment's .txnindex; then the transactions no marker has ended (open), with their age
+    (from the max timestamp of their first batch to --now, else to the newest timestamp in the
+    partition) and how far they hold back the last stable offset; then a summary line per
+    partition. Reads only. Exit status:
     0 none hanging, 1 an open transaction older than --hanging-after-ms, 2 usage error or
     unreadable input.
     """
     status = EXIT_OK
-    reports = []
-    table = fmt == "text" and sys.stdout.isatty()
+    output = _Output(fmt)
     for target in paths:
         try:
             for item in transactions_of(target, now, hanging_after_ms, max_message_size):
                 if isinstance(item, TargetError):
                     click.echo("kafkalog: " + error_text(item.error, item.path), err=True)
+                    output.rows = []  # a partition left unfinished: no table of it
                     status = EXIT_USAGE
-                    continue
-                directory = printable_name(item.directory)
-                for problem in item.problems:
-                    click.echo("kafkalog: " + problem, err=True)
-                if fmt == "json":
-                    lines = [json.dumps(_txn_json(directory, t)) for t in item.transactions]
-                    lines.append(json.dumps(_partition_json(directory, item)))
-                    click.echo("\n".join(lines))
-                elif table:
-                    reports.append((directory, item))
+                elif isinstance(item, Note):
+                    click.echo("kafkalog: " + item.message, err=True)
+                elif isinstance(item, Transaction):
+                    output.transaction(item)
                 else:
-                    lines = ["%s: %s" % (directory, _txn_text(t)) for t in item.transactions]
-                    lines.append("%s: %s" % (directory, _summary_text(item)))
-                    click.echo("\n".join(lines))
-                if item.hanging:
-                    status = max(status, EXIT_HANGING)
+                    output.partition(item)
+                    if item.hanging:
+                        status = max(status, EXIT_HANGING)
         except UsageError as e:
             fail(e)
-    if reports:
-        _table(reports)
     sys.exit(status)

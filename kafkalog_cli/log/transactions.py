@@ -18,7 +18,7 @@ whose data is gone from the log) ends nothing and is listed nowhere.
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import KafkalogError
 from ..format import control
@@ -28,7 +28,7 @@ from .files import FileFormatError, printable_name
 from .indexbuild import TxnTracker
 from .logdir import partitions_of
 from .partition import Partition
-from .read import BatchRead, problem_text, segment_events
+from .read import BatchRead, Note, problem_text, segment_events
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 from .txnindex import AbortedTxn
 from .verify import TargetError
@@ -45,25 +45,26 @@ NEWEST_TIMESTAMP = "newestTimestamp"  # the newest batch timestamp in the partit
 
 
 class Transaction:
-    """One transaction of a producer: ``first_offset`` (base offset of its first transactional
-    data batch; None for a marker that ended no open transaction), ``first_timestamp`` (that
-    batch's max timestamp), ``producer_epoch`` (that batch's epoch), ``batches`` and
-    ``records`` (its data batches and their record count), then, once ended, ``marker`` (COMMIT
-    or ABORT), ``end_offset`` (the marker's offset), ``marker_epoch`` (the marker batch's
-    producer epoch), ``coordinator_epoch``, ``marker_timestamp`` and ``segment`` (the base
-    offset of the segment holding the marker). For an ABORT: ``in_txn_index`` (is it listed in
-    that segment's .txnindex; None when the .txnindex cannot be read) and ``txn_index_problem``
-    (what differs in the entry listed, or why the index could not be read). For an open one:
-    ``age_ms`` and ``lso_lag`` (offsets from its first offset to the log end offset), set by
-    the partition's report, and ``hanging`` (older than the threshold)."""
+    """One transaction of a producer in the partition ``directory``: ``first_offset`` (base
+    offset of its first transactional data batch; None for a marker that ended no open
+    transaction), ``first_timestamp`` (that batch's max timestamp), ``producer_epoch`` (that
+    batch's epoch, else the marker's), ``batches`` and ``records`` (its data batches and their
+    record count), then, once ended, ``marker`` (COMMIT or ABORT), ``end_offset`` (the marker's
+    offset), ``marker_epoch`` (the marker batch's producer epoch), ``coordinator_epoch``,
+    ``marker_timestamp`` and ``segment`` (the base offset of the segment holding the marker).
+    For an ABORT: ``in_txn_index`` (is it listed in that segment's .txnindex; None when the
+    .txnindex cannot be read) and ``txn_index_problem`` (what differs in the entry listed, or
+    why the index could not be read). For an open one: ``age_ms`` and ``lso_lag`` (offsets from
+    its first offset to the log end offset) and ``hanging`` (older than the threshold)."""
 
-    __slots__ = ("producer_id", "producer_epoch", "first_offset", "first_timestamp", "batches",
-                 "records", "marker", "end_offset", "marker_epoch", "coordinator_epoch",
-                 "marker_timestamp", "segment", "in_txn_index", "txn_index_problem", "age_ms",
-                 "lso_lag", "hanging")
+    __slots__ = ("directory", "producer_id", "producer_epoch", "first_offset", "first_timestamp",
+                 "batches", "records", "marker", "end_offset", "marker_epoch",
+                 "coordinator_epoch", "marker_timestamp", "segment", "in_txn_index",
+                 "txn_index_problem", "age_ms", "lso_lag", "hanging")
 
-    def __init__(self, producer_id: int, producer_epoch: int, first_offset: Optional[int],
-                 first_timestamp: Optional[int]) -> None:
+    def __init__(self, directory: str, producer_id: int, producer_epoch: int,
+                 first_offset: Optional[int], first_timestamp: Optional[int]) -> None:
+        self.directory = directory
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.first_offset = first_offset
@@ -99,72 +100,89 @@ class Transaction:
         return self.first_offset is None
 
 
-class PartitionTransactions:
-    """The transactions of one partition (``directory``), by producer id and epoch, then in
-    offset order (a marker that ended nothing at its own offset), with ``log_end_offset``,
-    ``last_stable_offset`` (the first offset of the earliest open transaction, else the log
-    end offset), ``newest_timestamp`` (the newest batch max timestamp, None without batches),
-    the ``reference_ms`` the ages of open transactions are measured from and where it comes
-    from (``reference_source``: NOW_GIVEN or NEWEST_TIMESTAMP), ``hanging_after_ms`` and
-    ``problems`` (one line each: invalid data passed over, an unreadable .txnindex)."""
+class PartitionSummary:
+    """What one partition (``directory``) holds, given after its transactions: how many were
+    committed, aborted (``missing_from_txn_index`` of them not in their .txnindex) and ended
+    nothing (``empty``), the ``open`` ones (``hanging`` of them), ``log_end_offset``,
+    ``last_stable_offset`` (the first offset of the earliest open transaction, else the log end
+    offset), ``newest_timestamp`` (the newest batch max timestamp, None without batches), the
+    ``reference_ms`` the ages are measured from and where it comes from (``reference_source``:
+    NOW_GIVEN or NEWEST_TIMESTAMP), ``hanging_after_ms`` and ``problems`` (how many Notes of
+    invalid data or unreadable .txnindex files were given)."""
 
-    __slots__ = ("directory", "transactions", "log_end_offset", "last_stable_offset",
-                 "newest_timestamp", "reference_ms", "reference_source", "hanging_after_ms",
-                 "problems")
+    __slots__ = ("directory", "committed", "aborted", "empty", "missing_from_txn_index", "open",
+                 "hanging", "log_end_offset", "last_stable_offset", "newest_timestamp",
+                 "reference_ms", "reference_source", "hanging_after_ms", "problems")
 
-    def __init__(self, directory: str, transactions: List[Transaction], log_end_offset: int,
-                 newest_timestamp: Optional[int], reference_ms: Optional[int],
-                 reference_source: str, hanging_after_ms: int, problems: List[str]) -> None:
+    def __init__(self, directory: str, hanging_after_ms: int) -> None:
         self.directory = directory
-        self.transactions = transactions
-        self.log_end_offset = log_end_offset
-        self.newest_timestamp = newest_timestamp
-        self.reference_ms = reference_ms
-        self.reference_source = reference_source
         self.hanging_after_ms = hanging_after_ms
-        self.problems = problems
-        firsts = [t.first_offset for t in self.open if t.first_offset is not None]
-        self.last_stable_offset = min(firsts, default=log_end_offset)
+        self.committed = self.aborted = self.empty = self.missing_from_txn_index = 0
+        self.open = self.hanging = self.problems = 0
+        self.log_end_offset = self.last_stable_offset = 0
+        self.newest_timestamp: Optional[int] = None
+        self.reference_ms: Optional[int] = None
+        self.reference_source = NEWEST_TIMESTAMP
 
     @property
-    def open(self) -> List[Transaction]:
-        return [t for t in self.transactions if t.marker is None]
-
-    @property
-    def hanging(self) -> List[Transaction]:
-        return [t for t in self.transactions if t.hanging]
+    def transactions(self) -> int:
+        return self.committed + self.aborted + self.empty + self.open
 
     @property
     def lso_lag(self) -> int:
         """How many offsets the open transactions hold the last stable offset back by."""
         return self.log_end_offset - self.last_stable_offset
 
-    def count(self, state: str) -> int:
-        return sum(1 for t in self.transactions if t.state == state and not t.empty)
 
-    @property
-    def missing_from_txn_index(self) -> List[Transaction]:
-        """The aborted transactions not listed in their segment's .txnindex."""
-        return [t for t in self.transactions if t.in_txn_index is False]
+Item = Union[Transaction, PartitionSummary, Note]
+
+
+class _TxnIndexOf:
+    """The .txnindex of the segment being read, loaded at its first ABORT marker:
+    {(producer id, last offset): entry}, or None when it cannot be read."""
+
+    def __init__(self) -> None:
+        self.base: Optional[int] = None
+        self.entries: Optional[Dict[Tuple[int, int], AbortedTxn]] = None
+        self.problem: Optional[str] = None
+
+    def load(self, segment: Segment) -> Optional[str]:
+        """Make ``segment``'s index the current one; returns why it cannot be read the first
+        time it is loaded, else None."""
+        if self.base == segment.base_offset:
+            return None
+        self.base = segment.base_offset
+        self.entries, self.problem = {}, None
+        if not os.path.exists(segment.txn_index_path):
+            return None
+        try:
+            self.entries = {(e.producer_id, e.last_offset): e
+                            for e in segment.txn_index().entries}
+        except (OSError, FileFormatError) as e:
+            self.entries = None
+            self.problem = "%s: cannot be read: %s" % (printable_name(segment.txn_index_path),
+                                                       getattr(e, "strerror", None) or e)
+            return self.problem
+        return None
 
 
 class _Scan:
     """The walk over one partition's batches (ProducerStateManager's view of them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, directory: str, hanging_after_ms: int) -> None:
+        self.summary = PartitionSummary(directory, hanging_after_ms)
         self.open: Dict[int, Transaction] = {}  # producer id -> its open transaction
-        self.done: List[Transaction] = []
         self.tracker = TxnTracker()  # the aborted transactions' index entries, as Kafka lists them
-        self.expected: Dict[Tuple[int, int], Tuple[int, int, int, int]] = {}
-        self.newest: Optional[int] = None
-        self.log_end: Optional[int] = None
-        self.problems: List[str] = []
+        self.index = _TxnIndexOf()
 
-    def batch(self, segment: Segment, batch: Batch, records: Optional[Records]) -> None:
+    def batch(self, segment: Segment, batch: Batch, records: Optional[Records]) -> Iterator[Item]:
+        """The transaction ``batch`` ends, if any, and what is wrong with it."""
+        summary = self.summary
         if batch.magic >= 2 and batch.max_timestamp >= 0:
-            self.newest = batch.max_timestamp if self.newest is None else max(self.newest,
-                                                                              batch.max_timestamp)
-        self.log_end = batch.last_offset + 1
+            summary.newest_timestamp = max(batch.max_timestamp, summary.newest_timestamp
+                                           if summary.newest_timestamp is not None
+                                           else batch.max_timestamp)
+        summary.log_end_offset = batch.last_offset + 1
         if not batch.is_transactional or batch.producer_id < 0:
             return
         pid = batch.producer_id
@@ -172,8 +190,8 @@ class _Scan:
             self.tracker.data(pid, batch.base_offset)
             txn = self.open.get(pid)
             if txn is None:
-                txn = self.open[pid] = Transaction(pid, batch.producer_epoch, batch.base_offset,
-                                                   batch.max_timestamp)
+                txn = self.open[pid] = Transaction(summary.directory, pid, batch.producer_epoch,
+                                                   batch.base_offset, batch.max_timestamp)
             txn.batches += 1
             txn.records += batch.count
             return
@@ -183,119 +201,114 @@ class _Scan:
             type_id = control.control_type(records.keys[0])
             if type_id not in (control.ABORT, control.COMMIT):
                 return
-            version, coordinator_epoch = control.end_txn_marker(records.values[0])
+            coordinator_epoch = control.end_txn_marker(records.values[0])[1]
         except CorruptRecordError as e:
-            self.problems.append("%s: the control batch at offset %d: %s"
-                                 % (printable_name(segment.log_path), batch.base_offset, e))
+            summary.problems += 1
+            yield Note("%s: the control batch at offset %d: %s"
+                       % (printable_name(segment.log_path), batch.base_offset, e), counted=True)
             return
-        entry = self.tracker.marker(pid, batch.base_offset, type_id == control.ABORT)
-        if entry is not None:
-            self.expected[(pid, batch.base_offset)] = entry
+        expected = self.tracker.marker(pid, batch.base_offset, type_id == control.ABORT)
         txn = self.open.pop(pid, None)
         if txn is None:
-            txn = Transaction(pid, batch.producer_epoch, None, None)
+            txn = Transaction(summary.directory, pid, batch.producer_epoch, None, None)
+            summary.empty += 1
+        elif type_id == control.ABORT:
+            summary.aborted += 1
+        else:
+            summary.committed += 1
         txn.marker = control.control_type_name(type_id)
         txn.end_offset = batch.base_offset
         txn.marker_epoch = batch.producer_epoch
         txn.coordinator_epoch = coordinator_epoch
         txn.marker_timestamp = records.timestamps[0]
         txn.segment = segment.base_offset
-        self.done.append(txn)
+        if expected is not None:
+            problem = self.index.load(segment)
+            if problem is not None:
+                summary.problems += 1
+                yield Note(problem, counted=True)
+            self._check_index(txn, expected)
+        yield txn
 
-
-def _index_entries(segment: Segment, problems: List[str]) -> Optional[Sequence[AbortedTxn]]:
-    """The entries of the segment's .txnindex (none when it has no file), or None (said in
-    ``problems``) when it cannot be read."""
-    if not os.path.exists(segment.txn_index_path):
-        return []
-    try:
-        return segment.txn_index().entries
-    except (OSError, FileFormatError) as e:
-        problems.append("%s: cannot be read: %s" % (printable_name(segment.txn_index_path),
-                                                      getattr(e, "strerror", None) or e))
-        return None
-
-
-def _check_index(txns: List[Transaction], segments: List[Segment],
-                 expected: Dict[Tuple[int, int], Tuple[int, int, int, int]],
-                 problems: List[str]) -> None:
-    """Set ``in_txn_index`` of every aborted transaction: is its entry (producer id, marker
-    offset) in the .txnindex of the segment holding its marker, and as the broker writes it?"""
-    by_segment: Dict[Optional[int], Optional[Dict[Tuple[int, int], AbortedTxn]]] = {}
-    for segment in segments:
-        if any(t.segment == segment.base_offset and t.marker == ABORT for t in txns):
-            entries = _index_entries(segment, problems)
-            by_segment[segment.base_offset] = None if entries is None else {
-                (e.producer_id, e.last_offset): e for e in entries}
-    for t in txns:
-        base, end = t.segment, t.end_offset
-        if t.marker != ABORT or t.empty or base is None or end is None:
-            continue
-        listed = by_segment.get(base)
-        if listed is None:
-            t.txn_index_problem = "the .txnindex cannot be read"
-            continue
-        entry = listed.get((t.producer_id, end))
-        t.in_txn_index = entry is not None
-        want = expected.get((t.producer_id, end))
-        if entry is not None and want is not None:
-            wrong = ["%s %d (expected %d)" % (name, got, exp) for name, got, exp in
-                     (("firstOffset", entry.first_offset, want[1]),
-                      ("lastStableOffset", entry.last_stable_offset, want[3]))
-                     if got != exp]
+    def _check_index(self, txn: Transaction, expected: Tuple[int, int, int, int]) -> None:
+        """Is the aborted ``txn`` listed in the .txnindex of its marker's segment, as the
+        broker writes it (``expected``: producer id, first, last and last stable offset)?"""
+        entries = self.index.entries
+        if entries is None:
+            txn.txn_index_problem = "the .txnindex cannot be read"
+            return
+        entry = entries.get((expected[0], expected[2]))
+        txn.in_txn_index = entry is not None
+        if entry is not None:
+            wrong = ["%s %d (expected %d)" % (name, got, want) for name, got, want in
+                     (("firstOffset", entry.first_offset, expected[1]),
+                      ("lastStableOffset", entry.last_stable_offset, expected[3]))
+                     if got != want]
             if wrong:
-                t.txn_index_problem = "listed with " + ", ".join(wrong)
+                txn.txn_index_problem = "listed with " + ", ".join(wrong)
+        else:
+            self.summary.missing_from_txn_index += 1
+
+    def finish(self, segments: List[Segment], now: Optional[int]) -> Iterator[Item]:
+        """The open transactions, in the order they began, then the summary."""
+        summary = self.summary
+        if summary.log_end_offset == 0 and segments:
+            summary.log_end_offset = segments[-1].base_offset or 0  # no batch: an empty log
+        if now is not None:
+            summary.reference_ms, summary.reference_source = now, NOW_GIVEN
+        else:
+            summary.reference_ms = summary.newest_timestamp
+        reference = summary.reference_ms
+        summary.last_stable_offset = summary.log_end_offset
+        for t in sorted(self.open.values(), key=lambda t: t.first_offset or 0):
+            first = t.first_offset if t.first_offset is not None else summary.log_end_offset
+            summary.open += 1
+            summary.last_stable_offset = min(summary.last_stable_offset, first)
+            t.lso_lag = summary.log_end_offset - first
+            if reference is not None and t.first_timestamp is not None and t.first_timestamp >= 0:
+                t.age_ms = reference - t.first_timestamp
+                t.hanging = t.age_ms > summary.hanging_after_ms
+                summary.hanging += t.hanging
+            yield t
+        yield summary
 
 
 def partition_transactions(directory: str, now: Optional[int] = None,
                            hanging_after_ms: int = DEFAULT_HANGING_AFTER_MS,
-                           max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-                           ) -> PartitionTransactions:
-    """The transactions of the partition in ``directory``. The ages of open transactions are
-    measured from ``now`` (epoch ms) or, when None, from the newest batch timestamp in the
-    partition, back to the max timestamp of their first batch; one is hanging when its age is
-    above ``hanging_after_ms``. Invalid data (a batch whose CRC fails, bytes that are no batch)
-    is passed over and said in ``problems``. Raises OSError when a file cannot be read."""
-    partition = Partition(directory)
-    segments = partition.segments()
-    scan = _Scan()
+                           max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Iterator[Item]:
+    """The transactions of the partition in ``directory``, in bounded memory: each ended
+    transaction (Transaction) as its marker is met, in log order, then the open ones in the
+    order they began, then the PartitionSummary; a Note, as it is met, for invalid data (a
+    batch whose CRC fails, bytes that are no batch: passed over) and for a .txnindex that
+    cannot be read. The ages of open transactions are measured from ``now`` (epoch ms) or, when
+    None, from the newest batch timestamp in the partition, back to the max timestamp of their
+    first batch; one is hanging when its age is above ``hanging_after_ms``. Raises OSError when
+    a segment cannot be read."""
+    segments = Partition(directory).segments()
+    scan = _Scan(directory, hanging_after_ms)
     for segment, event in segment_events(segments, records=True, valid_only=True,
                                          max_message_size=max_message_size):
         if isinstance(event, BatchRead):
             if not event.first:
                 continue
             if event.batch.is_valid:
-                scan.batch(segment, event.batch, event.records)
+                yield from scan.batch(segment, event.batch, event.records)
             else:
-                scan.problems.append("%s: the batch at position %d (offset %d): its CRC does not "
-                                     "match its bytes; passed over"
-                                     % (printable_name(segment.log_path), event.batch.position,
-                                        event.batch.base_offset))
+                scan.summary.problems += 1
+                yield Note("%s: the batch at position %d (offset %d): its CRC does not match "
+                           "its bytes; passed over" % (printable_name(segment.log_path),
+                                                       event.batch.position,
+                                                       event.batch.base_offset), counted=True)
         elif event.counted:
-            scan.problems.append(problem_text(segment.log_path, event))
-    txns = scan.done + list(scan.open.values())
-    _check_index(txns, segments, scan.expected, scan.problems)
-    log_end: int = (scan.log_end if scan.log_end is not None
-                    else (segments[-1].base_offset or 0) if segments else 0)
-    source = NOW_GIVEN if now is not None else NEWEST_TIMESTAMP
-    reference = now if now is not None else scan.newest
-    for t in scan.open.values():
-        assert t.first_offset is not None
-        t.lso_lag = log_end - t.first_offset
-        if reference is not None and t.first_timestamp is not None and t.first_timestamp >= 0:
-            t.age_ms = reference - t.first_timestamp
-            t.hanging = t.age_ms > hanging_after_ms
-    # per producer id and epoch, in offset order
-    txns.sort(key=lambda t: (t.producer_id, t.producer_epoch,
-                             t.first_offset if t.first_offset is not None else t.end_offset or 0))
-    return PartitionTransactions(directory, txns, log_end, scan.newest, reference, source,
-                                 hanging_after_ms, scan.problems)
+            scan.summary.problems += 1
+            yield Note(problem_text(segment.log_path, event), counted=True)
+    yield from scan.finish(segments, now)
 
 
 def transactions_of(path: str, now: Optional[int] = None,
                     hanging_after_ms: int = DEFAULT_HANGING_AFTER_MS,
                     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-                    ) -> Iterator[Union[PartitionTransactions, TargetError]]:
+                    ) -> Iterator[Union[Item, TargetError]]:
     """partition_transactions for every partition ``path`` stands for (a .log file's
     partition, a partition directory, every partition of a log directory), and a TargetError
     for what cannot be read (the other partitions are still read). Raises UsageError for a
@@ -310,6 +323,6 @@ def transactions_of(path: str, now: Optional[int] = None,
         yield TargetError(where, error)
     for directory in directories:
         try:
-            yield partition_transactions(directory, now, hanging_after_ms, max_message_size)
+            yield from partition_transactions(directory, now, hanging_after_ms, max_message_size)
         except (OSError, KafkalogError) as e:
             yield TargetError(directory, e)
