@@ -308,3 +308,23 @@ def test_library_streams_each_transaction_as_its_marker_is_met(partition):
     os.rename(os.path.join(partition, "later"), os.path.join(partition, "%020d.log" % 10))
     rest = list(partition_transactions(str(partition)))
     assert isinstance(rest[-1], PartitionSummary) and rest[-1].transactions == 6
+
+
+def test_unreadable_txnindex_is_said(partition):
+    """A .txnindex the broker could not read (an entry whose version byte is 1: AbortedTxn
+    throws) is said on stderr; its ABORTs are neither listed nor missing."""
+    path = os.path.join(partition, "%020d.txnindex" % 0)
+    data = bytearray(ig.encode_txn_index([ig.AbortedTxn(2000, 3, 8, 6)]))
+    data[0] = 1
+    ig.write_file(path, bytes(data))
+    code, out, err = run("--format", "json", partition)
+    assert code == 0
+    assert len(err.splitlines()) == 1 and "%020d.txnindex" % 0 in err
+    txns = _by_first(json_lines(out))
+    for key in ((2000, 3, 8), (1000, 6, 9)):
+        assert txns[key]["inTxnIndex"] is None and "cannot be read" in txns[key]["txnIndexProblem"]
+    assert txns[(3000, 10, 12)]["inTxnIndex"] is True  # the other segment's index is fine
+    assert json_lines(out)[-1]["problems"] == 1
+    code, out, err = run(partition)
+    assert "producer 5000 epoch 1: COMMIT marker at offset 16 (coordinator epoch 3) with no " \
+        "open transaction" in out
