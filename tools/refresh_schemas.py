@@ -52,6 +52,10 @@ RAFT_CONTROL = {
     6: ("KRAFT_VOTERS", "VotersRecord"),
 }
 
+# The consumer protocol's subscription and assignment, which DumpLogSegments' offsets decoder
+# expands inside GroupMetadataValue members of "consumer" groups.
+CONSUMER_PROTOCOL = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")
+
 INTS = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
 PRIMITIVES = INTS | {"float64", "bool", "string", "bytes", "uuid", "records"}
 
@@ -185,7 +189,7 @@ def build(list_dir: Callable[[str], list[str]], read: Callable[[str], str], out_
     messages: dict[str, dict[str, Any]] = {}
     index: dict[str, Any] = {"source": source, "metadata": {}, "raftControl": {},
                              "coordinators": {"group": {}, "transaction": {}, "share": {}}}
-    wanted_clients = {m for _, m in RAFT_CONTROL.values()}
+    wanted_clients = {m for _, m in RAFT_CONTROL.values()} | set(CONSUMER_PROTOCOL)
     for group, path in DIRS.items():
         for name in sorted(list_dir(path)):
             if not name.endswith(".json"):

@@ -311,7 +311,8 @@ def _struct(fields: list[dict[str, Any]], version: int, flexible: bool) -> Reade
     plain: list[tuple[str, Reader]] = []
     tagged: dict[int, tuple[str, Reader, Any]] = {}
     for f in fields:
-        if not _within(f["versions"], version):
+        # a field declared with taggedVersions only exists at those versions (FieldSpec)
+        if not _within(f["versions"] or f["tagged"], version):
             continue
         reader = _field_reader(f, version, flexible)
         if _within(f["tagged"], version):

@@ -1,0 +1,201 @@
+"""Keys and values of Kafka's internal topics, as kafka-dump-log's decoders show them
+(DumpLogSegments' OffsetsMessageParser, TransactionLogMessageParser,
+ShareGroupStateMessageParser).
+
+The framing is the coordinators' (CoordinatorRecordSerde): a key is an int16 record type (the
+key's version in older files) then the key struct; a value an int16 version then the value
+struct; a null value is a tombstone. The structs themselves are read by ``format.schema``.
+
+A parser takes a record's key and value (bytes, memoryview or None) and its offset and returns
+``(key, payload)``: each None (nothing shown) or a ``Decoded``: the ``text`` kafka-dump-log
+prints, the ``json`` value JSON output embeds (the decoded struct as an object, never a string
+of JSON; ``<DELETE>`` for a tombstone), and ``error`` (True: ``text`` is Kafka's per-record
+error text, and ``json`` that text). An unknown type or version, or bytes that do not decode,
+is such an error, never an exception. Pure functions over bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import struct
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
+
+from . import schema
+from .errors import CorruptRecordError
+
+Bytes = Union[bytes, bytearray, memoryview]
+
+DELETE = "<DELETE>"  # a tombstone's payload, as the decoders print it
+CONSUMER_PROTOCOL_TYPE = "consumer"  # ConsumerProtocol.PROTOCOL_TYPE
+
+# TransactionState ids and names (TransactionMetadata's TransactionState objects).
+TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+                      "CompleteAbort", "Dead", "PrepareEpochFence")
+
+
+class Decoded(NamedTuple):
+    """A decoded key or payload: ``text`` as kafka-dump-log prints it, ``json`` for JSON output,
+    ``error``: it says why the bytes could not be decoded."""
+
+    text: str
+    json: Any
+    error: bool = False
+
+
+Parsed = Tuple[Optional[Decoded], Optional[Decoded]]
+Parser = Callable[[Optional[Bytes], Optional[Bytes], int], Parsed]
+
+
+def _struct(value: Dict[str, Any]) -> Decoded:
+    return Decoded(schema.json_text(value), value)
+
+
+def _error(text: str) -> Decoded:
+    return Decoded(text, text, error=True)
+
+
+class _UnknownType(Exception):
+    def __init__(self, record_type: int) -> None:
+        super().__init__(record_type)
+        self.record_type = record_type
+
+
+def _version(data: bytes, name: str) -> int:
+    if len(data) < 2:
+        raise CorruptRecordError("Could not read version from %s's buffer." % name)
+    version: int = struct.unpack_from(">h", data, 0)[0]
+    return version
+
+
+def _read(message: str, version: int, data: bytes, name: str) -> Dict[str, Any]:
+    """The struct after the int16 (CoordinatorRecordSerde.readMessage's error text)."""
+    try:
+        return schema.decode(message, version, data, 2)[0]
+    except CorruptRecordError as e:
+        raise CorruptRecordError("Could not read record with version %d from %s's buffer due "
+                                 "to: %s." % (version, name, e)) from None
+
+
+Struct = Dict[str, Any]
+
+
+def _coordinator_record(coordinator: str, key: bytes, value: Optional[bytes]
+                        ) -> Tuple[str, int, Struct, Optional[Tuple[str, int, Struct]]]:
+    """CoordinatorRecordSerde.deserialize: (key message, record type, key struct, and the value
+    as (message, version, struct) or None for a tombstone)."""
+    record_type = _version(key, "key")
+    messages = schema.coordinator_messages(coordinator, record_type)
+    if messages is None:
+        raise _UnknownType(record_type)
+    key_message, value_message = messages
+    key_struct = _read(key_message, record_type, key, "key")
+    if value is None:
+        return key_message, record_type, key_struct, None
+    version = _version(value, "value")
+    return key_message, record_type, key_struct, (value_message, version,
+                                                  _read(value_message, version, value, "value"))
+
+
+def _expand_consumer_protocol(value: Dict[str, Any]) -> None:
+    """DumpLogSegments.prepareGroupMetadataValue: in a "consumer" group, each member's
+    subscription and assignment bytes replaced by their ConsumerProtocolSubscription and
+    ConsumerProtocolAssignment (an int16 version, then the struct), where they decode; bytes
+    that do not stay as they are."""
+    if value.get("protocolType") != CONSUMER_PROTOCOL_TYPE:
+        return
+    for member in value.get("members") or ():
+        for field, message in (("subscription", "ConsumerProtocolSubscription"),
+                               ("assignment", "ConsumerProtocolAssignment")):
+            encoded = member.get(field)
+            if not isinstance(encoded, str):
+                continue
+            try:
+                raw = base64.b64decode(encoded, validate=True)
+                member[field] = schema.decode(message, _version(raw, field), raw, 2)[0]
+            except (CorruptRecordError, binascii.Error, ValueError):
+                pass  # kept as the bytes were, as Kafka's tool does
+
+
+def _coordinator_parser(coordinator: str, topic: str, key_label: str, value_label: str,
+                        expand: bool) -> Parser:
+    """OffsetsMessageParser and ShareGroupStateMessageParser: key ``{"type":"<t>","data":..}``,
+    value ``{"<value_label>":"<v>","data":..}`` or <DELETE>."""
+
+    def parse(key: Optional[Bytes], value: Optional[Bytes], offset: int) -> Parsed:
+        if key is None:
+            return _error("Failed to decode message at offset %d using %s decoder (message had "
+                          "a missing key)" % (offset, topic)), None
+        try:
+            _, record_type, key_struct, read = _coordinator_record(
+                coordinator, bytes(key), None if value is None else bytes(value))
+        except _UnknownType as e:
+            return _error("Unknown record type %d at offset %d, skipping."
+                          % (e.record_type, offset)), None
+        except CorruptRecordError as e:
+            return _error("Error at offset %d, skipping. %s" % (offset, e)), None
+        key_out = _struct({key_label: str(record_type), "data": key_struct})
+        if read is None:
+            return key_out, Decoded(DELETE, DELETE)
+        value_message, version, value_struct = read
+        if expand and value_message == "GroupMetadataValue":
+            _expand_consumer_protocol(value_struct)
+        return key_out, _struct({value_label: str(version), "data": value_struct})
+
+    return parse
+
+
+parse_offsets = _coordinator_parser("group", "offset topic", "type", "version", expand=True)
+# The share group state parser labels the value's version "type" too (DumpLogSegments).
+parse_share_group_state = _coordinator_parser("share", "share group state topic", "type", "type",
+                                              expand=False)
+
+
+def parse_transaction_log(key: Optional[Bytes], value: Optional[Bytes], offset: int) -> Parsed:
+    """TransactionLog.formatRecordKeyAndValue: key
+    ``transaction_metadata::transactionalId=<id>``, value ``producerId:<p>,producerEpoch:<e>,
+    state=<State>,partitions=[<topic>-<n>,...],txnLastUpdateTimestamp=<ms>,txnTimeoutMs=<ms>``
+    or <DELETE>; a key version Kafka does not know is ``unknown::version=<v>``. In JSON: the
+    key and value structs with the version, the state's name and the partitions."""
+    if key is None:
+        return _error("Failed to decode message at offset %d using transaction log decoder "
+                      "(message had a missing key)" % offset), None
+    try:
+        raw_key = bytes(key)
+        key_version = _version(raw_key, "key")
+        lo, hi = schema.valid_versions("TransactionLogKey")
+        if not lo <= key_version <= hi:
+            return _error("unknown::version=%d" % key_version), None
+        key_struct = _read("TransactionLogKey", key_version, raw_key, "key")
+        txn_id = key_struct["transactionalId"]
+        key_out = Decoded("transaction_metadata::transactionalId=%s" % txn_id,
+                          {"version": key_version, "transactionalId": txn_id})
+        if value is None:
+            return key_out, Decoded(DELETE, DELETE)
+        raw_value = bytes(value)
+        version = _version(raw_value, "value")
+        data = _read("TransactionLogValue", version, raw_value, "value")
+        status = data["transactionStatus"]
+        if not 0 <= status < len(TRANSACTION_STATES):
+            raise CorruptRecordError("Unknown transaction state id %d from the transaction status "
+                                     "message" % status)
+    except CorruptRecordError as e:
+        return _error("Error at offset %d, skipping. %s" % (offset, e)), None
+    state = TRANSACTION_STATES[status]
+    partitions = [] if state == "Empty" else [
+        "%s-%d" % (tp["topic"], p) for tp in data.get("transactionPartitions") or ()
+        for p in tp["partitionIds"]]
+    text = ("producerId:%d,producerEpoch:%d,state=%s,partitions=[%s],txnLastUpdateTimestamp=%d,"
+            "txnTimeoutMs=%d" % (data["producerId"], data["producerEpoch"], state,
+                                 ",".join(partitions), data["transactionLastUpdateTimestampMs"],
+                                 data["transactionTimeoutMs"]))
+    return key_out, Decoded(text, {"version": version, "state": state, "partitions": partitions,
+                                   "data": data})
+
+
+# The coordinators' decoders by option name (--offsets-decoder...).
+PARSERS: Dict[str, Parser] = {
+    "offsets": parse_offsets,
+    "transaction-log": parse_transaction_log,
+    "share-group-state": parse_share_group_state,
+}

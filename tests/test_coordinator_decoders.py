@@ -1,0 +1,357 @@
+"""The decoders of the coordinators' topics: `dump --offsets-decoder` (__consumer_offsets),
+`--transaction-log-decoder` (__transaction_state), `--share-group-state-decoder`
+(__share_group_state), as DumpLogSegments' OffsetsMessageParser, TransactionLog
+.formatRecordKeyAndValue and ShareGroupStateMessageParser print them, and as JSON objects.
+
+Keys and values are encoded here by hand from Kafka's message definitions (the copies in
+tests/data/kafka-messages: OffsetCommitKey/Value, GroupMetadataKey/Value, TransactionLogKey/
+Value, ShareSnapshotKey/Value; ConsumerProtocolSubscription/Assignment from clients/) with the
+coordinators' framing (CoordinatorRecordSerde: int16 record type or version, then the struct),
+every key and value version; the expected output is written from the values put in. Nothing here
+encodes with kafkalog_cli's code.
+"""
+
+import base64
+import json
+import struct
+import uuid
+
+import pytest
+
+from kafkalog_cli.format import coordinator
+
+T0 = 1700000000000
+
+
+# -- an encoder of Kafka's message layouts (non-flexible and flexible versions) -----------------
+
+def uvarint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def i8(n):
+    return struct.pack(">b", n)
+
+
+def i16(n):
+    return struct.pack(">h", n)
+
+
+def i32(n):
+    return struct.pack(">i", n)
+
+
+def i64(n):
+    return struct.pack(">q", n)
+
+
+def string(s, flexible=False):
+    if s is None:
+        return uvarint(0) if flexible else i16(-1)
+    b = s.encode("utf-8")
+    return uvarint(len(b) + 1) + b if flexible else i16(len(b)) + b
+
+
+def blob(b, flexible=False):
+    if b is None:
+        return uvarint(0) if flexible else i32(-1)
+    return uvarint(len(b) + 1) + b if flexible else i32(len(b)) + b
+
+
+def array(items, flexible=False):
+    if items is None:
+        return uvarint(0) if flexible else i32(-1)
+    items = list(items)
+    return (uvarint(len(items) + 1) if flexible else i32(len(items))) + b"".join(items)
+
+
+def tagged(fields=()):
+    """A tagged-field section: (tag, bytes) pairs in tag order."""
+    return uvarint(len(fields)) + b"".join(uvarint(t) + uvarint(len(b)) + b for t, b in fields)
+
+
+def java_uuid(u):
+    """Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(u).decode("ascii").rstrip("=")
+
+
+# -- __consumer_offsets -----------------------------------------------------------------------
+
+def offset_commit_key(record_type, group, topic, partition):
+    """OffsetCommitKey (versions 0-1; the key's version is its record type)."""
+    return i16(record_type) + string(group) + string(topic) + i32(partition)
+
+
+def offset_commit_value(version, offset, metadata, commit_ts, leader_epoch=-1, expire_ts=-1):
+    """OffsetCommitValue v0-v4 (flexible from 4): offset, leaderEpoch (3+), metadata,
+    commitTimestamp, expireTimestamp (1 only)."""
+    flex = version >= 4
+    out = i16(version) + i64(offset)
+    if version >= 3:
+        out += i32(leader_epoch)
+    out += string(metadata, flex) + i64(commit_ts)
+    if version == 1:
+        out += i64(expire_ts)
+    if flex:
+        out += tagged()
+    return out
+
+
+def expected_offset_commit_value(version, offset, metadata, commit_ts, leader_epoch=-1,
+                                 expire_ts=-1):
+    data = {"offset": offset}
+    if version >= 3:
+        data["leaderEpoch"] = leader_epoch
+    data["metadata"] = metadata
+    data["commitTimestamp"] = commit_ts
+    if version == 1:
+        data["expireTimestamp"] = expire_ts
+    return {"version": str(version), "data": data}
+
+
+def subscription(version, topics, user_data=None, owned=(), generation=-1, rack=None):
+    """ConsumerProtocolSubscription v0-3 (never flexible), with its int16 version first."""
+    out = i16(version) + array(string(t) for t in topics) + blob(user_data)
+    if version >= 1:
+        out += array(string(t) + array(i32(p) for p in ps) for t, ps in owned)
+    if version >= 2:
+        out += i32(generation)
+    if version >= 3:
+        out += string(rack)
+    return out
+
+
+def assignment(version, partitions, user_data=None):
+    """ConsumerProtocolAssignment v0-3, with its int16 version first."""
+    return (i16(version) + array(string(t) + array(i32(p) for p in ps) for t, ps in partitions)
+            + blob(user_data))
+
+
+MEMBER = dict(member_id="consumer-1-abc", instance_id="static-1", client_id="consumer-1",
+              client_host="/10.0.0.7", rebalance_timeout=300000, session_timeout=45000)
+
+
+def group_metadata_value(version, protocol_type, members, generation=5, protocol="range",
+                         leader="consumer-1-abc", state_ts=T0):
+    """GroupMetadataValue v0-v4 (flexible from 4); members as (subscription, assignment)."""
+    flex = version >= 4
+    out = i16(version) + string(protocol_type, flex) + i32(generation) + string(protocol, flex)
+    out += string(leader, flex)
+    if version >= 2:
+        out += i64(state_ts)
+    body = []
+    for sub, assign in members:
+        m = string(MEMBER["member_id"], flex)
+        if version >= 3:
+            m += string(MEMBER["instance_id"], flex)
+        m += string(MEMBER["client_id"], flex) + string(MEMBER["client_host"], flex)
+        if version >= 1:
+            m += i32(MEMBER["rebalance_timeout"])
+        m += i32(MEMBER["session_timeout"]) + blob(sub, flex) + blob(assign, flex)
+        if flex:
+            m += tagged()
+        body.append(m)
+    out += array(body, flex)
+    if flex:
+        out += tagged()
+    return out
+
+
+def expected_member(version, sub, assign):
+    m = {"memberId": MEMBER["member_id"]}
+    if version >= 3:
+        m["groupInstanceId"] = MEMBER["instance_id"]
+    m["clientId"] = MEMBER["client_id"]
+    m["clientHost"] = MEMBER["client_host"]
+    if version >= 1:
+        m["rebalanceTimeout"] = MEMBER["rebalance_timeout"]
+    m["sessionTimeout"] = MEMBER["session_timeout"]
+    m["subscription"] = sub
+    m["assignment"] = assign
+    return m
+
+
+def expected_group_value(version, protocol_type, members, generation=5, protocol="range",
+                         leader="consumer-1-abc", state_ts=T0):
+    data = {"protocolType": protocol_type, "generation": generation, "protocol": protocol,
+            "leader": leader}
+    if version >= 2:
+        data["currentStateTimestamp"] = state_ts
+    data["members"] = [expected_member(version, s, a) for s, a in members]
+    return {"version": str(version), "data": data}
+
+
+def b64(b):
+    return base64.b64encode(b).decode("ascii")
+
+
+def parse_json(decoded):
+    assert decoded is not None and not decoded.error, decoded
+    assert json.loads(decoded.text) == decoded.json  # the text is the same object, compact
+    assert ": " not in decoded.text.replace('": "', "")  # compact (Jackson) separators
+    return decoded.json
+
+
+@pytest.mark.parametrize("record_type", [0, 1])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_offset_commit_every_key_and_value_version(record_type, version):
+    key = offset_commit_key(record_type, "my-group", "orders", 7)
+    args = (version, 123456789012, "meta ✓", T0, 9, T0 + 86400000)
+    k, v = coordinator.parse_offsets(key, offset_commit_value(*args), 42)
+    assert parse_json(k) == {"type": str(record_type),
+                             "data": {"group": "my-group", "topic": "orders", "partition": 7}}
+    assert parse_json(v) == expected_offset_commit_value(*args)
+
+
+def test_offset_commit_tombstone():
+    k, v = coordinator.parse_offsets(offset_commit_key(1, "g", "t", 0), None, 3)
+    assert json.loads(k.text)["data"] == {"group": "g", "topic": "t", "partition": 0}
+    assert (v.text, v.json, v.error) == ("<DELETE>", "<DELETE>", False)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("sub_version", [0, 1, 2, 3])
+def test_group_metadata_every_version_consumer_protocol_expanded(version, sub_version):
+    sub = subscription(sub_version, ["orders", "payments"], b"\x01\x02",
+                       owned=[("orders", [0, 2])], generation=4, rack="rack-a")
+    assign = assignment(min(sub_version, 3), [("orders", [0, 1]), ("payments", [3])], None)
+    key = i16(2) + string("my-group")
+    k, v = coordinator.parse_offsets(key, group_metadata_value(version, "consumer",
+                                                               [(sub, assign)]), 5)
+    assert parse_json(k) == {"type": "2", "data": {"group": "my-group"}}
+    exp_sub = {"topics": ["orders", "payments"], "userData": b64(b"\x01\x02")}
+    if sub_version >= 1:
+        exp_sub["ownedPartitions"] = [{"topic": "orders", "partitions": [0, 2]}]
+    if sub_version >= 2:
+        exp_sub["generationId"] = 4
+    if sub_version >= 3:
+        exp_sub["rackId"] = "rack-a"
+    exp_assign = {"assignedPartitions": [{"topic": "orders", "partitions": [0, 1]},
+                                         {"topic": "payments", "partitions": [3]}],
+                  "userData": None}
+    assert parse_json(v) == expected_group_value(version, "consumer", [(exp_sub, exp_assign)])
+
+
+def test_group_metadata_other_protocol_type_keeps_bytes():
+    """Subscriptions are expanded only for protocolType "consumer" (a Connect group's are
+    not consumer-protocol bytes)."""
+    sub = subscription(0, ["orders"])
+    assign = assignment(0, [("orders", [0])])
+    k, v = coordinator.parse_offsets(i16(2) + string("connect-cluster"),
+                                     group_metadata_value(3, "connect", [(sub, assign)]), 5)
+    assert parse_json(v) == expected_group_value(3, "connect", [(b64(sub), b64(assign))])
+
+
+def test_group_metadata_consumer_bytes_that_do_not_decode_stay_bytes():
+    sub = b"\x00\x00\x00\x00\x00\x05ab"  # an array of 5 topics, cut short
+    assign = i16(9) + b"\x00"  # a version the consumer protocol does not have
+    _, v = coordinator.parse_offsets(i16(2) + string("g"),
+                                     group_metadata_value(4, "consumer", [(sub, assign)]), 5)
+    assert parse_json(v) == expected_group_value(4, "consumer", [(b64(sub), b64(assign))])
+
+
+def test_new_coordinator_record_types_by_type_id():
+    """The consumer-group records of the new coordinator: ConsumerGroupMetadataKey (type 3,
+    GroupId), ConsumerGroupMetadataValue v0 (flexible: Epoch int32, tagged fields)."""
+    key = i16(3) + string("cg", flexible=False)
+    value = i16(0) + i32(17) + tagged()
+    k, v = coordinator.parse_offsets(key, value, 8)
+    assert parse_json(k) == {"type": "3", "data": {"groupId": "cg"}}
+    assert parse_json(v) == {"version": "0", "data": {"epoch": 17}}
+
+
+def test_unknown_record_type_and_errors():
+    k, v = coordinator.parse_offsets(i16(99) + b"xx", b"\x00\x00", 77)
+    assert (k.text, k.error, v) == ("Unknown record type 99 at offset 77, skipping.", True, None)
+    k, v = coordinator.parse_offsets(offset_commit_key(1, "g", "t", 0)[:6], None, 78)
+    assert k.error and v is None
+    assert k.text.startswith("Error at offset 78, skipping. Could not read record with version 1 "
+                             "from key's buffer due to: ")
+    k, v = coordinator.parse_offsets(offset_commit_key(1, "g", "t", 0), b"\x00", 79)
+    assert k.text == "Error at offset 79, skipping. Could not read version from value's buffer."
+    k, v = coordinator.parse_offsets(offset_commit_key(1, "g", "t", 0), i16(9) + b"\x00" * 30, 80)
+    assert k.error and "version 9" in k.text and v is None
+    k, v = coordinator.parse_offsets(None, b"\x00", 81)
+    assert k.error and "offset 81" in k.text and "missing key" in k.text and v is None
+
+
+# -- __transaction_state ----------------------------------------------------------------------
+
+def txn_value(version, producer_id, epoch, timeout, status, partitions, last_update, start,
+              previous=-1, nxt=-1, client_version=0):
+    """TransactionLogValue v0-v1 (flexible from 1, with tagged PreviousProducerId (0),
+    NextProducerId (1), ClientTransactionVersion (2) written only when not the default)."""
+    flex = version >= 1
+    parts = None if partitions is None else [string(t, flex) + array((i32(p) for p in ps), flex)
+                                             + (tagged() if flex else b"")
+                                             for t, ps in partitions]
+    out = (i16(version) + i64(producer_id) + i16(epoch) + i32(timeout) + i8(status)
+           + array(parts, flex) + i64(last_update) + i64(start))
+    if flex:
+        fields = [(tag, b) for tag, b, default in ((0, i64(previous), previous == -1),
+                                                   (1, i64(nxt), nxt == -1),
+                                                   (2, i16(client_version), client_version == 0))
+                  if not default]
+        out += tagged(fields)
+    return out
+
+
+STATES = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+          "Dead", "PrepareEpochFence"]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("status", range(8))
+def test_transaction_log_every_version_and_state(version, status):
+    key = i16(0) + string("txn-app-1")
+    value = txn_value(version, 4001, 3, 60000, status, [("orders", [0, 2]), ("audit", [1])],
+                      T0 + 5, T0, previous=4000 if version else -1, client_version=2 * version)
+    k, v = coordinator.parse_transaction_log(key, value, 10)
+    assert k.text == "transaction_metadata::transactionalId=txn-app-1"
+    assert k.json == {"version": 0, "transactionalId": "txn-app-1"}
+    parts = "" if STATES[status] == "Empty" else "orders-0,orders-2,audit-1"
+    assert v.text == ("producerId:4001,producerEpoch:3,state=%s,partitions=[%s],"
+                      "txnLastUpdateTimestamp=%d,txnTimeoutMs=60000" % (STATES[status], parts,
+                                                                        T0 + 5))
+    assert v.json["state"] == STATES[status]
+    assert v.json["partitions"] == (parts.split(",") if parts else [])
+    data = v.json["data"]
+    assert (data["producerId"], data["producerEpoch"], data["transactionTimeoutMs"],
+            data["transactionStatus"], data["transactionStartTimestampMs"]) == (
+        4001, 3, 60000, status, T0)
+    if version:
+        # tagged fields only when they differ from their default
+        assert data["previousProducerId"] == 4000 and data["clientTransactionVersion"] == 2
+        assert "nextProducerId" not in data
+    else:
+        assert "previousProducerId" not in data
+
+
+def test_transaction_log_tombstone_unknown_key_and_errors():
+    k, v = coordinator.parse_transaction_log(i16(0) + string("t"), None, 1)
+    assert (k.text, v.text) == ("transaction_metadata::transactionalId=t", "<DELETE>")
+    k, v = coordinator.parse_transaction_log(i16(5) + string("t"), b"\x00\x00", 2)
+    assert (k.text, v) == ("unknown::version=5", None)
+    k, v = coordinator.parse_transaction_log(i16(0) + string("t"),
+                                             txn_value(0, 1, 0, 1, 12, [], 0, 0), 3)
+    assert k.error and k.text.startswith("Error at offset 3, skipping. ") and v is None
+    k, v = coordinator.parse_transaction_log(i16(0) + string("t"), i16(7) + b"\x00" * 40, 4)
+    assert k.error and "version 7" in k.text and v is None
+
+
+# -- __share_group_state ----------------------------------------------------------------------
+
+def test_share_snapshot_key_and_tombstone():
+    topic = uuid.UUID("1b4e28ba-2fa1-11d2-883f-0016d3cca427").bytes
+    key = i16(0) + string("sg") + topic + i32(4)
+    k, v = coordinator.parse_share_group_state(key, None, 9)
+    assert parse_json(k) == {"type": "0", "data": {"groupId": "sg", "topicId": java_uuid(topic),
+                                                   "partition": 4}}
+    assert v.text == "<DELETE>"
+    k, v = coordinator.parse_share_group_state(i16(7), None, 10)
+    assert k.text == "Unknown record type 7 at offset 10, skipping." and v is None
