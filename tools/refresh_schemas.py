@@ -154,7 +154,7 @@ def convert_fields(fields: list[dict[str, Any]], common: dict[str, list[dict[str
             "versions": versions,
             "nullable": version_range(f.get("nullableVersions")),
             "tagged": version_range(f.get("taggedVersions")),
-            "tag": f.get("tag"),
+            "tag": None if f.get("tag") is None else int(f["tag"]),  # some files quote it
         }
         if item is not None:
             field["item"] = item

@@ -12,7 +12,7 @@ from ..log.files import NoSegmentsError, os_error_text, printable_name
 from ..log.read import SegmentReader, files_to_read
 from ..log.seek import Seek
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
-from . import decoders
+from . import decoders, parsers
 from .dump_aux import IndexOptions, dump_aux
 from .errors import fail
 from .render import WRITERS, DumpOptions
@@ -95,6 +95,9 @@ def _targets(paths, files):
 @click.option("--schema-dir", type=click.Path(file_okay=False, readable=False), default=None,
               metavar="DIR", help="Schemas by id for the confluent decoders: <id>.avsc, "
               "<id>.proto, <id>.json files.")
+@click.option("--cluster-metadata-decoder", is_flag=True,
+              help="Payloads as KRaft metadata records (__cluster_metadata): "
+              "{\"type\":...,\"version\":...,\"data\":{...}}. Implies --print-data-log.")
 @click.option("--key-decoder-class", default=None, hidden=True)
 @click.option("--value-decoder-class", default=None, hidden=True)
 @click.option("--base-offset", type=click.IntRange(0), default=None,
@@ -124,7 +127,7 @@ def _targets(paths, files):
               help="Only records whose timestamp is at most MS.")
 def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
          max_message_size, key_decoder, value_decoder, key_schema, value_schema, schema_dir,
-         key_decoder_class, value_decoder_class,
+         cluster_metadata_decoder, key_decoder_class, value_decoder_class,
          base_offset, timestamps, fmt, kafka_format, skip_invalid, verify_index_only,
          index_sanity_check, from_offset, to_offset, from_timestamp, to_timestamp):
     """Dump Kafka log files: segments (.log, and .log.deleted/.cleaned/.swap), offset and time
@@ -147,11 +150,14 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     value_decoder = value_decoder or _decoder_from_class(value_decoder_class)
     key_decoder, value_decoder = _schema_decoders(key_decoder, value_decoder, key_schema,
                                                   value_schema, schema_dir)
-    print_data = print_data_log or key_decoder is not None or value_decoder is not None
+    parser = parsers.choose([name for name, given in (
+        ("cluster-metadata", cluster_metadata_decoder),) if given])
+    print_data = (print_data_log or key_decoder is not None or value_decoder is not None
+                  or parser is not None)
     opts = DumpOptions(deep=deep_iteration or fmt == "messages", print_data=print_data,
                        skip_metadata=skip_record_metadata, key_decoder=key_decoder or "string",
                        value_decoder=value_decoder or "string", iso=timestamps == "iso",
-                       kafka_format=kafka_format)
+                       kafka_format=kafka_format, parser=parser)
     writer = WRITERS[fmt](sys.stdout.buffer, sys.stderr, opts)
     iopts = IndexOptions(verify_only=verify_index_only, sanity_only=index_sanity_check,
                          max_message_size=max_message_size)

@@ -51,7 +51,8 @@ def java_tool(kafka_format):
 
 class DumpOptions:
     def __init__(self, deep=False, print_data=False, skip_metadata=False, key_decoder="string",
-                 value_decoder="string", iso=False, kafka_format="4.2", report_trailing=True):
+                 value_decoder="string", iso=False, kafka_format="4.2", report_trailing=True,
+                 parser=None):
         self.deep = deep or print_data
         self.print_data = print_data
         self.skip_metadata = skip_metadata
@@ -60,6 +61,7 @@ class DumpOptions:
         self.iso = iso
         self.kafka_format = kafka_format
         self.report_trailing = report_trailing
+        self.parser = parser  # a parsers.Parser (--cluster-metadata-decoder...) or None
 
 
 class Writer:
@@ -367,7 +369,8 @@ class KafkaWriter(Writer):
         native = _kafkatext if not opts.iso else None
         self._c_runs = native if not opts.deep else None
         self._c_batch_line = native
-        self._c_records = native if opts.key_decoder == opts.value_decoder == "string" else None
+        self._c_records = (native if opts.key_decoder == opts.value_decoder == "string"
+                           and opts.parser is None else None)
 
     def begin_file(self, path, base_offset, buf=None):
         super().begin_file(path, base_offset, buf)
@@ -420,7 +423,8 @@ class KafkaWriter(Writer):
         if len(recs):
             self._track_offsets(recs.offsets)
             opts = self.opts
-            if b.magic >= 2 and not b.is_control and not opts.skip_metadata and not opts.iso:
+            if (b.magic >= 2 and not b.is_control and not opts.skip_metadata and not opts.iso
+                    and opts.parser is None):
                 self._v2_lines(b, recs)
             else:
                 self._generic_lines(b, recs)
@@ -522,12 +526,17 @@ class KafkaWriter(Writer):
                         parts.append(" controlType: INVALID")
                         self.bad_record(off, e)
             if opts.print_data and not b.is_control:
-                if k is not None:
-                    parts.append("%skey: %s" % (prefix, self._key_text(k)))
+                if opts.parser is not None:
+                    # DumpLogSegments' MessageParser: each part printed when it gives one
+                    kt, vt = opts.parser.text(off, k, v)
+                else:
+                    kt = None if k is None else self._key_text(k)
+                    vt = None if v is None else self._value_text(v)
+                if kt is not None:
+                    parts.append("%skey: %s" % (prefix, kt))
                     prefix = " "
-                if v is not None:
-                    parts.append("%spayload: %s" % (prefix if self._java else " ",
-                                                    self._value_text(v)))
+                if vt is not None:
+                    parts.append("%spayload: %s" % (prefix if self._java else " ", vt))
             add("".join(parts))
 
     def invalid(self, inv, counted):
@@ -591,6 +600,12 @@ class MessagesWriter(Writer):
                     line += control_text(k, v, self.opts.kafka_format)
                 except CorruptRecordError as e:
                     self.bad_record(off, e)
+            elif self.opts.parser is not None:
+                key_text, payload_text = self.opts.parser.text(off, k, v)
+                if key_text is not None:
+                    line += " key: " + key_text
+                if payload_text is not None:
+                    line += " payload: " + payload_text
             else:
                 if k is not None:
                     line += " key: " + kt(k)
@@ -656,6 +671,8 @@ class JsonWriter(Writer):
             if not b.is_control:
                 obj["key"] = None if k is None else kj(k)
                 obj["payload"] = None if v is None else vj(v)
+                if self.opts.parser is not None:
+                    obj.update(self.opts.parser.json(off, k, v))
             hdrs = recs.headers[i] if recs.headers is not None else ()
             hj = self._header_json
             obj["headers"] = [{"key": hk, "value": None if hv is None else hj(hv)}

@@ -1,0 +1,78 @@
+"""Record parsers of `dump` for Kafka's internal topics (DumpLogSegments' MessageParser).
+
+A parser replaces the key and value decoders for every data record (control records are
+printed by name as before). It has two faces, as the decoders do:
+
+``text(offset, key, value) -> (key_text | None, payload_text | None)``
+    what the line formats print after ``key:`` and ``payload:`` (None: the part is left out,
+    as Kafka's parser returns None);
+``json(offset, key, value) -> dict``
+    the fields a JSON Lines record object gets: ``keyDecoded``/``payloadDecoded`` (JSON
+    objects, never strings of JSON) or ``keyError``/``payloadError`` (Kafka's per-record error
+    text).
+
+PARSERS maps a parser's name (the dump option without ``--`` and ``-decoder``) to it; the
+dump options pick one by Kafka's precedence (DumpLogSegments.DumpLogSegmentsOptions).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple
+
+from ..format import schema
+from ..format.errors import CorruptRecordError
+
+TextParse = Callable[[int, Optional[bytes], Optional[bytes]], Tuple[Optional[str], Optional[str]]]
+JsonParse = Callable[[int, Optional[bytes], Optional[bytes]], "dict[str, Any]"]
+
+# DumpLogSegments' precedence when several parser options are given: the first one named wins.
+PRECEDENCE = ("offsets", "transaction-log", "cluster-metadata", "remote-log-metadata",
+              "share-group-state")
+
+
+def _metadata_object(value: Optional[bytes]) -> dict[str, Any]:
+    if value is None:
+        # ByteBufferAccessor over a null buffer: Kafka's parser fails with a bare NPE
+        raise CorruptRecordError("null")
+    type_name, version, data = schema.decode_metadata_record(value)
+    return {"type": type_name, "version": version, "data": data}
+
+
+def cluster_metadata_text(offset: int, key: Optional[bytes],
+                          value: Optional[bytes]) -> Tuple[Optional[str], Optional[str]]:
+    """ClusterMetadataLogMessageParser: no key; the record as
+    ``{"type":...,"version":...,"data":{...}}`` or ``Error at <offset>, skipping. <message>``."""
+    try:
+        return None, schema.json_text(_metadata_object(value))
+    except CorruptRecordError as e:
+        return None, "Error at %d, skipping. %s" % (offset, e)
+
+
+def cluster_metadata_json(offset: int, key: Optional[bytes],
+                          value: Optional[bytes]) -> dict[str, Any]:
+    try:
+        return {"payloadDecoded": _metadata_object(value)}
+    except CorruptRecordError as e:
+        return {"payloadError": "Error at %d, skipping. %s" % (offset, e)}
+
+
+class Parser:
+    __slots__ = ("name", "text", "json")
+
+    def __init__(self, name: str, text: TextParse, json: JsonParse) -> None:
+        self.name = name
+        self.text = text
+        self.json = json
+
+
+PARSERS: dict[str, Parser] = {
+    "cluster-metadata": Parser("cluster-metadata", cluster_metadata_text, cluster_metadata_json),
+}
+
+
+def choose(names: list[str]) -> Optional[Parser]:
+    """The parser Kafka's precedence picks among the options given (None: none given)."""
+    for name in PRECEDENCE:
+        if name in names and name in PARSERS:
+            return PARSERS[name]
+    return None

@@ -1,0 +1,254 @@
+"""format/schema.py against an independent encoder (tests/schemaenc.py) written from Kafka's
+own message definitions (tests/data/kafka-messages/), and `dump --cluster-metadata-decoder`
+on a real KRaft segment and on segments written here."""
+
+import base64
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+import schemaenc
+from kafkagen import ATTR_CONTROL, Rec, fix_v2_crc, v2_batch, write_segment
+from kafkalog_cli.format import schema
+from kafkalog_cli.format.errors import CorruptRecordError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REAL_SEGMENT = os.path.join(HERE, "data", "__cluster_metadata-0", "00000000000000000000.log")
+
+SPECS = schemaenc.all_specs()
+METADATA = sorted(n for n, s in SPECS.items() if s["_folder"] == "metadata")
+CASES = []
+for _name, _spec in sorted(SPECS.items()):
+    _lo, _hi = schemaenc.versions(_spec["validVersions"])
+    for _v in sorted({_lo, _hi}):
+        CASES.append((_name, _v))
+
+
+def _check_fields(expected, got, where):
+    """Field by field, so that a failure names the field."""
+    assert sorted(got) == sorted(expected), "%s: fields %s, expected %s" % (
+        where, sorted(got), sorted(expected))
+    for key, want in expected.items():
+        have = got[key]
+        if isinstance(want, dict) and isinstance(have, dict):
+            _check_fields(want, have, "%s.%s" % (where, key))
+        elif isinstance(want, list) and isinstance(have, list) and want and isinstance(
+                want[0], dict):
+            assert len(have) == len(want), "%s.%s: length" % (where, key)
+            for i, (w, h) in enumerate(zip(want, have)):
+                _check_fields(w, h, "%s.%s[%d]" % (where, key, i))
+        else:
+            assert have == want, "%s.%s: %r, expected %r" % (where, key, have, want)
+
+
+def test_every_vendored_definition_is_transcribed():
+    assert sorted(SPECS) == schema.messages()
+    for name, spec in SPECS.items():
+        assert schema.valid_versions(name) == schemaenc.versions(spec["validVersions"])
+
+
+@pytest.mark.parametrize("name,version", CASES)
+@pytest.mark.parametrize("tags", ["absent", "present", "mixed"])
+def test_decode_matches_independent_encoder(name, version, tags):
+    spec = SPECS[name]
+    for seed in range(4):
+        values = schemaenc.random_values(spec, version, random.Random(seed), tags)
+        data = schemaenc.encode(spec, version, values)
+        prefix = b"\x07\x07"
+        value, end = schema.decode(name, version, memoryview(prefix + data), len(prefix))
+        assert end == len(prefix) + len(data)
+        _check_fields(schemaenc.expected_json(spec, version, values), value,
+                      "%s v%d" % (name, version))
+
+
+@pytest.mark.parametrize("name,version", [c for c in CASES if schemaenc.flexible(
+    SPECS[c[0]], c[1])])
+def test_tagged_fields_written_at_their_default_are_left_out(name, version):
+    spec = SPECS[name]
+    values = schemaenc.random_values(spec, version, random.Random(3), "absent")
+    data = schemaenc.encode(spec, version, values, write_default_tags=True)
+    value, end = schema.decode(name, version, data)
+    assert end == len(data)
+    assert value == schemaenc.expected_json(spec, version, values)
+
+
+def test_tagged_field_present_and_absent_by_hand():
+    # PartitionRecord v2: LeaderRecoveryState (tag 0), EligibleLeaderReplicas (tag 1)
+    spec = SPECS["PartitionRecord"]
+    base = {"PartitionId": 4, "TopicId": bytes(range(16)), "Replicas": [1, 2], "Isr": [1],
+            "RemovingReplicas": [], "AddingReplicas": [], "Leader": 1, "LeaderEpoch": 7,
+            "PartitionEpoch": 9, "Directories": [bytes(16), bytes(16)]}
+    absent = schema.decode("PartitionRecord", 2, schemaenc.encode(spec, 2, base))[0]
+    assert "leaderRecoveryState" not in absent and "eligibleLeaderReplicas" not in absent
+    assert absent["topicId"] == "AAECAwQFBgcICQoLDA0ODw"
+    present = schema.decode("PartitionRecord", 2, schemaenc.encode(
+        spec, 2, dict(base, LeaderRecoveryState=1, EligibleLeaderReplicas=[2])))[0]
+    assert present["leaderRecoveryState"] == 1 and present["eligibleLeaderReplicas"] == [2]
+    assert list(present)[-2:] == ["leaderRecoveryState", "eligibleLeaderReplicas"]
+
+
+@pytest.mark.parametrize("name", METADATA)
+def test_metadata_frame_every_type_lowest_and_highest(name):
+    spec = SPECS[name]
+    lo, hi = schemaenc.versions(spec["validVersions"])
+    for version in sorted({lo, hi}):
+        values = schemaenc.random_values(spec, version, random.Random(version), "present")
+        type_name, got_version, value = schema.decode_metadata_record(
+            schemaenc.metadata_frame(spec, version, values))
+        assert type_name == schemaenc.type_name(name)
+        assert got_version == version
+        _check_fields(schemaenc.expected_json(spec, version, values), value, name)
+    assert schema.metadata_type(spec["apiKey"]) == (name, schemaenc.type_name(name))
+
+
+def test_lookups():
+    assert schema.coordinator_messages("group", 1) == ("OffsetCommitKey", "OffsetCommitValue")
+    assert schema.coordinator_messages("group", 2) == ("GroupMetadataKey", "GroupMetadataValue")
+    assert schema.coordinator_messages("transaction", 0) == ("TransactionLogKey",
+                                                             "TransactionLogValue")
+    assert schema.coordinator_messages("share", 1) == ("ShareUpdateKey", "ShareUpdateValue")
+    assert schema.coordinator_messages("group", 999) is None
+    assert schema.control_message(2) == ("LeaderChangeMessage", "LEADER_CHANGE")
+    assert schema.control_message(6) == ("VotersRecord", "KRAFT_VOTERS")
+    assert schema.control_message(0) is None
+    assert schema.source()["commit"] == "1eb7644349cb07139d6a3c1ad1986979647cac99"
+
+
+def _frame(api_key, version, body):
+    return schemaenc.uvarint(1) + schemaenc.uvarint(api_key) + schemaenc.uvarint(version) + body
+
+
+@pytest.mark.parametrize("data,message", [
+    (b"", "Error while reading frame version"),
+    (b"\x00\x02\x00", "with frame version 0"),
+    (b"\x02\x02\x00", "unknown frame version 2(only frame version 1 is supported)"),
+    (b"\x01\xff\xff\x03\x00", "Value for type was too large."),
+    (b"\x01\x7f\x00", "Unknown metadata id 127"),
+    (b"\x01\x02\x09\x00", "Failed to deserialize record with type 2"),
+])
+def test_metadata_frame_errors(data, message):
+    with pytest.raises(CorruptRecordError) as e:
+        schema.decode_metadata_record(data)
+    assert message in str(e.value)
+
+
+def test_truncated_and_garbage_records_are_errors():
+    spec = SPECS["TopicRecord"]
+    good = schemaenc.metadata_frame(spec, 0, {"Name": "orders", "TopicId": bytes(16)})
+    for cut in range(len(good)):
+        with pytest.raises(CorruptRecordError):
+            schema.decode_metadata_record(good[:cut])
+    with pytest.raises(CorruptRecordError, match="Found 2 byte\\(s\\) of garbage after 2"):
+        schema.decode_metadata_record(good + b"\x00\x00")
+    # an array count far beyond the bytes left: refused before anything is allocated
+    huge = _frame(3, 0, b"\x00\x00\x00\x01" + bytes(16) + schemaenc.uvarint(2 ** 31))
+    with pytest.raises(CorruptRecordError, match="Tried to allocate a collection"):
+        schema.decode_metadata_record(huge)
+    with pytest.raises(CorruptRecordError, match="non-nullable field Name"):
+        schema.decode("TopicRecord", 0, b"\x00" + bytes(16) + b"\x00")
+    with pytest.raises(CorruptRecordError, match="Can't read version 5 of OffsetCommitValue"):
+        schema.decode("OffsetCommitValue", 5, b"")
+
+
+def test_non_flexible_versions_and_nulls():
+    # OffsetCommitValue v1 (int16 strings, expireTimestamp only at v1), v3 (leaderEpoch), v4
+    spec = SPECS["OffsetCommitValue"]
+    for version in range(5):
+        values = {"Offset": 42, "LeaderEpoch": 5, "Metadata": "m\u00e9ta",
+                  "CommitTimestamp": 1700000000000, "ExpireTimestamp": 1800000000000}
+        value, end = schema.decode("OffsetCommitValue", version,
+                                   schemaenc.encode(spec, version, values))
+        assert value == schemaenc.expected_json(spec, version, values)
+        assert ("expireTimestamp" in value) == (version == 1)
+        assert ("leaderEpoch" in value) == (version >= 3)
+
+
+# -- dump --cluster-metadata-decoder ------------------------------------------------------------
+
+def _dump(*args):
+    return subprocess.run([sys.executable, "-m", "kafkalog_cli", "dump", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_real_segment_decodes_without_error(tmp_path):
+    path = shutil.copy(REAL_SEGMENT, tmp_path / "00000000000000000000.log")
+    r = _dump("--cluster-metadata-decoder", str(path))
+    assert r.returncode == 0, r.stderr
+    payloads = [line.split(" payload: ", 1)[1] for line in r.stdout.splitlines()
+                if line.startswith("| offset:")]
+    assert len(payloads) == 4
+    assert not any(p.startswith("Error at") for p in payloads)
+    objs = [json.loads(p) for p in payloads]
+    assert [o["type"] for o in objs] == ["FEATURE_LEVEL_RECORD", "TOPIC_RECORD",
+                                         "PARTITION_RECORD", "PARTITION_RECORD"]
+    assert objs[0] == {"type": "FEATURE_LEVEL_RECORD", "version": 0,
+                       "data": {"name": "metadata.version", "featureLevel": 20}}
+    assert objs[1]["data"]["name"] == "saz"
+    assert objs[2]["data"]["topicId"] == objs[1]["data"]["topicId"]
+    assert objs[3]["data"]["partitionId"] == 1 and objs[3]["data"]["isr"] == [1]
+    # JSON Lines: the decoded record embedded as an object
+    r = _dump("--cluster-metadata-decoder", "--format", "json", str(path))
+    recs = [json.loads(x) for x in r.stdout.splitlines() if '"type":"record"' in x]
+    assert [x["payloadDecoded"] for x in recs] == objs
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "messages", "json"])
+def test_dump_goes_on_after_a_record_that_does_not_decode(tmp_path, fmt):
+    spec = SPECS["TopicRecord"]
+    good = schemaenc.metadata_frame(spec, 0, {"Name": "a", "TopicId": bytes(16)})
+    other = schemaenc.metadata_frame(SPECS["RemoveTopicRecord"], 0, {"TopicId": bytes(16)})
+    recs = [Rec(None, good), Rec(b"some-key", b"\x01\x7f\x00"), Rec(None, good[:-3]),
+            Rec(None, other)]
+    path = write_segment(str(tmp_path), 5, v2_batch(recs, base_offset=5))
+    r = _dump("--cluster-metadata-decoder", "--format", fmt, path)
+    assert r.returncode == 0, r.stderr
+    if fmt == "json":
+        rows = [json.loads(x) for x in r.stdout.splitlines() if '"type":"record"' in x]
+        assert rows[0]["payloadDecoded"]["type"] == "TOPIC_RECORD"
+        assert rows[1]["payloadError"].startswith("Error at 6, skipping. ")
+        assert "Unknown metadata id 127" in rows[1]["payloadError"]
+        assert rows[2]["payloadError"].startswith("Error at 7, skipping. Failed to deserialize")
+        assert rows[3]["payloadDecoded"]["type"] == "REMOVE_TOPIC_RECORD"
+        return
+    lines = [x for x in r.stdout.splitlines() if "payload" in x]
+    assert len(lines) == 4
+    assert lines[0].endswith(' payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"a",'
+                             '"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}')
+    # no key printed: Kafka's metadata parser returns none
+    assert " key: " not in lines[1]
+    assert " payload: Error at 6, skipping. " in lines[1]
+    assert " payload: Error at 7, skipping. Failed to deserialize record with type 2" in lines[2]
+    assert lines[3].endswith(' payload: {"type":"REMOVE_TOPIC_RECORD","version":0,'
+                             '"data":{"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}')
+
+
+def test_raft_control_records_still_printed_by_name(tmp_path):
+    # a raft control batch (LeaderChangeMessage, ControlRecordType 2) between metadata batches
+    leader = schemaenc.encode(SPECS["LeaderChangeMessage"], 0, {
+        "Version": 0, "LeaderId": 1, "Voters": [{"VoterId": 1}], "GrantingVoters": [{"VoterId": 1}]})
+    control = bytearray(v2_batch([Rec(struct.pack(">hh", 0, 2), leader)], base_offset=0))
+    control[22] |= ATTR_CONTROL
+    fix_v2_crc(control)
+    noop = v2_batch([Rec(None, schemaenc.metadata_frame(SPECS["NoOpRecord"], 0, {}))],
+                    base_offset=1)
+    path = write_segment(str(tmp_path), 0, bytes(control), noop)
+    r = _dump("--cluster-metadata-decoder", path)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith("| offset:")]
+    assert " controlType: LEADER_CHANGE(2)" in lines[0] and "payload" not in lines[0]
+    assert lines[1].endswith(' payload: {"type":"NO_OP_RECORD","version":0,"data":{}}')
+
+
+def test_uuid_text_is_kafkas():
+    # Uuid.toString: URL-safe base64 without padding
+    raw = bytes([0xFB] * 16)
+    value, _ = schema.decode("TopicRecord", 0, schemaenc.encode(SPECS["TopicRecord"], 0,
+                                                                 {"Name": "t", "TopicId": raw}))
+    assert value["topicId"] == base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    assert "-" in value["topicId"] or "_" in value["topicId"]
