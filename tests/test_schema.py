@@ -252,3 +252,35 @@ def test_uuid_text_is_kafkas():
                                                                  {"Name": "t", "TopicId": raw}))
     assert value["topicId"] == base64.urlsafe_b64encode(raw).decode().rstrip("=")
     assert "-" in value["topicId"] or "_" in value["topicId"]
+
+
+def test_refresh_tool_reproduces_the_transcription(tmp_path):
+    """tools/refresh_schemas.py over a work tree made of the vendored Kafka files writes the
+    layouts we ship, byte for byte (so format/schemas/ is Kafka's files, transcribed)."""
+    tree = tmp_path / "kafka"
+    folders = {"metadata": "metadata/src/main/resources/common/metadata",
+               "clients": "clients/src/main/resources/common/message"}
+    for folder in os.listdir(schemaenc.DATA):
+        src = os.path.join(schemaenc.DATA, folder)
+        if os.path.isdir(src):
+            dest = tree / folders.get(folder, folder + "/src/main/resources/common/message")
+            shutil.copytree(src, dest)
+    (tree / "gradle.properties").write_text("version=4.0.0-SNAPSHOT\n")
+    out = tmp_path / "out"
+    tool = os.path.join(os.path.dirname(HERE), "tools", "refresh_schemas.py")
+    r = subprocess.run([sys.executable, tool, "--kafka", str(tree), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    shipped = os.path.join(os.path.dirname(schema.__file__), "schemas")
+    names = sorted(n for n in os.listdir(shipped) if n.endswith(".json"))
+    assert sorted(os.listdir(out)) == names
+    for name in names:
+        with open(os.path.join(shipped, name), encoding="utf-8") as a, \
+                open(out / name, encoding="utf-8") as b:
+            if name == "index.json":
+                want, got = json.load(a), json.load(b)
+                want.pop("source")
+                got.pop("source")
+                assert got == want
+            else:
+                assert b.read() == a.read(), name

@@ -383,10 +383,25 @@ def decode(message: str, version: int, data: Any, pos: int = 0) -> tuple[dict[st
     return value, end
 
 
+# (apiKey << 8 | version) -> (reader, type name), for frames whose three varints are one byte
+# each (every record Kafka writes today): the lookups done once per record type and version.
+_METADATA_FAST: dict[int, tuple[Reader, str]] = {}
+
+
 def decode_metadata_record(data: Any) -> tuple[str, int, dict[str, Any]]:
     """A KRaft metadata record value (MetadataRecordSerde): (type name, version, value)."""
     if not isinstance(data, bytes):
         data = bytes(data)
+    if len(data) >= 3 and data[0] == 1 and data[1] < 0x80 and data[2] < 0x80:
+        fast = _METADATA_FAST.get(data[1] << 8 | data[2])
+        if fast is not None:
+            try:
+                value, end = fast[0](data, 3)
+            except (CorruptRecordError, IndexError, struct.error):
+                pass  # the full path below says why, in Kafka's words
+            else:
+                if end == len(data):
+                    return fast[1], data[2], value
     pos = 0
 
     def unsigned_short(entity: str) -> int:
@@ -418,6 +433,8 @@ def decode_metadata_record(data: Any) -> tuple[str, int, dict[str, Any]]:
     if end < len(data):
         raise CorruptRecordError("Found %d byte(s) of garbage after %d" % (len(data) - end,
                                                                            api_key))
+    if pos == 3:
+        _METADATA_FAST[api_key << 8 | version] = (_compiled(message, version), type_name)
     return type_name, version, value
 
 

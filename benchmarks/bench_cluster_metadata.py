@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Benchmark `kafkalog dump --cluster-metadata-decoder` against the plain `--print-data-log`
+dump of the same __cluster_metadata segment.
+
+Builds (cached under --workdir) a segment of --records KRaft metadata records (default 1M), in
+batches of 1000, every record type of Kafka's definitions at its highest version, encoded by
+the tests' independent encoder (tests/schemaenc.py) and framed into v2 batches by kafka-python
+(tests/kafkagen.py). Times each dump (subprocess, output to /dev/null), best of --repeat, and
+prints records/s and the ratio (the goal: the decoder at least half the plain dump's speed).
+
+    .venv/bin/python benchmarks/bench_cluster_metadata.py [--records N] [--repeat N]
+"""
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+import kafkagen  # noqa: E402
+import schemaenc  # noqa: E402
+
+
+def build(path, n):
+    specs = schemaenc.all_specs()
+    rng = random.Random(1)
+    pool = []
+    for name in sorted(specs):
+        spec = specs[name]
+        if spec["_folder"] != "metadata":
+            continue
+        hi = schemaenc.versions(spec["validVersions"])[1]
+        for seed in range(8):
+            values = schemaenc.random_values(spec, hi, random.Random(seed), "mixed")
+            pool.append(schemaenc.metadata_frame(spec, hi, values))
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as out:
+        offset = 0
+        while offset < n:
+            count = min(1000, n - offset)
+            recs = [kafkagen.Rec(None, rng.choice(pool)) for _ in range(count)]
+            out.write(kafkagen.v2_batch(recs, base_offset=offset))
+            offset += count
+    os.replace(tmp, path)
+
+
+def timed(args):
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as null:
+        subprocess.run([sys.executable, "-m", "kafkalog_cli", "dump", *args], stdout=null,
+                       check=True, cwd=ROOT)
+    return time.perf_counter() - start
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--workdir", default="/tmp/kafkalog-bench")
+    a = p.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    path = os.path.join(a.workdir, "metadata-%d" % a.records, "00000000000000000000.log")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        t = time.perf_counter()
+        build(path, a.records)
+        print("built %s (%.1f MB) in %.0f s" % (path, os.path.getsize(path) / 1e6,
+                                                time.perf_counter() - t))
+    plain = min(timed(["--print-data-log", path]) for _ in range(a.repeat))
+    decoded = min(timed(["--cluster-metadata-decoder", path]) for _ in range(a.repeat))
+    print("print-data-log           %8.2f s  %10.0f records/s" % (plain, a.records / plain))
+    print("cluster-metadata-decoder %8.2f s  %10.0f records/s" % (decoded, a.records / decoded))
+    print("ratio (decoder / plain speed): %.2f" % (plain / decoded))
+
+
+if __name__ == "__main__":
+    main()
