@@ -18,6 +18,9 @@ import uuid
 
 import pytest
 
+import kafkagen as kg
+from dumpcheck import dump, dump_subprocess, json_objects
+
 from kafkalog_cli.format import coordinator
 
 T0 = 1700000000000
@@ -355,3 +358,73 @@ def test_share_snapshot_key_and_tombstone():
     assert v.text == "<DELETE>"
     k, v = coordinator.parse_share_group_state(i16(7), None, 10)
     assert k.text == "Unknown record type 7 at offset 10, skipping." and v is None
+
+
+# -- through dump -------------------------------------------------------------------------------
+
+def offsets_segment(tmp_path):
+    records = [
+        kg.Rec(offset_commit_key(1, "g1", "orders", 0), offset_commit_value(3, 100, "", T0, 2)),
+        kg.Rec(offset_commit_key(1, "g1", "orders", 0), None),
+        kg.Rec(i16(42) + b"??", b"\x00\x01"),
+        kg.Rec(i16(2) + string("g1"), group_metadata_value(
+            4, "consumer", [(subscription(1, ["orders"]), assignment(1, [("orders", [0])]))])),
+    ]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(kg.v2_batch(records))
+    return str(path)
+
+
+def test_dump_offsets_decoder_text(tmp_path):
+    path = offsets_segment(tmp_path)
+    res = dump("--offsets-decoder", path)
+    assert res.code == 0, res
+    lines = [line for line in res.lines if line.startswith("| ")]
+    assert len(lines) == 4
+    tail = [line.split(" headerKeys: [] ", 1)[1] for line in lines]
+    assert tail[0] == ('key: {"type":"1","data":{"group":"g1","topic":"orders","partition":0}} '
+                       'payload: {"version":"3","data":{"offset":100,"leaderEpoch":2,'
+                       '"metadata":"","commitTimestamp":%d}}' % T0)
+    assert tail[1].endswith(" payload: <DELETE>")
+    assert tail[2] == "key: Unknown record type 42 at offset 2, skipping."
+    member = json.loads(tail[3].split(" payload: ", 1)[1])["data"]["members"][0]
+    assert member["subscription"] == {"topics": ["orders"], "userData": None,
+                                      "ownedPartitions": []}
+    assert member["assignment"] == {"assignedPartitions": [{"topic": "orders",
+                                                            "partitions": [0]}],
+                                    "userData": None}
+
+
+def test_dump_offsets_decoder_json_embeds_objects(tmp_path):
+    path = offsets_segment(tmp_path)
+    res = dump("--offsets-decoder", "--format", "json", path)
+    assert res.code == 0, res
+    recs = [o for o in json_objects(res) if o["type"] == "record"]
+    assert recs[0]["keyDecoded"] == {"type": "1", "data": {"group": "g1", "topic": "orders",
+                                                           "partition": 0}}
+    assert recs[0]["payloadDecoded"]["data"]["offset"] == 100
+    assert recs[1]["payloadDecoded"] == "<DELETE>"
+    assert recs[2]["keyError"] == "Unknown record type 42 at offset 2, skipping."
+    assert "payloadDecoded" not in recs[2]
+    assert isinstance(recs[3]["payloadDecoded"]["data"]["members"][0]["subscription"], dict)
+
+
+def test_dump_transaction_log_decoder_and_precedence(tmp_path):
+    records = [kg.Rec(i16(0) + string("app"), txn_value(1, 7, 0, 900, 1, [("t", [3])], T0, T0)),
+               kg.Rec(i16(0) + string("app"), None)]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(kg.v2_batch(records))
+    res = dump_subprocess("--transaction-log-decoder", str(path))
+    assert res.code == 0, res
+    lines = [line for line in res.lines if line.startswith("| ")]
+    assert lines[0].endswith(" key: transaction_metadata::transactionalId=app payload: "
+                             "producerId:7,producerEpoch:0,state=Ongoing,partitions=[t-3],"
+                             "txnLastUpdateTimestamp=%d,txnTimeoutMs=900" % T0)
+    assert lines[1].endswith(" key: transaction_metadata::transactionalId=app payload: <DELETE>")
+    # --offsets-decoder comes first in Kafka's precedence: these keys are its errors then
+    res = dump("--transaction-log-decoder", "--offsets-decoder", str(path))
+    assert res.code == 0, res
+    lines = [line for line in res.lines if line.startswith("| ")]
+    assert (" key: Error at offset 0, skipping. Could not read record with version 0 from key's "
+            "buffer due to: ") in lines[0]
+    assert " payload: " not in lines[0]

@@ -222,3 +222,30 @@ def test_snapshot_json_lines(tmp_path):
     assert [o["offset"] for o in objs if o["type"] == "record"] == [0, 1, 2, 3]
     assert json.dumps(objs)  # strict JSON throughout
     assert os.path.exists(path)
+
+
+def test_snapshot_payloads_decoded_as_metadata_records_by_default(tmp_path):
+    """With --print-data-log and no decoder chosen, a snapshot's records are shown as the
+    metadata decoder shows them ({"type","version","data"}); a segment beside it is not."""
+    data = snapshot_bytes(RECORDS)
+    path = write(tmp_path / "00000000000000000003-0000000001.checkpoint", data)
+    res = dump("--print-data-log", path)
+    assert res.code == 0, res
+    payloads = [line.split(" payload: ", 1)[1] for line in res.lines if " payload: " in line]
+    assert [json.loads(p) for p in payloads] == [
+        {"type": "FEATURE_LEVEL_RECORD", "version": 0,
+         "data": {"name": "metadata.version", "featureLevel": 8}},
+        {"type": "FEATURE_LEVEL_RECORD", "version": 0,
+         "data": {"name": "kraft.version", "featureLevel": 1}}]
+    assert all(" key: " not in line for line in res.lines)
+    res = dump("--format", "json", "--print-data-log", path)
+    decoded = [o["payloadDecoded"] for o in json_objects(res) if "payloadDecoded" in o]
+    assert [d["data"]["featureLevel"] for d in decoded] == [8, 1]
+    # a decoder chosen applies instead
+    res = dump("--value-decoder", "hex", path)
+    payloads = [line.split(" payload: ", 1)[1] for line in res.lines if " payload: " in line]
+    assert payloads == [r.hex() for r in RECORDS]
+    # a segment is not decoded unless asked
+    seg = write(tmp_path / "00000000000000000000.log", kg.v2_batch([kg.Rec(None, RECORDS[0])]))
+    res = dump("--print-data-log", seg)
+    assert res.lines[-1].endswith(" payload: " + RECORDS[0].decode("utf-8", "replace"))

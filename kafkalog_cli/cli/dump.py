@@ -98,6 +98,13 @@ def _targets(paths, files):
 @click.option("--cluster-metadata-decoder", is_flag=True,
               help="Payloads as KRaft metadata records (__cluster_metadata): "
               "{\"type\":...,\"version\":...,\"data\":{...}}. Implies --print-data-log.")
+@click.option("--offsets-decoder", is_flag=True,
+              help="Keys and payloads as __consumer_offsets records (offset commits, group "
+              "metadata, the new coordinator's records). Implies --print-data-log.")
+@click.option("--transaction-log-decoder", is_flag=True,
+              help="Keys and payloads as __transaction_state records. Implies --print-data-log.")
+@click.option("--share-group-state-decoder", is_flag=True,
+              help="Keys and payloads as __share_group_state records. Implies --print-data-log.")
 @click.option("--key-decoder-class", default=None, hidden=True)
 @click.option("--value-decoder-class", default=None, hidden=True)
 @click.option("--base-offset", type=click.IntRange(0), default=None,
@@ -127,7 +134,8 @@ def _targets(paths, files):
               help="Only records whose timestamp is at most MS.")
 def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
          max_message_size, key_decoder, value_decoder, key_schema, value_schema, schema_dir,
-         cluster_metadata_decoder, key_decoder_class, value_decoder_class,
+         cluster_metadata_decoder, offsets_decoder, transaction_log_decoder,
+         share_group_state_decoder, key_decoder_class, value_decoder_class,
          base_offset, timestamps, fmt, kafka_format, skip_invalid, verify_index_only,
          index_sanity_check, from_offset, to_offset, from_timestamp, to_timestamp):
     """Dump Kafka log files: segments (.log, and .log.deleted/.cleaned/.swap), offset and time
@@ -151,7 +159,9 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     key_decoder, value_decoder = _schema_decoders(key_decoder, value_decoder, key_schema,
                                                   value_schema, schema_dir)
     parser = parsers.choose([name for name, given in (
-        ("cluster-metadata", cluster_metadata_decoder),) if given])
+        ("cluster-metadata", cluster_metadata_decoder), ("offsets", offsets_decoder),
+        ("transaction-log", transaction_log_decoder),
+        ("share-group-state", share_group_state_decoder)) if given])
     print_data = (print_data_log or key_decoder is not None or value_decoder is not None
                   or parser is not None)
     opts = DumpOptions(deep=deep_iteration or fmt == "messages", print_data=print_data,
@@ -167,6 +177,9 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     run = _DumpRun(writer, iopts, max_message_size, base_offset, deep=opts.deep,
                    max_bytes=max_bytes if max_bytes < KAFKA_MAX_BYTES else None,
                    resync=skip_invalid)
+    # KRaft snapshots hold metadata records: decoded as such unless a decoder was chosen
+    run.snapshot_parser = parser if parser is not None or (key_decoder, value_decoder) != (
+        None, None) else parsers.PARSERS["cluster-metadata"]
     try:
         status = max([run.target(target, bounds) for target in targets])
     finally:
@@ -187,6 +200,8 @@ class _DumpRun:
         self.base_offset = base_offset
         self.reading = dict(records=deep, max_bytes=max_bytes, resync=resync,
                             fast=writer.fast_path())
+        self.parser = writer.opts.parser
+        self.snapshot_parser = self.parser
 
     def target(self, target, bounds):
         try:
@@ -223,6 +238,8 @@ class _DumpRun:
         base = self.base_offset
         if base is None and kind == names.KRAFT_SNAPSHOT:
             base = 0  # a snapshot's records are numbered from 0 (RecordsSnapshotWriter)
+        self.writer.opts.parser = self.snapshot_parser if kind == names.KRAFT_SNAPSHOT \
+            else self.parser
         with LogFile(path, self.max_message_size) as log:
             reader = SegmentReader(log, base, seek=seek, **self.reading)
             self.writer.segment(reader)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Tuple
 
-from ..format import schema
+from ..format import coordinator, schema
 from ..format.errors import CorruptRecordError
 
 TextParse = Callable[[int, Optional[bytes], Optional[bytes]], Tuple[Optional[str], Optional[str]]]
@@ -65,9 +65,30 @@ class Parser:
         self.json = json
 
 
+def _coordinator_parser(name: str, parse: coordinator.Parser) -> Parser:
+    """The two faces of a coordinator topic's decoder (format.coordinator): in JSON,
+    ``keyDecoded``/``payloadDecoded`` or ``keyError`` (Kafka's per-record error text)."""
+
+    def text(offset: int, key: Optional[bytes],
+             value: Optional[bytes]) -> Tuple[Optional[str], Optional[str]]:
+        k, v = parse(key, value, offset)
+        return (None if k is None else k.text), (None if v is None else v.text)
+
+    def as_json(offset: int, key: Optional[bytes], value: Optional[bytes]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for side, decoded in zip(("key", "payload"), parse(key, value, offset)):
+            if decoded is not None:
+                out[side + ("Error" if decoded.error else "Decoded")] = decoded.json
+        return out
+
+    return Parser(name, text, as_json)
+
+
 PARSERS: dict[str, Parser] = {
     "cluster-metadata": Parser("cluster-metadata", cluster_metadata_text, cluster_metadata_json),
 }
+PARSERS.update((name, _coordinator_parser(name, parse))
+               for name, parse in coordinator.PARSERS.items())
 
 
 def choose(names: list[str]) -> Optional[Parser]:
