@@ -239,7 +239,6 @@ def _json_value(kind, extra, field, value, common, version):
 
 def json_struct(fields, values, common, version):
     out = {}
-    tagged = {}
     for f in fields:
         if not has(f.get("versions"), version):
             continue
@@ -249,11 +248,10 @@ def json_struct(fields, values, common, version):
         name = f["name"][0].lower() + f["name"][1:]
         if has(f.get("taggedVersions"), version):
             if value != dflt:
-                tagged[name] = _json_value(kind, extra, f, value, common, version)
+                out[name] = _json_value(kind, extra, f, value, common, version)
             continue
         out[name] = _json_value(kind, extra, f, value, common, version)
-    out.update(tagged)
-    return out
+    return out  # in declaration order, as JsonConverterGenerator writes the fields
 
 
 def expected_json(spec, version, values):

@@ -310,11 +310,13 @@ def _field_reader(field: dict[str, Any], version: int, flexible: bool) -> Reader
 def _struct(fields: list[dict[str, Any]], version: int, flexible: bool) -> Reader:
     plain: list[tuple[str, Reader]] = []
     tagged: dict[int, tuple[str, Reader, Any]] = {}
+    order: list[str] = []  # JSON names in declaration order, tagged fields among the others
     for f in fields:
         # a field declared with taggedVersions only exists at those versions (FieldSpec)
         if not _within(f["versions"] or f["tagged"], version):
             continue
         reader = _field_reader(f, version, flexible)
+        order.append(_json_name(f["name"]))
         if _within(f["tagged"], version):
             tagged[f["tag"]] = (_json_name(f["name"]), reader, _default_json(f, version))
         else:
@@ -351,10 +353,10 @@ def _struct(fields: list[dict[str, Any]], version: int, flexible: bool) -> Reade
                     if value != entry[2]:
                         found[entry[0]] = value
                 pos = end
-            # The converter writes tagged fields in declaration order, after the others.
-            for key, _r, _d in tagged.values():
-                if key in found:
-                    out[key] = found[key]
+            if found:
+                # The converter writes every field in declaration order (JsonConverterGenerator)
+                found.update(out)
+                out = {key: found[key] for key in order if key in found}
         return out, pos
     return read_flexible
 
