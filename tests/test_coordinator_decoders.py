@@ -428,3 +428,61 @@ def test_dump_transaction_log_decoder_and_precedence(tmp_path):
     assert (" key: Error at offset 0, skipping. Could not read record with version 0 from key's "
             "buffer due to: ") in lines[0]
     assert " payload: " not in lines[0]
+
+
+# -- every record type of every coordinator, through tests/schemaenc.py -------------------------
+
+def _coordinator_cases():
+    import schemaenc
+    specs = schemaenc.all_specs()
+    for folder, coordinator_name in (("group-coordinator", "group"),
+                                     ("share-coordinator", "share"),
+                                     ("transaction-coordinator", "transaction")):
+        for name, key_spec in sorted(specs.items()):
+            if key_spec["_folder"] != folder or not name.endswith("Key"):
+                continue
+            value_spec = specs.get(name[:-3] + "Value")
+            if value_spec is None:
+                continue
+            lo, hi = schemaenc.versions(key_spec["validVersions"])
+            vlo, vhi = schemaenc.versions(value_spec["validVersions"])
+            for record_type in range(lo, hi + 1):
+                for version in sorted({vlo, vhi}):
+                    yield pytest.param(coordinator_name, key_spec, record_type, value_spec,
+                                       version, id="%s-%d-%s-%d" % (name, record_type,
+                                                                    value_spec["name"], version))
+
+
+@pytest.mark.parametrize("coordinator_name,key_spec,record_type,value_spec,version",
+                         list(_coordinator_cases()))
+def test_every_coordinator_record_type_and_value_version(coordinator_name, key_spec, record_type,
+                                                         value_spec, version):
+    """Keys (the int16 record type, then the key struct at that version) and values (int16
+    version, then the struct) of every record type the group, share and transaction
+    coordinators define, at the lowest and highest value version, decoded field by field."""
+    import random
+
+    import schemaenc
+    rng = random.Random("%s-%d-%d" % (key_spec["name"], record_type, version))
+    key_values = schemaenc.random_values(key_spec, record_type, rng)
+    value_values = schemaenc.random_values(value_spec, version, rng)
+    if coordinator_name == "transaction":
+        value_values["TransactionStatus"] = rng.randrange(len(STATES))
+    key = i16(record_type) + schemaenc.encode(key_spec, record_type, key_values)
+    value = i16(version) + schemaenc.encode(value_spec, version, value_values)
+    if coordinator_name == "transaction":
+        k, v = coordinator.parse_transaction_log(key, value, 0)
+        assert not k.error and not v.error, (k, v)
+        assert k.json == {"version": record_type, "transactionalId": schemaenc.expected_json(
+            key_spec, record_type, key_values)["transactionalId"]}
+        assert v.json["data"] == schemaenc.expected_json(value_spec, version, value_values)
+        assert v.json["state"] == STATES[value_values["TransactionStatus"]]
+        return
+    parse = coordinator.parse_offsets if coordinator_name == "group" else \
+        coordinator.parse_share_group_state
+    k, v = parse(key, value, 0)
+    assert parse_json(k) == {"type": str(record_type),
+                             "data": schemaenc.expected_json(key_spec, record_type, key_values)}
+    label = "version" if coordinator_name == "group" else "type"
+    assert parse_json(v) == {label: str(version),
+                             "data": schemaenc.expected_json(value_spec, version, value_values)}
