@@ -152,8 +152,9 @@ def test_truncated_and_garbage_records_are_errors():
         schema.decode_metadata_record(good + b"\x00\x00")
     # an array count far beyond the bytes left: refused before anything is allocated
     huge = _frame(3, 0, b"\x00\x00\x00\x01" + bytes(16) + schemaenc.uvarint(2 ** 31))
-    with pytest.raises(CorruptRecordError, match="Tried to allocate a collection"):
+    with pytest.raises(CorruptRecordError, match="Failed to deserialize record with type 3$") as e:
         schema.decode_metadata_record(huge)
+    assert "Tried to allocate a collection" in str(e.value.__cause__)
     with pytest.raises(CorruptRecordError, match="non-nullable field Name"):
         schema.decode("TopicRecord", 0, b"\x00" + bytes(16) + b"\x00")
     with pytest.raises(CorruptRecordError, match="Can't read version 5 of OffsetCommitValue"):
@@ -208,7 +209,7 @@ def test_dump_goes_on_after_a_record_that_does_not_decode(tmp_path, fmt):
     good = schemaenc.metadata_frame(spec, 0, {"Name": "a", "TopicId": bytes(16)})
     other = schemaenc.metadata_frame(SPECS["RemoveTopicRecord"], 0, {"TopicId": bytes(16)})
     recs = [Rec(None, good), Rec(b"some-key", b"\x01\x7f\x00"), Rec(None, good[:-3]),
-            Rec(None, other)]
+            Rec(None, other), Rec(b"k", None)]
     path = write_segment(str(tmp_path), 5, v2_batch(recs, base_offset=5))
     r = _dump("--cluster-metadata-decoder", "--format", fmt, path)
     assert r.returncode == 0, r.stderr
@@ -217,17 +218,23 @@ def test_dump_goes_on_after_a_record_that_does_not_decode(tmp_path, fmt):
         assert rows[0]["payloadDecoded"]["type"] == "TOPIC_RECORD"
         assert rows[1]["payloadError"].startswith("Error at 6, skipping. ")
         assert "Unknown metadata id 127" in rows[1]["payloadError"]
-        assert rows[2]["payloadError"].startswith("Error at 7, skipping. Failed to deserialize")
+        assert rows[2]["payloadError"] == ("Error at 7, skipping. Failed to deserialize record "
+                                           "with type 2")
+        assert rows[2]["payloadErrorCause"]
+        assert rows[4]["payloadError"] == "Error at 9, skipping. Error while reading frame version"
         assert rows[3]["payloadDecoded"]["type"] == "REMOVE_TOPIC_RECORD"
         return
     lines = [x for x in r.stdout.splitlines() if "payload" in x]
-    assert len(lines) == 4
+    assert len(lines) == 5
     assert lines[0].endswith(' payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"a",'
                              '"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}')
     # no key printed: Kafka's metadata parser returns none
     assert " key: " not in lines[1]
     assert " payload: Error at 6, skipping. " in lines[1]
-    assert " payload: Error at 7, skipping. Failed to deserialize record with type 2" in lines[2]
+    assert lines[2].endswith(" payload: Error at 7, skipping. Failed to deserialize record with "
+                             "type 2")
+    # a null value: Kafka's serde fails on its first read
+    assert lines[4].endswith(" payload: Error at 9, skipping. Error while reading frame version")
     assert lines[3].endswith(' payload: {"type":"REMOVE_TOPIC_RECORD","version":0,'
                              '"data":{"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}')
 

@@ -9,7 +9,7 @@ printed by name as before). It has two faces, as the decoders do:
 ``json(offset, key, value) -> dict``
     the fields a JSON Lines record object gets: ``keyDecoded``/``payloadDecoded`` (JSON
     objects, never strings of JSON) or ``keyError``/``payloadError`` (Kafka's per-record error
-    text).
+    text, and ``payloadErrorCause``: the reason Kafka's text leaves out, when there is one).
 
 PARSERS maps a parser's name (the dump option without ``--`` and ``-decoder``) to it; the
 dump options pick one by Kafka's precedence (DumpLogSegments.DumpLogSegmentsOptions).
@@ -32,8 +32,9 @@ PRECEDENCE = ("offsets", "transaction-log", "cluster-metadata", "remote-log-meta
 
 def _metadata_object(value: Optional[bytes]) -> dict[str, Any]:
     if value is None:
-        # ByteBufferAccessor over a null buffer: Kafka's parser fails with a bare NPE
-        raise CorruptRecordError("null")
+        # a null value: Kafka's serde fails on its first read ("Error while reading frame
+        # version"), as on an empty one
+        value = b""
     type_name, version, data = schema.decode_metadata_record(value)
     return {"type": type_name, "version": version, "data": data}
 
@@ -53,7 +54,10 @@ def cluster_metadata_json(offset: int, key: Optional[bytes],
     try:
         return {"payloadDecoded": _metadata_object(value)}
     except CorruptRecordError as e:
-        return {"payloadError": "Error at %d, skipping. %s" % (offset, e)}
+        out = {"payloadError": "Error at %d, skipping. %s" % (offset, e)}
+        if e.__cause__ is not None:
+            out["payloadErrorCause"] = str(e.__cause__)  # what Kafka's text leaves out
+        return out
 
 
 class Parser:

@@ -24,7 +24,9 @@ API (stable):
     A KRaft metadata record value as MetadataRecordSerde frames it (AbstractApiMessageSerde:
     unsigned varint frame version 1, unsigned varint apiKey, unsigned varint version, the
     message, nothing after it). ``type_name`` is MetadataRecordType's name
-    (``"TOPIC_RECORD"``).
+    (``"TOPIC_RECORD"``). Errors carry AbstractApiMessageSerde's texts; for a message that
+    does not decode that is ``Failed to deserialize record with type <apiKey>``, with the
+    reason as the exception's ``__cause__``.
 ``metadata_type(api_key) -> (message, type_name)``
     MetadataRecordType.fromId; ``CorruptRecordError`` for an unknown id.
 ``coordinator_messages(coordinator, record_type) -> (key_message, value_message) | None``
@@ -430,8 +432,9 @@ def decode_metadata_record(data: Any) -> tuple[str, int, dict[str, Any]]:
     try:
         value, end = decode(message, version, data, pos)
     except CorruptRecordError as e:
-        raise CorruptRecordError("Failed to deserialize record with type %d: %s"
-                                 % (api_key, e)) from None
+        # Kafka's text is only this (MetadataParseException's own message); why is kept as
+        # the exception's cause
+        raise CorruptRecordError("Failed to deserialize record with type %d" % api_key) from e
     if end < len(data):
         raise CorruptRecordError("Found %d byte(s) of garbage after %d" % (len(data) - end,
                                                                            api_key))
