@@ -348,10 +348,12 @@ def _struct(fields: list[dict[str, Any]], version: int, flexible: bool) -> Reade
                     raise _underflow()
                 entry = tagged.get(tag)
                 if entry is not None:
-                    value, used = entry[1](data[:end], pos)
-                    if used != end:
+                    # read from a copy of the field's own bytes: copies add up to the
+                    # record's size however many tagged fields it holds
+                    value, used = entry[1](data[pos:end], 0)
+                    if used != size:
                         raise CorruptRecordError("Tagged field %d has %d byte(s) left over"
-                                                 % (tag, end - used))
+                                                 % (tag, size - used))
                     if value != entry[2]:
                         found[entry[0]] = value
                 pos = end
