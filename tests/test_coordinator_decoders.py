@@ -486,3 +486,39 @@ def test_every_coordinator_record_type_and_value_version(coordinator_name, key_s
     label = "version" if coordinator_name == "group" else "type"
     assert parse_json(v) == {label: str(version),
                              "data": schemaenc.expected_json(value_spec, version, value_values)}
+
+
+def test_kafka_43_java_tool_forms(tmp_path):
+    """Kafka 4.3's Java DumpLogSegments (CoordinatorRecordMessageParser) prints the transaction
+    log as JSON like the offsets, the share group state value's version as "version", and
+    "using the specified decoder" when a key is missing."""
+    txn = txn_value(1, 7, 0, 900, 1, [("t", [3])], T0, T0)
+    k, v = coordinator.parse_transaction_log_java(i16(0) + string("app"), txn, 0)
+    assert parse_json(k) == {"type": "0", "data": {"transactionalId": "app"}}
+    assert parse_json(v)["version"] == "1"
+    assert parse_json(v)["data"]["producerId"] == 7
+    topic = uuid.UUID(int=5).bytes
+    # ShareSnapshotValue v0 (flexible): SnapshotEpoch uint16, StateEpoch, LeaderEpoch int32,
+    # StartOffset int64, StateBatches (none)
+    share_value = (i16(0) + struct.pack(">H", 1) + i32(2) + i32(3) + i64(4)
+                   + array([], flexible=True) + tagged())
+    k, v = coordinator.parse_share_group_state_java(i16(0) + string("sg") + topic + i32(4),
+                                                    share_value, 1)
+    assert parse_json(v) == {"version": "0", "data": {"snapshotEpoch": 1, "stateEpoch": 2,
+                                                      "leaderEpoch": 3, "startOffset": 4,
+                                                      "stateBatches": []}}
+    _, v = coordinator.parse_share_group_state(i16(0) + string("sg") + topic + i32(4),
+                                               share_value, 1)
+    assert parse_json(v)["type"] == "0"  # the Scala tool's label
+    k, v = coordinator.parse_offsets_java(None, None, 2)
+    assert k.text == ("Failed to decode message at offset 2 using the specified decoder "
+                      "(message had a missing key)")
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(kg.v2_batch([kg.Rec(i16(0) + string("app"), txn)]))
+    lines = dump("--transaction-log-decoder", "--kafka-format", "4.3", str(path)).lines
+    assert lines[-1].endswith(' key: {"type":"0","data":{"transactionalId":"app"}} payload: '
+                              '{"version":"1","data":{"producerId":7,"producerEpoch":0,'
+                              '"transactionTimeoutMs":900,"transactionStatus":1,'
+                              '"transactionPartitions":[{"topic":"t","partitionIds":[3]}],'
+                              '"transactionLastUpdateTimestampMs":%d,'
+                              '"transactionStartTimestampMs":%d}}' % (T0, T0))

@@ -15,7 +15,7 @@ from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from . import decoders, parsers
 from .dump_aux import IndexOptions, dump_aux
 from .errors import fail
-from .render import WRITERS, DumpOptions
+from .render import WRITERS, DumpOptions, java_tool
 
 KAFKA_MAX_BYTES = 2147483647
 KAFKA_FORMATS = ("3.x", "4.0", "4.1", "4.2", "4.3")
@@ -162,6 +162,8 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
         ("cluster-metadata", cluster_metadata_decoder), ("offsets", offsets_decoder),
         ("transaction-log", transaction_log_decoder),
         ("share-group-state", share_group_state_decoder)) if given])
+    if parser is not None and java_tool(kafka_format):
+        parser = parsers.java_variant(parser)
     print_data = (print_data_log or key_decoder is not None or value_decoder is not None
                   or parser is not None)
     opts = DumpOptions(deep=deep_iteration or fmt == "messages", print_data=print_data,

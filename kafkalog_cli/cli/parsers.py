@@ -93,6 +93,14 @@ PARSERS: dict[str, Parser] = {
 }
 PARSERS.update((name, _coordinator_parser(name, parse))
                for name, parse in coordinator.PARSERS.items())
+# as Kafka 4.3's Java DumpLogSegments prints them (--kafka-format 4.3)
+JAVA_PARSERS: dict[str, Parser] = {name: _coordinator_parser(name, parse)
+                                   for name, parse in coordinator.JAVA_PARSERS.items()}
+
+
+def java_variant(parser: Parser) -> Parser:
+    """The parser as the Java tool (Kafka 4.3) prints its records, where it differs."""
+    return JAVA_PARSERS.get(parser.name, parser)
 
 
 def choose(names: list[str]) -> Optional[Parser]:

@@ -193,6 +193,20 @@ def parse_transaction_log(key: Optional[Bytes], value: Optional[Bytes], offset: 
                                    "data": data})
 
 
+# Kafka 4.3's DumpLogSegments (rewritten in Java, CoordinatorRecordMessageParser) prints the
+# three alike: the transaction log as JSON too, the share group value's version labelled
+# "version", and "the specified decoder" in the missing-key message.
+parse_offsets_java = _coordinator_parser("group", "the specified", "type", "version", expand=True)
+parse_transaction_log_java = _coordinator_parser("transaction", "the specified", "type", "version",
+                                                 expand=False)
+parse_share_group_state_java = _coordinator_parser("share", "the specified", "type", "version",
+                                                   expand=False)
+JAVA_PARSERS: Dict[str, Parser] = {
+    "offsets": parse_offsets_java,
+    "transaction-log": parse_transaction_log_java,
+    "share-group-state": parse_share_group_state_java,
+}
+
 # The coordinators' decoders by option name (--offsets-decoder...).
 PARSERS: Dict[str, Parser] = {
     "offsets": parse_offsets,
