@@ -89,7 +89,10 @@ def _coordinator_record(coordinator: str, key: bytes, value: Optional[bytes]
     if messages is None:
         raise _UnknownType(record_type)
     key_message, value_message = messages
-    key_struct = _read(key_message, record_type, key, "key")
+    # Older definitions give each key the record type as its version (OffsetCommitKey 0-1,
+    # GroupMetadataKey 2...); newer ones (coordinator-key files with an apiKey) version 0.
+    lo, hi = schema.valid_versions(key_message)
+    key_struct = _read(key_message, record_type if lo <= record_type <= hi else lo, key, "key")
     if value is None:
         return key_message, record_type, key_struct, None
     version = _version(value, "value")
