@@ -249,3 +249,15 @@ def test_snapshot_payloads_decoded_as_metadata_records_by_default(tmp_path):
     seg = write(tmp_path / "00000000000000000000.log", kg.v2_batch([kg.Rec(None, RECORDS[0])]))
     res = dump("--print-data-log", seg)
     assert res.lines[-1].endswith(" payload: " + RECORDS[0].decode("utf-8", "replace"))
+
+
+def test_retain_leaves_kraft_snapshots_pending_deletion(tmp_path):
+    """retain purges the segment files a broker left as .deleted; a KRaft snapshot pending
+    deletion (<offset>-<epoch>.checkpoint.deleted) is the metadata log's, and stays."""
+    from kafkalog_cli.log import retain
+    snap = tmp_path / "00000000000000000020-0000000001.checkpoint.deleted"
+    write(snap, snapshot_bytes(RECORDS))
+    seg = tmp_path / "00000000000000000000.log.deleted"
+    write(seg, kg.v2_batch([kg.Rec(None, RECORDS[0])]))
+    assert retain.purge_deleted(str(tmp_path), 0, 0) == [seg.name]
+    assert snap.exists()

@@ -344,7 +344,9 @@ def _deleted_origin(n: str) -> Optional[str]:
     head, dot, k = stem.rpartition(".")
     if dot and k.isascii() and k.isdigit() and names.partition_file_kind(head) is not None:
         stem = head
-    return stem if names.partition_file_kind(stem) is not None else None
+    # KRaft snapshots pending deletion (.checkpoint.deleted) are the metadata log's business
+    # (KafkaMetadataLog deletes them), not a segment's: left alone, as recover leaves them.
+    return stem if names.partition_file_kind(stem) not in (None, names.KRAFT_SNAPSHOT) else None
 
 
 def delete_segments(plan: RetentionPlan) -> None:
