@@ -522,3 +522,20 @@ def test_kafka_43_java_tool_forms(tmp_path):
                               '"transactionPartitions":[{"topic":"t","partitionIds":[3]}],'
                               '"transactionLastUpdateTimestampMs":%d,'
                               '"transactionStartTimestampMs":%d}}' % (T0, T0))
+
+
+def test_dump_offsets_decoder_messages_format_and_skip_metadata(tmp_path):
+    path = offsets_segment(tmp_path)
+    res = dump("--offsets-decoder", "--format", "messages", path)
+    assert res.code == 0, res
+    assert len(res.lines) == 4
+    assert res.lines[0].endswith(' key: {"type":"1","data":{"group":"g1","topic":"orders",'
+                                 '"partition":0}} payload: {"version":"3","data":{"offset":100,'
+                                 '"leaderEpoch":2,"metadata":"","commitTimestamp":%d}}' % T0)
+    assert res.lines[1].endswith(" payload: <DELETE>")
+    assert res.lines[2].endswith(" key: Unknown record type 42 at offset 2, skipping.")
+    res = dump("--offsets-decoder", "--skip-record-metadata", path)
+    records = [line for line in res.lines[2:] if not line.startswith("baseOffset: ")]
+    assert records[2] == "| key: Unknown record type 42 at offset 2, skipping."
+    assert records[1].startswith('| key: {"type":"1"') and records[1].endswith(
+        " payload: <DELETE>")
