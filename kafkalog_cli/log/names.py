@@ -88,7 +88,8 @@ def partition_file_kind(name: str) -> Optional[str]:
     """The kind of a file met in a partition or log directory, or None when its name is not
     one Kafka gives: exactly ``<20 digits>.<kind>`` with an optional ``.deleted``, ``.cleaned``
     or ``.swap`` (LogFileUtils names segment files and producer snapshots by the offset in 20
-    digits), or one of the fixed checkpoint names.
+    digits), a live KRaft snapshot ``<20 digits>-<10 digits>.checkpoint`` (Snapshots), or one
+    of the fixed names (checkpoints, ``bootstrap.checkpoint``).
 
     ``abc.log``, ``00000000000000000000.log.log``, ``-1.log``, a name in other scripts' digits
     or ``1000.log`` are unknown files: a broker never reads their bytes (LogLoader takes the
