@@ -338,3 +338,28 @@ def test_many_tagged_fields_cost_linear_time():
     value, _ = schema.decode("PartitionRecord", 2, body + tags)
     assert value["leaderRecoveryState"] == 1
     assert time.monotonic() - start < 10  # about 0.1 s; copying the record per field: hours
+
+
+@pytest.mark.parametrize("x,java", [
+    (1.0, "1.0"), (100.0, "100.0"), (9999999.0, "9999999.0"), (1e7, "1.0E7"),
+    (10485760.0, "1.048576E7"), (12345678.9, "1.23456789E7"), (0.001, "0.001"),
+    (0.0001, "1.0E-4"), (1.5e-10, "1.5E-10"), (-2.25, "-2.25"), (0.1, "0.1"), (0.0, "0.0"),
+    (-0.0, "-0.0"), (1e21, "1.0E21"), (123.456, "123.456"), (float("nan"), '"NaN"'),
+])
+def test_doubles_written_as_java_does(x, java):
+    # Double.toString's published examples and rules: decimal in [1e-3, 1e7), else d.dddE<n>
+    assert schema.java_double(x) == java
+
+
+def test_quota_value_in_the_dump_is_javas_double(tmp_path):
+    spec = SPECS["ClientQuotaRecord"]
+    values = {"Entity": [{"EntityType": "user", "EntityName": "alice"}],
+              "Key": "producer_byte_rate", "Value": 10485760.0, "Remove": False}
+    path = write_segment(str(tmp_path), 0, v2_batch([Rec(None, schemaenc.metadata_frame(
+        spec, 0, values))]))
+    r = _dump("--cluster-metadata-decoder", path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[3].endswith(
+        ' payload: {"type":"CLIENT_QUOTA_RECORD","version":0,"data":{"entity":[{"entityType":'
+        '"user","entityName":"alice"}],"key":"producer_byte_rate","value":1.048576E7,'
+        '"remove":false}}')

@@ -365,6 +365,16 @@ def _struct(fields: list[dict[str, Any]], version: int, flexible: bool) -> Reade
     return read_flexible
 
 
+class _WithDoubles(dict):  # type: ignore[type-arg]
+    """The value of a message whose layout holds float64 fields: json_text writes its doubles
+    as Java does."""
+
+
+def _has_double(fields: list[dict[str, Any]]) -> bool:
+    return any(f["type"] == "float64" or f.get("item") == "float64"
+               or _has_double(f.get("fields") or []) for f in fields)
+
+
 @functools.lru_cache(maxsize=None)
 def _compiled(message: str, version: int) -> Reader:
     spec = _spec(message)
@@ -372,7 +382,14 @@ def _compiled(message: str, version: int) -> Reader:
     if not lo <= version <= hi:
         raise CorruptRecordError("Can't read version %d of %s" % (version, message))
     flexible = spec["flexibleVersions"] is not None and version >= spec["flexibleVersions"]
-    return _struct(spec["fields"], version, flexible)
+    reader = _struct(spec["fields"], version, flexible)
+    if not _has_double(spec["fields"]):
+        return reader
+
+    def marked(data: bytes, pos: int) -> tuple[Any, int]:
+        value, end = reader(data, pos)
+        return _WithDoubles(value), end
+    return marked
 
 
 def decode(message: str, version: int, data: Any, pos: int = 0) -> tuple[dict[str, Any], int]:
@@ -449,5 +466,51 @@ _compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).enco
 
 
 def json_text(value: Any) -> str:
-    """Compact JSON, as Jackson's JsonNode.toString writes a converter's output."""
+    """Compact JSON, as Jackson's JsonNode.toString writes a converter's output (doubles as
+    Java's Double.toString: ``1.048576E7``, not ``10485760.0``), for a decoded value or an
+    object holding decoded values."""
+    if isinstance(value, _WithDoubles) or (type(value) is dict and any(
+            isinstance(v, _WithDoubles) for v in value.values())):
+        return _java_json(value)
     return _compact_json(value)
+
+
+def _java_json(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{%s}" % ",".join("%s:%s" % (_compact_json(k), _java_json(v))
+                                 for k, v in value.items())
+    if isinstance(value, list):
+        return "[%s]" % ",".join(_java_json(v) for v in value)
+    if isinstance(value, float):
+        return java_double(value)
+    return _compact_json(value)
+
+
+def java_double(x: float) -> str:
+    """Java's Double.toString, as Jackson writes a DoubleNode; NaN and the infinities as
+    strings (Jackson's WRITE_NAN_AS_STRINGS, on by default)."""
+    if x != x:
+        return '"NaN"'
+    if x in (float("inf"), float("-inf")):
+        return '"Infinity"' if x > 0 else '"-Infinity"'
+    if x == 0:
+        return "-0.0" if str(x).startswith("-") else "0.0"
+    sign = "-" if x < 0 else ""
+    # the shortest digits that read back as x (repr's), and the decimal exponent
+    mantissa, _, exp_text = ("%r" % abs(x)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac).lstrip("0")
+    exponent = int(exp_text or 0) + len(whole) - 1  # of the first digit
+    if whole == "0":
+        lead = len(frac) - len(frac.lstrip("0"))
+        exponent = int(exp_text or 0) - lead - 1
+    digits = digits.rstrip("0") or "0"
+    if 1e-3 <= abs(x) < 1e7:
+        if exponent >= 0:
+            ints = digits[:exponent + 1].ljust(exponent + 1, "0")
+            fraction = digits[exponent + 1:] or "0"
+        else:
+            ints = "0"
+            fraction = "0" * (-exponent - 1) + digits
+        return "%s%s.%s" % (sign, ints, fraction)
+    return "%s%s.%sE%d" % (sign, digits[0], digits[1:] or "0", exponent)
