@@ -39,7 +39,9 @@ API (stable):
     4 snapshot footer, 5 kraft version, 6 voters).
 ``valid_versions(message) -> (lowest, highest)``, ``messages() -> list[str]``,
 ``source() -> dict`` (the Kafka commit/release the layouts come from),
-``json_text(value) -> str`` (compact JSON as Jackson's ``JsonNode.toString`` writes it).
+``json_text(value) -> str`` (compact JSON as Jackson's ``JsonNode.toString`` writes it, for a
+decoded value or a dict holding decoded values one level down; float64 fields as Java's
+``Double.toString``, which ``java_double(x) -> str`` gives alone).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from .errors import CorruptRecordError
 
 __all__ = [
     "decode", "decode_metadata_record", "metadata_type", "coordinator_messages",
-    "control_message", "valid_versions", "messages", "source", "json_text",
+    "control_message", "valid_versions", "messages", "source", "json_text", "java_double",
 ]
 
 # A compiled reader: (data, pos) -> (value, end).
