@@ -177,6 +177,11 @@ def parse_transaction_log(key: Optional[Bytes], value: Optional[Bytes], offset: 
             return key_out, Decoded(DELETE, DELETE)
         raw_value = bytes(value)
         version = _version(raw_value, "value")
+        lo, hi = schema.valid_versions("TransactionLogValue")
+        if not lo <= version <= hi:
+            # TransactionLog.readTxnRecordValue's words
+            raise CorruptRecordError("Unknown version %d from the transaction log message value"
+                                     % version)
         data = _read("TransactionLogValue", version, raw_value, "value")
         status = data["transactionStatus"]
         if not 0 <= status < len(TRANSACTION_STATES):
