@@ -271,7 +271,8 @@ def test_refresh_tool_reproduces_the_transcription(tmp_path):
     layouts we ship, byte for byte (so format/schemas/ is Kafka's files, transcribed)."""
     tree = tmp_path / "kafka"
     folders = {"metadata": "metadata/src/main/resources/common/metadata",
-               "clients": "clients/src/main/resources/common/message"}
+               "clients": "clients/src/main/resources/common/message",
+               "storage": "storage/src/main/resources/message"}
     for folder in os.listdir(schemaenc.DATA):
         src = os.path.join(schemaenc.DATA, folder)
         if os.path.isdir(src):

@@ -5,7 +5,8 @@ Kafka describes its internal records in JSON files (with // comments) under
 ``metadata/src/main/resources/common/metadata/`` (KRaft metadata records),
 ``group-coordinator/.../common/message/``, ``transaction-coordinator/.../common/message/``,
 ``share-coordinator/.../common/message/`` and, for the raft control records,
-``clients/src/main/resources/common/message/``. This script reads them from a checkout of
+``clients/src/main/resources/common/message/``, and the remote log metadata records of
+``storage/src/main/resources/message/``. This script reads them from a checkout of
 apache/kafka (a work tree, or a git directory and a revision) and writes our transcription:
 one ``<MessageName>.json`` per message and an ``index.json`` of lookups.
 
@@ -41,6 +42,10 @@ DIRS = {
     "transaction": "transaction-coordinator/src/main/resources/common/message",
     "share": "share-coordinator/src/main/resources/common/message",
     "clients": "clients/src/main/resources/common/message",
+    # TopicBasedRemoteLogMetadataManager's records (__remote_log_metadata), framed as the
+    # KRaft records are (RemoteLogMetadataSerde); the folder also holds ProducerSnapshot,
+    # which is not one of them (only the "metadata" type files are taken)
+    "remote": "storage/src/main/resources/message",
 }
 
 # Kafka's ControlRecordType ids of the raft control records, and the message each holds.
@@ -188,6 +193,7 @@ def build(list_dir: Callable[[str], list[str]], read: Callable[[str], str], out_
           source: dict[str, str]) -> int:
     messages: dict[str, dict[str, Any]] = {}
     index: dict[str, Any] = {"source": source, "metadata": {}, "raftControl": {},
+                             "remoteLogMetadata": {},
                              "coordinators": {"group": {}, "transaction": {}, "share": {}}}
     wanted_clients = {m for _, m in RAFT_CONTROL.values()} | set(CONSUMER_PROTOCOL)
     for group, path in DIRS.items():
@@ -197,10 +203,15 @@ def build(list_dir: Callable[[str], list[str]], read: Callable[[str], str], out_
             if group == "clients" and name[:-5] not in wanted_clients:
                 continue
             spec = json.loads(strip_comments(read(path + "/" + name)))
+            if group == "remote" and spec.get("type") != "metadata":
+                continue
             msg = convert(spec)
             messages[msg["name"]] = msg
             if group == "metadata":
                 index["metadata"][str(spec["apiKey"])] = {
+                    "message": msg["name"], "type": snake_upper(msg["name"])}
+            elif group == "remote":  # the storage module's generated MetadataRecordType
+                index["remoteLogMetadata"][str(spec["apiKey"])] = {
                     "message": msg["name"], "type": snake_upper(msg["name"])}
     for group in ("group", "transaction", "share"):
         table = index["coordinators"][group]

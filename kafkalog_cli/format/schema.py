@@ -29,6 +29,10 @@ API (stable):
     reason as the exception's ``__cause__``.
 ``metadata_type(api_key) -> (message, type_name)``
     MetadataRecordType.fromId; ``CorruptRecordError`` for an unknown id.
+``remote_log_metadata_type(api_key) -> (message, type_name)``
+    The same for the records of ``__remote_log_metadata`` (the storage module's generated
+    MetadataRecordType, which RemoteLogMetadataSerde frames as above); pass it as
+    ``decode_metadata_record(data, types=remote_log_metadata_type)``.
 ``coordinator_messages(coordinator, record_type) -> (key_message, value_message) | None``
     ``coordinator`` is ``"group"`` (``__consumer_offsets``), ``"transaction"``
     (``__transaction_state``) or ``"share"`` (``__share_group_state``); ``record_type`` is the
@@ -56,7 +60,8 @@ from typing import Any, Callable
 from .errors import CorruptRecordError
 
 __all__ = [
-    "decode", "decode_metadata_record", "metadata_type", "coordinator_messages",
+    "decode", "decode_metadata_record", "metadata_type", "remote_log_metadata_type",
+    "coordinator_messages",
     "control_message", "valid_versions", "messages", "source", "json_text", "java_double",
 ]
 
@@ -107,14 +112,24 @@ def valid_versions(message: str) -> tuple[int, int]:
     return lo, hi
 
 
-def metadata_type(api_key: int) -> tuple[str, str]:
-    """MetadataRecordType.fromId: (message name, enum name)."""
-    entry = _index()["metadata"].get(str(api_key))
+def _record_type(table: str, api_key: int) -> tuple[str, str]:
+    # a generated MetadataRecordType.fromId (MetadataRecordTypeGenerator), of one module
+    entry = _index().get(table, {}).get(str(api_key))
     if entry is None:
         raise CorruptRecordError(
             "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id %d"
             % api_key)
     return entry["message"], entry["type"]
+
+
+def metadata_type(api_key: int) -> tuple[str, str]:
+    """MetadataRecordType.fromId: (message name, enum name)."""
+    return _record_type("metadata", api_key)
+
+
+def remote_log_metadata_type(api_key: int) -> tuple[str, str]:
+    """The storage module's MetadataRecordType.fromId (the __remote_log_metadata records)."""
+    return _record_type("remoteLogMetadata", api_key)
 
 
 def coordinator_messages(coordinator: str, record_type: int) -> tuple[str, str] | None:
@@ -413,11 +428,15 @@ def decode(message: str, version: int, data: Any, pos: int = 0) -> tuple[dict[st
 _METADATA_FAST: dict[int, tuple[Reader, str]] = {}
 
 
-def decode_metadata_record(data: Any) -> tuple[str, int, dict[str, Any]]:
-    """A KRaft metadata record value (MetadataRecordSerde): (type name, version, value)."""
+def decode_metadata_record(data: Any, types: Callable[[int], tuple[str, str]] = metadata_type
+                           ) -> tuple[str, int, dict[str, Any]]:
+    """A KRaft metadata record value (MetadataRecordSerde): (type name, version, value).
+    ``types`` maps the frame's apiKey to (message, type name): ``metadata_type`` (KRaft) or
+    ``remote_log_metadata_type`` (RemoteLogMetadataSerde, the same frame)."""
     if not isinstance(data, bytes):
         data = bytes(data)
-    if len(data) >= 3 and data[0] == 1 and data[1] < 0x80 and data[2] < 0x80:
+    kraft = types is metadata_type
+    if kraft and len(data) >= 3 and data[0] == 1 and data[1] < 0x80 and data[2] < 0x80:
         fast = _METADATA_FAST.get(data[1] << 8 | data[2])
         if fast is not None:
             try:
@@ -449,7 +468,7 @@ def decode_metadata_record(data: Any) -> tuple[str, int, dict[str, Any]]:
                                  "version %d(only frame version 1 is supported)" % frame)
     api_key = unsigned_short("type")
     version = unsigned_short("version")
-    message, type_name = metadata_type(api_key)
+    message, type_name = types(api_key)
     try:
         value, end = decode(message, version, data, pos)
     except CorruptRecordError as e:
@@ -459,7 +478,7 @@ def decode_metadata_record(data: Any) -> tuple[str, int, dict[str, Any]]:
     if end < len(data):
         raise CorruptRecordError("Found %d byte(s) of garbage after %d" % (len(data) - end,
                                                                            api_key))
-    if pos == 3:
+    if kraft and pos == 3:
         _METADATA_FAST[api_key << 8 | version] = (_compiled(message, version), type_name)
     return type_name, version, value
 
