@@ -105,6 +105,9 @@ def _targets(paths, files):
               help="Keys and payloads as __transaction_state records. Implies --print-data-log.")
 @click.option("--share-group-state-decoder", is_flag=True,
               help="Keys and payloads as __share_group_state records. Implies --print-data-log.")
+@click.option("--remote-log-metadata-decoder", is_flag=True,
+              help="Payloads as __remote_log_metadata records (tiered storage), printed as "
+              "Kafka's RemoteLogSegmentMetadata... objects. Implies --print-data-log.")
 @click.option("--key-decoder-class", default=None, hidden=True)
 @click.option("--value-decoder-class", default=None, hidden=True)
 @click.option("--base-offset", type=click.IntRange(0), default=None,
@@ -135,9 +138,10 @@ def _targets(paths, files):
 def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
          max_message_size, key_decoder, value_decoder, key_schema, value_schema, schema_dir,
          cluster_metadata_decoder, offsets_decoder, transaction_log_decoder,
-         share_group_state_decoder, key_decoder_class, value_decoder_class,
-         base_offset, timestamps, fmt, kafka_format, skip_invalid, verify_index_only,
-         index_sanity_check, from_offset, to_offset, from_timestamp, to_timestamp):
+         share_group_state_decoder, remote_log_metadata_decoder, key_decoder_class,
+         value_decoder_class, base_offset, timestamps, fmt, kafka_format, skip_invalid,
+         verify_index_only, index_sanity_check, from_offset, to_offset, from_timestamp,
+         to_timestamp):
     """Dump Kafka log files: segments (.log, and .log.deleted/.cleaned/.swap), offset and time
     indexes, transaction indexes, producer snapshots, KRaft snapshots (<offset>-<epoch>.checkpoint,
     bootstrap.checkpoint), and the checkpoint files.
@@ -161,7 +165,8 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     parser = parsers.choose([name for name, given in (
         ("cluster-metadata", cluster_metadata_decoder), ("offsets", offsets_decoder),
         ("transaction-log", transaction_log_decoder),
-        ("share-group-state", share_group_state_decoder)) if given])
+        ("share-group-state", share_group_state_decoder),
+        ("remote-log-metadata", remote_log_metadata_decoder)) if given])
     if parser is not None and java_tool(kafka_format):
         parser = parsers.java_variant(parser)
     print_data = (print_data_log or key_decoder is not None or value_decoder is not None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Tuple
 
-from ..format import coordinator, schema
+from ..format import coordinator, remote_log_metadata, schema
 from ..format.errors import CorruptRecordError
 
 TextParse = Callable[[int, Optional[bytes], Optional[bytes]], Tuple[Optional[str], Optional[str]]]
@@ -54,10 +54,48 @@ def cluster_metadata_json(offset: int, key: Optional[bytes],
     try:
         return {"payloadDecoded": _metadata_object(value)}
     except CorruptRecordError as e:
-        out = {"payloadError": "Error at %d, skipping. %s" % (offset, e)}
-        if e.__cause__ is not None:
-            out["payloadErrorCause"] = str(e.__cause__)  # what Kafka's text leaves out
-        return out
+        return _payload_error("Error at %d, skipping. %s" % (offset, e), e)
+
+
+def _payload_error(text: str, e: CorruptRecordError) -> dict[str, Any]:
+    out = {"payloadError": text}
+    if e.__cause__ is not None:
+        out["payloadErrorCause"] = str(e.__cause__)  # what Kafka's text leaves out
+    return out
+
+
+# RemoteMetadataLogMessageParser reads record.value.remaining first: a null value is the JVM's
+# (helpful) NullPointerException message
+_NULL_REMOTE_VALUE = ('Cannot invoke "java.nio.ByteBuffer.remaining()" because the return '
+                      'value of "org.apache.kafka.common.record.Record.value()" is null')
+
+
+def _remote_log_metadata(value: Optional[bytes]) -> tuple[dict[str, Any], str]:
+    """The record object (as the metadata decoder's) and the toString Kafka prints."""
+    if value is None:
+        raise CorruptRecordError(_NULL_REMOTE_VALUE)
+    type_name, version, data = remote_log_metadata.decode(value)
+    text = remote_log_metadata.describe(type_name, data)
+    return {"type": type_name, "version": version, "data": data}, text
+
+
+def remote_log_metadata_text(offset: int, key: Optional[bytes],
+                             value: Optional[bytes]) -> Tuple[Optional[str], Optional[str]]:
+    """RemoteMetadataLogMessageParser: no key; the toString of the RemoteLogMetadata object,
+    or ``Error at offset <offset>, skipping. <message>``."""
+    try:
+        return None, _remote_log_metadata(value)[1]
+    except CorruptRecordError as e:
+        return None, "Error at offset %d, skipping. %s" % (offset, e)
+
+
+def remote_log_metadata_json(offset: int, key: Optional[bytes],
+                             value: Optional[bytes]) -> dict[str, Any]:
+    """``payloadDecoded``: the record as ``{"type":...,"version":...,"data":{...}}``."""
+    try:
+        return {"payloadDecoded": _remote_log_metadata(value)[0]}
+    except CorruptRecordError as e:
+        return _payload_error("Error at offset %d, skipping. %s" % (offset, e), e)
 
 
 class Parser:
@@ -90,6 +128,8 @@ def _coordinator_parser(name: str, parse: coordinator.Parser) -> Parser:
 
 PARSERS: dict[str, Parser] = {
     "cluster-metadata": Parser("cluster-metadata", cluster_metadata_text, cluster_metadata_json),
+    "remote-log-metadata": Parser("remote-log-metadata", remote_log_metadata_text,
+                                  remote_log_metadata_json),
 }
 PARSERS.update((name, _coordinator_parser(name, parse))
                for name, parse in coordinator.PARSERS.items())
