@@ -148,9 +148,7 @@ def control_message(control_type: int) -> tuple[str, str] | None:
 
 # -- primitives -------------------------------------------------------------------------------
 
-_I8, _I16, _U16 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">H")
-_I32, _U32, _I64 = struct.Struct(">i"), struct.Struct(">I"), struct.Struct(">q")
-_F64 = struct.Struct(">d")
+_I8, _I16, _I32 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i")
 
 
 def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
@@ -173,108 +171,44 @@ def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
                                      "5th byte is set")
 
 
-def _fixed(st: struct.Struct) -> Reader:
-    size, unpack = st.size, st.unpack_from
-
-    def read(data: bytes, pos: int) -> tuple[Any, int]:
-        if pos + size > len(data):
-            raise _underflow()
-        return unpack(data, pos)[0], pos + size
-    return read
-
-
 def _underflow() -> CorruptRecordError:
     return CorruptRecordError("java.nio.BufferUnderflowException")
 
 
-def _bool(data: bytes, pos: int) -> tuple[Any, int]:
-    if pos >= len(data):
-        raise _underflow()
-    return data[pos] != 0, pos + 1
+def _null_field(name: str) -> CorruptRecordError:
+    return CorruptRecordError("non-nullable field %s was serialized as null" % name)
 
 
-def _uuid(data: bytes, pos: int) -> tuple[Any, int]:
-    if pos + 16 > len(data):
-        raise _underflow()
-    return base64.urlsafe_b64encode(data[pos:pos + 16]).decode("ascii")[:22], pos + 16
+def _too_long(name: str, n: int) -> CorruptRecordError:
+    return CorruptRecordError("string field %s had invalid length %d" % (name, n))
 
 
-def _length(flexible: bool, long: bool) -> Reader:
-    """The length of a string (int16), bytes or array (int32), or compact (uvarint - 1)."""
-    if flexible:
-        def compact(data: bytes, pos: int) -> tuple[int, int]:
-            n, pos = _uvarint(data, pos)
-            return n - 1, pos
-        return compact
-    return _fixed(_I32 if long else _I16)
+def _short_string(n: int, available: int) -> CorruptRecordError:
+    return CorruptRecordError("Error reading string of length %d, only %d bytes available"
+                              % (n, available))
 
 
-def _string(name: str, flexible: bool, nullable: bool) -> Reader:
-    length = _length(flexible, False)
-
-    def read(data: bytes, pos: int) -> tuple[Any, int]:
-        n, pos = length(data, pos)
-        if n < 0:
-            if nullable:
-                return None, pos
-            raise CorruptRecordError("non-nullable field %s was serialized as null" % name)
-        if n > 0x7FFF:
-            raise CorruptRecordError("string field %s had invalid length %d" % (name, n))
-        end = pos + n
-        if end > len(data):
-            raise CorruptRecordError("Error reading string of length %d, only %d bytes "
-                                     "available" % (n, len(data) - pos))
-        try:
-            return bytes(data[pos:end]).decode("utf-8"), end
-        except UnicodeDecodeError:
-            return bytes(data[pos:end]).decode("utf-8", "replace"), end
-    return read
+def _too_many(n: int, available: int) -> CorruptRecordError:
+    return CorruptRecordError("Tried to allocate a collection of size %d, but there are only "
+                              "%d bytes remaining." % (n, available))
 
 
-def _bytes(name: str, flexible: bool, nullable: bool) -> Reader:
-    length = _length(flexible, True)
-
-    def read(data: bytes, pos: int) -> tuple[Any, int]:
-        n, pos = length(data, pos)
-        if n < 0:
-            if nullable:
-                return None, pos
-            raise CorruptRecordError("non-nullable field %s was serialized as null" % name)
-        end = pos + n
-        if end > len(data):
-            raise _underflow()
-        return base64.b64encode(data[pos:end]).decode("ascii"), end
-    return read
-
-
-def _array(name: str, flexible: bool, nullable: bool, item: Reader) -> Reader:
-    length = _length(flexible, True)
-
-    def read(data: bytes, pos: int) -> tuple[Any, int]:
-        n, pos = length(data, pos)
-        if n < 0:
-            if nullable:
-                return None, pos
-            raise CorruptRecordError("non-nullable field %s was serialized as null" % name)
-        if n > len(data) - pos:
-            raise CorruptRecordError("Tried to allocate a collection of size %d, but there "
-                                     "are only %d bytes remaining." % (n, len(data) - pos))
-        out = []
-        for _ in range(n):
-            v, pos = item(data, pos)
-            out.append(v)
-        return out, pos
-    return read
-
-
-_PRIMITIVES: dict[str, Reader] = {
-    "int8": _fixed(_I8), "int16": _fixed(_I16), "uint16": _fixed(_U16),
-    "int32": _fixed(_I32), "uint32": _fixed(_U32), "int64": _fixed(_I64),
-    "float64": _fixed(_F64), "bool": _bool, "uuid": _uuid,
-}
+def _left_over(tag: int, size: int) -> CorruptRecordError:
+    return CorruptRecordError("Tagged field %d has %d byte(s) left over" % (tag, size))
 
 
 # -- compiling a layout at one version --------------------------------------------------------
+#
+# Each (message, version) layout becomes, at first use, Python source written from the layout
+# data (one function per struct, reading its fields in order as MessageDataGenerator's read()
+# does: runs of fixed-size fields with one struct.unpack_from, compact lengths inline) and
+# compiled once. A short read raises IndexError or struct.error, which decode() reports as
+# Kafka's BufferUnderflowException.
+
+# fixed-size types: struct format character and size ("?" reads a byte as != 0, readByte's bool)
+_FIXED = {"int8": ("b", 1), "int16": ("h", 2), "uint16": ("H", 2), "int32": ("i", 4),
+          "uint32": ("I", 4), "int64": ("q", 8), "float64": ("d", 8), "bool": ("?", 1)}
+
 
 def _within(rng: list[int] | None, version: int) -> bool:
     return rng is not None and rng[0] <= version <= rng[1]
@@ -292,94 +226,223 @@ def _default_json(field: dict[str, Any], version: int) -> Any:
     return field["default"]
 
 
-def _field_reader(field: dict[str, Any], version: int, flexible: bool) -> Reader:
-    t, name = field["type"], field["name"]
-    nullable = _within(field["nullable"], version)
-    if t in _PRIMITIVES:
-        return _PRIMITIVES[t]
-    if t == "string":
-        return _string(name, flexible, nullable)
-    if t in ("bytes", "records"):
-        return _bytes(name, flexible, nullable)
-    if t == "array":
-        item_t = field["item"]
-        if item_t == "struct":
-            item = _struct(field["fields"], version, flexible)
-        elif item_t == "string":
-            item = _string(name, flexible, False)
-        elif item_t in ("bytes", "records"):
-            item = _bytes(name, flexible, False)
+class _Gen:
+    """Writes the source of the reading functions of one layout at one version."""
+
+    def __init__(self, version: int, flexible: bool) -> None:
+        self.version = version
+        self.flexible = flexible
+        self.ns: dict[str, Any] = {
+            "_uvarint": _uvarint, "_underflow": _underflow, "_null_field": _null_field,
+            "_too_long": _too_long, "_short_string": _short_string, "_too_many": _too_many,
+            "_left_over": _left_over, "_unpack": struct.unpack_from, "_b64": base64.b64encode,
+            "_b64u": base64.urlsafe_b64encode, "_I8": _I8.unpack_from,
+            "_I16": _I16.unpack_from, "_I32": _I32.unpack_from,
+        }
+        self.sources: list[str] = []
+        self.tables: list[dict[int, Any]] = []  # the tagged fields' tables, by reader name
+        self.count = 0
+
+    def name(self, prefix: str) -> str:
+        self.count += 1
+        return "%s%d" % (prefix, self.count)
+
+    def const(self, value: Any) -> str:
+        key = self.name("_c")
+        self.ns[key] = value
+        return key
+
+    def length(self, long: bool, out: list[str], ind: str) -> None:
+        """Reads a length into n: compact (uvarint - 1), int16 (strings) or int32."""
+        if self.flexible:
+            out += [ind + "n = data[pos]",
+                    ind + "if n < 0x80:",
+                    ind + "    n -= 1",
+                    ind + "    pos += 1",
+                    ind + "else:",
+                    ind + "    n, pos = _uvarint(data, pos)",
+                    ind + "    n -= 1"]
         else:
-            item = _PRIMITIVES[item_t]
-        return _array(name, flexible, nullable, item)
-    if t == "struct":
-        body = _struct(field["fields"], version, flexible)
-        if not nullable or _within(field["tagged"], version):
-            return body
+            out += [ind + "n, = %s(data, pos)" % ("_I32" if long else "_I16"),
+                    ind + "pos += %d" % (4 if long else 2)]
 
-        def nullable_struct(data: bytes, pos: int) -> tuple[Any, int]:
-            present, pos = _PRIMITIVES["int8"](data, pos)
-            if present < 0:
-                return None, pos
-            return body(data, pos)
-        return nullable_struct
-    raise CorruptRecordError("unknown field type %s" % t)
-
-
-def _struct(fields: list[dict[str, Any]], version: int, flexible: bool) -> Reader:
-    plain: list[tuple[str, Reader]] = []
-    tagged: dict[int, tuple[str, Reader, Any]] = {}
-    order: list[str] = []  # JSON names in declaration order, tagged fields among the others
-    for f in fields:
-        # a field declared with taggedVersions only exists at those versions (FieldSpec)
-        if not _within(f["versions"] or f["tagged"], version):
-            continue
-        reader = _field_reader(f, version, flexible)
-        order.append(_json_name(f["name"]))
-        if _within(f["tagged"], version):
-            tagged[f["tag"]] = (_json_name(f["name"]), reader, _default_json(f, version))
+    def null(self, name: str, nullable: bool, var: str, out: list[str], ind: str) -> str:
+        """Handles n < 0; returns the indent of the code for n >= 0."""
+        out.append(ind + "if n < 0:")
+        if nullable:
+            out.append(ind + "    %s = None" % var)
         else:
-            plain.append((_json_name(f["name"]), reader))
-    plain_t = tuple(plain)
+            out.append(ind + "    raise _null_field(%r)" % name)
+        out.append(ind + "else:")
+        return ind + "    "
 
-    if not flexible:
-        def read(data: bytes, pos: int) -> tuple[Any, int]:
-            out: dict[str, Any] = {}
-            for key, reader in plain_t:
-                out[key], pos = reader(data, pos)
-            return out, pos
-        return read
+    def field(self, f: dict[str, Any], t: str, nullable: bool, var: str, out: list[str],
+              ind: str) -> None:
+        """Code reading one value of type t into var, advancing pos."""
+        name = f["name"]
+        if t in _FIXED:
+            code, size = _FIXED[t]
+            out += [ind + "%s, = _unpack('>%s', data, pos)" % (var, code),
+                    ind + "pos += %d" % size]
+        elif t == "uuid":
+            out += [ind + "if pos + 16 > len(data):",
+                    ind + "    raise _underflow()",
+                    ind + "%s = _b64u(data[pos:pos + 16]).decode('ascii')[:22]" % var,
+                    ind + "pos += 16"]
+        elif t == "string":
+            self.length(False, out, ind)
+            body = self.null(name, nullable, var, out, ind)
+            out += [body + "if n > 0x7FFF:",
+                    body + "    raise _too_long(%r, n)" % name,
+                    body + "end = pos + n",
+                    body + "if end > len(data):",
+                    body + "    raise _short_string(n, len(data) - pos)",
+                    # strict UTF-8 where it decodes, U+FFFD where it does not
+                    body + "%s = data[pos:end].decode('utf-8', 'replace')" % var,
+                    body + "pos = end"]
+        elif t in ("bytes", "records"):
+            self.length(True, out, ind)
+            body = self.null(name, nullable, var, out, ind)
+            out += [body + "end = pos + n",
+                    body + "if end > len(data):",
+                    body + "    raise _underflow()",
+                    body + "%s = _b64(data[pos:end]).decode('ascii')" % var,
+                    body + "pos = end"]
+        elif t == "array":
+            self.length(True, out, ind)
+            body = self.null(name, nullable, var, out, ind)
+            out += [body + "if n > len(data) - pos:",
+                    body + "    raise _too_many(n, len(data) - pos)"]
+            item = f["item"]
+            if item in _FIXED:
+                code, size = _FIXED[item]
+                out += [body + "%s = list(_unpack('>%%d%s' %% n, data, pos))" % (var, code),
+                        body + "pos += %d * n" % size]
+            else:
+                reader = self.reader(f, item)
+                out += [body + "%s = []" % var,
+                        body + "for _ in range(n):",
+                        body + "    v, pos = %s(data, pos)" % reader,
+                        body + "    %s.append(v)" % var]
+        elif t == "struct":
+            reader = self.struct(f["fields"])
+            if nullable:
+                out += [ind + "n, = _I8(data, pos)",
+                        ind + "pos += 1",
+                        ind + "if n < 0:",
+                        ind + "    %s = None" % var,
+                        ind + "else:",
+                        ind + "    %s, pos = %s(data, pos)" % (var, reader)]
+            else:
+                out.append(ind + "%s, pos = %s(data, pos)" % (var, reader))
+        else:
+            raise CorruptRecordError("unknown field type %s" % t)
 
-    def read_flexible(data: bytes, pos: int) -> tuple[Any, int]:
-        out: dict[str, Any] = {}
-        for key, reader in plain_t:
-            out[key], pos = reader(data, pos)
-        count, pos = _uvarint(data, pos)
-        if count:
-            found: dict[str, Any] = {}
-            for _ in range(count):
-                tag, pos = _uvarint(data, pos)
-                size, pos = _uvarint(data, pos)
-                end = pos + size
-                if end > len(data):
-                    raise _underflow()
-                entry = tagged.get(tag)
-                if entry is not None:
-                    # read from a copy of the field's own bytes: copies add up to the
-                    # record's size however many tagged fields it holds
-                    value, used = entry[1](data[pos:end], 0)
-                    if used != size:
-                        raise CorruptRecordError("Tagged field %d has %d byte(s) left over"
-                                                 % (tag, size - used))
-                    if value != entry[2]:
-                        found[entry[0]] = value
-                pos = end
-            if found:
-                # The converter writes every field in declaration order (JsonConverterGenerator)
-                found.update(out)
-                out = {key: found[key] for key in order if key in found}
-        return out, pos
-    return read_flexible
+    def reader(self, f: dict[str, Any], t: str, nullable: bool = False) -> str:
+        """The name of a function (data, pos) -> (value, end) reading one value of type t."""
+        if t == "struct" and not nullable:
+            return self.struct(f["fields"])
+        fn = self.name("_f")
+        out = ["def %s(data, pos):" % fn]
+        self.field(f, t, nullable, "value", out, "    ")
+        out.append("    return value, pos")
+        self.sources.append("\n".join(out))
+        return fn
+
+    def struct(self, fields: list[dict[str, Any]]) -> str:
+        version = self.version
+        fn = self.name("_s")
+        out = ["def %s(data, pos):" % fn]
+        keys: list[tuple[str, str]] = []  # (JSON name, variable) of the untagged fields
+        tagged: dict[int, tuple[str, str, Any]] = {}  # tag: (JSON name, reader, default)
+        order: list[str] = []  # JSON names in declaration order, tagged fields among the others
+        run: list[tuple[str, str]] = []  # pending fixed-size fields: (variable, format char)
+
+        def flush() -> None:
+            if not run:
+                return
+            fmt = ">" + "".join(c for _, c in run)
+            targets = "".join(v + ", " for v, _ in run)
+            out.append("    %s= _unpack(%r, data, pos)" % (targets, fmt))
+            out.append("    pos += %d" % struct.calcsize(fmt))
+            run.clear()
+
+        for f in fields:
+            # a field declared with taggedVersions only exists at those versions (FieldSpec)
+            if not _within(f["versions"] or f["tagged"], version):
+                continue
+            key = _json_name(f["name"])
+            order.append(key)
+            nullable = _within(f["nullable"], version)
+            if _within(f["tagged"], version):
+                # a tagged struct is never written as null (its int8 marker is not read)
+                reader = self.reader(f, f["type"], nullable and f["type"] != "struct")
+                tagged[f["tag"]] = (key, reader, _default_json(f, version))
+                continue
+            var = "v%d" % len(keys)
+            keys.append((key, var))
+            if f["type"] in _FIXED:
+                run.append((var, _FIXED[f["type"]][0]))
+                continue
+            flush()
+            self.field(f, f["type"], nullable, var, out, "    ")
+        flush()
+        out.append("    out = {%s}" % ", ".join("%r: %s" % kv for kv in keys))
+        if self.flexible:
+            table: dict[int, Any] = dict(tagged)
+            self.tables.append(table)
+            out += ["    n = data[pos]",
+                    "    if n < 0x80:",
+                    "        pos += 1",
+                    "    else:",
+                    "        n, pos = _uvarint(data, pos)",
+                    "    if n:",
+                    "        out, pos = _tags(data, pos, n, out, %s, %s)"
+                    % (self.const(table), self.const(order))]
+        out.append("    return out, pos")
+        self.sources.append("\n".join(out))
+        return fn
+
+
+def _tags(data: bytes, pos: int, count: int, out: dict[str, Any],
+          tagged: dict[int, tuple[str, Reader, Any]], order: list[str]
+          ) -> tuple[dict[str, Any], int]:
+    """The tagged fields of a flexible struct (count of them, already read)."""
+    found: dict[str, Any] = {}
+    for _ in range(count):
+        tag, pos = _uvarint(data, pos)
+        size, pos = _uvarint(data, pos)
+        end = pos + size
+        if end > len(data):
+            raise _underflow()
+        entry = tagged.get(tag)
+        if entry is not None:
+            # read from a copy of the field's own bytes: copies add up to the record's size
+            # however many tagged fields it holds
+            value, used = entry[1](data[pos:end], 0)
+            if used != size:
+                raise _left_over(tag, size - used)
+            if value != entry[2]:
+                found[entry[0]] = value
+        pos = end
+    if found:
+        # The converter writes every field in declaration order (JsonConverterGenerator)
+        found.update(out)
+        out = {key: found[key] for key in order if key in found}
+    return out, pos
+
+
+def _compile_layout(fields: list[dict[str, Any]], version: int, flexible: bool) -> Reader:
+    gen = _Gen(version, flexible)
+    gen.ns["_tags"] = _tags
+    top = gen.struct(fields)
+    code = compile("\n\n".join(gen.sources), "<kafkalog layout>", "exec")
+    exec(code, gen.ns)
+    for table in gen.tables:  # reader names become the compiled functions
+        for tag, (key, name, default) in table.items():
+            table[tag] = (key, gen.ns[name], default)
+    reader: Reader = gen.ns[top]
+    return reader
 
 
 class _WithDoubles(dict):  # type: ignore[type-arg]
@@ -399,7 +462,7 @@ def _compiled(message: str, version: int) -> Reader:
     if not lo <= version <= hi:
         raise CorruptRecordError("Can't read version %d of %s" % (version, message))
     flexible = spec["flexibleVersions"] is not None and version >= spec["flexibleVersions"]
-    reader = _struct(spec["fields"], version, flexible)
+    reader = _compile_layout(spec["fields"], version, flexible)
     if not _has_double(spec["fields"]):
         return reader
 
