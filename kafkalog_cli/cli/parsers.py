@@ -44,7 +44,10 @@ def cluster_metadata_text(offset: int, key: Optional[bytes],
     """ClusterMetadataLogMessageParser: no key; the record as
     ``{"type":...,"version":...,"data":{...}}`` or ``Error at <offset>, skipping. <message>``."""
     try:
-        return None, schema.json_text(_metadata_object(value))
+        # json_text of _metadata_object's dict, the data's text written while decoding
+        type_name, version, data = schema.decode_metadata_record_text(
+            b"" if value is None else value)
+        return None, '{"type":"%s","version":%d,"data":%s}' % (type_name, version, data)
     except CorruptRecordError as e:
         return None, "Error at %d, skipping. %s" % (offset, e)
 

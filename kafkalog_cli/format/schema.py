@@ -29,6 +29,9 @@ API (stable):
     reason as the exception's ``__cause__``.
 ``metadata_type(api_key) -> (message, type_name)``
     MetadataRecordType.fromId; ``CorruptRecordError`` for an unknown id.
+``decode_metadata_record_text(data) -> (type_name, version, text)``
+    The same for KRaft's records, with ``json_text(value)`` instead of the value, written
+    while reading (the dump's fast path).
 ``remote_log_metadata_type(api_key) -> (message, type_name)``
     The same for the records of ``__remote_log_metadata`` (the storage module's generated
     MetadataRecordType, which RemoteLogMetadataSerde frames as above); pass it as
@@ -50,7 +53,7 @@ decoded value or a dict holding decoded values one level down; float64 fields as
 
 from __future__ import annotations
 
-import base64
+import binascii
 import functools
 import json
 import struct
@@ -60,8 +63,8 @@ from typing import Any, Callable
 from .errors import CorruptRecordError
 
 __all__ = [
-    "decode", "decode_metadata_record", "metadata_type", "remote_log_metadata_type",
-    "coordinator_messages",
+    "decode", "decode_metadata_record", "decode_metadata_record_text", "metadata_type",
+    "remote_log_metadata_type", "coordinator_messages",
     "control_message", "valid_versions", "messages", "source", "json_text", "java_double",
 ]
 
@@ -229,15 +232,20 @@ def _default_json(field: dict[str, Any], version: int) -> Any:
 class _Gen:
     """Writes the source of the reading functions of one layout at one version."""
 
-    def __init__(self, version: int, flexible: bool) -> None:
+    def __init__(self, version: int, flexible: bool, text: bool = False) -> None:
         self.version = version
         self.flexible = flexible
+        # text: the functions return the value's JSON text (as json_text writes it) instead
+        # of the value; a struct with tagged fields falls back to its value's reader
+        self.text = text
         self.ns: dict[str, Any] = {
             "_uvarint": _uvarint, "_underflow": _underflow, "_null_field": _null_field,
             "_too_long": _too_long, "_short_string": _short_string, "_too_many": _too_many,
-            "_left_over": _left_over, "_unpack": struct.unpack_from, "_b64": base64.b64encode,
-            "_b64u": base64.urlsafe_b64encode, "_I8": _I8.unpack_from,
-            "_I16": _I16.unpack_from, "_I32": _I32.unpack_from,
+            "_left_over": _left_over, "_unpack": struct.unpack_from, "_b64": binascii.b2a_base64,
+            "_URLSAFE": bytes.maketrans(b"+/", b"-_"), "_I8": _I8.unpack_from,
+            "_I16": _I16.unpack_from, "_I32": _I32.unpack_from, "_tags": _tags,
+            "_BOOL": ("false", "true"), "_jd": java_double, "_esc": _ESCAPE,
+            "_compact_json": _compact_json, "_java_json": _java_json,
         }
         self.sources: list[str] = []
         self.tables: list[dict[int, Any]] = []  # the tagged fields' tables, by reader name
@@ -287,7 +295,8 @@ class _Gen:
         elif t == "uuid":
             out += [ind + "if pos + 16 > len(data):",
                     ind + "    raise _underflow()",
-                    ind + "%s = _b64u(data[pos:pos + 16]).decode('ascii')[:22]" % var,
+                    ind + "%s = _b64(data[pos:pos + 16], newline=False).translate(_URLSAFE)"
+                    ".decode('ascii')[:22]" % var,
                     ind + "pos += 16"]
         elif t == "string":
             self.length(False, out, ind)
@@ -306,7 +315,7 @@ class _Gen:
             out += [body + "end = pos + n",
                     body + "if end > len(data):",
                     body + "    raise _underflow()",
-                    body + "%s = _b64(data[pos:end]).decode('ascii')" % var,
+                    body + "%s = _b64(data[pos:end], newline=False).decode('ascii')" % var,
                     body + "pos = end"]
         elif t == "array":
             self.length(True, out, ind)
@@ -338,6 +347,34 @@ class _Gen:
         else:
             raise CorruptRecordError("unknown field type %s" % t)
 
+    def render(self, f: dict[str, Any], t: str, nullable: bool, var: str) -> str:
+        """An expression giving the JSON text of var, a value of type t read by field()
+        (in text mode: structs and the items of arrays of them already text)."""
+        if t in ("int8", "int16", "uint16", "int32", "uint32", "int64"):
+            expr = "'%%d' %% %s" % var
+        elif t == "bool":
+            expr = "_BOOL[%s]" % var
+        elif t == "float64":
+            expr = "_jd(%s)" % var
+        elif t in ("uuid", "bytes", "records"):
+            expr = "'\"' + %s + '\"'" % var  # base64: nothing to escape
+        elif t == "string":
+            expr = "_esc(%s)" % var
+        elif t == "array":
+            item = f["item"]
+            if item in ("int8", "int16", "uint16", "int32", "uint32", "int64"):
+                items = "map(str, %s)" % var
+            elif item == "bool":
+                items = "map(_BOOL.__getitem__, %s)" % var
+            elif item == "float64":
+                items = "map(_jd, %s)" % var
+            else:
+                items = var
+            expr = "'[' + ','.join(%s) + ']'" % items
+        else:
+            expr = var
+        return "('null' if %s is None else %s)" % (var, expr) if nullable else expr
+
     def reader(self, f: dict[str, Any], t: str, nullable: bool = False) -> str:
         """The name of a function (data, pos) -> (value, end) reading one value of type t."""
         if t == "struct" and not nullable:
@@ -345,6 +382,8 @@ class _Gen:
         fn = self.name("_f")
         out = ["def %s(data, pos):" % fn]
         self.field(f, t, nullable, "value", out, "    ")
+        if self.text:
+            out.append("    value = " + self.render(f, t, nullable, "value"))
         out.append("    return value, pos")
         self.sources.append("\n".join(out))
         return fn
@@ -353,7 +392,10 @@ class _Gen:
         version = self.version
         fn = self.name("_s")
         out = ["def %s(data, pos):" % fn]
+        if self.text:
+            out.append("    start = pos")
         keys: list[tuple[str, str]] = []  # (JSON name, variable) of the untagged fields
+        texts: list[str] = []  # in text mode, their JSON text's expressions
         tagged: dict[int, tuple[str, str, Any]] = {}  # tag: (JSON name, reader, default)
         order: list[str] = []  # JSON names in declaration order, tagged fields among the others
         run: list[tuple[str, str]] = []  # pending fixed-size fields: (variable, format char)
@@ -375,18 +417,35 @@ class _Gen:
             order.append(key)
             nullable = _within(f["nullable"], version)
             if _within(f["tagged"], version):
+                if self.text:
+                    continue  # the value's reader reads them
                 # a tagged struct is never written as null (its int8 marker is not read)
                 reader = self.reader(f, f["type"], nullable and f["type"] != "struct")
                 tagged[f["tag"]] = (key, reader, _default_json(f, version))
                 continue
             var = "v%d" % len(keys)
             keys.append((key, var))
+            texts.append(self.render(f, f["type"], nullable, var))
             if f["type"] in _FIXED:
                 run.append((var, _FIXED[f["type"]][0]))
                 continue
             flush()
             self.field(f, f["type"], nullable, var, out, "    ")
         flush()
+        if self.text:
+            if self.flexible:
+                self.text = False
+                value_reader = self.struct(fields)
+                self.text = True
+                out += ["    if data[pos]:  # tagged fields: the value's text",
+                        "        value, pos = %s(data, start)" % value_reader,
+                        "        return %s(value), pos"
+                        % ("_java_json" if _has_double(fields) else "_compact_json"),
+                        "    pos += 1"]
+            template = "{%s}" % ",".join('"%s":%%s' % key for key, _ in keys)
+            out.append("    return %r %% (%s), pos" % (template, "".join(t + ", " for t in texts)))
+            self.sources.append("\n".join(out))
+            return fn
         out.append("    out = {%s}" % ", ".join("%r: %s" % kv for kv in keys))
         if self.flexible:
             table: dict[int, Any] = dict(tagged)
@@ -432,9 +491,9 @@ def _tags(data: bytes, pos: int, count: int, out: dict[str, Any],
     return out, pos
 
 
-def _compile_layout(fields: list[dict[str, Any]], version: int, flexible: bool) -> Reader:
-    gen = _Gen(version, flexible)
-    gen.ns["_tags"] = _tags
+def _compile_layout(fields: list[dict[str, Any]], version: int, flexible: bool,
+                    text: bool = False) -> Reader:
+    gen = _Gen(version, flexible, text)
     top = gen.struct(fields)
     code = compile("\n\n".join(gen.sources), "<kafkalog layout>", "exec")
     exec(code, gen.ns)
@@ -470,6 +529,14 @@ def _compiled(message: str, version: int) -> Reader:
         value, end = reader(data, pos)
         return _WithDoubles(value), end
     return marked
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_text(message: str, version: int) -> Reader:
+    """_compiled's twin giving the value's JSON text, as json_text writes it."""
+    spec = _spec(message)
+    flexible = spec["flexibleVersions"] is not None and version >= spec["flexibleVersions"]
+    return _compile_layout(spec["fields"], version, flexible, text=True)
 
 
 def decode(message: str, version: int, data: Any, pos: int = 0) -> tuple[dict[str, Any], int]:
@@ -546,16 +613,58 @@ def decode_metadata_record(data: Any, types: Callable[[int], tuple[str, str]] = 
     return type_name, version, value
 
 
-_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# the same as _METADATA_FAST for decode_metadata_record_text: (text reader, type name)
+_METADATA_TEXT_FAST: dict[int, tuple[Reader, str]] = {}
+
+
+def decode_metadata_record_text(data: Any) -> tuple[str, int, str]:
+    """decode_metadata_record (KRaft's types) giving ``json_text(value)`` for the value,
+    written while reading (the dump's path); the same errors."""
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    short = len(data) >= 3 and data[0] == 1 and data[1] < 0x80 and data[2] < 0x80
+    if short:
+        fast = _METADATA_TEXT_FAST.get(data[1] << 8 | data[2])
+        if fast is not None:
+            try:
+                text, end = fast[0](data, 3)
+            except (CorruptRecordError, IndexError, struct.error):
+                pass  # decode_metadata_record says why, in Kafka's words
+            else:
+                if end == len(data):
+                    return fast[1], data[2], text
+    type_name, version, value = decode_metadata_record(data)
+    if short:
+        _METADATA_TEXT_FAST[data[1] << 8 | version] = (
+            _compiled_text(metadata_type(data[1])[0], version), type_name)
+    return type_name, version, json_text(value)
+
+
+_ESCAPE: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_compact_json: Callable[[Any], str] = _ENCODER.encode
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+if _c_make_encoder is not None:
+    # the C encoder JSONEncoder.encode builds on every call, built once (no circular check:
+    # decoded values are trees)
+    _c_encode = _c_make_encoder(None, _ENCODER.default, json.encoder.encode_basestring, None,
+                                ":", ",", False, False, True)
+
+    def _compact_json(value: Any) -> str:
+        return "".join(_c_encode(value, 0))
 
 
 def json_text(value: Any) -> str:
     """Compact JSON, as Jackson's JsonNode.toString writes a converter's output (doubles as
     Java's Double.toString: ``1.048576E7``, not ``10485760.0``), for a decoded value or an
     object holding decoded values."""
-    if isinstance(value, _WithDoubles) or (type(value) is dict and any(
-            isinstance(v, _WithDoubles) for v in value.values())):
+    kind = type(value)
+    if kind is _WithDoubles:
         return _java_json(value)
+    if kind is dict:
+        for v in value.values():
+            if type(v) is _WithDoubles:
+                return _java_json(value)
     return _compact_json(value)
 
 
