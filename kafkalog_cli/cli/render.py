@@ -426,6 +426,9 @@ class KafkaWriter(Writer):
             if (b.magic >= 2 and not b.is_control and not opts.skip_metadata and not opts.iso
                     and opts.parser is None):
                 self._v2_lines(b, recs)
+            elif (b.magic >= 2 and not b.is_control and not opts.skip_metadata and not opts.iso
+                    and opts.print_data):
+                self._parser_lines(b, recs)
             else:
                 self._generic_lines(b, recs)
         self._maybe_flush()
@@ -495,6 +498,24 @@ class KafkaWriter(Writer):
             else:
                 add(f"{head}{off}{tl}{ts} keySize: {-1 if k is None else len(k)} valueSize: "
                     f"{-1 if v is None else len(v)} sequence: {seq} headerKeys: [{hk}]")
+
+    def _parser_lines(self, b, recs):
+        """_generic_lines' output for data records of a v2 batch through a parser
+        (--cluster-metadata-decoder...), with metadata and plain epoch timestamps."""
+        add = self._lines.append
+        parse = self.opts.parser.text
+        head = "| offset: "
+        tl = " %s: " % b.timestamp_type_name
+        base_seq = b.base_sequence
+        base_off = b.base_offset
+        for off, ts, k, v, h in zip(recs.offsets, recs.timestamps, recs.keys, recs.values,
+                                    recs.headers):
+            kt, vt = parse(off, k, v)
+            add(f"{head}{off}{tl}{ts} keySize: {-1 if k is None else len(k)} valueSize: "
+                f"{-1 if v is None else len(v)} sequence: "
+                f"{record_sequence(base_seq, off - base_off)} headerKeys: "
+                f"[{','.join([x[0] for x in h]) if h else ''}]"
+                f"{'' if kt is None else ' key: ' + kt}{'' if vt is None else ' payload: ' + vt}")
 
     def _generic_lines(self, b, recs):
         """Every other record line: legacy, control, --skip-record-metadata, iso timestamps."""
