@@ -244,6 +244,7 @@ class _Gen:
             "_left_over": _left_over, "_unpack": struct.unpack_from, "_b64": binascii.b2a_base64,
             "_URLSAFE": bytes.maketrans(b"+/", b"-_"), "_I8": _I8.unpack_from,
             "_I16": _I16.unpack_from, "_I32": _I32.unpack_from, "_tags": _tags,
+            "_tags_text": _tags_text,
             "_BOOL": ("false", "true"), "_jd": java_double, "_esc": _ESCAPE,
             "_compact_json": _compact_json, "_java_json": _java_json,
         }
@@ -392,8 +393,6 @@ class _Gen:
         version = self.version
         fn = self.name("_s")
         out = ["def %s(data, pos):" % fn]
-        if self.text:
-            out.append("    start = pos")
         keys: list[tuple[str, str]] = []  # (JSON name, variable) of the untagged fields
         texts: list[str] = []  # in text mode, their JSON text's expressions
         tagged: dict[int, tuple[str, str, Any]] = {}  # tag: (JSON name, reader, default)
@@ -417,10 +416,11 @@ class _Gen:
             order.append(key)
             nullable = _within(f["nullable"], version)
             if _within(f["tagged"], version):
-                if self.text:
-                    continue  # the value's reader reads them
+                # read as values (compared with their defaults), in text mode too
+                text, self.text = self.text, False
                 # a tagged struct is never written as null (its int8 marker is not read)
                 reader = self.reader(f, f["type"], nullable and f["type"] != "struct")
+                self.text = text
                 tagged[f["tag"]] = (key, reader, _default_json(f, version))
                 continue
             var = "v%d" % len(keys)
@@ -434,13 +434,13 @@ class _Gen:
         flush()
         if self.text:
             if self.flexible:
-                self.text = False
-                value_reader = self.struct(fields)
-                self.text = True
-                out += ["    if data[pos]:  # tagged fields: the value's text",
-                        "        value, pos = %s(data, start)" % value_reader,
-                        "        return %s(value), pos"
-                        % ("_java_json" if _has_double(fields) else "_compact_json"),
+                table = dict(tagged)
+                self.tables.append(table)
+                out += ["    if data[pos]:  # tagged fields",
+                        "        return _tags_text(data, pos, {%s}, %s, %s, %s)" % (
+                            ", ".join("%r: %s" % (key, t) for (key, _), t in zip(keys, texts)),
+                            self.const(table), self.const(order),
+                            "_java_json" if _has_double(fields) else "_compact_json"),
                         "    pos += 1"]
             template = "{%s}" % ",".join('"%s":%%s' % key for key, _ in keys)
             out.append("    return %r %% (%s), pos" % (template, "".join(t + ", " for t in texts)))
@@ -463,10 +463,10 @@ class _Gen:
         return fn
 
 
-def _tags(data: bytes, pos: int, count: int, out: dict[str, Any],
-          tagged: dict[int, tuple[str, Reader, Any]], order: list[str]
-          ) -> tuple[dict[str, Any], int]:
-    """The tagged fields of a flexible struct (count of them, already read)."""
+def _tag_values(data: bytes, pos: int, count: int, tagged: dict[int, tuple[str, Reader, Any]]
+                ) -> tuple[dict[str, Any], int]:
+    """The tagged fields of a flexible struct (count of them, already read) that differ from
+    their defaults: {JSON name: value}, and the position after them."""
     found: dict[str, Any] = {}
     for _ in range(count):
         tag, pos = _uvarint(data, pos)
@@ -484,11 +484,31 @@ def _tags(data: bytes, pos: int, count: int, out: dict[str, Any],
             if value != entry[2]:
                 found[entry[0]] = value
         pos = end
+    return found, pos
+
+
+def _tags(data: bytes, pos: int, count: int, out: dict[str, Any],
+          tagged: dict[int, tuple[str, Reader, Any]], order: list[str]
+          ) -> tuple[dict[str, Any], int]:
+    """The value of a flexible struct with its tagged fields (count of them, already read)."""
+    found, pos = _tag_values(data, pos, count, tagged)
     if found:
         # The converter writes every field in declaration order (JsonConverterGenerator)
         found.update(out)
         out = {key: found[key] for key in order if key in found}
     return out, pos
+
+
+def _tags_text(data: bytes, pos: int, texts: dict[str, str],
+               tagged: dict[int, tuple[str, Reader, Any]], order: list[str],
+               dump: Callable[[Any], str]) -> tuple[str, int]:
+    """_tags in text mode: texts holds the untagged fields' JSON texts; the tagged ones found
+    are written by dump (json_text's writer for the layout)."""
+    count, pos = _uvarint(data, pos)
+    found, pos = _tag_values(data, pos, count, tagged)
+    for key, value in found.items():
+        texts[key] = dump(value)
+    return "{%s}" % ",".join('"%s":%s' % (key, texts[key]) for key in order if key in texts), pos
 
 
 def _compile_layout(fields: list[dict[str, Any]], version: int, flexible: bool,
