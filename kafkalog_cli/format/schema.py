@@ -213,6 +213,9 @@ _FIXED = {"int8": ("b", 1), "int16": ("h", 2), "uint16": ("H", 2), "int32": ("i"
           "uint32": ("I", 4), "int64": ("q", 8), "float64": ("d", 8), "bool": ("?", 1)}
 
 
+_INTEGERS = ("int8", "int16", "uint16", "int32", "uint32", "int64")
+
+
 def _within(rng: list[int] | None, version: int) -> bool:
     return rng is not None and rng[0] <= version <= rng[1]
 
@@ -326,8 +329,17 @@ class _Gen:
             item = f["item"]
             if item in _FIXED:
                 code, size = _FIXED[item]
-                out += [body + "%s = list(_unpack('>%%d%s' %% n, data, pos))" % (var, code),
+                # text mode renders the tuple as it is
+                read = "_unpack('>%%d%s' %% n, data, pos)" % code
+                out += [body + "%s = %s" % (var, read if self.text else "list(%s)" % read),
                         body + "pos += %d * n" % size]
+            elif item == "uuid":
+                out += [body + "if pos + 16 * n > len(data):",
+                        body + "    raise _underflow()",
+                        body + "%s = [_b64(data[p:p + 16], newline=False).translate(_URLSAFE)"
+                               ".decode('ascii')[:22] for p in range(pos, pos + 16 * n, 16)]"
+                        % var,
+                        body + "pos += 16 * n"]
             else:
                 reader = self.reader(f, item)
                 out += [body + "%s = []" % var,
@@ -351,7 +363,7 @@ class _Gen:
     def render(self, f: dict[str, Any], t: str, nullable: bool, var: str) -> str:
         """An expression giving the JSON text of var, a value of type t read by field()
         (in text mode: structs and the items of arrays of them already text)."""
-        if t in ("int8", "int16", "uint16", "int32", "uint32", "int64"):
+        if t in _INTEGERS:
             expr = "'%%d' %% %s" % var
         elif t == "bool":
             expr = "_BOOL[%s]" % var
@@ -363,12 +375,14 @@ class _Gen:
             expr = "_esc(%s)" % var
         elif t == "array":
             item = f["item"]
-            if item in ("int8", "int16", "uint16", "int32", "uint32", "int64"):
+            if item in _INTEGERS:
                 items = "map(str, %s)" % var
             elif item == "bool":
                 items = "map(_BOOL.__getitem__, %s)" % var
             elif item == "float64":
                 items = "map(_jd, %s)" % var
+            elif item == "uuid":
+                items = "['\"%%s\"' %% u for u in %s]" % var
             else:
                 items = var
             expr = "'[' + ','.join(%s) + ']'" % items
@@ -394,7 +408,8 @@ class _Gen:
         fn = self.name("_s")
         out = ["def %s(data, pos):" % fn]
         keys: list[tuple[str, str]] = []  # (JSON name, variable) of the untagged fields
-        texts: list[str] = []  # in text mode, their JSON text's expressions
+        # in text mode, their JSON text's expressions (and how the template takes them)
+        texts: list[tuple[str, str]] = []
         tagged: dict[int, tuple[str, str, Any]] = {}  # tag: (JSON name, reader, default)
         order: list[str] = []  # JSON names in declaration order, tagged fields among the others
         run: list[tuple[str, str]] = []  # pending fixed-size fields: (variable, format char)
@@ -425,7 +440,10 @@ class _Gen:
                 continue
             var = "v%d" % len(keys)
             keys.append((key, var))
-            texts.append(self.render(f, f["type"], nullable, var))
+            if not nullable and f["type"] in _INTEGERS:
+                texts.append(("%d", var))
+            else:
+                texts.append(("%s", self.render(f, f["type"], nullable, var)))
             if f["type"] in _FIXED:
                 run.append((var, _FIXED[f["type"]][0]))
                 continue
@@ -438,12 +456,15 @@ class _Gen:
                 self.tables.append(table)
                 out += ["    if data[pos]:  # tagged fields",
                         "        return _tags_text(data, pos, {%s}, %s, %s, %s)" % (
-                            ", ".join("%r: %s" % (key, t) for (key, _), t in zip(keys, texts)),
+                            ", ".join("%r: %s" % (key, t if spec == "%s" else "'%d' % " + t)
+                                      for (key, _), (spec, t) in zip(keys, texts)),
                             self.const(table), self.const(order),
                             "_java_json" if _has_double(fields) else "_compact_json"),
                         "    pos += 1"]
-            template = "{%s}" % ",".join('"%s":%%s' % key for key, _ in keys)
-            out.append("    return %r %% (%s), pos" % (template, "".join(t + ", " for t in texts)))
+            template = "{%s}" % ",".join('"%s":%s' % (key, spec)
+                                         for (key, _), (spec, _) in zip(keys, texts))
+            out.append("    return %r %% (%s), pos" % (template,
+                                                       "".join(t + ", " for _, t in texts)))
             self.sources.append("\n".join(out))
             return fn
         out.append("    out = {%s}" % ", ".join("%r: %s" % kv for kv in keys))
