@@ -34,7 +34,9 @@ def _kraft_names() -> dict[int, str]:
     return names
 
 
-CONTROL_TYPE_NAMES = {ABORT: "ABORT", COMMIT: "COMMIT", **_kraft_names()}
+# the raft control types, whose values format.schema reads (ControlRecordType's names)
+KRAFT_CONTROL_NAMES = _kraft_names()
+CONTROL_TYPE_NAMES = {ABORT: "ABORT", COMMIT: "COMMIT", **KRAFT_CONTROL_NAMES}
 
 
 def control_type(key: Optional[bytes]) -> int:

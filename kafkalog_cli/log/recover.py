@@ -144,11 +144,6 @@ def _header_problem(batch: Batch, base: int, prev_last: Optional[int]) -> Option
             or reach_problem(batch.last_offset, base))
 
 
-# KRaft control records whose values the readers decode (and call invalid when they cannot)
-_KRAFT_TYPES = (control.LEADER_CHANGE, control.SNAPSHOT_HEADER, control.SNAPSHOT_FOOTER,
-                control.KRAFT_VERSION, control.KRAFT_VOTERS)
-
-
 def control_problem(recs: Records) -> Optional[str]:
     """Why the records of a control batch are malformed, or None: every key a control key
     (ControlRecordType: at least 4 bytes, a version that is not negative), an ABORT/COMMIT
@@ -159,7 +154,8 @@ def control_problem(recs: Records) -> Optional[str]:
             type_id = control.control_type(key)
             if type_id in (control.ABORT, control.COMMIT):
                 control.end_txn_marker(value)
-            elif type_id in _KRAFT_TYPES:
+            elif type_id in control.KRAFT_CONTROL_NAMES:
+                # read by format.schema as ControlRecordUtils reads it (version 0)
                 control.kraft_control_json(type_id, value)
         except CorruptRecordError as e:
             return "control record at offset %d: %s" % (offset, e)
