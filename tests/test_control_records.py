@@ -7,12 +7,13 @@ the kafka text formats, the messages format and JSON Lines. A value that does no
 the record invalid (exit 1), as Kafka's reader refuses it."""
 
 import json
+import os
 import struct
 
 import pytest
 
 import schemaenc
-from dumpcheck import dump
+from dumpcheck import dump, kafkalog
 from kafkagen import ATTR_CONTROL, Rec, fix_v2_crc, v2_batch, write_segment
 
 SPECS = schemaenc.all_specs()
@@ -120,3 +121,28 @@ def test_null_voters_array_is_invalid(tmp_path):
     r = dump("--deep-iteration", control_segment(tmp_path, 6, value))
     assert r.code == 1, r.out
     assert "non-nullable field Voters was serialized as null" in r.err
+
+
+@pytest.mark.parametrize("cut", [0, 2])
+def test_recover_cuts_at_a_voters_record_that_does_not_decode(tmp_path, cut):
+    """recover applies the readers' rule (LogLoader's recovery stops at the first invalid
+    batch): a raft control value that does not decode ends the valid log (cut=2), a whole one
+    does not (cut=0)."""
+    spec = SPECS["VotersRecord"]
+    value = schemaenc.encode(spec, 0, CASES[4][2])
+    first = v2_batch([Rec(None, b"a" * 50)], base_offset=0)
+    control = bytearray(v2_batch([Rec(struct.pack(">hh", 0, 6), value[:len(value) - cut])],
+                                 base_offset=1))
+    control[22] |= ATTR_CONTROL
+    fix_v2_crc(control)
+    last = v2_batch([Rec(None, b"b" * 50)], base_offset=2)
+    part = tmp_path / "__cluster_metadata-0"
+    path = write_segment(str(part), 0, first, bytes(control), last)
+    res = kafkalog("recover", str(part))
+    size = os.path.getsize(path)
+    if cut:
+        assert "control record at offset 1" in res.out + res.err, res
+        assert size == len(first), res
+    else:
+        assert "control record" not in res.out + res.err, res
+        assert size == len(first) + len(control) + len(last), res
