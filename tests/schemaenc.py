@@ -20,6 +20,8 @@ import random
 import re
 import struct
 
+from kafkagen import uvarint
+
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "kafka-messages")
 TOP = 0x7FFF
 
@@ -135,15 +137,6 @@ def default(field, common, version):
 
 
 # -- writing -----------------------------------------------------------------------------------
-
-def uvarint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
 
 def _length(n, flex, wide):
     if flex:

@@ -20,6 +20,7 @@ import fastavro
 import pytest
 
 import kafkagen as kg
+from kafkagen import varint
 from dumpcheck import REPO, assert_clean_exit2, dump
 
 pytestmark = pytest.mark.usefixtures("implementation")
@@ -39,22 +40,11 @@ USER_V2 = {"type": "record", "name": "User", "namespace": "test",
 KEY_SCHEMA = {"type": "record", "name": "Key", "fields": [{"name": "tenant", "type": "string"}]}
 
 
-def zigzag_varint(n):
-    """Kafka's ByteUtils.writeVarint: zigzag, then base-128 groups, low group first."""
-    raw = ((n << 1) ^ (n >> 31)) & 0xFFFFFFFF
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 def message_indexes(indexes):
     """MessageIndexes.toByteArray: [0] as the single byte 0, else a count and each index."""
     if indexes == [0]:
         return b"\x00"
-    return zigzag_varint(len(indexes)) + b"".join(zigzag_varint(i) for i in indexes)
+    return varint(len(indexes)) + b"".join(varint(i) for i in indexes)
 
 
 def frame(schema_id, body):
@@ -234,8 +224,8 @@ def test_protobuf_message_indexes(tmp_path, indexes):
 
 def test_protobuf_message_indexes_that_do_not_decode(tmp_path):
     proto = write_schema(tmp_path / "m.proto", {})
-    values = [frame(5, zigzag_varint(100) + b"\x02"),       # 100 indexes, 1 byte follows
-              frame(5, zigzag_varint(-1) + b"\x02\x02"),     # a negative count
+    values = [frame(5, varint(100) + b"\x02"),       # 100 indexes, 1 byte follows
+              frame(5, varint(-1) + b"\x02\x02"),     # a negative count
               frame(5, b"\x04\x02\x80"),                     # the last varint does not end
               frame(5, b""),                                 # nothing after the header
               frame(5, message_indexes([0]) + b"ok")]

@@ -19,6 +19,7 @@ import uuid
 import pytest
 
 import kafkagen as kg
+from kafkagen import uvarint
 from dumpcheck import dump, dump_subprocess, json_objects
 
 from kafkalog_cli.format import coordinator
@@ -27,15 +28,6 @@ T0 = 1700000000000
 
 
 # -- an encoder of Kafka's message layouts (non-flexible and flexible versions) -----------------
-
-def uvarint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
 
 def i8(n):
     return struct.pack(">b", n)

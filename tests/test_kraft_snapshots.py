@@ -17,21 +17,13 @@ import pytest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 import kafkagen as kg
+from kafkagen import uvarint
 from dumpcheck import batch_pairs, dump, dump_subprocess, json_objects, pairs
 
 pytestmark = pytest.mark.usefixtures("implementation")
 
 T0 = 1700000000000
 SNAPSHOT_HEADER, SNAPSHOT_FOOTER = 3, 4
-
-
-def uvarint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def compact_string(s):
