@@ -12,7 +12,7 @@ from ..log.files import NoSegmentsError, os_error_text, printable_name
 from ..log.read import SegmentReader, files_to_read
 from ..log.seek import Seek
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
-from . import decoders, parsers
+from . import decoders
 from .dump_aux import IndexOptions, dump_aux
 from .errors import fail
 from .render import WRITERS, DumpOptions, java_tool
@@ -162,13 +162,11 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     value_decoder = value_decoder or _decoder_from_class(value_decoder_class)
     key_decoder, value_decoder = _schema_decoders(key_decoder, value_decoder, key_schema,
                                                   value_schema, schema_dir)
-    parser = parsers.choose([name for name, given in (
+    parser = _parser([name for name, given in (
         ("cluster-metadata", cluster_metadata_decoder), ("offsets", offsets_decoder),
         ("transaction-log", transaction_log_decoder),
         ("share-group-state", share_group_state_decoder),
-        ("remote-log-metadata", remote_log_metadata_decoder)) if given])
-    if parser is not None and java_tool(kafka_format):
-        parser = parsers.java_variant(parser)
+        ("remote-log-metadata", remote_log_metadata_decoder)) if given], kafka_format)
     print_data = (print_data_log or key_decoder is not None or value_decoder is not None
                   or parser is not None)
     opts = DumpOptions(deep=deep_iteration or fmt == "messages", print_data=print_data,
@@ -185,8 +183,7 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
                    max_bytes=max_bytes if max_bytes < KAFKA_MAX_BYTES else None,
                    resync=skip_invalid)
     # KRaft snapshots hold metadata records: decoded as such unless a decoder was chosen
-    run.snapshot_parser = parser if parser is not None or (key_decoder, value_decoder) != (
-        None, None) else parsers.PARSERS["cluster-metadata"]
+    run.metadata_by_default = parser is None and (key_decoder, value_decoder) == (None, None)
     try:
         status = max([run.target(target, bounds) for target in targets])
     finally:
@@ -208,7 +205,7 @@ class _DumpRun:
         self.reading = dict(records=deep, max_bytes=max_bytes, resync=resync,
                             fast=writer.fast_path())
         self.parser = writer.opts.parser
-        self.snapshot_parser = self.parser
+        self.metadata_by_default = False
 
     def target(self, target, bounds):
         try:
@@ -245,12 +242,26 @@ class _DumpRun:
         base = self.base_offset
         if base is None and kind == names.KRAFT_SNAPSHOT:
             base = 0  # a snapshot's records are numbered from 0 (RecordsSnapshotWriter)
-        self.writer.opts.parser = self.snapshot_parser if kind == names.KRAFT_SNAPSHOT \
-            else self.parser
+        parser = self.parser
+        if kind == names.KRAFT_SNAPSHOT and self.metadata_by_default:
+            parser = _parser(["cluster-metadata"], self.writer.opts.kafka_format)
+        self.writer.opts.parser = parser
         with LogFile(path, self.max_message_size) as log:
             reader = SegmentReader(log, base, seek=seek, **self.reading)
             self.writer.segment(reader)
         return EXIT_INVALID if reader.invalid else EXIT_OK
+
+
+def _parser(named, kafka_format):
+    """The parser Kafka's precedence picks among the decoder options ``named`` (None: none);
+    the parsers' modules are imported only when one is asked for."""
+    if not named:
+        return None
+    from . import parsers
+    parser = parsers.choose(named)
+    if parser is not None and java_tool(kafka_format):
+        parser = parsers.java_variant(parser)
+    return parser
 
 
 def _os_error(path, e):

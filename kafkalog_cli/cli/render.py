@@ -330,7 +330,7 @@ def control_fields(key, value):
     out = {"controlType": control.control_type_name(type_id), "controlTypeId": type_id}
     if type_id in (control.ABORT, control.COMMIT):
         out["coordinatorEpoch"] = control.end_txn_marker(value)[1]
-    elif type_id in control.CONTROL_TYPE_NAMES:
+    elif type_id in control.kraft_control_names():
         out["data"] = control.kraft_control_json(type_id, value)
     return out
 

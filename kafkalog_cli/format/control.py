@@ -12,10 +12,10 @@ the coordinator epoch, EndTransactionMarker still reading the version before it 
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any, Optional
 
-from . import schema
 from .errors import CorruptRecordError
 
 (ABORT, COMMIT, LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION,
@@ -25,18 +25,17 @@ from .errors import CorruptRecordError
 KRAFT_CONTROL_VERSION = 0
 
 
-def _kraft_names() -> dict[int, str]:
+@functools.lru_cache(maxsize=None)
+def kraft_control_names() -> dict[int, str]:
+    """The raft control types, whose values format.schema reads, with ControlRecordType's
+    names (read from the schema index when first asked for: not at every command's start)."""
+    from . import schema
     names = {}
     for type_id in (LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS):
         entry = schema.control_message(type_id)
         assert entry is not None, type_id
         names[type_id] = entry[1]
     return names
-
-
-# the raft control types, whose values format.schema reads (ControlRecordType's names)
-KRAFT_CONTROL_NAMES = _kraft_names()
-CONTROL_TYPE_NAMES = {ABORT: "ABORT", COMMIT: "COMMIT", **KRAFT_CONTROL_NAMES}
 
 
 def control_type(key: Optional[bytes]) -> int:
@@ -50,7 +49,9 @@ def control_type(key: Optional[bytes]) -> int:
 
 
 def control_type_name(type_id: int) -> str:
-    return CONTROL_TYPE_NAMES.get(type_id, "UNKNOWN")
+    if type_id in (ABORT, COMMIT):
+        return "ABORT" if type_id == ABORT else "COMMIT"
+    return kraft_control_names().get(type_id, "UNKNOWN")
 
 
 def end_txn_marker(value: Optional[bytes]) -> tuple[int, int]:
@@ -67,6 +68,7 @@ def kraft_control_json(type_id: int, value: Optional[bytes]) -> dict[str, Any]:
     """The fields of a raft control record value as Kafka's JSON converter writes them
     (``schema.decode`` of the type's message at KRAFT_CONTROL_VERSION; bytes after the
     message are ignored, as ControlRecordUtils does)."""
+    from . import schema
     entry = schema.control_message(type_id)
     if entry is None:
         raise CorruptRecordError("no decoder for control type %d" % type_id)

@@ -154,7 +154,7 @@ def control_problem(recs: Records) -> Optional[str]:
             type_id = control.control_type(key)
             if type_id in (control.ABORT, control.COMMIT):
                 control.end_txn_marker(value)
-            elif type_id in control.KRAFT_CONTROL_NAMES:
+            elif type_id in control.kraft_control_names():
                 # read by format.schema as ControlRecordUtils reads it (version 0)
                 control.kraft_control_json(type_id, value)
         except CorruptRecordError as e:
