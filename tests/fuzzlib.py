@@ -1101,33 +1101,38 @@ def independent_verdict(data, start, base):
     return None
 
 
-def check_cuts(before, part):
-    """For every cut the quarantine manifests of ``part`` record: the entry where the cut
-    starts must be one the broker does not keep (independent_verdict). Returns problems."""
-    problems = []
+def manifest_entries(part):
+    """Every entry of the quarantine manifests of ``part``, run folder by run folder."""
     qroot = os.path.join(part, "kafkalog-quarantine")
     if not os.path.isdir(qroot):
-        return problems
+        return
     for run in sorted(os.listdir(qroot)):
         try:
             with open(os.path.join(qroot, run, "manifest.json"), "rb") as f:
                 manifest = json.load(f)
         except (OSError, ValueError):
             continue
-        for entry in manifest.get("entries", []):
-            if entry.get("what") != "cut" or not entry.get("range"):
-                continue
-            name = entry.get("file", "")
-            raw = bytes.fromhex(entry["file_bytes_hex"]) if "file_bytes_hex" in entry else os.fsencode(name)
-            data = before.get(raw)
-            digits = raw.split(b".", 1)[0]
-            if data is None or not digits.isdigit():
-                continue
-            start = entry["range"][0]
-            verdict = independent_verdict(data, start, int(digits))
-            if verdict is None:
-                problems.append("cut %s at %d, where a valid batch starts (kafka-python reads it, "
-                                "CRC holds, offsets follow)" % (name, start))
+        yield from manifest.get("entries", [])
+
+
+def check_cuts(before, part):
+    """For every cut the quarantine manifests of ``part`` record: the entry where the cut
+    starts must be one the broker does not keep (independent_verdict). Returns problems."""
+    problems = []
+    for entry in manifest_entries(part):
+        if entry.get("what") != "cut" or not entry.get("range"):
+            continue
+        name = entry.get("file", "")
+        raw = bytes.fromhex(entry["file_bytes_hex"]) if "file_bytes_hex" in entry else os.fsencode(name)
+        data = before.get(raw)
+        digits = raw.split(b".", 1)[0]
+        if data is None or not digits.isdigit():
+            continue
+        start = entry["range"][0]
+        verdict = independent_verdict(data, start, int(digits))
+        if verdict is None:
+            problems.append("cut %s at %d, where a valid batch starts (kafka-python reads it, "
+                            "CRC holds, offsets follow)" % (name, start))
     return problems
 
 
@@ -1308,18 +1313,8 @@ def kafka_segments(part):
 
 def cut_entries(part):
     """'name@start' of every cut the quarantine manifests of ``part`` record."""
-    out = []
-    qroot = os.path.join(part, "kafkalog-quarantine")
-    if not os.path.isdir(qroot):
-        return out
-    for run in sorted(os.listdir(qroot)):
-        try:
-            with open(os.path.join(qroot, run, "manifest.json"), "rb") as f:
-                manifest = json.load(f)
-        except (OSError, ValueError):
-            continue
-        out += ["%s@%s" % (e.get("file"), (e.get("range") or ["?"])[0])
-                for e in manifest.get("entries", []) if e.get("what") == "cut"]
+    out = ["%s@%s" % (e.get("file"), (e.get("range") or ["?"])[0])
+           for e in manifest_entries(part) if e.get("what") == "cut"]
     return out
 
 
