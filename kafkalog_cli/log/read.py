@@ -339,6 +339,8 @@ def read_records(segments: Sequence[Segment], from_offset: Optional[int] = None,
     the first invalid data met (the records before it have been given)."""
     bounds = (from_offset, to_offset, from_timestamp, to_timestamp)
     seek = Seek(*bounds) if bounds != (None,) * 4 else None
+    # the segments of one partition: one directory names their topic and partition
+    topic, number = names.topic_partition(segments[0].directory) if segments else (None, None)
     for segment, event in segment_events(segments, seek, skip_control=not include_control,
                                          max_message_size=max_message_size):
         if isinstance(event, BatchRead):
@@ -350,7 +352,6 @@ def read_records(segments: Sequence[Segment], from_offset: Optional[int] = None,
             recs = event.records
             if recs is None:
                 continue
-            topic, number = names.topic_partition(segment.directory)
             headers = recs.headers or [()] * len(recs)
             for offset, ts, key, value, hdrs in zip(recs.offsets, recs.timestamps, recs.keys,
                                                     recs.values, headers):
