@@ -498,3 +498,33 @@ def file_bytes(directory):
 def next_offset_of(segs):
     last = segs[-1]
     return last.batches[-1].last_offset + 1 if last.batches else last.base
+
+
+def assert_indexes_within_log(directory, sib=DEFAULT_SEGMENT_INDEX_BYTES):
+    """What a broker loading ``directory`` as it is (no recovery) would find in each segment's
+    ``.index`` and ``.timeindex``: every offset entry is (the last offset of a whole batch with a
+    valid CRC, that batch's position), every time entry is (a whole batch's max timestamp, its
+    last offset), both strictly increasing. Returns {base: (offset entries, time entries, the
+    segment's whole batches as kafka-python reads their headers)}."""
+    out = {}
+    for base, path in segment_paths(directory):
+        with open(path, "rb") as f:
+            data = f.read()
+        whole = [kb for kb in kafka_python_read(data, deep=False) if kb.crc_ok]
+        by_position = {kb.position: kb.batch.last_offset for kb in whole}
+        by_last = {kb.batch.last_offset: kb.batch.max_timestamp for kb in whole}
+        idx = read_index(os.path.join(str(directory), "%020d.index" % base), base, "index", sib)
+        tidx = read_index(os.path.join(str(directory), "%020d.timeindex" % base), base,
+                          "timeindex", sib)
+        for offset, position in idx:
+            assert by_position.get(position) == offset, (
+                "%s: offset index entry (%d, %d) is not a whole batch's (last offset, position)"
+                % (path, offset, position))
+        for ts, offset in tidx:
+            assert by_last.get(offset) == ts, (
+                "%s: time index entry (%d, %d) is not a whole batch's (max timestamp, last offset)"
+                % (path, ts, offset))
+        assert [o for o, _ in idx] == sorted(set(o for o, _ in idx)), path
+        assert [t for t, _ in tidx] == sorted(set(t for t, _ in tidx)), path
+        out[base] = (idx, tidx, whole)
+    return out

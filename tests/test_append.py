@@ -1087,3 +1087,53 @@ def test_append_records_refuses_a_held_log_dir_and_bad_settings(tmp_path):
             AppendSettings(**bad)
     s = AppendSettings(producer_id=3)
     assert (s.producer_epoch, s.base_sequence) == (0, 0)
+
+
+# -- a kill part-way: the indexes already match the log ---------------------------------------------------
+
+def _wait_for_stable_size(path, minimum, timeout=60.0):
+    """Wait until ``path`` holds at least ``minimum`` bytes and has not grown for a while."""
+    import time
+    deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        size = os.path.getsize(path) if os.path.exists(path) else -1
+        if size != last:
+            last, since = size, time.monotonic()
+        elif size >= minimum and time.monotonic() - since > 0.5:
+            return size
+        time.sleep(0.05)
+    raise AssertionError("%s: %d bytes after %.0fs" % (path, last, timeout))
+
+
+def test_sigkill_part_way_leaves_indexes_of_what_is_written(tmp_path):
+    """The issue's scenario: a big append killed part-way (here while it waits for more input,
+    with hundreds of KB written). Before any recovery, the active segment's .index and
+    .timeindex hold the entries of every batch in the log, as the broker's rebuild makes them
+    (LogSegment.recover's rule equals LogSegment.append's within one run), none past the log;
+    after `recover` the .index is still that."""
+    d = part_dir(tmp_path)
+    p = subprocess.Popen([sys.executable, "-m", "kafkalog_cli", "append", str(d)], cwd=ac.REPO,
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        p.stdin.write(ac.lines_input([compressible(i, 200) for i in range(3000)]))
+        p.stdin.flush()
+        _wait_for_stable_size(d / "00000000000000000000.log", 400000)
+    finally:
+        p.kill()
+        p.wait(timeout=30)
+        p.stdin.close()
+    seen = ac.assert_indexes_within_log(d)
+    [(base, (entries, time_entries, whole))] = seen.items()
+    with open(d / "00000000000000000000.log", "rb") as f:
+        data = f.read()
+    assert sum(kb.size for kb in whole) == len(data)
+    rebuilt = ig.build_indexes(data, final_time_entry=False)
+    assert len(rebuilt.offset_entries) > 20
+    assert entries == rebuilt.offset_entries
+    assert time_entries == rebuilt.time_entries
+    res = ac.kafkalog_in("recover", str(d))
+    assert res.code in (0, 1), res
+    assert ac.read_index(str(d / "00000000000000000000.index"), 0, "index") == \
+        rebuilt.offset_entries

@@ -1,6 +1,7 @@
 """Crash test for `kafkalog append`: SIGKILL at seeded random moments during a long
 ``python -m kafkalog_cli append --flush-messages 200`` fed from a file of unique records; after
-each kill ``kafkalog recover`` then, read by kafka-python: the partition is valid (verify-index
+each kill, before anything else, every index entry points at a whole batch of the log (as a
+broker loading the directory without recovery would need); then ``kafkalog recover`` and, read by kafka-python: the partition is valid (verify-index
 exits 0, whole valid batches, consecutive offsets), the new records are a prefix of the input in
 order, every record reported as flushed before the kill is present exactly once; then a rerun
 appends the next records and its offsets continue the partition's.
@@ -227,6 +228,9 @@ def test_sigkill_during_append(tmp_path, calibrated):
             assert not flushed, ctx
             k = 0
         else:
+            # what a broker loading the directory as the kill left it would find: index
+            # entries of whole batches only, never one past the log
+            ac.assert_indexes_within_log(d)
             repaired += recover(d) == 1
             values, end = quick_check(d, 0)
             assert values[:len(old_values)] == old_values, ctx

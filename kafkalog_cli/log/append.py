@@ -2,8 +2,12 @@
 indexes as LogSegment.append does, roll where LogSegment.shouldRoll says so, and seal the
 active segment and open the next one as UnifiedLog.roll does.
 
-The active segment's .index and .timeindex are kept trimmed to their entries and appended to;
-a crash can leave them short or long by an entry, which `kafkalog recover` puts right.
+The active segment's .index and .timeindex are kept trimmed to their entries and appended to.
+Every write goes straight to the kernel (no user-space buffer), in LogSegment.append's order:
+the batch to the .log first, then its index entries. A broker's memory-mapped index holds its
+entries in the page cache the moment they are written; ours do too, so after a kill at any
+instant the index holds the entries of the batches written, or one fewer, and never an entry
+past the log. `kafkalog recover` rebuilds what a kill left short.
 """
 
 from __future__ import annotations
@@ -104,9 +108,10 @@ class _Active:
         return self.segment.time_index_path
 
     def open_files(self) -> None:
-        self.log = open(self.log_path, "ab")
-        self.index = open(self.index_path, "ab")
-        self.timeindex = open(self.time_path, "ab")
+        # unbuffered: a write is in the kernel when it returns (see the module's docstring)
+        self.log = open(self.log_path, "ab", buffering=0)
+        self.index = open(self.index_path, "ab", buffering=0)
+        self.timeindex = open(self.time_path, "ab", buffering=0)
 
     def files(self) -> Tuple[Optional[BinaryIO], ...]:
         return (self.log, self.index, self.timeindex)
@@ -122,7 +127,6 @@ class _Active:
     def flush(self) -> None:
         for f in self.files():
             if f is not None and not f.closed:
-                f.flush()
                 os.fsync(f.fileno())
 
     def close(self) -> None:
@@ -132,8 +136,11 @@ class _Active:
 
 
 def _write(f: Optional[BinaryIO], data: bytes) -> None:
+    """Write all of ``data`` to the unbuffered file ``f`` (a raw write may take fewer bytes)."""
     assert f is not None, "the active segment's files are open while it is written"
-    f.write(data)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(f.fileno(), view):]
 
 
 class PartitionWriter:
