@@ -91,6 +91,12 @@ def has(text, version):
     return r is not None and r[0] <= version <= r[1]
 
 
+def field_versions(field):
+    """A field's versions; a field with taggedVersions only exists at those (Kafka's
+    FieldSpec: "versions" defaults to "taggedVersions")."""
+    return field.get("versions", field.get("taggedVersions"))
+
+
 def flexible(spec, version):
     return has(spec.get("flexibleVersions"), version)
 
@@ -177,7 +183,7 @@ def write_struct(fields, values, common, version, flex, write_default_tags=False
     out = []
     tagged = []
     for f in fields:
-        if not has(f.get("versions"), version):
+        if not has(field_versions(f), version):
             continue
         kind, extra = _kind(f, common)
         value = values.get(f["name"], default(f, common, version))
@@ -233,7 +239,7 @@ def _json_value(kind, extra, field, value, common, version):
 def json_struct(fields, values, common, version):
     out = {}
     for f in fields:
-        if not has(f.get("versions"), version):
+        if not has(field_versions(f), version):
             continue
         kind, extra = _kind(f, common)
         dflt = default(f, common, version)
@@ -285,7 +291,7 @@ def random_struct(fields, common, version, rng, tags):
     "present" (set to other values) or "mixed"."""
     values = {}
     for f in fields:
-        if not has(f.get("versions"), version):
+        if not has(field_versions(f), version):
             continue
         kind, extra = _kind(f, common)
         if has(f.get("taggedVersions"), version):

@@ -22,7 +22,7 @@ import kafkagen as kg
 from kafkagen import uvarint
 from dumpcheck import dump, dump_subprocess, json_objects
 
-from kafkalog_cli.format import coordinator
+from kafkalog_cli.format import coordinator, schema
 
 T0 = 1700000000000
 
@@ -192,15 +192,28 @@ def parse_json(decoded):
     return decoded.json
 
 
-@pytest.mark.parametrize("record_type", [0, 1])
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("record_type,version", [(0, 0), (1, 0), (1, 1), (1, 2), (1, 3), (1, 4)])
 def test_offset_commit_every_key_and_value_version(record_type, version):
+    """Record type 0 (Kafka 0.8.2's key version 0, LegacyOffsetCommitKey/Value since Kafka 4.1)
+    holds value version 0; type 1 every OffsetCommitValue version."""
     key = offset_commit_key(record_type, "my-group", "orders", 7)
     args = (version, 123456789012, "meta ✓", T0, 9, T0 + 86400000)
     k, v = coordinator.parse_offsets(key, offset_commit_value(*args), 42)
     assert parse_json(k) == {"type": str(record_type),
                              "data": {"group": "my-group", "topic": "orders", "partition": 7}}
     assert parse_json(v) == expected_offset_commit_value(*args)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+def test_legacy_offset_commit_type_has_only_value_version_0(version):
+    """Kafka 4.1+ (CoordinatorRecordType LEGACY_OFFSET_COMMIT): record type 0's value is
+    LegacyOffsetCommitValue, version 0 only; a later version is Kafka's per-record error."""
+    key = offset_commit_key(0, "my-group", "orders", 7)
+    args = (version, 123456789012, "meta", T0, 9, T0 + 86400000)
+    k, v = coordinator.parse_offsets(key, offset_commit_value(*args), 42)
+    assert v is None and k.error
+    assert k.text.startswith("Error at offset 42, skipping. Could not read record with version "
+                             "%d from value's buffer" % version), k.text
 
 
 def test_offset_commit_tombstone():
@@ -439,17 +452,35 @@ def _coordinator_cases():
                 continue
             lo, hi = schemaenc.versions(key_spec["validVersions"])
             vlo, vhi = schemaenc.versions(value_spec["validVersions"])
-            for record_type in range(lo, hi + 1):
+            if key_spec.get("type") == "coordinator-key":
+                # Kafka 4.1+: the record type is the file's apiKey, the key's layout version 0
+                types = [(key_spec["apiKey"], lo)]
+            else:  # older files: the key's version is the record type
+                types = [(t, t) for t in range(lo, hi + 1)]
+            for record_type, key_version in types:
                 for version in sorted({vlo, vhi}):
-                    yield pytest.param(coordinator_name, key_spec, record_type, value_spec,
-                                       version, id="%s-%d-%s-%d" % (name, record_type,
-                                                                    value_spec["name"], version))
+                    yield pytest.param(coordinator_name, key_spec, record_type, key_version,
+                                       value_spec, version,
+                                       id="%s-%d-%s-%d" % (name, record_type,
+                                                           value_spec["name"], version))
 
 
-@pytest.mark.parametrize("coordinator_name,key_spec,record_type,value_spec,version",
+def test_coordinator_cases_cover_every_record_type_once():
+    """Every record type of the vendored definitions (Kafka's CoordinatorRecordType ids) is
+    walked, and no two key files claim the same type of one coordinator."""
+    seen = {}
+    for case in _coordinator_cases():
+        coordinator_name, key_spec, record_type = case.values[:3]
+        assert seen.setdefault((coordinator_name, record_type), key_spec["name"]) == \
+            key_spec["name"]
+    for (coordinator_name, record_type), key_name in seen.items():
+        assert schema.coordinator_messages(coordinator_name, record_type)[0] == key_name
+
+
+@pytest.mark.parametrize("coordinator_name,key_spec,record_type,key_version,value_spec,version",
                          list(_coordinator_cases()))
 def test_every_coordinator_record_type_and_value_version(coordinator_name, key_spec, record_type,
-                                                         value_spec, version):
+                                                         key_version, value_spec, version):
     """Keys (the int16 record type, then the key struct at that version) and values (int16
     version, then the struct) of every record type the group, share and transaction
     coordinators define, at the lowest and highest value version, decoded field by field."""
@@ -457,17 +488,17 @@ def test_every_coordinator_record_type_and_value_version(coordinator_name, key_s
 
     import schemaenc
     rng = random.Random("%s-%d-%d" % (key_spec["name"], record_type, version))
-    key_values = schemaenc.random_values(key_spec, record_type, rng)
+    key_values = schemaenc.random_values(key_spec, key_version, rng)
     value_values = schemaenc.random_values(value_spec, version, rng)
     if coordinator_name == "transaction":
         value_values["TransactionStatus"] = rng.randrange(len(STATES))
-    key = i16(record_type) + schemaenc.encode(key_spec, record_type, key_values)
+    key = i16(record_type) + schemaenc.encode(key_spec, key_version, key_values)
     value = i16(version) + schemaenc.encode(value_spec, version, value_values)
     if coordinator_name == "transaction":
         k, v = coordinator.parse_transaction_log(key, value, 0)
         assert not k.error and not v.error, (k, v)
         assert k.json == {"version": record_type, "transactionalId": schemaenc.expected_json(
-            key_spec, record_type, key_values)["transactionalId"]}
+            key_spec, key_version, key_values)["transactionalId"]}
         assert v.json["data"] == schemaenc.expected_json(value_spec, version, value_values)
         assert v.json["state"] == STATES[value_values["TransactionStatus"]]
         return
@@ -475,7 +506,7 @@ def test_every_coordinator_record_type_and_value_version(coordinator_name, key_s
         coordinator.parse_share_group_state
     k, v = parse(key, value, 0)
     assert parse_json(k) == {"type": str(record_type),
-                             "data": schemaenc.expected_json(key_spec, record_type, key_values)}
+                             "data": schemaenc.expected_json(key_spec, key_version, key_values)}
     label = "version" if coordinator_name == "group" else "type"
     assert parse_json(v) == {label: str(version),
                              "data": schemaenc.expected_json(value_spec, version, value_values)}
@@ -491,14 +522,16 @@ def test_kafka_43_java_tool_forms(tmp_path):
     assert parse_json(v)["version"] == "1"
     assert parse_json(v)["data"]["producerId"] == 7
     topic = uuid.UUID(int=5).bytes
-    # ShareSnapshotValue v0 (flexible): SnapshotEpoch uint16, StateEpoch, LeaderEpoch int32,
-    # StartOffset int64, StateBatches (none)
-    share_value = (i16(0) + struct.pack(">H", 1) + i32(2) + i32(3) + i64(4)
+    # ShareSnapshotValue v0 (flexible) as Kafka 4.1+ writes it: SnapshotEpoch, StateEpoch,
+    # LeaderEpoch int32, StartOffset, CreateTimestamp, WriteTimestamp int64, StateBatches (none)
+    share_value = (i16(0) + i32(1) + i32(2) + i32(3) + i64(4) + i64(T0) + i64(T0 + 1)
                    + array([], flexible=True) + tagged())
     k, v = coordinator.parse_share_group_state_java(i16(0) + string("sg") + topic + i32(4),
                                                     share_value, 1)
     assert parse_json(v) == {"version": "0", "data": {"snapshotEpoch": 1, "stateEpoch": 2,
                                                       "leaderEpoch": 3, "startOffset": 4,
+                                                      "createTimestamp": T0,
+                                                      "writeTimestamp": T0 + 1,
                                                       "stateBatches": []}}
     _, v = coordinator.parse_share_group_state(i16(0) + string("sg") + topic + i32(4),
                                                share_value, 1)

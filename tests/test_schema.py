@@ -122,7 +122,8 @@ def test_lookups():
     assert schema.control_message(2) == ("LeaderChangeMessage", "LEADER_CHANGE")
     assert schema.control_message(6) == ("VotersRecord", "KRAFT_VOTERS")
     assert schema.control_message(0) is None
-    assert schema.source()["commit"] == "1eb7644349cb07139d6a3c1ad1986979647cac99"
+    assert schema.source()["commit"] == "26b251a451ce941d3d7a55e6487bcb7f16b5ad48"  # 4.3.1
+    assert schema.source()["version"] == "4.3.1"
 
 
 def _frame(api_key, version, body):

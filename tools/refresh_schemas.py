@@ -14,6 +14,13 @@ Usage (from the repository's root)::
 
     python tools/refresh_schemas.py --kafka ~/src/kafka            # a work tree at a tag
     python tools/refresh_schemas.py --git-dir kafka.git --rev 4.1.0
+    python tools/refresh_schemas.py --git-dir kafka.git --rev 4.3.1 --keep-removed 4.0.2 \
+        --vendor tests/data/kafka-messages
+
+``--keep-removed REV`` also takes the definitions that REV has and the main revision no longer
+has (a record type Kafka dropped, whose records older clusters still hold), provided their
+record type is not taken; ``--vendor DIR`` copies every definition read, unchanged, into
+DIR/<folder>/ (the originals the tests encode from, tests/data/kafka-messages/).
 
 Our form, per message: ``name``, ``validVersions`` ``[lo, hi]``, ``flexibleVersions`` (the
 lowest flexible version, or null), ``fields``. A field: ``name`` (as in Kafka's file),
@@ -47,6 +54,11 @@ DIRS = {
     # which is not one of them (only the "metadata" type files are taken)
     "remote": "storage/src/main/resources/message",
 }
+
+# The folder of tests/data/kafka-messages/ each group's originals are vendored in.
+VENDOR = {"metadata": "metadata", "group": "group-coordinator",
+          "transaction": "transaction-coordinator", "share": "share-coordinator",
+          "clients": "clients", "remote": "storage"}
 
 # Kafka's ControlRecordType ids of the raft control records, and the message each holds.
 RAFT_CONTROL = {
@@ -189,8 +201,16 @@ def snake_upper(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
 
 
+def _claim(table: dict[str, Any], key: str, entry: dict[str, str], what: str) -> None:
+    """One message per metadata apiKey and per coordinator record type."""
+    if key in table and table[key] != entry:
+        raise SystemExit("refresh_schemas: %s %s is claimed by both %s and %s"
+                         % (what, key, table[key], entry))
+    table[key] = entry
+
+
 def build(list_dir: Callable[[str], list[str]], read: Callable[[str], str], out_dir: str,
-          source: dict[str, str]) -> int:
+          source: dict[str, Any], vendor: str | None = None) -> int:
     messages: dict[str, dict[str, Any]] = {}
     index: dict[str, Any] = {"source": source, "metadata": {}, "raftControl": {},
                              "remoteLogMetadata": {},
@@ -202,17 +222,25 @@ def build(list_dir: Callable[[str], list[str]], read: Callable[[str], str], out_
                 continue
             if group == "clients" and name[:-5] not in wanted_clients:
                 continue
-            spec = json.loads(strip_comments(read(path + "/" + name)))
+            text = read(path + "/" + name)
+            spec = json.loads(strip_comments(text))
             if group == "remote" and spec.get("type") != "metadata":
                 continue
             msg = convert(spec)
+            if msg["name"] in messages:
+                raise SystemExit("refresh_schemas: two definitions of %s" % msg["name"])
             messages[msg["name"]] = msg
+            if vendor:
+                os.makedirs(os.path.join(vendor, VENDOR[group]), exist_ok=True)
+                with open(os.path.join(vendor, VENDOR[group], name), "w",
+                          encoding="utf-8") as fh:
+                    fh.write(text)
             if group == "metadata":
-                index["metadata"][str(spec["apiKey"])] = {
-                    "message": msg["name"], "type": snake_upper(msg["name"])}
+                _claim(index["metadata"], str(spec["apiKey"]),
+                       {"message": msg["name"], "type": snake_upper(msg["name"])}, "apiKey")
             elif group == "remote":  # the storage module's generated MetadataRecordType
-                index["remoteLogMetadata"][str(spec["apiKey"])] = {
-                    "message": msg["name"], "type": snake_upper(msg["name"])}
+                _claim(index["remoteLogMetadata"], str(spec["apiKey"]),
+                       {"message": msg["name"], "type": snake_upper(msg["name"])}, "apiKey")
     for group in ("group", "transaction", "share"):
         table = index["coordinators"][group]
         keys = [m for m in messages.values()
@@ -226,7 +254,8 @@ def build(list_dir: Callable[[str], list[str]], read: Callable[[str], str], out_
                 lo, hi = key["validVersions"]
                 types = list(range(lo, hi + 1))
             for t in types:
-                table[str(t)] = {"key": key["name"], "value": value}
+                _claim(table, str(t), {"key": key["name"], "value": value},
+                       group + " coordinator record type")
     for type_id, (type_name, message) in RAFT_CONTROL.items():
         if message in messages:
             index["raftControl"][str(type_id)] = {"message": message, "type": type_name}
@@ -260,27 +289,46 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kafka", help="a work tree of apache/kafka (checked out at a release tag)")
     p.add_argument("--git-dir", help="a git directory of apache/kafka (with --rev)")
     p.add_argument("--rev", default="HEAD", help="tag or commit to read with --git-dir")
+    p.add_argument("--keep-removed", metavar="REV", action="append", default=[],
+                   help="with --git-dir: also the definitions REV has and --rev no longer has")
     p.add_argument("--release", default="", help="the release name to record in index.json")
+    p.add_argument("--vendor", metavar="DIR",
+                   help="copy the definitions read, unchanged, into DIR/<folder>/")
     p.add_argument("--out", default=default_out)
     a = p.parse_args(argv)
     if bool(a.kafka) == bool(a.git_dir):
         p.error("give one of --kafka or --git-dir")
+    if a.keep_removed and not a.git_dir:
+        p.error("--keep-removed needs --git-dir")
 
     def git(*args: str) -> str:
         return subprocess.run(["git", "--git-dir", a.git_dir, *args], check=True,
                               capture_output=True, text=True).stdout
 
+    kept: dict[str, str] = {}
     if a.git_dir:
         commit = git("rev-parse", a.rev + "^{commit}").strip()
+        older = [git("rev-parse", r + "^{commit}").strip() for r in a.keep_removed]
 
-        def list_dir(path: str) -> list[str]:
+        def ls(rev: str, path: str) -> list[str]:
             try:
-                return git("ls-tree", "--name-only", commit + ":" + path).split()
+                return git("ls-tree", "--name-only", rev + ":" + path).split()
             except subprocess.CalledProcessError:
                 return []
 
+        def list_dir(path: str) -> list[str]:
+            names = ls(commit, path)
+            for rev in older:  # the files --rev dropped, from the newest REV that has them
+                for name in ls(rev, path):
+                    if name not in names:
+                        names.append(name)
+                        kept.setdefault(path + "/" + name, rev)
+            return names
+
         def read(path: str) -> str:
-            return git("show", commit + ":" + path)
+            if path in kept:  # index.json says which files come from an older revision
+                source.setdefault("kept", {})[path] = kept[path]
+            return git("show", kept.get(path, commit) + ":" + path)
 
         props = read("gradle.properties")
     else:
@@ -297,9 +345,16 @@ def main(argv: list[str] | None = None) -> int:
 
         props = read("gradle.properties")
     m = re.search(r"^version=(.*)$", props, re.M)
-    source = {"repository": "apache/kafka", "commit": commit,
-              "version": m.group(1).strip() if m else "", "release": a.release or a.rev}
-    n = build(list_dir, read, a.out, source)
+    source: dict[str, Any] = {"repository": "apache/kafka", "commit": commit,
+                              "version": m.group(1).strip() if m else "",
+                              "release": a.release or a.rev}
+    if a.vendor:
+        for folder in VENDOR.values():
+            full = os.path.join(a.vendor, folder)
+            for old in os.listdir(full) if os.path.isdir(full) else ():
+                if old.endswith(".json"):
+                    os.unlink(os.path.join(full, old))
+    n = build(list_dir, read, a.out, source, a.vendor)
     print("wrote %d message definitions to %s" % (n, a.out), file=sys.stderr)
     return 0
 

@@ -68,13 +68,16 @@ def _version(data: bytes, name: str) -> int:
     return version
 
 
-def _read(message: str, version: int, data: bytes, name: str) -> Dict[str, Any]:
-    """The struct after the int16 (CoordinatorRecordSerde.readMessage's error text)."""
+def _read(message: str, version: int, data: bytes, name: str,
+          shown: Optional[int] = None) -> Dict[str, Any]:
+    """The struct after the int16 (CoordinatorRecordSerde.readMessage's error text, which
+    names ``shown``, the version Kafka passes, when we read another)."""
     try:
         return schema.decode(message, version, data, 2)[0]
     except CorruptRecordError as e:
         raise CorruptRecordError("Could not read record with version %d from %s's buffer due "
-                                 "to: %s." % (version, name, e)) from None
+                                 "to: %s." % (version if shown is None else shown, name, e)
+                                 ) from None
 
 
 Struct = Dict[str, Any]
@@ -90,9 +93,12 @@ def _coordinator_record(coordinator: str, key: bytes, value: Optional[bytes]
         raise _UnknownType(record_type)
     key_message, value_message = messages
     # Older definitions give each key the record type as its version (OffsetCommitKey 0-1,
-    # GroupMetadataKey 2...); newer ones (coordinator-key files with an apiKey) version 0.
+    # GroupMetadataKey 2...); newer ones (Kafka 4.1+'s coordinator-key files, with an apiKey)
+    # have version 0 only, and Kafka reads them at the record type all the same: their fields
+    # are unconditional, so the layout at version 0, with the record type in an error's text.
     lo, hi = schema.valid_versions(key_message)
-    key_struct = _read(key_message, record_type if lo <= record_type <= hi else lo, key, "key")
+    key_struct = _read(key_message, record_type if lo <= record_type <= hi else lo, key, "key",
+                       record_type)
     if value is None:
         return key_message, record_type, key_struct, None
     version = _version(value, "value")
