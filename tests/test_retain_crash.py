@@ -359,8 +359,8 @@ def test_every_crash_point(tmp_path, monkeypatch, delay):
 
 
 def test_every_crash_point_snapshot_inside_a_deleted_segment(tmp_path, monkeypatch):
-    """A snapshot below the new log start that is no deleted segment's base (a restart's) goes
-    too, whatever the crash point."""
+    """A snapshot below the new log start that is no deleted segment's base (a restart's)
+    stays, as the broker leaves it, whatever the crash point."""
     ref, bad, _ = crash_everywhere(tmp_path, monkeypatch, ["--file-delete-delay-ms", "0"],
                                    mid_snapshot=True)
     assert not bad, bad

@@ -296,7 +296,7 @@ def finish_interrupted(directory: str) -> List[str]:
         start, bases = None, []  # a torn intent file: the deletion had not begun
     done = []
     if start is not None:
-        done = _rename_segments(directory, bases, start)
+        done = _rename_segments(directory, bases)
         update_log_start_checkpoint(directory, start)
     os.unlink(path)
     fsync_dir(directory)
@@ -319,16 +319,14 @@ def _mark_deleted(directory: str, n: str) -> str:
     raise FileExistsError(errno.EEXIST, "no free .deleted name", src)
 
 
-def _rename_segments(directory: str, bases: List[int], new_start: int) -> List[str]:
+def _rename_segments(directory: str, bases: List[int]) -> List[str]:
+    """Rename the files of the segments at ``bases``, and the producer snapshots named by those
+    bases (UnifiedLog.deleteProducerSnapshots: ProducerStateManager.removeAndMarkSnapshotForDeletion
+    of each deleted segment's base offset; a snapshot at another offset below the new log start
+    stays, for the next load to remove)."""
     done = []
     for base in bases:
         for n in segment_files(directory, base):
-            _mark_deleted(directory, n)
-            done.append(n)
-    # producer snapshots below the new log start go too
-    for offset, path in Partition(directory).snapshot_paths():
-        if offset < new_start:
-            n = os.path.basename(path)
             _mark_deleted(directory, n)
             done.append(n)
     fsync_dir(directory)
@@ -358,7 +356,7 @@ def delete_segments(plan: RetentionPlan) -> None:
     intent = os.path.join(directory, INTENT)
     write_atomically(intent, (" ".join(str(x) for x in [plan.new_log_start] + bases)
                               + "\n").encode())
-    _rename_segments(directory, bases, plan.new_log_start)
+    _rename_segments(directory, bases)
     update_log_start_checkpoint(directory, plan.new_log_start)
     os.unlink(intent)
     fsync_dir(directory)
