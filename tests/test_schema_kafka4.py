@@ -9,6 +9,7 @@ Kafka's generated converters write for them, and through `kafkalog dump`.
 """
 
 import json
+import os
 import random
 import struct
 import subprocess
@@ -23,6 +24,24 @@ from kafkalog_cli.format import coordinator, schema
 
 SPECS = schemaenc.all_specs()
 T0 = 1700000000000
+
+
+def _earlier_specs():
+    """The older releases' coordinator values kept beside the newest (kafka-<release>/ of
+    tests/data/kafka-messages/), by the name our layouts give them: <Name>_<release>."""
+    specs = {}
+    for top in sorted(os.listdir(schemaenc.DATA)):
+        if not top.startswith("kafka-"):
+            continue
+        for folder in sorted(os.listdir(os.path.join(schemaenc.DATA, top))):
+            for name in sorted(os.listdir(os.path.join(schemaenc.DATA, top, folder))):
+                spec = schemaenc.load(os.path.join(schemaenc.DATA, top, folder, name))
+                spec["_folder"] = folder
+                specs["%s_%s" % (spec["name"], top[6:].replace(".", "_"))] = spec
+    return specs
+
+
+EARLIER = _earlier_specs()
 
 
 def i16(n):
@@ -47,7 +66,7 @@ def _check_fields(expected, got, where):
 
 
 def _every_version():
-    for name, spec in sorted(SPECS.items()):
+    for name, spec in sorted({**SPECS, **EARLIER}.items()):
         lo, hi = schemaenc.versions(spec["validVersions"])
         for version in range(lo, hi + 1):
             yield pytest.param(name, version, id="%s-v%d" % (name, version))
@@ -56,7 +75,8 @@ def _every_version():
 def test_the_layouts_hold_every_vendored_definition_and_record_type():
     """Our transcription has a layout for each of Kafka's files the tests hold, with the same
     version range, and each metadata apiKey and coordinator record type names its message."""
-    assert sorted(SPECS) == schema.messages()
+    assert sorted([*SPECS, *EARLIER]) == schema.messages()
+    assert EARLIER  # Kafka 4.0's share group values
     for name, spec in SPECS.items():
         assert schema.valid_versions(name) == schemaenc.versions(spec["validVersions"]), name
         folder = spec["_folder"]
@@ -74,12 +94,23 @@ def test_the_layouts_hold_every_vendored_definition_and_record_type():
                     name, name[:-3] + "Value"), (name, record_type)
 
 
+def test_earlier_values_are_listed_under_their_record_type():
+    for name, spec in EARLIER.items():
+        newest = SPECS[spec["name"]]
+        coordinator_name = spec["_folder"].split("-")[0]
+        types = [t for t in range(64)
+                 if (schema.coordinator_messages(coordinator_name, t) or ("", ""))[1]
+                 == newest["name"]]
+        assert types and all(name in schema.coordinator_earlier_values(coordinator_name, t)
+                             for t in types), name
+
+
 @pytest.mark.parametrize("name,version", list(_every_version()))
 @pytest.mark.parametrize("tags", ["absent", "present"])
 def test_every_message_at_every_version(name, version, tags):
     """Old versions keep decoding after a refresh (a newer layout only adds versions and
     fields), and new ones decode: each version, tagged fields present and absent."""
-    spec = SPECS[name]
+    spec = SPECS.get(name) or EARLIER[name]
     values = schemaenc.random_values(spec, version, random.Random("%s-%d" % (name, version)),
                                      tags)
     data = schemaenc.encode(spec, version, values)
@@ -247,3 +278,31 @@ def test_dump_offsets_decoder_names_kafka4_record_types(tmp_path):
     assert recs[2]["payloadDecoded"] == {"version": "0", "data": {"epoch": 1,
                                                                   "subtopologies": []}}
     assert recs[3]["keyError"] == "Unknown record type 18 at offset 3, skipping."
+
+
+@pytest.mark.parametrize("name", sorted(EARLIER))
+@pytest.mark.parametrize("tags", ["absent", "present"])
+def test_kafka_40_share_group_records_still_decode(name, tags):
+    """Kafka 4.0's early-access share group records (ShareSnapshotValue with a uint16 epoch and
+    no timestamps...), which 4.1 changed at the same version 0: the newest layout fails on them,
+    and the 4.0 layout kept beside it reads them, field by field, as Kafka 4.0 wrote them."""
+    spec = EARLIER[name]
+    coordinator_name = spec["_folder"].split("-")[0]
+    record_type = next(t for t in range(64) if name in schema.coordinator_earlier_values(
+        coordinator_name, t))
+    key_name = schema.coordinator_messages(coordinator_name, record_type)[0]
+    rng = random.Random(name)
+    key_values = schemaenc.random_values(SPECS[key_name], 0, rng)
+    values = schemaenc.random_values(spec, 0, rng, tags)
+    key = i16(record_type) + schemaenc.encode(SPECS[key_name], 0, key_values)
+    value = i16(0) + schemaenc.encode(spec, 0, values)
+    parse = coordinator.parse_offsets if coordinator_name == "group" else \
+        coordinator.parse_share_group_state
+    k, v = parse(key, value, 0)
+    assert not k.error and not v.error, (k, v)
+    _check_fields(schemaenc.expected_json(spec, 0, values), v.json["data"], name)
+    # the same record as Kafka 4.3 writes it is read with the newest layout
+    newest = SPECS[spec["name"]]
+    values = schemaenc.random_values(newest, 0, rng, tags)
+    k, v = parse(key, i16(0) + schemaenc.encode(newest, 0, values), 0)
+    _check_fields(schemaenc.expected_json(newest, 0, values), v.json["data"], spec["name"])

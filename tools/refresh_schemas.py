@@ -15,12 +15,16 @@ Usage (from the repository's root)::
     python tools/refresh_schemas.py --kafka ~/src/kafka            # a work tree at a tag
     python tools/refresh_schemas.py --git-dir kafka.git --rev 4.1.0
     python tools/refresh_schemas.py --git-dir kafka.git --rev 4.3.1 --keep-removed 4.0.2 \
-        --vendor tests/data/kafka-messages
+        --earlier 4.0.2 --vendor tests/data/kafka-messages
 
 ``--keep-removed REV`` also takes the definitions that REV has and the main revision no longer
 has (a record type Kafka dropped, whose records older clusters still hold), provided their
 record type is not taken; ``--vendor DIR`` copies every definition read, unchanged, into
 DIR/<folder>/ (the originals the tests encode from, tests/data/kafka-messages/).
+``--earlier REV_OR_TREE`` keeps an older release's coordinator values that the newest layouts
+cannot read at the same version (Kafka 4.0's early-access share group values, changed by 4.1)
+as ``<Name>_<release>``, listed in the record type's ``earlierValues`` (vendored under
+DIR/kafka-<release>/); the reader tries them when the newest layout fails on a value.
 
 Our form, per message: ``name``, ``validVersions`` ``[lo, hi]``, ``flexibleVersions`` (the
 lowest flexible version, or null), ``fields``. A field: ``name`` (as in Kafka's file),
@@ -39,7 +43,7 @@ import os
 import re
 import subprocess
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, List, Tuple
 
 OPEN = 32767  # Short.MAX_VALUE: the top of an open range "N+"
 
@@ -209,8 +213,81 @@ def _claim(table: dict[str, Any], key: str, entry: dict[str, str], what: str) ->
     table[key] = entry
 
 
+Reader = Tuple[Callable[[str], List[str]], Callable[[str], str]]  # (list_dir, read)
+
+
+def _within(rng: list[int] | None, version: int) -> bool:
+    return rng is not None and rng[0] <= version <= rng[1]
+
+
+def _same_bytes(old: list[dict[str, Any]], new: list[dict[str, Any]], version: int) -> bool:
+    """Whether fields ``old`` and ``new`` read the same bytes at ``version``: the same fields
+    present (tagged ones by tag), of the same types, nullability and sub-fields."""
+    def present(fields: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {f["name"]: f for f in fields if _within(f["versions"] or f["tagged"], version)}
+
+    a, b = present(old), present(new)
+    for name, f in a.items():
+        g = b.get(name)
+        if g is None:
+            if _within(f["tagged"], version):
+                continue  # an unknown tag is skipped by a newer reader
+            return False
+        if (f["type"], f.get("item"), _within(f["tagged"], version), f["tag"],
+                _within(f["nullable"], version)) != (
+                g["type"], g.get("item"), _within(g["tagged"], version), g["tag"],
+                _within(g["nullable"], version)):
+            return False
+        if "fields" in f and not _same_bytes(f["fields"], g.get("fields", []), version):
+            return False
+    return all(name in a or _within(g["tagged"], version) for name, g in b.items())
+
+
+def compatible(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether every version of ``old`` reads the same with ``new`` (layouts that only grew)."""
+    lo, hi = old["validVersions"]
+    for version in range(lo, hi + 1):
+        if not _within(new["validVersions"], version):
+            return False
+        if (old["flexibleVersions"] is not None and version >= old["flexibleVersions"]) != (
+                new["flexibleVersions"] is not None and version >= new["flexibleVersions"]):
+            return False
+        if not _same_bytes(old["fields"], new["fields"], version):
+            return False
+    return True
+
+
+def _earlier_values(messages: dict[str, dict[str, Any]], index: dict[str, Any],
+                    earlier: list[tuple[str, Reader]], vendor: str | None) -> None:
+    """A coordinator value whose older layout the newest cannot read (Kafka changed an
+    early-access record at the same version: 4.0's share group records) is kept too, as
+    ``<Name>_<release>``, listed in the record type's ``earlierValues``."""
+    for release, (list_dir, read) in earlier:
+        suffix = "_" + re.sub(r"\W", "_", release)
+        for group in ("group", "transaction", "share"):
+            path = DIRS[group]
+            for name in sorted(list_dir(path)):
+                if not name.endswith("Value.json") or name[:-5] not in messages:
+                    continue
+                text = read(path + "/" + name)
+                msg = convert(json.loads(strip_comments(text)))
+                if compatible(msg, messages[name[:-5]]):
+                    continue
+                msg["name"] += suffix
+                messages[msg["name"]] = msg
+                for entry in index["coordinators"][group].values():
+                    if entry["value"] == name[:-5]:
+                        entry.setdefault("earlierValues", []).append(msg["name"])
+                if vendor:
+                    folder = os.path.join(vendor, "kafka-" + release, VENDOR[group])
+                    os.makedirs(folder, exist_ok=True)
+                    with open(os.path.join(folder, name), "w", encoding="utf-8") as fh:
+                        fh.write(text)
+
+
 def build(list_dir: Callable[[str], list[str]], read: Callable[[str], str], out_dir: str,
-          source: dict[str, Any], vendor: str | None = None) -> int:
+          source: dict[str, Any], vendor: str | None = None,
+          earlier: list[tuple[str, Reader]] | None = None) -> int:
     messages: dict[str, dict[str, Any]] = {}
     index: dict[str, Any] = {"source": source, "metadata": {}, "raftControl": {},
                              "remoteLogMetadata": {},
@@ -256,6 +333,7 @@ def build(list_dir: Callable[[str], list[str]], read: Callable[[str], str], out_
             for t in types:
                 _claim(table, str(t), {"key": key["name"], "value": value},
                        group + " coordinator record type")
+    _earlier_values(messages, index, earlier or [], vendor)
     for type_id, (type_name, message) in RAFT_CONTROL.items():
         if message in messages:
             index["raftControl"][str(type_id)] = {"message": message, "type": type_name}
@@ -282,6 +360,48 @@ def _dir_of(name: str, list_dir: Callable[[str], list[str]], path: str) -> bool:
     return name + ".json" in _listing_cache[path]
 
 
+def _git(git_dir: str, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def git_reader(git_dir: str, rev: str) -> tuple[str, Reader]:
+    """(commit, (list_dir, read)) of a revision of a git directory."""
+    commit = _git(git_dir, "rev-parse", rev + "^{commit}").strip()
+
+    def list_dir(path: str) -> list[str]:
+        try:
+            return _git(git_dir, "ls-tree", "--name-only", commit + ":" + path).split()
+        except subprocess.CalledProcessError:
+            return []
+
+    def read(path: str) -> str:
+        return _git(git_dir, "show", commit + ":" + path)
+
+    return commit, (list_dir, read)
+
+
+def tree_reader(tree: str) -> tuple[str, Reader]:
+    """(commit or "", (list_dir, read)) of a work tree."""
+    commit = subprocess.run(["git", "-C", tree, "rev-parse", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+
+    def list_dir(path: str) -> list[str]:
+        full = os.path.join(tree, path)
+        return os.listdir(full) if os.path.isdir(full) else []
+
+    def read(path: str) -> str:
+        with open(os.path.join(tree, path), encoding="utf-8") as fh:
+            return fh.read()
+
+    return commit, (list_dir, read)
+
+
+def kafka_version(read: Callable[[str], str]) -> str:
+    m = re.search(r"^version=(.*)$", read("gradle.properties"), re.M)
+    return m.group(1).strip() if m else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     default_out = os.path.join(os.path.dirname(here), "kafkalog_cli", "format", "schemas")
@@ -291,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rev", default="HEAD", help="tag or commit to read with --git-dir")
     p.add_argument("--keep-removed", metavar="REV", action="append", default=[],
                    help="with --git-dir: also the definitions REV has and --rev no longer has")
+    p.add_argument("--earlier", metavar="REV_OR_TREE", action="append", default=[],
+                   help="an older release (a revision of --git-dir, or a work tree) whose "
+                        "coordinator values the newest layouts cannot read: kept as well")
     p.add_argument("--release", default="", help="the release name to record in index.json")
     p.add_argument("--vendor", metavar="DIR",
                    help="copy the definitions read, unchanged, into DIR/<folder>/")
@@ -300,61 +423,54 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give one of --kafka or --git-dir")
     if a.keep_removed and not a.git_dir:
         p.error("--keep-removed needs --git-dir")
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "--git-dir", a.git_dir, *args], check=True,
-                              capture_output=True, text=True).stdout
+    if not a.git_dir and not all(os.path.isdir(e) for e in a.earlier):
+        p.error("--earlier takes a work tree, or a revision with --git-dir")
 
     kept: dict[str, str] = {}
+    list_dir: Callable[[str], list[str]]
+    read: Callable[[str], str]
     if a.git_dir:
-        commit = git("rev-parse", a.rev + "^{commit}").strip()
-        older = [git("rev-parse", r + "^{commit}").strip() for r in a.keep_removed]
+        commit, (list_main, read_main) = git_reader(a.git_dir, a.rev)
+        older = [git_reader(a.git_dir, r) for r in a.keep_removed]
 
-        def ls(rev: str, path: str) -> list[str]:
-            try:
-                return git("ls-tree", "--name-only", rev + ":" + path).split()
-            except subprocess.CalledProcessError:
-                return []
-
-        def list_dir(path: str) -> list[str]:
-            names = ls(commit, path)
-            for rev in older:  # the files --rev dropped, from the newest REV that has them
-                for name in ls(rev, path):
+        def list_with_kept(path: str) -> list[str]:
+            names = list_main(path)
+            for rev, (list_old, _) in older:  # the files --rev dropped, from the first REV
+                for name in list_old(path):
                     if name not in names:
                         names.append(name)
                         kept.setdefault(path + "/" + name, rev)
             return names
 
-        def read(path: str) -> str:
+        def read_with_kept(path: str) -> str:
             if path in kept:  # index.json says which files come from an older revision
                 source.setdefault("kept", {})[path] = kept[path]
-            return git("show", kept.get(path, commit) + ":" + path)
+                return _git(a.git_dir, "show", kept[path] + ":" + path)
+            return read_main(path)
 
-        props = read("gradle.properties")
+        list_dir, read = list_with_kept, read_with_kept
     else:
-        commit = subprocess.run(["git", "-C", a.kafka, "rev-parse", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
-
-        def list_dir(path: str) -> list[str]:
-            full = os.path.join(a.kafka, path)
-            return os.listdir(full) if os.path.isdir(full) else []
-
-        def read(path: str) -> str:
-            with open(os.path.join(a.kafka, path), encoding="utf-8") as fh:
-                return fh.read()
-
-        props = read("gradle.properties")
-    m = re.search(r"^version=(.*)$", props, re.M)
+        commit, (list_dir, read) = tree_reader(a.kafka)
+    earlier = []
+    for where in a.earlier:
+        old_commit, reader = tree_reader(where) if os.path.isdir(where) else \
+            git_reader(a.git_dir, where)
+        release = kafka_version(reader[1])
+        earlier.append((release, reader))
     source: dict[str, Any] = {"repository": "apache/kafka", "commit": commit,
-                              "version": m.group(1).strip() if m else "",
-                              "release": a.release or a.rev}
+                              "version": kafka_version(read), "release": a.release or a.rev}
+    if earlier:
+        source["earlier"] = [release for release, _ in earlier]
     if a.vendor:
-        for folder in VENDOR.values():
-            full = os.path.join(a.vendor, folder)
+        folders = [os.path.join(a.vendor, f) for f in VENDOR.values()]
+        folders += [os.path.join(a.vendor, d, f) for d in os.listdir(a.vendor)
+                    if d.startswith("kafka-") for f in VENDOR.values()] \
+            if os.path.isdir(a.vendor) else []
+        for full in folders:
             for old in os.listdir(full) if os.path.isdir(full) else ():
                 if old.endswith(".json"):
                     os.unlink(os.path.join(full, old))
-    n = build(list_dir, read, a.out, source, a.vendor)
+    n = build(list_dir, read, a.out, source, a.vendor, earlier)
     print("wrote %d message definitions to %s" % (n, a.out), file=sys.stderr)
     return 0
 

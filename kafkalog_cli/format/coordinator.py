@@ -102,8 +102,36 @@ def _coordinator_record(coordinator: str, key: bytes, value: Optional[bytes]
     if value is None:
         return key_message, record_type, key_struct, None
     version = _version(value, "value")
-    return key_message, record_type, key_struct, (value_message, version,
-                                                  _read(value_message, version, value, "value"))
+    value_message, value_struct = _read_value(coordinator, record_type, value_message, version,
+                                              value)
+    return key_message, record_type, key_struct, (value_message, version, value_struct)
+
+
+def _read_value(coordinator: str, record_type: int, message: str, version: int, data: bytes
+                ) -> Tuple[str, Struct]:
+    """The value struct, and the message read. Kafka 4.1 changed 4.0's early-access share group
+    records at the same version: when the newest layout fails on a value or leaves bytes
+    unread, an earlier layout of the record type that reads it whole is taken instead."""
+    earlier = schema.coordinator_earlier_values(coordinator, record_type)
+    if not earlier:
+        return message, _read(message, version, data, "value")
+    newest: Optional[Struct] = None
+    try:
+        newest, end = schema.decode(message, version, data, 2)
+        if end == len(data):
+            return message, newest
+    except CorruptRecordError:
+        pass
+    for older in earlier:
+        try:
+            value, end = schema.decode(older, version, data, 2)
+        except CorruptRecordError:
+            continue
+        if end == len(data):
+            return older, value
+    if newest is not None:  # bytes left over, as Kafka's reader leaves them
+        return message, newest
+    return message, _read(message, version, data, "value")  # the newest layout's error
 
 
 def _expand_consumer_protocol(value: Dict[str, Any]) -> None:

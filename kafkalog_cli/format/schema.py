@@ -40,7 +40,8 @@ API (stable):
     ``coordinator`` is ``"group"`` (``__consumer_offsets``), ``"transaction"``
     (``__transaction_state``) or ``"share"`` (``__share_group_state``); ``record_type`` is the
     int16 that starts a key (the key's version in Kafka's older files, the record type in
-    newer ones). None when unknown.
+    newer ones). None when unknown. ``coordinator_earlier_values(coordinator, record_type)``:
+    the older value layouts of that type the newest cannot read, to try when it fails.
 ``control_message(control_type) -> (message, type_name) | None``
     The raft control records by ControlRecordType id (2 leader change, 3 snapshot header,
     4 snapshot footer, 5 kraft version, 6 voters).
@@ -64,7 +65,7 @@ from .errors import CorruptRecordError
 
 __all__ = [
     "decode", "decode_metadata_record", "decode_metadata_record_text", "metadata_type",
-    "remote_log_metadata_type", "coordinator_messages",
+    "remote_log_metadata_type", "coordinator_messages", "coordinator_earlier_values",
     "control_message", "valid_versions", "messages", "source", "json_text", "java_double",
 ]
 
@@ -140,6 +141,14 @@ def coordinator_messages(coordinator: str, record_type: int) -> tuple[str, str] 
     if entry is None:
         return None
     return entry["key"], entry["value"]
+
+
+def coordinator_earlier_values(coordinator: str, record_type: int) -> tuple[str, ...]:
+    """Older layouts of a record type's value that the newest cannot read (index.json's
+    ``earlierValues``: Kafka 4.0's early-access share group records, which 4.1 changed at the
+    same version), as messages of their own."""
+    entry = _index()["coordinators"].get(coordinator, {}).get(str(record_type)) or {}
+    return tuple(entry.get("earlierValues", ()))
 
 
 def control_message(control_type: int) -> tuple[str, str] | None:
