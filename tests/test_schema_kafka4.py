@@ -306,3 +306,51 @@ def test_kafka_40_share_group_records_still_decode(name, tags):
     values = schemaenc.random_values(newest, 0, rng, tags)
     k, v = parse(key, i16(0) + schemaenc.encode(newest, 0, values), 0)
     _check_fields(schemaenc.expected_json(newest, 0, values), v.json["data"], spec["name"])
+
+
+def _refresh_tool():
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools",
+                        "refresh_schemas.py")
+    spec = importlib.util.spec_from_file_location("refresh_schemas", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, path
+
+
+def test_refresh_tool_compares_layouts_version_by_version():
+    """--earlier keeps an older value only when the newest reads some version of it
+    differently: a field retyped or an untagged field added at the same version, not a tagged
+    field added (an unknown tag is skipped) nor a later version."""
+    tool, _ = _refresh_tool()
+    for name, spec in EARLIER.items():
+        old, new = tool.convert(spec), tool.convert(SPECS[spec["name"]])
+        assert not tool.compatible(old, new), name
+        assert tool.compatible(new, new)
+    base = {"name": "X", "validVersions": "0", "flexibleVersions": "0+", "fields": [
+        {"name": "A", "type": "int32", "versions": "0+"}]}
+    grown = dict(base, validVersions="0-1", fields=base["fields"] + [
+        {"name": "B", "type": "int64", "versions": "1+"},
+        {"name": "C", "type": "string", "versions": "0+", "taggedVersions": "0+", "tag": 0}])
+    assert tool.compatible(tool.convert(base), tool.convert(grown))
+    retyped = dict(base, fields=[{"name": "A", "type": "int64", "versions": "0+"}])
+    assert not tool.compatible(tool.convert(base), tool.convert(retyped))
+    added = dict(base, fields=base["fields"] + [{"name": "B", "type": "int8", "versions": "0+"}])
+    assert not tool.compatible(tool.convert(base), tool.convert(added))
+
+
+def test_refresh_tool_refuses_two_messages_for_one_record_type(tmp_path):
+    """Each metadata apiKey names one message: a removed file kept (or a stray one) that
+    claims a taken apiKey stops the tool, instead of one silently replacing the other."""
+    _, tool = _refresh_tool()
+    folder = tmp_path / "kafka" / "metadata/src/main/resources/common/metadata"
+    folder.mkdir(parents=True)
+    for name in ("TopicRecord", "OtherTopicRecord"):
+        (folder / (name + ".json")).write_text(json.dumps({
+            "apiKey": 2, "type": "metadata", "name": name, "validVersions": "0",
+            "flexibleVersions": "0+", "fields": []}))
+    (tmp_path / "kafka" / "gradle.properties").write_text("version=9.9.9\n")
+    r = subprocess.run([sys.executable, tool, "--kafka", str(tmp_path / "kafka"), "--out",
+                        str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "apiKey 2 is claimed by both" in r.stderr
