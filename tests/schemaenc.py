@@ -258,6 +258,24 @@ def expected_json(spec, version, values):
     return json_struct(spec["fields"], values, common, version)
 
 
+def check_fields(expected, got, where):
+    """Assert a decoded value equals the converter's JSON ``expected``, field by field and in
+    the converter's order (declaration order), so that a failure names the field."""
+    assert list(got) == list(expected), "%s: fields %s, expected %s" % (
+        where, list(got), list(expected))
+    for key, want in expected.items():
+        have = got[key]
+        if isinstance(want, dict) and isinstance(have, dict):
+            check_fields(want, have, "%s.%s" % (where, key))
+        elif isinstance(want, list) and isinstance(have, list) and want and isinstance(
+                want[0], dict):
+            assert len(have) == len(want), "%s.%s: length" % (where, key)
+            for i, (w, h) in enumerate(zip(want, have)):
+                check_fields(w, h, "%s.%s[%d]" % (where, key, i))
+        else:
+            assert have == want, "%s.%s: %r, expected %r" % (where, key, have, want)
+
+
 def type_name(name):
     """MetadataRecordType's enum name: PartitionChangeRecord -> PARTITION_CHANGE_RECORD."""
     return "_".join(w.upper() for w in re.findall(r"[A-Z][a-z0-9]*", name))

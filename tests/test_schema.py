@@ -31,22 +31,7 @@ for _name, _spec in sorted(SPECS.items()):
         CASES.append((_name, _v))
 
 
-def _check_fields(expected, got, where):
-    """Field by field, so that a failure names the field."""
-    # the same fields, in the same order (the converter's: declaration order)
-    assert list(got) == list(expected), "%s: fields %s, expected %s" % (
-        where, list(got), list(expected))
-    for key, want in expected.items():
-        have = got[key]
-        if isinstance(want, dict) and isinstance(have, dict):
-            _check_fields(want, have, "%s.%s" % (where, key))
-        elif isinstance(want, list) and isinstance(have, list) and want and isinstance(
-                want[0], dict):
-            assert len(have) == len(want), "%s.%s: length" % (where, key)
-            for i, (w, h) in enumerate(zip(want, have)):
-                _check_fields(w, h, "%s.%s[%d]" % (where, key, i))
-        else:
-            assert have == want, "%s.%s: %r, expected %r" % (where, key, have, want)
+_check_fields = schemaenc.check_fields
 
 
 def test_every_vendored_definition_is_transcribed():

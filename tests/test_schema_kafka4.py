@@ -48,21 +48,7 @@ def i16(n):
     return struct.pack(">h", n)
 
 
-def _check_fields(expected, got, where):
-    """Field by field, in the converter's order, so that a failure names the field."""
-    assert list(got) == list(expected), "%s: fields %s, expected %s" % (
-        where, list(got), list(expected))
-    for key, want in expected.items():
-        have = got[key]
-        if isinstance(want, dict) and isinstance(have, dict):
-            _check_fields(want, have, "%s.%s" % (where, key))
-        elif isinstance(want, list) and isinstance(have, list) and want and isinstance(
-                want[0], dict):
-            assert len(have) == len(want), "%s.%s: length" % (where, key)
-            for i, (w, h) in enumerate(zip(want, have)):
-                _check_fields(w, h, "%s.%s[%d]" % (where, key, i))
-        else:
-            assert have == want, "%s.%s: %r, expected %r" % (where, key, have, want)
+_check_fields = schemaenc.check_fields
 
 
 def _every_version():
