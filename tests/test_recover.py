@@ -214,6 +214,14 @@ def leo_of(base, data):
     return batches[-1].last_offset + 1 if batches else base
 
 
+def log_end(directory):
+    """The log end offset of a partition directory, read by tests/indexgen from its last
+    .log file."""
+    last = max(n for n in os.listdir(directory) if n.endswith(".log"))
+    with open(os.path.join(directory, last), "rb") as f:
+        return leo_of(int(last[:20]), f.read())
+
+
 def cut_expect(part, seg_no, new_data, prefix, extra_untouched=()):
     """Write ``new_data`` as segment ``seg_no``'s log (aged) and compute what recovery must do
     when its first bad batch is at ``prefix``."""
@@ -324,7 +332,9 @@ def mut_offset_backwards(data):
 
 
 def mut_offset_overflow(data):
-    """Batch k's offsets moved 2^31 up: its last offset does not fit the segment."""
+    """Batch k's offsets moved 2^31 up: its last offset does not fit the segment. Not a cut:
+    recover splits the segment there (LocalLog.splitOverflowedSegment), then cuts the second
+    part at batch k + 1, whose offsets go back (tests/test_loglog_rules.py)."""
     entries, pos, k = _middle(data)
     b = bytearray(data)
     base = struct.unpack_from(">q", data, pos[k])[0]
@@ -402,7 +412,6 @@ LOG_MUTATIONS = {
     "length-too-short": mut_length_too_short,
     "magic-3": mut_magic_3,
     "offset-backwards": mut_offset_backwards,
-    "offset-overflow": mut_offset_overflow,
     "first-batch-below-base": mut_first_below_base,
     "record-count-higher": mut_record_count,
     "record-count-lower": mut_record_count_lower,
@@ -845,8 +854,9 @@ def check_recovered(exp, res, text=True):
     v = verify_index(exp.dir)
     assert v.code == 0, v
     # a second run changes nothing
+    # (with the same index interval: the segment holding the recovery point is rebuilt again)
     before = tree(exp.dir)
-    again = recover(exp.dir)
+    again = recover("--index-interval-bytes", str(exp.interval), exp.dir)
     assert again.code == 0, again
     assert_same_tree(before, tree(exp.dir))
 
@@ -1047,8 +1057,11 @@ def test_clean_partition_with_preallocated_active_segment(tmp_path):
 
 
 def test_clean_live_active_segment_without_final_time_entry(tmp_path):
-    """A live broker's active segment: pre-allocated indexes, no final time entry yet."""
+    """A live broker's active segment: pre-allocated indexes, no final time entry yet. After
+    a clean shutdown (the marker), left alone; without it, see
+    test_killed_broker_active_segment_time_index_gets_its_final_entry."""
     part = make_partition(str(tmp_path / "logdir" / "orders-0"))
+    ig.write_file(str(tmp_path / "logdir" / ".kafka_cleanshutdown"), b"")
     seg = part.segs[-1]
     idx = ig.build_indexes(seg.data, final_time_entry=False)
     assert len(idx.time_entries) < len(seg.indexes.time_entries)
@@ -1060,10 +1073,31 @@ def test_clean_live_active_segment_without_final_time_entry(tmp_path):
     assert_nothing_to_do(part.dir)
 
 
+def test_killed_broker_active_segment_time_index_gets_its_final_entry(tmp_path):
+    """The same active segment without the clean-shutdown marker: LogSegment.recover rebuilds
+    its time index, final entry included (the broker's own recovery would)."""
+    part = make_partition(str(tmp_path / "logdir" / "orders-0"))
+    seg = part.segs[-1]
+    idx = ig.build_indexes(seg.data, final_time_entry=False)
+    ig.write_file(seg.paths["index"], ig.preallocated_offset_index(
+        ig.encode_offset_index(idx.offset_entries, seg.base_offset)))
+    ig.write_file(seg.paths["timeindex"], ig.preallocated_time_index(
+        ig.encode_time_index(idx.time_entries, seg.base_offset)))
+    res = recover(part.dir)
+    assert res.code == 1, res
+    with open(seg.paths["timeindex"], "rb") as f:
+        assert f.read() == ig.encode_time_index(seg.indexes.time_entries, seg.base_offset)
+    with open(seg.paths["index"], "rb") as f:   # pre-allocated, the same entries: kept
+        assert f.read() == ig.preallocated_offset_index(
+            ig.encode_offset_index(idx.offset_entries, seg.base_offset))
+    assert_nothing_to_do(part.dir)
+
+
 def test_clean_live_active_segment_without_index_entries(tmp_path):
     d0, n0 = ig.busy_segment(0, n_batches=20)
     d1, _ = ig.busy_segment(n0, n_batches=2)
     part = make_partition(str(tmp_path / "logdir" / "t-0"), segment_data=[(0, d0), (n0, d1)])
+    ig.write_file(str(tmp_path / "logdir" / ".kafka_cleanshutdown"), b"")
     ig.write_file(part.segs[1].paths["index"], ig.preallocated_offset_index(b""))
     ig.write_file(part.segs[1].paths["timeindex"], ig.preallocated_time_index(b""))
     age_files(part.dir)
@@ -1120,10 +1154,10 @@ def test_index_interval_bytes(tmp_path):
                        interval=1024)
     want = ig.build_indexes(seg.data, interval=1024)
     assert len(want.offset_entries) > len(seg.indexes.offset_entries)
-    res = recover("--index-interval-bytes", "1024", exp.dir)
-    # segment 0's default-interval index verifies, so it is left as it is
-    exp = exp._replace(untouched=exp.untouched | {name(part.bases[0], "index"),
+    # no recovery point: every segment's indexes rebuilt at 1024 bytes, segment 0's too
+    exp = exp._replace(untouched=exp.untouched - {name(part.bases[0], "index"),
                                                   name(part.bases[0], "timeindex")})
+    res = recover("--index-interval-bytes", "1024", exp.dir)
     check_recovered(exp, res)
 
 
@@ -1171,8 +1205,14 @@ def test_log_directory_path(tmp_path):
         for n in exp.logs:
             assert any(os.path.join(exp.dir, n) in line for line in res.lines), res.out
     assert_same_tree(clean_before, tree(clean.dir))
+    # the recovery points written back at the log end offsets, in the file's order; the
+    # other checkpoints untouched
     for n, data in checkpoints.items():
-        assert (logdir / n).read_bytes() == data, n
+        if n != "recovery-point-offset-checkpoint":
+            assert (logdir / n).read_bytes() == data, n
+    assert (logdir / "recovery-point-offset-checkpoint").read_bytes() == ig.offset_checkpoint(
+        [("orders", 0, log_end(exp0.dir)), ("orders", 1, log_end(exp1.dir)),
+         ("orders", 2, log_end(clean.dir))]).encode()
     assert verify_index(str(logdir)).code == 0
     before = tree(str(logdir))
     assert recover(str(logdir)).code == 0
@@ -1590,7 +1630,8 @@ def test_many_records_scanned_in_bounded_memory(tmp_path):
                        timeout=600)
     rss_kb = int(p.stderr.split("RSS ")[1].split()[0])
     assert p.stderr.split()[-1] == "1", p.stderr   # the missing indexes would be written
-    assert "ok, %d bytes" % len(data) in p.stdout, p.stdout
+    assert "valid: offsets 0-%d, %d records, %d bytes" % (n - 1, n, len(data)) in p.stdout, \
+        p.stdout
     # the records held at once would take far more than this (~200 bytes each)
     print("peak RSS %d kB, %d bytes inflated" % (rss_kb, inflated))
     assert rss_kb < 100_000 + 3 * inflated // 1024, (rss_kb, inflated)

@@ -5,10 +5,12 @@ partition.metadata (PartitionMetadataFile). Their names are in names.py."""
 from __future__ import annotations
 
 import base64
+import os
 import re
 from typing import Dict, List, Tuple
 
 from .files import FileFormatError, read_sized
+from .indexbuild import write_atomically
 
 # Text checkpoints are small: an offset checkpoint lists a log directory's partitions (some
 # tens of bytes each), a leader-epoch-checkpoint a partition's epochs. A larger file is refused
@@ -63,6 +65,40 @@ def read_offset_checkpoint(path: str) -> List[Tuple[str, int, int]]:
     """[(topic, partition, offset)] of an offset checkpoint file."""
     return [(parts[0], _int(path, n, parts[1]), _int(path, n, parts[2]))
             for n, parts in _checkpoint_lines(path, 3)]
+
+
+def offset_checkpoint_bytes(entries: List[Tuple[str, int, int]]) -> bytes:
+    """The bytes of an offset checkpoint listing ``entries`` [(topic, partition, offset)] in
+    their order, as CheckpointFile writes them: the version 0, the count, then one
+    ``topic partition offset`` line each, every line ended by a newline."""
+    lines = ["0", str(len(entries))] + ["%s %d %d" % e for e in entries]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def write_offset_checkpoint(path: str, updates: Dict[Tuple[str, int], int]) -> bool:
+    """Set the offsets of ``updates`` {(topic, partition): offset} in the offset checkpoint
+    at ``path`` (CheckpointFile.write: a temporary file flushed, then renamed over the old
+    one, the directory flushed). The other partitions' lines are kept, in their order; new
+    partitions are added at the end; a missing file is created. Returns False (and writes
+    nothing) when the file already says all of it. Raises FileFormatError, as the reader
+    does, for a file that is not an offset checkpoint: it is never written over."""
+    try:
+        entries = read_offset_checkpoint(path)
+    except FileNotFoundError:
+        entries = []
+    index = {(t, p): i for i, (t, p, _) in enumerate(entries)}
+    new = list(entries)
+    for (topic, partition), offset in updates.items():
+        i = index.get((topic, partition))
+        if i is None:
+            index[(topic, partition)] = len(new)
+            new.append((topic, partition, offset))
+        else:
+            new[i] = (topic, partition, offset)
+    if new == entries and os.path.exists(path):
+        return False
+    write_atomically(path, offset_checkpoint_bytes(new))
+    return True
 
 
 def read_leader_epochs(path: str) -> List[Tuple[int, int]]:

@@ -34,6 +34,9 @@ PARTITION_METADATA_FILE = "partition.metadata"
 KRAFT_SNAPSHOT = "checkpoint"
 BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 EPOCH_DIGITS = 10  # Snapshots.filenameFromSnapshotId: the epoch, zero-padded to 10 digits
+# The log directory's clean-shutdown marker (LogLoader.CLEAN_SHUTDOWN_FILE): present, the
+# broker skips the recovery of unflushed segments at its next start.
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"  # the log directory's lock (LogManager.LOCK_FILE_NAME)
 QUARANTINE = "kafkalog-quarantine"  # where recover keeps what it sets aside, in each partition
 

@@ -1,5 +1,36 @@
-"""Offline recovery of a partition: what a broker does after an unclean shutdown (LogLoader's
-load of a partition and LogSegment.recover of its segments), losing nothing.
+"""Offline recovery of a partition: what a broker does when it loads a log directory
+(LogManager.loadLogs, LogLoader.load of each partition, LogSegment.recover of its segments),
+losing nothing.
+
+Which segments are recovered follows LogLoader:
+
+* Without the log directory's clean-shutdown marker (``.kafka_cleanshutdown``), every segment
+  from the one holding the partition's recovery point (``recovery-point-offset-checkpoint``; a
+  partition it does not list, or no such file: offset 0, every segment) to the last is
+  validated batch by batch and has all its indexes (offset, time, transaction) rebuilt, whatever
+  they look like: a file that differs from the rebuilt one by a byte is replaced. A cut there
+  sets the later segments aside, as the broker deletes them.
+* The segments below it (all of them after a clean shutdown) get LogSegment.sanityCheck's
+  treatment only: no ``.index`` or a ``.txnindex`` entry below the base offset sends the segment
+  to recovery (a cut then leaves the later segments where they are, as LogLoader's
+  loadSegmentFiles does); a missing ``.timeindex`` is created empty. Nothing else is read.
+* ``full`` recovers every segment, whatever the marker and the checkpoint say.
+* A recovered segment whose offsets do not fit 32-bit offsets relative to its base is split
+  (LocalLog.splitOverflowedSegment), not cut: see ``split_segment``.
+
+Afterwards the recovery point is written back at the log end offset (``LogDirRecovery``): every
+batch below it has been validated, or was below the recovery point already, and the validated
+logs are flushed before the checkpoint says so.
+
+The clean-shutdown marker, offline. The broker deletes it when it starts loading a directory and
+writes it again at a clean shutdown, if every log finished loading. A run that changes nothing
+leaves it as it is. A run about to change a partition deletes it first (flushed), and writes it
+back (the same bytes) only once every partition of the run was carried out without an error: a
+run killed half-way, or one that failed on a partition, leaves no marker, so the broker does a
+full recovery instead of trusting a directory we could not finish. The marker is the one file
+removed without a copy in quarantine: it holds nothing but the fact of a clean shutdown (and a
+broker epoch), and its loss only costs the broker a longer start. A run never creates a marker
+that was not there: a clean shutdown is the broker's to state.
 
 ``plan_partition`` reads a partition directory and decides; ``execute`` carries the plan out;
 ``recover_partition`` does both. Everything removed (files, and the bytes cut from a .log) goes
@@ -20,35 +51,39 @@ import errno
 import json
 import os
 import stat
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..errors import KafkalogError
 from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch, Records
-from . import names
-from .files import FileFormatError, printable_name
+from . import checkpoints, names
+from .files import FileFormatError, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
+from .logdir import LogDir
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, IndexBuilder,
                          TxnTracker, fsync_dir, rename_noreplace, txn_index_bytes,
                          write_atomically, write_new)
-from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment,
-                      order_problem, reach_problem)
+from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile,
+                      Segment, order_problem, reach_problem)
 from .txnindex import TransactionIndex
 
 MANIFEST = "manifest.json"
 
-MOVE, RENAME, CUT, WRITE, REMOVE = "move", "rename", "cut", "write", "remove"
+MOVE, RENAME, CUT, WRITE, REMOVE, SPLIT = "move", "rename", "cut", "write", "remove", "split"
 
 
 class Action:
     """One change: move a file to quarantine, rename a .swap into place, cut a .log (its tail
-    saved to quarantine first), or write a rebuilt index file."""
+    saved to quarantine first), write a rebuilt index file, or split a .log whose offsets
+    overflow into the segments ``pieces`` [(base offset, start, end)] (``split_segment``)."""
 
-    __slots__ = ("kind", "name", "why", "target", "start", "end", "data")
+    __slots__ = ("kind", "name", "why", "target", "start", "end", "data", "pieces")
 
     def __init__(self, kind: str, name: str, why: str, target: str = "", start: int = 0,
-                 end: int = 0, data: bytes = b"") -> None:
+                 end: int = 0, data: bytes = b"",
+                 pieces: Optional[List[Tuple[int, int, int]]] = None) -> None:
+        self.pieces = pieces or []
         self.kind = kind
         self.name = name      # file name inside the partition directory
         self.why = why
@@ -58,40 +93,81 @@ class Action:
         self.data = data      # WRITE: the new contents
 
 
+# Which of LogLoader's rules chose what happens to a segment (``SegmentReport.rule``).
+RULE_FULL = "full"                             # --full: every segment recovered
+RULE_RECOVERY_POINT = "recovery-point"         # from the segment holding the recovery point
+RULE_BELOW = "below-recovery-point"            # sane (LogSegment.sanityCheck): kept, not read
+RULE_CLEAN = "clean-shutdown"                  # the marker: no recovery of unflushed segments
+RULE_NO_INDEX = "missing-index"                # sanityCheck: no .index, so recovered
+RULE_TXN_BELOW_BASE = "txnindex-below-base"    # sanityCheck: CorruptIndexException, recovered
+RULE_AFTER_CUT = "after-corrupt-segment"       # deleted by the broker after a truncation
+RECOVERING = (RULE_FULL, RULE_RECOVERY_POINT, RULE_NO_INDEX, RULE_TXN_BELOW_BASE)
+SANITY_RECOVERY = (RULE_NO_INDEX, RULE_TXN_BELOW_BASE)
+
+
 class SegmentReport:
-    """What recovery found and did for one segment."""
+    """What recovery found and did for one segment, and which rule chose it (``rule``).
+    ``records``, ``first_offset`` and ``next_offset`` describe the valid batches kept when the
+    segment was read (None when it was not); ``bad_offset`` is the base offset of the first
+    invalid batch when its header could be read; ``split_into`` the base offsets of the segments
+    an offset overflow split it into."""
 
     __slots__ = ("name", "size", "kept", "first_bad", "reason", "index_entries",
-                 "timeindex_entries", "txn_entries", "moved", "notes")
+                 "timeindex_entries", "txn_entries", "moved", "notes", "rule", "base_offset",
+                 "records", "first_offset", "next_offset", "bad_offset", "split_into",
+                 "indexes_replaced", "timeindex_created")
 
-    def __init__(self, name: str, size: int) -> None:
+    def __init__(self, name: str, size: int, rule: str = RULE_RECOVERY_POINT) -> None:
         self.name = name
         self.size = size
         self.kept = size
         self.first_bad: Optional[int] = None
         self.reason: Optional[str] = None
-        self.index_entries: Optional[int] = None      # set when the index is rebuilt
+        self.index_entries: Optional[int] = None      # set when the indexes were rebuilt
         self.timeindex_entries: Optional[int] = None
         self.txn_entries: Optional[int] = None
         self.moved = False
         self.notes: List[str] = []     # things said, not changed (batches left unchecked)
+        self.rule = rule
+        self.base_offset = names.base_offset_from_name(name)
+        self.records: Optional[int] = None
+        self.first_offset: Optional[int] = None
+        self.next_offset: Optional[int] = None
+        self.bad_offset: Optional[int] = None
+        self.split_into: List[int] = []
+        self.indexes_replaced: List[str] = []   # kinds whose file the rebuilt one replaces
+        self.timeindex_created = False
 
     @property
     def cut(self) -> int:
         return self.size - self.kept
 
+    @property
+    def recovered(self) -> bool:
+        """Read batch by batch and its indexes rebuilt (LogSegment.recover)."""
+        return self.rule in RECOVERING and not self.moved
+
 
 class PartitionPlan:
     """Everything recovery changes in one partition directory (``actions``, in order), what it
-    found per segment (``segments``), and what it only reports."""
+    found per segment (``segments``), and what it only reports; the inputs LogLoader took
+    (``recovery_point``: None when the checkpoint lists none; ``clean_shutdown``; ``full``) and
+    the log end offset recovery leaves (None: no segment)."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, recovery_point: Optional[int] = None,
+                 clean_shutdown: bool = False, full: bool = False) -> None:
         self.directory = directory
         self.actions: List[Action] = []
         self.segments: List[SegmentReport] = []
         self.notes: List[Tuple[str, str]] = []   # (file name, text): found and reported, left alone
         self.blocked: Set[str] = set()  # Kafka names held by something that is not a regular file
         self.quarantine: Optional[str] = None  # the folder ``execute`` kept things in
+        self.recovery_point = recovery_point
+        self.clean_shutdown = clean_shutdown
+        self.full = full
+        self.log_end_offset: Optional[int] = None
+        self.split: Optional[Action] = None   # a split planned: segments after it not planned
+        self.splits: List[Tuple[str, List[int]]] = []  # splits carried out: (log, new bases)
 
     @property
     def changes(self) -> bool:
@@ -117,6 +193,12 @@ class SegmentScan:
         self.first_bad: Optional[int] = None
         self.reason: Optional[str] = None
         self.last_offset: Optional[int] = None
+        self.first_offset: Optional[int] = None
+        self.records = 0
+        self.bad_offset: Optional[int] = None  # base offset of the first invalid batch
+        # The first invalid batch is valid but for an offset past 32 bits from the base: the
+        # segment is split there (LogSegmentOffsetOverflowException), not cut.
+        self.overflow = False
         self.builder = builder
         self.aborted: List[AbortedEntry] = []
         self.last_at: Dict[int, int] = {}     # batch position -> its last offset
@@ -132,6 +214,16 @@ class SegmentScan:
         # existing time index is checked against too.
         self.max_ts_of[batch.last_offset] = batch.max_timestamp
         self.valid_end = batch.position + batch.size
+        if self.first_offset is None:
+            self.first_offset = batch.base_offset
+        # a legacy entry's header has no count: its offsets say how many messages it holds
+        self.records += (batch.count if batch.count is not None
+                         else batch.last_offset - batch.base_offset + 1)
+
+    @property
+    def next_offset(self) -> Optional[int]:
+        """The offset after the last valid batch (None: there is none)."""
+        return None if self.last_offset is None else self.last_offset + 1
 
 
 def _header_problem(batch: Batch, base: int, prev_last: Optional[int]) -> Optional[str]:
@@ -142,6 +234,12 @@ def _header_problem(batch: Batch, base: int, prev_last: Optional[int]) -> Option
         return "unknown magic %d" % batch.magic
     return (order_problem(batch.last_offset, prev_last)
             or reach_problem(batch.last_offset, base))
+
+
+def _overflows(batch: Batch, base: int) -> bool:
+    """Does ``batch`` lie past what 32-bit offsets relative to ``base`` reach (the segment is
+    split there: LogSegment.recover's LogSegmentOffsetOverflowException)?"""
+    return batch.last_offset - base > MAX_RELATIVE_OFFSET
 
 
 def control_problem(recs: Records) -> Optional[str]:
@@ -213,6 +311,10 @@ def scan_segment(segment: Segment, prev_last: Optional[int], tracker: TxnTracker
                 reason, marker_key = _records_problem(log, item, result)
             if reason is not None:
                 result.first_bad, result.reason = item.position, reason
+                result.bad_offset = item.base_offset
+                result.overflow = (item.is_valid and item.magic <= 2
+                                   and order_problem(item.last_offset, prev_last) is None
+                                   and _overflows(item, base))
                 break
             _track_transactions(item, marker_key, tracker, result.aborted)
             result.keep(item)
@@ -243,46 +345,47 @@ def _track_transactions(batch: Batch, marker_key: Optional[bytes], tracker: TxnT
             aborted.append(entry)
 
 
-# -- checking the indexes a segment has against its scan -------------------------------------------
+# -- comparing the indexes a segment has with the rebuilt ones -----------------------------------
 
-def _index_agrees(index_class: Union[type[OffsetIndex], type[TimeIndex]], path: str,
-                  table: Dict[int, int], active: bool) -> bool:
-    """Does the offset or time index at ``path`` pass the broker's sanity check, hold nothing
-    after its real entries (a sealed segment's zero tail, stray bytes), and name only what the
-    scan found: each entry ``(value, key)`` with ``table[key] == value``, values strictly
-    increasing? For an offset index that is (last offset, batch start); for a time index
-    (max timestamp, last offset), as LogSegment.recover builds them."""
+# An index file larger than this is no index the broker wrote (segment.index.bytes tops out at
+# Int.MAX, but a file past this is not read into memory to be compared: it is replaced).
+MAX_INDEX_READ = 64 * 1024 * 1024
+
+
+def _same_index(path: str, rebuilt: bytes, entry_size: int, active: bool) -> bool:
+    """Is the index file at ``path`` the one LogSegment.recover rebuilds, byte for byte? The
+    active segment's may go on with zeros after its entries, to a whole number of entries (the
+    broker pre-allocates it to segment.index.bytes, and expands it again when it loads the
+    log); a sealed segment's may not (it is trimmed on roll)."""
     try:
-        index = index_class(path)
+        data = read_sized(path, MAX_INDEX_READ)
     except (OSError, FileFormatError):
         return False
-    if index.zero_tail and not active:
-        return False  # a sealed segment's index left pre-allocated (KAFKA-19200): trim it
-    # Non-zero bytes after the real entries are no pre-allocated tail (entries after a slot
-    # that ends them, a torn entry): appending after the real entries would lose them.
-    if len(index.data.rstrip(b"\x00")) > index.count * index.entry.size:
-        return False
-    if (index.trimmed() if active else index).sanity_problems():
-        return False
-    prev = -1
-    for value, key in index.entries:
-        if table.get(key) != value or value <= prev:
-            return False
-        prev = value
-    return True
+    if data == rebuilt:
+        return True
+    return (active and len(data) % entry_size == 0 and data[:len(rebuilt)] == rebuilt
+            and not data[len(rebuilt):].strip(b"\0"))
 
 
-def _aborted_listed(path: str) -> Optional[List[AbortedEntry]]:
-    """The entries of the .txnindex at ``path`` as the scan lists them, or None when it cannot
-    be read or fails the broker's sanity check."""
+def _same_txn_index(path: Optional[str], rebuilt: bytes) -> bool:
+    """Is the .txnindex at ``path`` (None: there is none) the rebuilt one, byte for byte (no
+    file and an empty one both say: no aborted transaction)?"""
+    if path is None:
+        return not rebuilt
     try:
-        txn = TransactionIndex(path)
-        if txn.sanity_problems():
-            return None
-        return [(e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
-                for e in txn.entries]
+        return read_sized(path, MAX_INDEX_READ) == rebuilt
     except (OSError, FileFormatError):
-        return None
+        return False
+
+
+def _txn_below_base(path: str) -> bool:
+    """Does the .txnindex at ``path`` hold an entry whose last offset is below the segment's
+    base offset (LogSegment.sanityCheck's CorruptIndexException, which sends the segment to
+    recovery)? One that cannot be read at all says so too."""
+    try:
+        return bool(TransactionIndex(path).sanity_problems())
+    except (OSError, FileFormatError):
+        return True
 
 
 # -- planning a partition (LogLoader) --------------------------------------------------------
@@ -430,9 +533,14 @@ class SymlinkCutError(KafkalogError, OSError):
 
 
 def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
-                   max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> PartitionPlan:
-    """Everything recovery would change in ``directory``, with a report per segment."""
-    plan = PartitionPlan(directory)
+                   max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                   recovery_point: Optional[int] = None, clean_shutdown: bool = False,
+                   full: bool = False) -> PartitionPlan:
+    """Everything recovery would change in ``directory``, with a report per segment.
+    ``recovery_point``: the partition's entry in recovery-point-offset-checkpoint (None: it has
+    none, recovery starts at the first segment); ``clean_shutdown``: the log directory holds
+    the clean-shutdown marker; ``full``: recover every segment regardless."""
+    plan = PartitionPlan(directory, recovery_point, clean_shutdown, full)
     regular = _plan_odd_files(plan, sorted(os.listdir(directory)))
     view, swaps = _plan_leftovers(plan, regular)
     _plan_swaps(plan, view, swaps)
@@ -443,38 +551,150 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     return plan
 
 
+def _first_recovered(plan: PartitionPlan, logs: List[int]) -> int:
+    """Where LogLoader.recoverLog starts: the index in ``logs`` of the segment holding the
+    recovery point (the largest base offset at or below it; the first segment when there is
+    no recovery point or it is below every base), or len(logs) after a clean shutdown."""
+    if plan.full or not logs:
+        return 0
+    if plan.clean_shutdown:
+        return len(logs)
+    point = plan.recovery_point
+    if point is None:
+        return 0
+    return max((i for i, base in enumerate(logs) if base <= point), default=0)
+
+
+def _segment_rule(plan: PartitionPlan, view: Dict[str, str], base: int, recovering: bool) -> str:
+    """The rule that decides what happens to the segment based at ``base``: recovered because
+    it is in the unflushed range (or --full), or because LogSegment.sanityCheck finds no
+    .index or a .txnindex entry below its base; else kept as it is."""
+    if recovering:
+        return RULE_FULL if plan.full else RULE_RECOVERY_POINT
+    index = names.offset_name(base, names.INDEX)
+    if index not in view and index not in plan.blocked:
+        return RULE_NO_INDEX
+    txn = names.offset_name(base, names.TXNINDEX)
+    if txn in view and _txn_below_base(os.path.join(plan.directory, view[txn])):
+        return RULE_TXN_BELOW_BASE
+    return RULE_CLEAN if plan.clean_shutdown else RULE_BELOW
+
+
 def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], interval: int,
                    max_message_size: int) -> None:
-    """LogLoader.recoverSegment of each segment in offset order, until one must be cut."""
+    """LogLoader's load of the segments in offset order: each segment chosen by a rule is
+    recovered (LogSegment.recover) and its indexes rebuilt; a cut in the unflushed range ends
+    the log there. The others are kept as they are; their transactions are followed (read
+    from their batch headers and markers) when a later segment is recovered, as the broker's
+    producer state follows them."""
     tracker = TxnTracker()
-    prev_last = None
+    prev_last: Optional[int] = None
+    start = _first_recovered(plan, logs)
+    rules = [_segment_rule(plan, view, base, i >= start) for i, base in enumerate(logs)]
+    last_recovered = max((i for i, rule in enumerate(rules) if rule in RECOVERING), default=-1)
     for i, base in enumerate(logs):
         segment = Segment(plan.directory, base)
         # the file as it is now: a .log.swap still to be renamed into place, say
         source = Segment.at(os.path.join(plan.directory, view[segment.name]))
-        report = SegmentReport(segment.name, source.size())
+        report = SegmentReport(segment.name, source.size(), rules[i])
         plan.segments.append(report)
+        last = i == len(logs) - 1
+        if rules[i] not in RECOVERING:
+            if i < last_recovered:
+                _replay_transactions(source, tracker, max_message_size)
+            _plan_sane(plan, view, base, report)
+            prev_last = None  # not read: the next recovered segment checks its own order only
+            if last:
+                plan.log_end_offset = _next_offset(source, view, max_message_size)
+            continue
         scan = scan_segment(source, prev_last, tracker, interval, max_message_size)
-        for position, first, last in scan.unchecked:
+        report.records, report.first_offset = scan.records, scan.first_offset
+        report.next_offset = scan.next_offset
+        for position, first, lastoff in scan.unchecked:
             report.notes.append(
                 "records of the batch at position %d (offsets %d-%d) not checked: they inflate "
                 "past %d bytes (raise --max-message-size to check them); the batch is kept"
-                % (position, first, last, max_message_size * BATCH_LIMIT_FACTOR))
+                % (position, first, lastoff, max_message_size * BATCH_LIMIT_FACTOR))
+        if scan.overflow:
+            _plan_split(plan, source, segment.name, base, report, max_message_size)
+            return
         cut = scan.first_bad is not None
+        ends_log = cut and rules[i] not in SANITY_RECOVERY
         if cut:
-            _plan_cut(plan, view, source, scan, report, logs[i + 1:])
-        _plan_indexes(plan, view, base, scan, cut or i == len(logs) - 1, cut, report)
-        if cut:
+            _plan_cut(plan, view, source, scan, report, logs[i + 1:] if ends_log else [])
+        # a pre-allocated index is the active segment's, until the log is cut
+        _plan_indexes(plan, view, base, scan, last and not cut, report)
+        if ends_log or last:
+            plan.log_end_offset = base if scan.next_offset is None else scan.next_offset
             return
         prev_last = scan.last_offset
 
 
+def _replay_transactions(segment: Segment, tracker: TxnTracker, max_message_size: int) -> None:
+    """Follow the transactions of a segment that is not recovered (its batches trusted, as the
+    broker trusts what is below its recovery point), so that a later segment's aborted
+    transactions get the last stable offsets the broker's producer state gives them."""
+    with segment.open(max_message_size, record_limit_factor=BATCH_LIMIT_FACTOR) as log:
+        for batch in log.batches():
+            if not batch.is_transactional or batch.producer_id < 0:
+                continue
+            marker_key = None
+            if batch.is_control:
+                try:
+                    for recs in log.iter_records(batch):
+                        if len(recs):
+                            marker_key = recs.keys[0]
+                            break
+                except (CorruptRecordError, LimitExceededError):
+                    continue
+            _track_transactions(batch, marker_key, tracker, [])
+
+
+def _next_offset(segment: Segment, view: Dict[str, str], max_message_size: int) -> int:
+    """The log end offset of a last segment that is not recovered (LogSegment.readNextOffset):
+    the offset after its last complete batch, read from the last offset index entry's position
+    on when that holds a batch at or after the indexed offset, else from the start; its base
+    offset when it holds no batch."""
+    base = segment.base_offset
+    assert base is not None
+    start, offset = 0, base - 1
+    index = names.offset_name(base, names.INDEX)
+    if index in view:
+        try:
+            entries = OffsetIndex(os.path.join(segment.directory, view[index])).entries
+            if entries:
+                offset, start = entries[-1]
+        except (OSError, FileFormatError):
+            start = 0
+    with segment.open(max_message_size) as log:
+        for attempt in (start, 0):
+            nxt = base
+            for batch in log.batches(attempt):
+                nxt = batch.last_offset + 1
+            if attempt == 0 or nxt > offset:
+                return nxt
+    return base  # not reached
+
+
+def _plan_sane(plan: PartitionPlan, view: Dict[str, str], base: int,
+               report: SegmentReport) -> None:
+    """A segment that is not recovered: LogSegment's loading creates a missing time index,
+    empty (it is not rebuilt: retention then goes by the .log's modification time)."""
+    tname = names.offset_name(base, names.TIMEINDEX)
+    if tname not in view and tname not in plan.blocked:
+        plan.add(WRITE, tname, "missing: created empty, as the broker creates it", data=b"")
+        view[tname] = tname
+        report.timeindex_created = True
+
+
 def _plan_cut(plan: PartitionPlan, view: Dict[str, str], source: Segment, scan: SegmentScan,
               report: SegmentReport, later: List[int]) -> None:
-    """The segment keeps its valid prefix (UnifiedLog truncation): the segments after it and
-    the producer snapshots above the new log end go first."""
+    """The segment keeps its valid prefix (UnifiedLog truncation). In the unflushed range the
+    segments after it (``later``) and the producer snapshots above the new log end go first;
+    a segment recovered by the sanity check alone leaves them (LogLoader.loadSegmentFiles)."""
     name = report.name
     report.kept, report.first_bad, report.reason = scan.valid_end, scan.first_bad, scan.reason
+    report.bad_offset = scan.bad_offset
     new_end = scan.last_offset + 1 if scan.last_offset is not None else _base(name)
     for base in later:
         later_log = names.offset_name(base, names.LOG)
@@ -483,78 +703,142 @@ def _plan_cut(plan: PartitionPlan, view: Dict[str, str], source: Segment, scan: 
             if n in view:
                 plan.add(MOVE, n, "after the corrupt segment %s (the broker deletes it)" % name)
                 del view[n]
-    for n in sorted(view):
-        offset = names.base_offset_from_name(n)
-        if _kind(n) == names.SNAPSHOT and offset is not None and offset > new_end:
-            plan.add(MOVE, n, "producer snapshot above the new log end offset %d" % new_end)
-            del view[n]
-    if os.path.islink(source.log_path):
-        # Cutting writes to the file the link points at, wherever it is: refused before
-        # anything changes, so the partition is left as it was.
-        raise SymlinkCutError(
-            errno.ELOOP, "is a symlink to %s and would have to be cut at byte %d; recover "
-            "writes no file outside the partition directory: put a copy of the file in "
-            "place of the link, then run recover again"
-            % (printable_name(os.path.realpath(source.log_path)), scan.valid_end),
-            source.log_path)
+    if later or report.rule not in SANITY_RECOVERY:
+        for n in sorted(view):
+            offset = names.base_offset_from_name(n)
+            if _kind(n) == names.SNAPSHOT and offset is not None and offset > new_end:
+                plan.add(MOVE, n, "producer snapshot above the new log end offset %d" % new_end)
+                del view[n]
+    _refuse_symlink(source, "cut at byte %d" % scan.valid_end)
     plan.add(CUT, name, scan.reason or "", start=scan.valid_end, end=report.size)
 
 
+def _refuse_symlink(source: Segment, what: str) -> None:
+    if os.path.islink(source.log_path):
+        # Changing it writes to the file the link points at, wherever it is: refused before
+        # anything changes, so the partition is left as it was.
+        raise SymlinkCutError(
+            errno.ELOOP, "is a symlink to %s and would have to be %s; recover writes no file "
+            "outside the partition directory: put a copy of the file in place of the link, "
+            "then run recover again" % (printable_name(os.path.realpath(source.log_path)), what),
+            source.log_path)
+
+
 def _moved_report(directory: str, view: Dict[str, str], name: str) -> SegmentReport:
-    report = SegmentReport(name, os.path.getsize(os.path.join(directory, view[name])))
+    report = SegmentReport(name, os.path.getsize(os.path.join(directory, view[name])),
+                           RULE_AFTER_CUT)
     report.kept = 0
     report.moved = True
     return report
 
 
 def _plan_indexes(plan: PartitionPlan, view: Dict[str, str], base: int, scan: SegmentScan,
-                  active: bool, cut: bool, report: SegmentReport) -> None:
-    """The segment's indexes rebuilt where missing or wrong (always after a cut), as
-    LogSegment.recover rebuilds them; the .txnindex from the log's ABORT markers."""
+                  active: bool, report: SegmentReport) -> None:
+    """LogSegment.recover rebuilds all three indexes of a recovered segment, whatever they look
+    like: each file that is not the rebuilt one byte for byte is set aside and replaced (a
+    .txnindex only where an aborted transaction ends in the segment)."""
     directory = plan.directory
-
-    def current(kind: str) -> Tuple[str, Optional[str]]:
+    rebuilt = ((names.INDEX, scan.builder.offset_index_bytes(), OffsetIndex.entry.size),
+               (names.TIMEINDEX, scan.builder.time_index_bytes(), TimeIndex.entry.size),
+               (names.TXNINDEX, txn_index_bytes(scan.aborted), 0))
+    report.index_entries = len(scan.builder.offset_entries)
+    report.timeindex_entries = len(scan.builder.time_entries)
+    report.txn_entries = len(scan.aborted)
+    for kind, data, entry_size in rebuilt:
         n = names.offset_name(base, kind)
-        return n, (os.path.join(directory, view[n]) if n in view else None)
-
-    def write(n: str, why: str, data: bytes) -> None:
         if n in plan.blocked:
             report.notes.append("%s not rebuilt: it is not a regular file" % printable_name(n))
+            continue
+        path = os.path.join(directory, view[n]) if n in view else None
+        if kind == names.TXNINDEX:
+            same = _same_txn_index(path, data)
         else:
-            plan.add(WRITE, n, why, data=data)
+            same = path is not None and _same_index(path, data, entry_size, active)
+        if same:
+            continue
+        report.indexes_replaced.append(kind)
+        if path is not None:
+            plan.add(MOVE, n, "replaced by the index rebuilt from the log")
+        if data or kind != names.TXNINDEX:
+            plan.add(WRITE, n, "rebuilt from the log (LogSegment.recover)", data=data)
 
-    def missing(n: str, p: Optional[str]) -> bool:
-        return p is None and n not in plan.blocked
 
-    name, path = current(names.INDEX)
-    tname, tpath = current(names.TIMEINDEX)
-    rebuild = (cut or missing(name, path) or missing(tname, tpath)
-               or (path is not None and not _index_agrees(OffsetIndex, path, scan.last_at, active))
-               or (tpath is not None
-                   and not _index_agrees(TimeIndex, tpath, scan.max_ts_of, active)))
-    if rebuild:
-        why = "rebuilt for the recovered log" if cut else "missing or wrong: rebuilt"
-        for n, p in ((name, path), (tname, tpath)):
-            if p is not None:
-                plan.add(MOVE, n, "replaced by a rebuilt index")
-        write(name, why, scan.builder.offset_index_bytes())
-        write(tname, why, scan.builder.time_index_bytes())
-        report.index_entries = len(scan.builder.offset_entries)
-        report.timeindex_entries = len(scan.builder.time_entries)
-    xname, xpath = current(names.TXNINDEX)
-    if xname in plan.blocked:
-        return
-    if xpath is None:
-        wrong = bool(scan.aborted)
-    else:
-        wrong = cut or _aborted_listed(xpath) != scan.aborted
-    if wrong:
-        if xpath is not None:
-            plan.add(MOVE, xname, "replaced by a rebuilt transaction index")
-        expected = txn_index_bytes(scan.aborted)
-        if expected:
-            write(xname, "rebuilt from the log's ABORT markers", expected)
-        report.txn_entries = len(scan.aborted)
+# -- splitting a segment whose offsets overflow (LocalLog.splitOverflowedSegment) -----------------
+
+def split_points(segment: Segment, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+                 ) -> List[Tuple[int, int, int]]:
+    """The segments LocalLog.splitOverflowedSegment makes of ``segment``: [(base offset, start,
+    end)] byte ranges of its .log covering all of it, a new segment starting at each batch that
+    does not fit 32-bit offsets relative to the current one's base. The first keeps the
+    segment's own base offset (so that the swap range a broker computes covers the original
+    segment, should the split be interrupted); the last runs to the end of the file, whatever
+    follows its batches (its recovery then deals with it). Batches are followed while their
+    headers are whole, their CRC holds and their offsets grow."""
+    base = segment.base_offset
+    assert base is not None
+    pieces: List[Tuple[int, int]] = [(base, 0)]
+    prev_last = None
+    with segment.open(max_message_size) as log:
+        for batch in log.batches():
+            if (not batch.is_valid or batch.magic > 2
+                    or order_problem(batch.last_offset, prev_last) is not None):
+                break
+            if _overflows(batch, pieces[-1][0]):
+                pieces.append((batch.base_offset, batch.position))
+            prev_last = batch.last_offset
+        size = log.size
+    ends = [start for _, start in pieces[1:]] + [size]
+    return [(b, start, end) for (b, start), end in zip(pieces, ends)]
+
+
+def _plan_split(plan: PartitionPlan, source: Segment, name: str, base: int,
+                report: SegmentReport, max_message_size: int) -> None:
+    """Split the segment (the rest of the partition is planned again once it is done, as
+    LogLoader's retryOnOffsetOverflow loads the segments again)."""
+    pieces = split_points(source, max_message_size)
+    _refuse_symlink(source, "split")
+    report.split_into = [b for b, _, _ in pieces]
+    plan.add(SPLIT, name, "offsets past 32 bits from the base offset %d: split into %d segments "
+             "at offsets %s (LocalLog.splitOverflowedSegment)"
+             % (base, len(pieces), ", ".join(str(b) for b, _, _ in pieces)), pieces=pieces)
+    plan.split = plan.actions[-1]
+
+
+def split_segment(directory: str, name: str, pieces: List[Tuple[int, int, int]]) -> None:
+    """Carry a split out as LocalLog.replaceSegments does, so that a crash at any step leaves
+    what LogLoader (and ``plan_partition``) finishes or undoes: each new segment's .log written
+    as ``<base>.log.cleaned`` (a temporary file flushed, then renamed), renamed to ``.swap`` from
+    the highest base offset down (a crash in between leaves .swap files above a .cleaned one: a
+    split that did not finish, undone), then the original segment's files removed and the .swap
+    files renamed into place. The original .log is removed, not kept in quarantine: its bytes
+    are all in the new segments (their sizes add up to its size, checked before it goes); its
+    indexes are rebuilt by the recovery of the new segments, which have none yet."""
+    src = os.path.join(directory, name)
+    size = os.path.getsize(src)
+    if sum(end - start for _, start, end in pieces) != size or pieces[0][1] != 0:
+        raise OSError(errno.EIO, "the split does not cover the segment: left as it is", src)
+    cleaned = []
+    for base, start, end in pieces:
+        dst = os.path.join(directory, names.offset_name(base, names.LOG, names.CLEANED))
+        _copy_range(src, start, end, dst)
+        cleaned.append((base, dst))
+    if sum(os.path.getsize(p) for _, p in cleaned) != size:
+        raise OSError(errno.EIO, "the split segments do not add up to the segment", src)
+    swaps = []
+    for base, path in reversed(cleaned):
+        swap = os.path.join(directory, names.offset_name(base, names.LOG, names.SWAP))
+        rename_noreplace(path, swap)
+        fsync_dir(directory)
+        swaps.append((base, swap))
+    original = _base(name)
+    for kind in (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.LOG):
+        path = os.path.join(directory, names.offset_name(original, kind))
+        if os.path.lexists(path):
+            os.unlink(path)
+    fsync_dir(directory)
+    for base, swap in sorted(swaps):
+        rename_noreplace(swap, os.path.join(directory, names.offset_name(base, names.LOG)))
+    fsync_dir(directory)
 
 
 # -- carrying a plan out -------------------------------------------------------------------------
@@ -668,16 +952,17 @@ def _copy_range(src: str, start: int, end: int, dst: str) -> None:
     fsync_dir(os.path.dirname(dst))
 
 
-def execute(plan: PartitionPlan) -> Optional[str]:
+def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Optional[str]:
     """Carry ``plan`` out; return the quarantine folder used (None when nothing was kept).
+    ``quarantine``: the run's folder, when an earlier plan of the same run made one.
 
     Every rename is one that cannot replace a file (``rename_noreplace``); a rebuilt index is
     written only where no file holds its name any more (its predecessor was set aside first).
     """
+    q = quarantine if quarantine is not None else Quarantine(plan.directory)
     if not plan.actions:
-        return None
+        return q.path
     directory = plan.directory
-    q = Quarantine(directory)
     earlier: Dict[str, str] = {}  # name -> the .swap name it had before this run renamed it
     for a in plan.actions:
         src = os.path.join(directory, a.name)
@@ -707,17 +992,172 @@ def execute(plan: PartitionPlan) -> Optional[str]:
                 os.fsync(f.fileno())
         elif a.kind == WRITE:
             write_new(src, a.data)
+        elif a.kind == SPLIT:
+            split_segment(directory, a.name, a.pieces)
     return q.path
+
+
+# A split leaves segments that fit by construction: one partition is split this many times at
+# most in a run (each split plans the partition again).
+MAX_SPLITS = 1000
 
 
 def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
                       max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-                      dry_run: bool = False) -> PartitionPlan:
-    """Recover the partition ``directory`` as LogLoader would after an unclean shutdown:
-    plan, then (unless ``dry_run``) carry the plan out; ``quarantine`` of the plan returned
-    is the folder that holds what was removed (None when nothing was). The caller holds the
-    log directory's lock."""
-    plan = plan_partition(directory, interval, max_message_size)
-    if not dry_run:
-        plan.quarantine = execute(plan)
+                      dry_run: bool = False, recovery_point: Optional[int] = None,
+                      clean_shutdown: bool = False, full: bool = False,
+                      before_change: Optional[Callable[[], None]] = None) -> PartitionPlan:
+    """Recover the partition ``directory`` as LogLoader would (see ``plan_partition`` for the
+    inputs): plan, then (unless ``dry_run``) carry the plan out; after a split, plan and carry
+    out again, as LogLoader loads the segments again. The plan returned holds every action of
+    the run; ``quarantine`` is the folder that holds what was removed (None when nothing was).
+    ``before_change`` is called once before the first change. The caller holds the log
+    directory's lock."""
+    def plan_now() -> PartitionPlan:
+        return plan_partition(directory, interval, max_message_size, recovery_point,
+                              clean_shutdown, full)
+
+    plan = plan_now()
+    if dry_run:
+        return plan
+    q = Quarantine(directory)
+    done: List[Action] = []
+    splits: List[Tuple[str, List[int]]] = []
+    for _ in range(MAX_SPLITS):
+        if plan.actions and before_change is not None and not done:
+            before_change()
+        execute(plan, q)
+        done += plan.actions
+        if plan.split is None:
+            break
+        splits.append((plan.split.name, [b for b, _, _ in plan.split.pieces]))
+        plan = plan_now()
+    else:
+        raise OSError(errno.EIO, "segments still overflow after %d splits" % MAX_SPLITS,
+                      directory)
+    plan.actions = done
+    plan.splits = splits
+    plan.quarantine = q.path
     return plan
+
+
+# -- a log directory (LogManager.loadLogs) ---------------------------------------------------------
+
+class PartitionResult:
+    """One partition of a ``LogDirRecovery``: its plan, or the error that stopped it."""
+
+    __slots__ = ("directory", "plan", "error")
+
+    def __init__(self, directory: str, plan: Optional[PartitionPlan],
+                 error: Optional[OSError]) -> None:
+        self.directory = directory
+        self.plan = plan
+        self.error = error
+
+
+class LogDirRecovery:
+    """Recover ``partitions`` (directories) of the log directory ``log_dir`` as LogManager loads
+    them: the clean-shutdown marker and the recovery points read first, each partition
+    recovered (``run`` yields its result as it is done), then the recovery points written back
+    at the partitions' log end offsets (the logs validated flushed first) and the marker handled
+    as the module's docstring says. After ``run``: ``clean_shutdown`` (the marker was there),
+    ``marker`` (what became of it: None, "kept", "removed" (a change, then a failure: left
+    out), "restored"), ``checkpoint_updates`` {(topic, n): (old or None, new)} of the recovery
+    point entries written (or, in a dry run, that would be), ``checkpoint_problem`` (why the
+    checkpoint was not read or written, or None)."""
+
+    def __init__(self, log_dir: str, partitions: List[str],
+                 interval: int = DEFAULT_INDEX_INTERVAL,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, dry_run: bool = False,
+                 full: bool = False) -> None:
+        self.log_dir = log_dir
+        self.partitions = partitions
+        self.interval = interval
+        self.max_message_size = max_message_size
+        self.dry_run = dry_run
+        self.full = full
+        self.clean_shutdown = False
+        self.marker: Optional[str] = None
+        self.checkpoint_path = os.path.join(log_dir, names.RECOVERY_POINT_CHECKPOINT)
+        self.checkpoint_updates: Dict[Tuple[str, int], Tuple[Optional[int], int]] = {}
+        self.checkpoint_problem: Optional[str] = None
+        self._marker_bytes: Optional[bytes] = None
+
+    def run(self) -> Iterator[PartitionResult]:
+        """Take the log directory's lock (OSError when a broker holds it), recover each
+        partition, then write the recovery points and settle the marker."""
+        with LogDir(self.log_dir).lock(create=not self.dry_run):
+            marker_path = os.path.join(self.log_dir, names.CLEAN_SHUTDOWN_FILE)
+            self.clean_shutdown = os.path.isfile(marker_path)
+            if self.clean_shutdown:
+                self.marker = "kept"
+            points: Dict[Tuple[str, int], int] = {}
+            readable = True
+            try:
+                points = LogDir(self.log_dir).offset_checkpoint(names.RECOVERY_POINT_CHECKPOINT)
+            except (OSError, FileFormatError) as e:
+                # LogManager reads an unreadable checkpoint as an empty one: every segment is
+                # recovered. It is not written over: what it holds is not ours to lose.
+                readable = False
+                self.checkpoint_problem = "%s: not read (%s): every segment recovered; not " \
+                    "written" % (printable_name(self.checkpoint_path), e)
+            failed = False
+            ends: Dict[Tuple[str, int], int] = {}
+            flushed: List[Tuple[str, PartitionPlan]] = []
+            for partition in self.partitions:
+                topic, number = names.topic_partition(partition)
+                key = (topic, number) if topic is not None and number is not None else None
+                try:
+                    plan = recover_partition(
+                        partition, self.interval, self.max_message_size, self.dry_run,
+                        points.get(key) if key is not None else None, self.clean_shutdown,
+                        self.full, lambda: self._remove_marker(marker_path))
+                except OSError as e:
+                    failed = True
+                    yield PartitionResult(partition, None, e)
+                    continue
+                if plan.blocked:
+                    failed = True  # a file not read: the partition is not known to be whole
+                elif key is not None and plan.log_end_offset is not None:
+                    ends[key] = plan.log_end_offset
+                    flushed.append((partition, plan))
+                yield PartitionResult(partition, plan, None)
+            for key, end in ends.items():
+                if points.get(key) != end:
+                    self.checkpoint_updates[key] = (points.get(key), end)
+            if self.dry_run:
+                return
+            if readable and self.checkpoint_updates:
+                for partition, plan in flushed:
+                    _flush_recovered(plan)
+                checkpoints.write_offset_checkpoint(
+                    self.checkpoint_path, {k: new for k, (_, new) in
+                                           self.checkpoint_updates.items()})
+            if self._marker_bytes is not None and not failed:
+                write_new(marker_path, self._marker_bytes)
+                self.marker = "restored"
+
+    def _remove_marker(self, path: str) -> None:
+        """Before a partition of this log directory changes: a broker must not trust a clean
+        shutdown we may not finish."""
+        if self.clean_shutdown and self._marker_bytes is None:
+            self._marker_bytes = read_sized(path, MAX_INDEX_READ)
+            os.unlink(path)
+            fsync_dir(self.log_dir)
+            self.marker = "removed"
+
+
+def _flush_recovered(plan: PartitionPlan) -> None:
+    """Flush the logs recovery validated (read, perhaps from memory not yet written): the
+    recovery point only moves over data on disk."""
+    for r in plan.segments:
+        if r.recovered:
+            path = os.path.join(plan.directory, r.name)
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)

@@ -1,0 +1,481 @@
+"""`kafkalog recover` follows LogLoader's rules for a whole log directory: the clean-shutdown
+marker, the recovery point (recovery-point-offset-checkpoint), LogSegment.sanityCheck below it,
+--full, the offset overflow split (LocalLog.splitOverflowedSegment), a directory caught
+mid-deletion.
+
+Partitions are written by kafka-python (tests/kafkagen.py) with broker-equivalent indexes
+(tests/indexgen.py); every expectation (bytes kept, indexes, checkpoint lines) is computed here
+from those, and every run is a real process (``python -m kafkalog_cli recover``).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+import indexgen as ig
+import kafkagen as kg
+from dumpcheck import files_in
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUARANTINE = "kafkalog-quarantine"
+CHECKPOINT = "recovery-point-offset-checkpoint"
+MARKER = ".kafka_cleanshutdown"
+T0 = kg.T0
+
+
+def recover(*args):
+    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "recover"] + [str(a) for a in args],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in p.stderr, p
+    return p
+
+
+def name(base, kind):
+    return "%s.%s" % (ig.segment_prefix(base), kind)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def leo_of(base, data):
+    batches = ig.read_log(data)
+    return batches[-1].last_offset + 1 if batches else base
+
+
+class Part:
+    """Three busy segments in ``<logdir>/<topic>-<n>``, broker-built indexes; ``data[i]`` the
+    bytes of segment i's .log, ``bases``, ``leo``."""
+
+    def __init__(self, logdir, topic="t", number=0, n_batches=(30, 30, 30)):
+        self.logdir = str(logdir)
+        self.dir = os.path.join(self.logdir, "%s-%d" % (topic, number))
+        segments = []
+        base = 0
+        for i, n in enumerate(n_batches):
+            data, nxt = ig.busy_segment(base, n_batches=n, t0=T0 + 100000 * i, seed=i,
+                                        txn_at=3 + i)
+            segments.append((base, data))
+            base = nxt
+        self.segs = ig.write_partition(self.dir, segments)
+        self.bases = [b for b, _ in segments]
+        self.data = [d for _, d in segments]
+        self.leo = base
+
+    def path(self, i, kind):
+        return os.path.join(self.dir, name(self.bases[i], kind))
+
+    def garbage_tail(self, i):
+        """Segment i's .log with a garbage tail: a recovery of it cuts the tail."""
+        ig.write_file(self.path(i, "log"), kg.garbage_tail(self.data[i], n=500, seed=i))
+
+    def empty_indexes(self, i):
+        """Segment i's .index and .timeindex empty (what a kill leaves when the entries were
+        still in memory): sane for the broker's start-up check, wrong for its recovery."""
+        ig.write_file(self.path(i, "index"), b"")
+        ig.write_file(self.path(i, "timeindex"), b"")
+
+    def assert_indexes_rebuilt(self, i):
+        idx = ig.build_indexes(self.data[i])
+        assert read(self.path(i, "index")) == ig.encode_offset_index(idx.offset_entries,
+                                                                     self.bases[i])
+        assert read(self.path(i, "timeindex")) == ig.encode_time_index(idx.time_entries,
+                                                                       self.bases[i])
+
+    def checkpoint(self, entries):
+        ig.write_file(os.path.join(self.logdir, CHECKPOINT), ig.offset_checkpoint(entries))
+
+    def checkpoint_text(self):
+        with open(os.path.join(self.logdir, CHECKPOINT), encoding="utf-8") as f:
+            return f.read()
+
+
+def segment_lines(p, part):
+    return [line for line in p.stdout.splitlines() if line.startswith(part.dir + "/")
+            and ".log: " in line]
+
+
+# -- the recovery point --------------------------------------------------------------------------
+
+def test_recovery_point_in_the_middle_of_a_segment(tmp_path):
+    """Recovery point inside segment 1: segments 1 and 2 are recovered, their (empty, so
+    sane) indexes rebuilt; segment 0 is below it: not read, its garbage tail kept (the broker
+    trusts what is below its recovery point). The checkpoint is written back at the log end
+    offset, the other partitions' lines kept in their order."""
+    part = Part(tmp_path / "logdir")
+    part.garbage_tail(0)
+    part.empty_indexes(1)
+    part.empty_indexes(2)
+    seg0 = read(part.path(0, "log"))
+    middle = part.bases[1] + 7
+    part.checkpoint([("other", 3, 17), ("t", 0, middle), ("another", 0, 5)])
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    assert read(part.path(0, "log")) == seg0
+    part.assert_indexes_rebuilt(1)
+    part.assert_indexes_rebuilt(2)
+    assert part.checkpoint_text() == ig.offset_checkpoint(
+        [("other", 3, 17), ("t", 0, part.leo), ("another", 0, 5)])
+    lines = segment_lines(p, part)
+    assert "below the recovery point %d: sane, kept" % middle in lines[0], p.stdout
+    assert "from the recovery point %d" % middle in lines[1], p.stdout
+    assert "offsets %d-%d" % (part.bases[1], part.bases[2] - 1) in lines[1], p.stdout
+    # the second run: the recovery point is the log end offset; nothing to do
+    again = recover(part.dir)
+    assert again.returncode == 0, again
+
+
+def test_recovery_point_at_a_segment_boundary(tmp_path):
+    """At segment 1's base offset, segment 0 is not recovered; one offset lower, it is."""
+    part = Part(tmp_path / "a" / "logdir")
+    part.garbage_tail(0)
+    seg0 = read(part.path(0, "log"))
+    part.checkpoint([("t", 0, part.bases[1])])
+    p = recover(part.dir)
+    assert p.returncode == 0, p        # nothing to change from segment 1 on
+    assert read(part.path(0, "log")) == seg0
+    assert part.checkpoint_text() == ig.offset_checkpoint([("t", 0, part.leo)])
+
+    part = Part(tmp_path / "b" / "logdir")
+    part.garbage_tail(0)
+    part.checkpoint([("t", 0, part.bases[1] - 1)])
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    # a cut in the unflushed range: the later segments set aside, the log ends there
+    assert read(part.path(0, "log")) == part.data[0]
+    assert not os.path.exists(part.path(1, "log"))
+    assert part.checkpoint_text() == ig.offset_checkpoint([("t", 0, part.bases[1])])
+
+
+def test_recovery_point_past_the_log_end(tmp_path):
+    """Past the log end offset: the last segment is the one holding it (largest base at or
+    below); it is recovered, and the checkpoint comes back down to the log end offset."""
+    part = Part(tmp_path / "logdir")
+    part.garbage_tail(1)
+    part.empty_indexes(2)
+    seg1 = read(part.path(1, "log"))
+    part.checkpoint([("t", 0, part.leo + 1000)])
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    assert read(part.path(1, "log")) == seg1
+    part.assert_indexes_rebuilt(2)
+    assert part.checkpoint_text() == ig.offset_checkpoint([("t", 0, part.leo)])
+
+
+def test_missing_checkpoint_file(tmp_path):
+    """No checkpoint file: recovery point 0, every segment recovered; the file is created."""
+    part = Part(tmp_path / "logdir")
+    part.garbage_tail(2)
+    part.empty_indexes(0)
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    part.assert_indexes_rebuilt(0)
+    assert read(part.path(2, "log")) == part.data[2]
+    assert part.checkpoint_text() == ig.offset_checkpoint([("t", 0, part.leo)])
+    assert "none recorded" in segment_lines(p, part)[0], p.stdout
+
+
+def test_partition_missing_from_the_checkpoint_is_added_at_the_end(tmp_path):
+    part = Part(tmp_path / "logdir")
+    part.checkpoint([("z", 1, 4), ("a", 0, 9)])
+    p = recover(part.dir)
+    assert p.returncode == 0, p     # the indexes are the broker's: nothing to change
+    assert part.checkpoint_text() == ig.offset_checkpoint(
+        [("z", 1, 4), ("a", 0, 9), ("t", 0, part.leo)])
+
+
+def test_dry_run_writes_no_checkpoint_and_speaks_in_the_conditional(tmp_path):
+    part = Part(tmp_path / "logdir")
+    part.garbage_tail(2)
+    before = files_in(part.dir)
+    p = recover("--dry-run", part.dir)
+    assert p.returncode == 1, p
+    assert files_in(part.dir) == before
+    assert not os.path.exists(os.path.join(part.logdir, CHECKPOINT))
+    assert "would be set to the log end offset %d" % part.bases[2] in p.stdout or \
+        "would be set to the log end offset %d" % part.leo in p.stdout, p.stdout
+    last = segment_lines(p, part)[2]
+    assert "would keep" in last and "would cut 500 bytes" in last, p.stdout
+
+
+def test_killed_append_empty_index_is_rebuilt(tmp_path):
+    """The issue's case: the active segment has KBs of log and an EMPTY .index (the entries
+    were in the writer's memory when it was killed); no clean-shutdown marker: rebuilt."""
+    part = Part(tmp_path / "logdir", n_batches=(30, 30, 300))
+    assert len(part.data[2]) > 200_000
+    part.empty_indexes(2)
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    part.assert_indexes_rebuilt(2)
+
+
+# -- the clean-shutdown marker --------------------------------------------------------------------
+
+def test_clean_shutdown_marker_skips_recovery_and_is_kept(tmp_path):
+    """With the marker, no segment is recovered (the garbage tail of segment 0 and the empty
+    indexes of the active one stay); the marker stays; the recovery point becomes the log end
+    offset, as the broker sets it after a clean shutdown."""
+    part = Part(tmp_path / "logdir")
+    part.garbage_tail(2)
+    part.empty_indexes(1)
+    marker = os.path.join(part.logdir, MARKER)
+    ig.write_file(marker, b'{"version":0,"brokerEpoch":42}')
+    before = files_in(part.dir)
+    p = recover(part.dir)
+    assert p.returncode == 0, p
+    assert files_in(part.dir) == before
+    assert read(marker) == b'{"version":0,"brokerEpoch":42}'
+    assert part.checkpoint_text() == ig.offset_checkpoint([("t", 0, part.leo)])
+    assert all("clean shutdown: not recovered" in line for line in segment_lines(p, part))
+    # --full recovers every segment regardless
+    p = recover("--full", part.dir)
+    assert p.returncode == 1, p
+    assert read(part.path(2, "log")) == part.data[2]
+    part.assert_indexes_rebuilt(1)
+    assert read(marker) == b'{"version":0,"brokerEpoch":42}'   # every partition finished
+
+
+def test_clean_shutdown_sanity_check_still_recovers_a_segment_without_index(tmp_path):
+    """Even after a clean shutdown, a segment without .index is recovered (sanityCheck's
+    NoSuchFileException); a later segment stays (loadSegmentFiles deletes nothing after it); a
+    missing .timeindex is created empty, not rebuilt. The marker is removed while the partition
+    changes, then written back."""
+    part = Part(tmp_path / "logdir")
+    os.unlink(part.path(0, "index"))
+    part.garbage_tail(0)
+    os.unlink(part.path(1, "timeindex"))
+    marker = os.path.join(part.logdir, MARKER)
+    ig.write_file(marker, b"")
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    assert read(part.path(0, "log")) == part.data[0]
+    part.assert_indexes_rebuilt(0)
+    assert read(part.path(1, "timeindex")) == b""
+    assert read(part.path(2, "log")) == part.data[2]
+    assert os.path.exists(marker)
+    assert "no offset index: recovered" in segment_lines(p, part)[0], p.stdout
+
+
+def test_txnindex_entry_below_base_sends_the_segment_to_recovery(tmp_path):
+    part = Part(tmp_path / "logdir")
+    part.checkpoint([("t", 0, part.leo)])
+    bad = ig.encode_txn_index([ig.AbortedTxn(7001, 0, part.bases[1] - 5, 0)])
+    ig.write_file(part.path(1, "txnindex"), bad)
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    assert read(part.path(1, "txnindex")) == ig.encode_txn_index(part.segs[1].txns)
+    assert "transaction index entry below the base offset" in segment_lines(p, part)[1]
+
+
+def test_a_failed_partition_leaves_no_marker(tmp_path):
+    """A run that changed one partition and failed on another does not write the marker back:
+    the broker recovers the directory in full."""
+    good = Part(tmp_path / "logdir", topic="a")
+    os.unlink(good.path(0, "index"))
+    bad = Part(tmp_path / "logdir", topic="b")
+    os.unlink(bad.path(0, "index"))
+    # the segment to cut is a symlink: recover refuses the partition
+    real = os.path.join(str(tmp_path), "elsewhere.log")
+    ig.write_file(real, kg.garbage_tail(bad.data[0], n=50))
+    os.unlink(bad.path(0, "log"))
+    os.symlink(real, bad.path(0, "log"))
+    marker = os.path.join(good.logdir, MARKER)
+    ig.write_file(marker, b"")
+    p = recover(good.logdir)
+    assert p.returncode == 2, p
+    good.assert_indexes_rebuilt(0)
+    assert not os.path.exists(marker)
+
+
+KILL_AT_STEP = r"""
+import os, runpy, signal, sys
+limit = int(sys.argv[1])
+count = 0
+
+
+def step():
+    global count
+    count += 1
+    if count == limit:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def wrap(fname):
+    orig = getattr(os, fname)
+
+    def wrapped(*args, **kwargs):
+        step()
+        return orig(*args, **kwargs)
+    setattr(os, fname, wrapped)
+
+
+for fname in ("replace", "rename", "fsync", "unlink", "remove", "mkdir", "link", "truncate",
+              "ftruncate"):
+    wrap(fname)
+import kafkalog_cli.log.indexbuild as _ib
+if _ib._renameat2 is not None:
+    _orig = _ib._renameat2
+
+    def _renameat2(*args):
+        step()
+        return _orig(*args)
+    _ib._renameat2 = _renameat2
+sys.argv = ["kafkalog", "recover"] + sys.argv[2:]
+runpy.run_module("kafkalog_cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def killed_at(step, directory):
+    p = subprocess.run([sys.executable, "-c", KILL_AT_STEP, str(step), directory], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode == -signal.SIGKILL, p
+
+
+def test_marker_never_outlives_an_unfinished_change(tmp_path):
+    """Killed before each file-system step of a run that changes a partition of a cleanly shut
+    down directory: whenever the marker is there after the kill, the partition is either as it
+    was or as the uninterrupted run leaves it (a broker trusting the marker finds nothing
+    half-done); a rerun then reaches the uninterrupted run's state, or, once the marker is
+    gone, the state a run without the marker reaches (the recovery the broker would do)."""
+    def build(root, marker=True):
+        part = Part(os.path.join(root, "logdir"))
+        os.unlink(part.path(1, "index"))
+        part.garbage_tail(1)
+        if marker:
+            ig.write_file(os.path.join(part.logdir, MARKER), b"")
+        return part
+
+    ref = build(str(tmp_path / "ref"))
+    original = files_in(ref.dir)
+    assert recover(ref.dir).returncode == 1
+    final = files_in(ref.dir)
+    assert os.path.exists(os.path.join(ref.logdir, MARKER))
+    unclean = build(str(tmp_path / "unclean"), marker=False)
+    assert recover(unclean.dir).returncode == 1
+    final_unclean = files_in(unclean.dir)
+    assert final_unclean != final   # segment 2 set aside after the cut of segment 1
+    step = 0
+    while True:
+        step += 1
+        assert step < 200
+        part = build(str(tmp_path / ("k%d" % step)))
+        killed, p = killed_at(step, part.dir)
+        if not killed:
+            assert p.returncode == 1, p
+            break
+        has_marker = os.path.exists(os.path.join(part.logdir, MARKER))
+        if has_marker:
+            assert files_in(part.dir) in (original, final), "killed before step %d" % step
+        assert recover(part.dir).returncode in (0, 1)
+        assert files_in(part.dir) in ((final,) if has_marker else (final, final_unclean)), \
+            "killed before step %d" % step
+    assert step > 5
+
+
+# -- the offset overflow split -------------------------------------------------------------------
+
+def overflowing_segment():
+    """A segment based at 0 whose batches jump past 2^31 twice: (bytes, [(base, start, end)]
+    of the segments the broker's split makes, [batch base offsets])."""
+    w = kg.SegmentWriter(0, partition_leader_epoch=1)
+    starts = []
+    for i in range(40):
+        gap = 2**31 + 5 if i in (15, 30) else 0
+        if gap:
+            starts.append((w.next_offset + gap, len(w.data())))
+        recs = [kg.Rec(b"k%d" % i, kg.filler(i) * 20, T0 + i * 1000)]
+        w.add_v2(recs, gap=gap)
+    data = w.data()
+    bounds = [(0, 0)] + starts
+    pieces = [(b, s, e) for (b, s), e in zip(bounds, [s for _, s in starts] + [len(data)])]
+    return data, pieces, w.next_offset
+
+
+def test_offset_overflow_is_split_not_cut(tmp_path):
+    data, pieces, leo = overflowing_segment()
+    d = os.path.join(str(tmp_path), "logdir", "o-0")
+    os.makedirs(d)
+    ig.write_file(os.path.join(d, name(0, "log")), data)   # (no index could hold its offsets)
+    dry = recover("--dry-run", d)
+    assert dry.returncode == 1, dry
+    assert "would be split" in dry.stdout, dry.stdout
+    assert read(os.path.join(d, name(0, "log"))) == data
+    p = recover(d)
+    assert p.returncode == 1, p
+    files = files_in(d)
+    for base, start, end in pieces:
+        assert files[name(base, "log")] == data[start:end], base
+        idx = ig.build_indexes(data[start:end])
+        assert files[name(base, "index")] == ig.encode_offset_index(idx.offset_entries, base)
+        assert files[name(base, "timeindex")] == ig.encode_time_index(idx.time_entries, base)
+    assert sorted(n for n in files if n.endswith(".log")) == [name(b, "log") for b, _, _ in
+                                                              pieces]
+    # nothing was quarantined for it: no byte was removed
+    assert not os.path.exists(os.path.join(d, QUARANTINE))
+    with open(os.path.join(str(tmp_path), "logdir", CHECKPOINT), encoding="utf-8") as f:
+        assert f.read() == ig.offset_checkpoint([("o", 0, leo)])
+    assert recover(d).returncode == 0
+
+
+def test_offset_overflow_split_survives_a_kill_at_every_step(tmp_path):
+    data, pieces, _ = overflowing_segment()
+
+    def build(root):
+        d = os.path.join(root, "logdir", "o-0")
+        os.makedirs(d)
+        ig.write_file(os.path.join(d, name(0, "log")), data)
+        return d
+
+    ref = build(str(tmp_path / "ref"))
+    assert recover(ref).returncode == 1
+    final = files_in(ref)
+    step = 0
+    while True:
+        step += 1
+        assert step < 200
+        d = build(str(tmp_path / ("k%d" % step)))
+        killed, p = killed_at(step, d)
+        if not killed:
+            assert p.returncode == 1, p
+            break
+        res = recover(d)
+        assert res.returncode in (0, 1), (step, res)
+        assert files_in(d) == final, "killed before step %d" % step
+    assert step > 5
+
+
+# -- a directory caught mid-deletion -------------------------------------------------------------
+
+def test_mid_deletion_leftovers_are_finished_into_quarantine(tmp_path):
+    """LogLoader deletes every *.deleted file but *.checkpoint.deleted: .index.deleted and
+    .timeindex.deleted without their .log.deleted, a .log.deleted alone, a .snapshot.deleted;
+    recover moves each, verbatim, to the quarantine; the empty active segment stays."""
+    d = os.path.join(str(tmp_path), "logdir", "t-0")
+    data, nxt = ig.busy_segment(100, n_batches=20)
+    ig.write_partition(d, [(100, data), (nxt, b"")])
+    old, _ = ig.busy_segment(0, n_batches=10)
+    leftovers = {
+        name(0, "index.deleted"): ig.encode_offset_index(ig.build_indexes(old).offset_entries, 0),
+        name(0, "timeindex.deleted"): ig.encode_time_index(ig.build_indexes(old).time_entries, 0),
+        name(50, "log.deleted"): old,
+        name(50, "snapshot.deleted"): ig.encode_snapshot([]),
+    }
+    for n, content in leftovers.items():
+        ig.write_file(os.path.join(d, n), content)
+    kept = "leader-epoch-checkpoint.checkpoint.deleted"
+    ig.write_file(os.path.join(d, kept), b"0\n0\n")
+    p = recover(d)
+    assert p.returncode == 1, p
+    files = files_in(d)
+    assert not set(leftovers) & set(files)
+    assert files[kept] == b"0\n0\n"
+    assert files[name(nxt, "log")] == b""
+    saved = {}
+    for root, _, found in os.walk(os.path.join(d, QUARANTINE)):
+        for n in found:
+            saved[n] = read(os.path.join(root, n))
+    for n, content in leftovers.items():
+        assert saved[n] == content, n
+    assert recover(d).returncode == 0
