@@ -479,3 +479,17 @@ def test_mid_deletion_leftovers_are_finished_into_quarantine(tmp_path):
     for n, content in leftovers.items():
         assert saved[n] == content, n
     assert recover(d).returncode == 0
+
+
+def test_unreadable_checkpoint_recovers_everything_and_is_not_written_over(tmp_path):
+    """A checkpoint LogManager cannot read counts as empty (every segment recovered); recover
+    does not write over what it could not read, and says so."""
+    part = Part(tmp_path / "logdir")
+    part.garbage_tail(0)
+    path = os.path.join(part.logdir, CHECKPOINT)
+    ig.write_file(path, b"1\n1\nt 0 999999\n")
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    assert read(part.path(0, "log")) == part.data[0]
+    assert read(path) == b"1\n1\nt 0 999999\n"
+    assert "not read" in p.stdout and "not written" in p.stdout, p.stdout
