@@ -493,3 +493,72 @@ def test_unreadable_checkpoint_recovers_everything_and_is_not_written_over(tmp_p
     assert read(part.path(0, "log")) == part.data[0]
     assert read(path) == b"1\n1\nt 0 999999\n"
     assert "not read" in p.stdout and "not written" in p.stdout, p.stdout
+
+
+# -- transactions through the segments that are not recovered -------------------------------------
+
+def txn_partition(directory, snapshot=None):
+    """Three segments: producer 9000's transaction opens in segment 0 and is aborted in segment
+    2, producer 9001's opens in segment 2 before that ABORT (so the entry's last stable offset
+    is 9001's first offset). ``snapshot``: None, or the entries of a producer snapshot at
+    segment 2's base offset. Returns (Part-like bases, the .txnindex segment 2 must have)."""
+    w0 = kg.SegmentWriter(0, partition_leader_epoch=1)
+    for i in range(10):
+        w0.add_v2([kg.Rec(b"a%d" % i, kg.filler(i) * 10, T0 + i)])
+    txn_first = w0.next_offset
+    w0.add_v2([kg.Rec(b"t", b"v", T0 + 20)], producer_id=9000, producer_epoch=0,
+              base_sequence=0, transactional=True)
+    w1 = kg.SegmentWriter(w0.next_offset, partition_leader_epoch=1)
+    for i in range(10):
+        w1.add_v2([kg.Rec(b"b%d" % i, kg.filler(i) * 10, T0 + 100 + i)])
+    w2 = kg.SegmentWriter(w1.next_offset, partition_leader_epoch=1)
+    other_first = w2.next_offset
+    w2.add_v2([kg.Rec(b"u", b"v", T0 + 200)], producer_id=9001, producer_epoch=0,
+              base_sequence=0, transactional=True)
+    w2.add_control(kg.ABORT, 9000, 0, 3, timestamp=T0 + 201)
+    for i in range(5):
+        w2.add_v2([kg.Rec(b"c%d" % i, kg.filler(i) * 10, T0 + 300 + i)])
+    segments = [(0, w0.data()), (w1.base_offset, w1.data()), (w2.base_offset, w2.data())]
+    ig.write_partition(directory, segments, txnindex=False)   # no .txnindex: recovery writes it
+    batches = [b for _, d in segments for b in ig.read_log(d)]
+    want = ig.aborted_txns(batches)
+    assert want == [ig.AbortedTxn(9000, txn_first, w2.next_offset - 6, other_first)]
+    if snapshot is not None:
+        ig.write_file(os.path.join(directory, name(w2.base_offset, "snapshot")),
+                      ig.encode_snapshot(snapshot))
+    return [b for b, _ in segments], w2.next_offset, txn_first, ig.encode_txn_index(want)
+
+
+def test_transactions_below_the_recovery_point_are_followed(tmp_path):
+    """The recovery point in segment 2: segments 0 and 1 are not recovered, but the aborted
+    transaction segment 2 ends started in segment 0: its .txnindex entry has the first offset
+    the broker's producer state has (read from the segments' batches without a snapshot)."""
+    d = os.path.join(str(tmp_path), "logdir", "t-0")
+    bases, leo, _, want = txn_partition(d)
+    ig.write_file(os.path.join(str(tmp_path), "logdir", CHECKPOINT),
+                  ig.offset_checkpoint([("t", 0, bases[2] + 1)]))
+    p = recover(d)
+    assert p.returncode == 1, p
+    assert read(os.path.join(d, name(bases[2], "txnindex"))) == want
+
+
+def test_transactions_below_the_recovery_point_come_from_the_snapshot(tmp_path):
+    """With a producer snapshot at segment 2's base, the producer state comes from it (as
+    ProducerStateManager loads its latest snapshot): the same entry when it says 9000's
+    transaction is open; none when it says no transaction is open (the snapshot is trusted)."""
+    d = os.path.join(str(tmp_path), "a", "logdir", "t-0")
+    open_txn = [ig.SnapshotEntry(9000, 0, 0, 10, 0, T0 + 20, -1, 10)]
+    bases, _, txn_first, want = txn_partition(d, snapshot=open_txn)
+    assert txn_first == 10
+    ig.write_file(os.path.join(str(tmp_path), "a", "logdir", CHECKPOINT),
+                  ig.offset_checkpoint([("t", 0, bases[2] + 1)]))
+    assert recover(d).returncode == 1
+    assert read(os.path.join(d, name(bases[2], "txnindex"))) == want
+
+    d = os.path.join(str(tmp_path), "b", "logdir", "t-0")
+    bases, _, _, _ = txn_partition(d, snapshot=[])
+    ig.write_file(os.path.join(str(tmp_path), "b", "logdir", CHECKPOINT),
+                  ig.offset_checkpoint([("t", 0, bases[2] + 1)]))
+    p = recover(d)
+    assert p.returncode == 0, p
+    assert not os.path.exists(os.path.join(d, name(bases[2], "txnindex")))

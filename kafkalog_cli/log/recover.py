@@ -64,6 +64,7 @@ from .logdir import LogDir
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, IndexBuilder,
                          TxnTracker, fsync_dir, rename_noreplace, txn_index_bytes,
                          write_atomically, write_new)
+from .snapshot import read_snapshot
 from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile,
                       Segment, order_problem, reach_problem)
 from .txnindex import TransactionIndex
@@ -587,11 +588,12 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
     the log there. The others are kept as they are; their transactions are followed (read
     from their batch headers and markers) when a later segment is recovered, as the broker's
     producer state follows them."""
-    tracker = TxnTracker()
     prev_last: Optional[int] = None
     start = _first_recovered(plan, logs)
     rules = [_segment_rule(plan, view, base, i >= start) for i, base in enumerate(logs)]
     last_recovered = max((i for i, rule in enumerate(rules) if rule in RECOVERING), default=-1)
+    first_recovered = min((i for i, rule in enumerate(rules) if rule in RECOVERING), default=-1)
+    tracker, replay_from = _seed_transactions(plan, view, logs, first_recovered)
     for i, base in enumerate(logs):
         segment = Segment(plan.directory, base)
         # the file as it is now: a .log.swap still to be renamed into place, say
@@ -600,7 +602,7 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
         plan.segments.append(report)
         last = i == len(logs) - 1
         if rules[i] not in RECOVERING:
-            if i < last_recovered:
+            if replay_from <= i < last_recovered:
                 _replay_transactions(source, tracker, max_message_size)
             _plan_sane(plan, view, base, report)
             prev_last = None  # not read: the next recovered segment checks its own order only
@@ -628,6 +630,31 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
             plan.log_end_offset = base if scan.next_offset is None else scan.next_offset
             return
         prev_last = scan.last_offset
+
+
+def _seed_transactions(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
+                       first_recovered: int) -> Tuple[TxnTracker, int]:
+    """The open transactions at the start of the segments to follow, and the index in ``logs``
+    of the first segment to read them from. As the broker's ProducerStateManager starts from
+    its latest snapshot, the producer snapshot at the largest segment base offset at or below
+    the first recovered segment's gives them (a snapshot taken at a roll holds the producers'
+    state at the new segment's base offset); without a readable one, every segment before is
+    read."""
+    tracker = TxnTracker()
+    if first_recovered <= 0:
+        return tracker, 0
+    for i in range(first_recovered, 0, -1):
+        snap = names.offset_name(logs[i], names.SNAPSHOT)
+        if snap not in view:
+            continue
+        try:
+            entries = list(read_snapshot(os.path.join(plan.directory, view[snap])))
+        except (OSError, KafkalogError, ValueError):
+            continue
+        tracker.open = {e.producer_id: e.current_txn_first_offset for e in entries
+                        if e.current_txn_first_offset >= 0}
+        return tracker, i
+    return tracker, 0
 
 
 def _replay_transactions(segment: Segment, tracker: TxnTracker, max_message_size: int) -> None:
