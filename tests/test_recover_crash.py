@@ -305,6 +305,16 @@ runpy.run_module("kafkalog_cli", run_name="__main__", alter_sys=True)
 """
 
 
+def checkpoint_of(partition):
+    """The log directory's recovery-point-offset-checkpoint (None: there is none): after a run,
+    the partition's log end offset."""
+    path = os.path.join(os.path.dirname(partition), "recovery-point-offset-checkpoint")
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
 @pytest.fixture(scope="module")
 def medium(tmp_path_factory):
     """The same partition as ``big``, with ~80 KB segments (so a run is all start-up)."""
@@ -321,10 +331,12 @@ def test_recover_killed_before_every_step(medium, tmp_path):
     """Deterministic crash points: the run is killed just before its 1st, 2nd, ... call that
     changes the directory or flushes data (os.replace, os.rename, os.fsync, os.unlink,
     os.mkdir...), until a run gets through; after each kill a rerun must reach the
-    uninterrupted run's state with nothing lost."""
+    uninterrupted run's state (the recovery-point checkpoint too) with nothing lost."""
     d = fresh_copy(medium, str(tmp_path / "ref"), 0)
     assert kafkalog("recover", d).code == 1
     ref = files_in(d)
+    ref_checkpoint = checkpoint_of(d)
+    assert ref_checkpoint is not None
     check_nothing_lost(medium, d)
     failures = []
     step = 0
@@ -337,12 +349,13 @@ def test_recover_killed_before_every_step(medium, tmp_path):
         if p.returncode != -signal.SIGKILL:
             assert p.returncode == 1, p
             assert files_in(d) == ref
+            assert checkpoint_of(d) == ref_checkpoint
             break
         leftover = sorted(set(files_in(d)) - set(ref) - set(medium.original))
         res = kafkalog("recover", d)
         assert "Traceback" not in res.err, res
         final = files_in(d)
-        if res.code not in (0, 1) or final != ref:
+        if res.code not in (0, 1) or final != ref or checkpoint_of(d) != ref_checkpoint:
             failures.append("killed before step %d: rerun exit %d; files that should not be "
                             "there: %s; missing: %s; differing: %s; left by the kill: %s" % (
                                 step, res.code, sorted(set(final) - set(ref)),
