@@ -10,9 +10,11 @@
  *     is not above it (offsets going back: invalid data, which the Python path reports), and
  *     returns the highest last offset printed (or prev_last) as a third item.
  * record_lines(offsets, timestamps, keys, values, headers, base_offset, base_sequence,
- *              timestamp_label, print_data) -> bytes
+ *              timestamp_label, print_data[, payloads]) -> bytes
  *     The `| offset: ...` lines of a v2 data batch, keys and payloads as UTF-8 text (malformed
- *     bytes replaced by U+FFFD, as Java's String does).
+ *     bytes replaced by U+FFFD, as Java's String does). Given payloads (a list of UTF-8 bytes or
+ *     None, one per record: what a parser such as --cluster-metadata-decoder prints), each line
+ *     ends with ` payload: ` and that text instead (nothing for None), and no key.
  *
  * The text is exactly what render.KafkaWriter's Python code produces; tests run both
  * (tests/test_c_differential.py in-process, the dump tests through the CLI). No signed sum is
@@ -374,13 +376,19 @@ record_lines(PyObject *self, PyObject *args)
     const char *label;
     Py_ssize_t label_len;
     int print_data;
+    PyObject *payloads = Py_None;
     out_t o = {NULL, 0, 0};
 
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!LLs#p", &PyList_Type, &offsets, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!LLs#p|O", &PyList_Type, &offsets, &PyList_Type,
                           &timestamps, &PyList_Type, &keys, &PyList_Type, &values, &PyList_Type,
-                          &headers, &base_offset, &base_seq, &label, &label_len, &print_data))
+                          &headers, &base_offset, &base_seq, &label, &label_len, &print_data,
+                          &payloads))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(offsets);
+    if (payloads != Py_None && (!PyList_Check(payloads) || PyList_GET_SIZE(payloads) != n)) {
+        PyErr_SetString(PyExc_ValueError, "payloads must be None or a list, one per record");
+        return NULL;
+    }
     if (PyList_GET_SIZE(timestamps) != n || PyList_GET_SIZE(keys) != n
         || PyList_GET_SIZE(values) != n || PyList_GET_SIZE(headers) != n) {
         PyErr_SetString(PyExc_ValueError, "record lists differ in length");
@@ -420,7 +428,16 @@ record_lines(PyObject *self, PyObject *args)
         }
         if (out_put(&o, "]", 1))
             goto fail;
-        if (print_data) {
+        if (payloads != Py_None) {
+            PyObject *p = PyList_GET_ITEM(payloads, i);
+            if (p != Py_None && !PyBytes_Check(p)) {
+                PyErr_SetString(PyExc_TypeError, "payloads must be bytes or None");
+                goto fail;
+            }
+            if (p != Py_None && (out_str(&o, " payload: ")
+                                 || out_put(&o, PyBytes_AS_STRING(p), PyBytes_GET_SIZE(p))))
+                goto fail;
+        } else if (print_data) {
             if (k != Py_None && (out_str(&o, " key: ") || out_text(&o, k)))
                 goto fail;
             if (v != Py_None && (out_str(&o, " payload: ") || out_text(&o, v)))

@@ -11,18 +11,23 @@ printed by name as before). It has two faces, as the decoders do:
     objects, never strings of JSON) or ``keyError``/``payloadError`` (Kafka's per-record error
     text, and ``payloadErrorCause``: the reason Kafka's text leaves out, when there is one).
 
+A parser whose key part is always None may have a third face, for the dump's fast path:
+``payloads(offsets, values) -> list[bytes | None]``, the payload texts of a batch's records
+(``text``'s, as UTF-8 bytes) at once.
+
 PARSERS maps a parser's name (the dump option without ``--`` and ``-decoder``) to it; the
 dump options pick one by Kafka's precedence (DumpLogSegments.DumpLogSegmentsOptions).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from ..format import coordinator, remote_log_metadata, schema
 from ..format.errors import CorruptRecordError
 
 TextParse = Callable[[int, Optional[bytes], Optional[bytes]], Tuple[Optional[str], Optional[str]]]
+PayloadsParse = Callable[[List[int], List[Optional[bytes]]], List[Optional[bytes]]]
 JsonParse = Callable[[int, Optional[bytes], Optional[bytes]], "dict[str, Any]"]
 
 # DumpLogSegments' precedence when several parser options are given: the first one named wins.
@@ -47,9 +52,22 @@ def cluster_metadata_text(offset: int, key: Optional[bytes],
         # json_text of _metadata_object's dict, the data's text written while decoding
         type_name, version, data = schema.decode_metadata_record_text(
             b"" if value is None else value)
-        return None, '{"type":"%s","version":%d,"data":%s}' % (type_name, version, data)
+        return None, schema.METADATA_RECORD_TEXT % (type_name, version, data)
     except CorruptRecordError as e:
         return None, "Error at %d, skipping. %s" % (offset, e)
+
+
+def cluster_metadata_payloads(offsets: List[int],
+                              values: List[Optional[bytes]]) -> List[Optional[bytes]]:
+    """cluster_metadata_text's payloads of a batch's records, as UTF-8 bytes: the C walker's
+    texts (schema.metadata_record_texts) where it takes a record, cluster_metadata_text's
+    for the others (errors included)."""
+    texts = schema.metadata_record_texts(values)
+    for i, text in enumerate(texts):
+        if text is None:
+            payload = cluster_metadata_text(offsets[i], None, values[i])[1]
+            texts[i] = None if payload is None else payload.encode("utf-8", "replace")
+    return texts
 
 
 def cluster_metadata_json(offset: int, key: Optional[bytes],
@@ -102,12 +120,14 @@ def remote_log_metadata_json(offset: int, key: Optional[bytes],
 
 
 class Parser:
-    __slots__ = ("name", "text", "json")
+    __slots__ = ("name", "text", "json", "payloads")
 
-    def __init__(self, name: str, text: TextParse, json: JsonParse) -> None:
+    def __init__(self, name: str, text: TextParse, json: JsonParse,
+                 payloads: Optional[PayloadsParse] = None) -> None:
         self.name = name
         self.text = text
         self.json = json
+        self.payloads = payloads
 
 
 def _coordinator_parser(name: str, parse: coordinator.Parser) -> Parser:
@@ -130,7 +150,8 @@ def _coordinator_parser(name: str, parse: coordinator.Parser) -> Parser:
 
 
 PARSERS: dict[str, Parser] = {
-    "cluster-metadata": Parser("cluster-metadata", cluster_metadata_text, cluster_metadata_json),
+    "cluster-metadata": Parser("cluster-metadata", cluster_metadata_text, cluster_metadata_json,
+                               cluster_metadata_payloads),
     "remote-log-metadata": Parser("remote-log-metadata", remote_log_metadata_text,
                                   remote_log_metadata_json),
 }

@@ -371,6 +371,9 @@ class KafkaWriter(Writer):
         self._c_batch_line = native
         self._c_records = (native if opts.key_decoder == opts.value_decoder == "string"
                            and opts.parser is None else None)
+        # ... and record lines with a parser's payloads, for a parser that gives them by batch
+        self._c_parser_records = (native if opts.parser is not None
+                                  and opts.parser.payloads is not None else None)
 
     def begin_file(self, path, base_offset, buf=None):
         super().begin_file(path, base_offset, buf)
@@ -502,6 +505,12 @@ class KafkaWriter(Writer):
     def _parser_lines(self, b, recs):
         """_generic_lines' output for data records of a v2 batch through a parser
         (--cluster-metadata-decoder...), with metadata and plain epoch timestamps."""
+        if self._c_parser_records is not None:
+            self.put_bytes(self._c_parser_records.record_lines(
+                recs.offsets, recs.timestamps, recs.keys, recs.values, recs.headers,
+                b.base_offset, b.base_sequence, b.timestamp_type_name, True,
+                self.opts.parser.payloads(recs.offsets, recs.values)))
+            return
         add = self._lines.append
         parse = self.opts.parser.text
         head = "| offset: "

@@ -32,6 +32,12 @@ API (stable):
 ``decode_metadata_record_text(data) -> (type_name, version, text)``
     The same for KRaft's records, with ``json_text(value)`` instead of the value, written
     while reading (the dump's fast path).
+``metadata_record_texts(values) -> list[bytes | None]``
+    For a list of KRaft record values, ``METADATA_RECORD_TEXT % (type_name, version, text)``
+    of each as UTF-8 bytes, from the C walker (``_schemawalk.c``, which walks a compact program
+    compiled here from the same layout: ``_program``); None for a record it does not take
+    (``decode_metadata_record_text`` says what those hold). All None without the C build or
+    under ``KAFKALOG_PURE_PYTHON=1``.
 ``remote_log_metadata_type(api_key) -> (message, type_name)``
     The same for the records of ``__remote_log_metadata`` (the storage module's generated
     MetadataRecordType, which RemoteLogMetadataSerde frames as above); pass it as
@@ -57,15 +63,26 @@ from __future__ import annotations
 import binascii
 import functools
 import json
+import os
 import struct
 from importlib import resources
 from typing import Any, Callable
 
 from .errors import CorruptRecordError
 
+# The optional C walker of the layouts (built from _schemawalk.c, when a compiler is there);
+# KAFKALOG_PURE_PYTHON=1 leaves it out, so tests can check both.
+_schemawalk: Any = None
+if not os.environ.get("KAFKALOG_PURE_PYTHON"):
+    try:
+        from . import _schemawalk
+    except ImportError:  # pragma: no cover - depends on the build
+        _schemawalk = None
+
 __all__ = [
     "decode", "decode_metadata_record", "decode_metadata_record_text", "metadata_type",
-    "remote_log_metadata_type", "coordinator_messages", "coordinator_earlier_values",
+    "metadata_record_texts", "METADATA_RECORD_TEXT", "remote_log_metadata_type",
+    "coordinator_messages", "coordinator_earlier_values",
     "control_message", "valid_versions", "messages", "source", "json_text", "java_double",
 ]
 
@@ -239,6 +256,27 @@ def _default_json(field: dict[str, Any], version: int) -> Any:
         return {_json_name(f["name"]): _default_json(f, version) for f in field["fields"]
                 if _within(f["versions"], version) and not _within(f["tagged"], version)}
     return field["default"]
+
+
+def _fields_at(fields: list[dict[str, Any]], version: int
+               ) -> list[tuple[dict[str, Any], str, bool, bool]]:
+    """The fields of a struct at ``version`` in declaration order: (field, JSON name, nullable,
+    tagged). A field declared with taggedVersions only exists at those versions (FieldSpec); a
+    tagged struct is never written as null (its int8 marker is not read)."""
+    out = []
+    for f in fields:
+        if not _within(f["versions"] or f["tagged"], version):
+            continue
+        nullable = _within(f["nullable"], version)
+        tagged = _within(f["tagged"], version)
+        if tagged and f["type"] == "struct":
+            nullable = False
+        out.append((f, _json_name(f["name"]), nullable, tagged))
+    return out
+
+
+def _flexible(spec: dict[str, Any], version: int) -> bool:
+    return spec["flexibleVersions"] is not None and version >= spec["flexibleVersions"]
 
 
 class _Gen:
@@ -432,18 +470,12 @@ class _Gen:
             out.append("    pos += %d" % struct.calcsize(fmt))
             run.clear()
 
-        for f in fields:
-            # a field declared with taggedVersions only exists at those versions (FieldSpec)
-            if not _within(f["versions"] or f["tagged"], version):
-                continue
-            key = _json_name(f["name"])
+        for f, key, nullable, is_tagged in _fields_at(fields, version):
             order.append(key)
-            nullable = _within(f["nullable"], version)
-            if _within(f["tagged"], version):
+            if is_tagged:
                 # read as values (compared with their defaults), in text mode too
                 text, self.text = self.text, False
-                # a tagged struct is never written as null (its int8 marker is not read)
-                reader = self.reader(f, f["type"], nullable and f["type"] != "struct")
+                reader = self.reader(f, f["type"], nullable)
                 self.text = text
                 tagged[f["tag"]] = (key, reader, _default_json(f, version))
                 continue
@@ -570,8 +602,7 @@ def _compiled(message: str, version: int) -> Reader:
     lo, hi = spec["validVersions"]
     if not lo <= version <= hi:
         raise CorruptRecordError("Can't read version %d of %s" % (version, message))
-    flexible = spec["flexibleVersions"] is not None and version >= spec["flexibleVersions"]
-    reader = _compile_layout(spec["fields"], version, flexible)
+    reader = _compile_layout(spec["fields"], version, _flexible(spec, version))
     if not _has_double(spec["fields"]):
         return reader
 
@@ -585,8 +616,62 @@ def _compiled(message: str, version: int) -> Reader:
 def _compiled_text(message: str, version: int) -> Reader:
     """_compiled's twin giving the value's JSON text, as json_text writes it."""
     spec = _spec(message)
-    flexible = spec["flexibleVersions"] is not None and version >= spec["flexibleVersions"]
-    return _compile_layout(spec["fields"], version, flexible, text=True)
+    return _compile_layout(spec["fields"], version, _flexible(spec, version), text=True)
+
+
+# -- the same layouts as programs for the C walker (_schemawalk.c) ------------------------------
+#
+# One (message, version) layout, selected by the same rules as the Python reader's (_fields_at),
+# as bytes the C walks: the flexible flag, then the top struct. A struct: u16 field count, u16
+# tagged count (little-endian), then per untagged field [u8 slot (declaration index)][u8 key
+# length][key: "name":][node], then per tagged field [u32 tag][u8 slot][u8 key length][key]
+# [u16 default length][the default's JSON text][node]. A node: [u8 op][u8 1 if nullable]; an
+# array adds [u32 size][item node], a struct [u32 size][struct]. A tagged field is written when
+# its text differs from its default's, which is when its value differs (json_text is one-to-one
+# on the values a layout holds).
+
+_OPS = {"int8": 1, "int16": 2, "uint16": 3, "int32": 4, "uint32": 5, "int64": 6, "bool": 7,
+        "float64": 8, "uuid": 9, "string": 10, "bytes": 11, "records": 11, "array": 12,
+        "struct": 13}
+_MAX_SLOTS = 64  # fields of one struct the C keeps track of (Kafka's largest has 13)
+
+
+def _program_node(f: dict[str, Any], t: str, nullable: bool, version: int) -> bytes:
+    head = bytes((_OPS[t], 1 if nullable else 0))
+    if t == "array":
+        body = _program_node(f, f["item"], False, version)
+    elif t == "struct":
+        body = _program_struct(f["fields"], version)
+    else:
+        return head
+    return head + struct.pack("<I", len(body)) + body
+
+
+def _program_struct(fields: list[dict[str, Any]], version: int) -> bytes:
+    present = _fields_at(fields, version)
+    if len(present) > _MAX_SLOTS:
+        raise ValueError("too many fields for the C walker")
+    untagged, tagged = [], []
+    for slot, (f, key, nullable, is_tagged) in enumerate(present):
+        name = ('"%s":' % key).encode()
+        node = _program_node(f, f["type"], nullable, version)
+        if is_tagged:
+            default = _compact_json(_default_json(f, version)).encode()
+            tagged.append(struct.pack("<IBB", f["tag"], slot, len(name)) + name
+                          + struct.pack("<H", len(default)) + default + node)
+        else:
+            untagged.append(struct.pack("<BB", slot, len(name)) + name + node)
+    return struct.pack("<HH", len(present), len(tagged)) + b"".join(untagged + tagged)
+
+
+@functools.lru_cache(maxsize=None)
+def _program(message: str, version: int) -> bytes | None:
+    """The C walker's program for ``message`` at ``version`` (None: one it cannot walk)."""
+    spec = _spec(message)
+    try:
+        return bytes((_flexible(spec, version),)) + _program_struct(spec["fields"], version)
+    except (KeyError, ValueError, struct.error):
+        return None
 
 
 def decode(message: str, version: int, data: Any, pos: int = 0) -> tuple[dict[str, Any], int]:
@@ -665,6 +750,24 @@ def decode_metadata_record(data: Any, types: Callable[[int], tuple[str, str]] = 
 
 # the same as _METADATA_FAST for decode_metadata_record_text: (text reader, type name)
 _METADATA_TEXT_FAST: dict[int, tuple[Reader, str]] = {}
+# and for the C walker (metadata_record_texts): (metadata_record_text's text before the data,
+# program), added as records of each type and version decode in Python
+_METADATA_PROGRAMS: dict[int, tuple[bytes, bytes]] = {}
+
+# The JSON text of {"type": type name, "version": version, "data": value} (a KRaft record as
+# ClusterMetadataLogMessageParser prints it), with the data's JSON text
+METADATA_RECORD_TEXT = '{"type":"%s","version":%d,"data":%s}'
+
+
+def metadata_record_texts(values: list[Any]) -> list[bytes | None]:
+    """For each KRaft record value of a list (bytes or None), METADATA_RECORD_TEXT of it as
+    UTF-8 bytes, from the C walker; None where it does not take the record (not built, a type
+    and version not met yet by decode_metadata_record_text, bytes that do not decode): that
+    function says what those hold."""
+    if _schemawalk is None:
+        return [None] * len(values)
+    texts: list[bytes | None] = _schemawalk.metadata_texts(values, _METADATA_PROGRAMS)
+    return texts
 
 
 def decode_metadata_record_text(data: Any) -> tuple[str, int, str]:
@@ -685,8 +788,14 @@ def decode_metadata_record_text(data: Any) -> tuple[str, int, str]:
                     return fast[1], data[2], text
     type_name, version, value = decode_metadata_record(data)
     if short:
-        _METADATA_TEXT_FAST[data[1] << 8 | version] = (
-            _compiled_text(metadata_type(data[1])[0], version), type_name)
+        message = metadata_type(data[1])[0]
+        _METADATA_TEXT_FAST[data[1] << 8 | version] = (_compiled_text(message, version),
+                                                        type_name)
+        program = _program(message, version) if _schemawalk is not None else None
+        if program is not None:
+            before_data = METADATA_RECORD_TEXT.rsplit("%s", 1)[0]
+            prefix = before_data % (type_name, version)
+            _METADATA_PROGRAMS[data[1] << 8 | version] = (prefix.encode(), program)
     return type_name, version, json_text(value)
 
 
@@ -757,3 +866,7 @@ def java_double(x: float) -> str:
             fraction = "0" * (-exponent - 1) + digits
         return "%s%s.%s" % (sign, ints, fraction)
     return "%s%s.%sE%d" % (sign, digits[0], digits[1:] or "0", exponent)
+
+
+if _schemawalk is not None:
+    _schemawalk.set_double_text(java_double)
