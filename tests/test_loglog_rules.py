@@ -16,6 +16,7 @@ import sys
 import indexgen as ig
 import kafkagen as kg
 from dumpcheck import files_in
+from test_recover_crash import KILL_AT_STEP   # the kill before the n-th file-system step
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUARANTINE = "kafkalog-quarantine"
@@ -248,8 +249,12 @@ def test_clean_shutdown_sanity_check_still_recovers_a_segment_without_index(tmp_
     os.unlink(part.path(1, "timeindex"))
     marker = os.path.join(part.logdir, MARKER)
     ig.write_file(marker, b"")
+    dry = recover("--dry-run", part.dir)
+    assert dry.returncode == 1, dry
+    assert "marker: would be removed while partitions change, then written back" in dry.stdout
     p = recover(part.dir)
     assert p.returncode == 1, p
+    assert "marker: removed while partitions changed, then written back" in p.stdout, p.stdout
     assert read(part.path(0, "log")) == part.data[0]
     part.assert_indexes_rebuilt(0)
     assert read(part.path(1, "timeindex")) == b""
@@ -287,44 +292,6 @@ def test_a_failed_partition_leaves_no_marker(tmp_path):
     assert p.returncode == 2, p
     good.assert_indexes_rebuilt(0)
     assert not os.path.exists(marker)
-
-
-KILL_AT_STEP = r"""
-import os, runpy, signal, sys
-limit = int(sys.argv[1])
-count = 0
-
-
-def step():
-    global count
-    count += 1
-    if count == limit:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def wrap(fname):
-    orig = getattr(os, fname)
-
-    def wrapped(*args, **kwargs):
-        step()
-        return orig(*args, **kwargs)
-    setattr(os, fname, wrapped)
-
-
-for fname in ("replace", "rename", "fsync", "unlink", "remove", "mkdir", "link", "truncate",
-              "ftruncate"):
-    wrap(fname)
-import kafkalog_cli.log.indexbuild as _ib
-if _ib._renameat2 is not None:
-    _orig = _ib._renameat2
-
-    def _renameat2(*args):
-        step()
-        return _orig(*args)
-    _ib._renameat2 = _renameat2
-sys.argv = ["kafkalog", "recover"] + sys.argv[2:]
-runpy.run_module("kafkalog_cli", run_name="__main__", alter_sys=True)
-"""
 
 
 def killed_at(step, directory):

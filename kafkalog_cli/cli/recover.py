@@ -142,7 +142,11 @@ class _Report:
                     "restored": "clean shutdown marker: removed while partitions changed, then "
                                 "written back",
                     "removed": "clean shutdown marker: removed (a partition could not be "
-                               "recovered: the broker will recover the directory in full)"}
+                               "recovered: the broker will recover the directory in full)",
+                    "would-restore": "clean shutdown marker: would be removed while partitions "
+                                     "change, then written back",
+                    "would-remove": "clean shutdown marker: would be removed (a partition "
+                                    "could not be recovered)"}
             self.emit({"type": "clean_shutdown_marker", "file": marker, "state": run.marker},
                       "%s: %s" % (marker, text[run.marker]))
 

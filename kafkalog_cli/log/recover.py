@@ -1089,9 +1089,9 @@ class LogDirRecovery:
     at the partitions' log end offsets (the logs validated flushed first) and the marker handled
     as the module's docstring says. After ``run``: ``clean_shutdown`` (the marker was there),
     ``marker`` (what became of it: None, "kept", "removed" (a change, then a failure: left
-    out), "restored"), ``checkpoint_updates`` {(topic, n): (old or None, new)} of the recovery
-    point entries written (or, in a dry run, that would be), ``checkpoint_problem`` (why the
-    checkpoint was not read or written, or None)."""
+    out), "restored"; in a dry run "would-restore", "would-remove"), ``checkpoint_updates``
+    {(topic, n): (old or None, new)} of the recovery point entries written (or, in a dry run,
+    that would be), ``checkpoint_problem`` (why the checkpoint was not read or written, or None)."""
 
     def __init__(self, log_dir: str, partitions: List[str],
                  interval: int = DEFAULT_INDEX_INTERVAL,
@@ -1128,7 +1128,7 @@ class LogDirRecovery:
                 readable = False
                 self.checkpoint_problem = "%s: not read (%s): every segment recovered; not " \
                     "written" % (printable_name(self.checkpoint_path), e)
-            failed = False
+            failed = changed = False
             ends: Dict[Tuple[str, int], int] = {}
             flushed: List[Tuple[str, PartitionPlan]] = []
             for partition in self.partitions:
@@ -1143,6 +1143,7 @@ class LogDirRecovery:
                     failed = True
                     yield PartitionResult(partition, None, e)
                     continue
+                changed = changed or plan.changes
                 if plan.blocked:
                     failed = True  # a file not read: the partition is not known to be whole
                 elif key is not None and plan.log_end_offset is not None:
@@ -1153,6 +1154,8 @@ class LogDirRecovery:
                 if points.get(key) != end:
                     self.checkpoint_updates[key] = (points.get(key), end)
             if self.dry_run:
+                if self.clean_shutdown and changed:
+                    self.marker = "would-restore" if not failed else "would-remove"
                 return
             if readable and self.checkpoint_updates:
                 for partition, plan in flushed:
