@@ -8,6 +8,7 @@ Partitions are written by kafka-python (tests/kafkagen.py) with broker-equivalen
 from those, and every run is a real process (``python -m kafkalog_cli recover``).
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -529,3 +530,26 @@ def test_transactions_below_the_recovery_point_come_from_the_snapshot(tmp_path):
     p = recover(d)
     assert p.returncode == 0, p
     assert not os.path.exists(os.path.join(d, name(bases[2], "txnindex")))
+
+
+def test_json_report_names_the_rules(tmp_path):
+    part = Part(tmp_path / "logdir")
+    part.empty_indexes(2)
+    part.checkpoint([("t", 0, part.bases[1] + 3)])
+    p = recover("--format", "json", "--dry-run", part.dir)
+    assert p.returncode == 1, p
+    objs = [json.loads(line) for line in p.stdout.splitlines()]
+    (partition,) = [o for o in objs if o["type"] == "partition"]
+    assert partition["recovery_point"] == part.bases[1] + 3
+    assert partition["clean_shutdown"] is False and partition["log_end_offset"] == part.leo
+    segments = [o for o in objs if o["type"] == "segment"]
+    assert [o["rule"] for o in segments] == ["below-recovery-point", "recovery-point",
+                                             "recovery-point"]
+    assert [o["recovered"] for o in segments] == [False, True, True]
+    assert segments[1]["indexes_replaced"] == []
+    assert segments[2]["indexes_replaced"] == ["index", "timeindex"]
+    assert (segments[2]["first_offset"], segments[2]["next_offset"]) == (part.bases[2], part.leo)
+    assert segments[2]["records"] == part.leo - part.bases[2]
+    (point,) = [o for o in objs if o["type"] == "recovery_point"]
+    assert (point["topic"], point["partition"], point["old"], point["new"]) == (
+        "t", 0, part.bases[1] + 3, part.leo)

@@ -860,7 +860,8 @@ def split_segment(directory: str, name: str, pieces: List[Tuple[int, int, int]])
     original = _base(name)
     for kind in (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.LOG):
         path = os.path.join(directory, names.offset_name(original, kind))
-        if os.path.lexists(path):
+        # (a name held by something that is not a regular file is left alone, as everywhere)
+        if kind == names.LOG or (os.path.isfile(path) and not os.path.islink(path)):
             os.unlink(path)
     fsync_dir(directory)
     for base, swap in sorted(swaps):
