@@ -63,6 +63,8 @@ def cluster_metadata_payloads(offsets: List[int],
     texts (schema.metadata_record_texts) where it takes a record, cluster_metadata_text's
     for the others (errors included)."""
     texts = schema.metadata_record_texts(values)
+    if None not in texts:
+        return texts
     for i, text in enumerate(texts):
         if text is None:
             payload = cluster_metadata_text(offsets[i], None, values[i])[1]

@@ -12,9 +12,9 @@
  *     MetadataRecordSerde with one-byte varints (frame version 1, apiKey, version): when
  *     programs (a dict) maps apiKey << 8 | version to (prefix, program) and the message decodes
  *     to the last byte, prefix + text + b"}"; otherwise None (the caller takes the Python path).
- * set_double_text(function)
- *     The function writing a float64 as Java's Double.toString (schema.java_double); without
- *     it a float64 field is not handled here.
+ *
+ * A float64 is written as schema.java_double writes it (Java's Double.toString, from the
+ * shortest digits that read back as the value: repr's).
  *
  * The program (schema._program): a byte for flexible versions, then a struct body:
  *     u16 slots, u16 tagged (little-endian), then per untagged field in declaration order
@@ -30,6 +30,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 enum {
@@ -41,8 +42,6 @@ enum {
 #define WALK_OK 0
 #define WALK_NO 1     /* the bytes (or the program) do not decode here: not handled */
 #define WALK_ERR (-1) /* a Python exception is set */
-
-static PyObject *double_text = NULL;
 
 /* -- the text being written ------------------------------------------------------------------ */
 
@@ -232,25 +231,90 @@ put_string(text_t *t, const unsigned char *s, Py_ssize_t n)
     return r;
 }
 
+/* schema.java_double: Java's Double.toString of x from repr's digits; NaN and the infinities
+ * as JSON strings (Jackson's WRITE_NAN_AS_STRINGS). */
 static int
 put_double(text_t *t, double x)
 {
-    if (double_text == NULL)
+    if (Py_IS_NAN(x))
+        return put(t, "\"NaN\"", 5);
+    if (Py_IS_INFINITY(x))
+        return x > 0 ? put(t, "\"Infinity\"", 10) : put(t, "\"-Infinity\"", 11);
+    if (x == 0)
+        return copysign(1.0, x) < 0 ? put(t, "-0.0", 4) : put(t, "0.0", 3);
+    double ax = fabs(x);
+    char *r = PyOS_double_to_string(ax, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (r == NULL)
+        return WALK_ERR;
+    /* repr: <whole>[.<frac>][e<exponent>], at most 17 significant digits */
+    size_t rlen = strlen(r);
+    char *e = strchr(r, 'e');
+    long exp10 = e ? strtol(e + 1, NULL, 10) : 0;
+    const char *mend = e ? e : r + rlen;
+    const char *dot = memchr(r, '.', mend - r);
+    const char *wend = dot ? dot : mend, *frac = dot ? dot + 1 : mend;
+    char digits[64];
+    size_t nd = 0;
+    if (rlen >= 40) {
+        PyMem_Free(r);
         return WALK_NO;
-    PyObject *f = PyFloat_FromDouble(x);
-    if (f == NULL)
+    }
+    for (const char *c = r; c < wend; c++)
+        digits[nd++] = *c;
+    for (const char *c = frac; c < mend; c++)
+        digits[nd++] = *c;
+    size_t lead = 0;
+    while (lead < nd && digits[lead] == '0')
+        lead++;
+    long exponent = exp10 + (long)(wend - r) - 1;  /* of the first digit */
+    if (wend - r == 1 && r[0] == '0') {
+        size_t zeros = 0;
+        while (frac + zeros < mend && frac[zeros] == '0')
+            zeros++;
+        exponent = exp10 - (long)zeros - 1;
+    }
+    PyMem_Free(r);
+    char *d = digits + lead;
+    nd -= lead;
+    while (nd > 0 && d[nd - 1] == '0')
+        nd--;
+    if (nd == 0)
+        d[nd++] = '0';
+    char out[96];
+    size_t n = 0;
+    if (x < 0)
+        out[n++] = '-';
+    if (ax >= 1e-3 && ax < 1e7) {
+        if (exponent >= 0) {
+            for (long i = 0; i <= exponent; i++)
+                out[n++] = (size_t)i < nd ? d[i] : '0';
+            out[n++] = '.';
+            if ((size_t)exponent + 1 < nd)
+                for (size_t i = (size_t)exponent + 1; i < nd; i++)
+                    out[n++] = d[i];
+            else
+                out[n++] = '0';
+        } else {
+            out[n++] = '0';
+            out[n++] = '.';
+            for (long i = 0; i < -exponent - 1; i++)
+                out[n++] = '0';
+            for (size_t i = 0; i < nd; i++)
+                out[n++] = d[i];
+        }
+        return put(t, out, n);
+    }
+    out[n++] = d[0];
+    out[n++] = '.';
+    if (nd > 1)
+        for (size_t i = 1; i < nd; i++)
+            out[n++] = d[i];
+    else
+        out[n++] = '0';
+    out[n++] = 'E';
+    if (put(t, out, n))
         return WALK_ERR;
-    PyObject *s = PyObject_CallOneArg(double_text, f);
-    Py_DECREF(f);
-    if (s == NULL)
-        return WALK_ERR;
-    Py_ssize_t len;
-    const char *utf8 = PyUnicode_Check(s) ? PyUnicode_AsUTF8AndSize(s, &len) : NULL;
-    int r = utf8 == NULL ? WALK_NO : put(t, utf8, len);
-    Py_DECREF(s);
-    if (utf8 == NULL && PyErr_Occurred())
-        return WALK_ERR;
-    return r;
+    return put_int(t, exponent);
 }
 
 /* -- reading the data ------------------------------------------------------------------------ */
@@ -653,24 +717,10 @@ fail:
     return NULL;
 }
 
-static PyObject *
-set_double_text(PyObject *self, PyObject *function)
-{
-    if (!PyCallable_Check(function)) {
-        PyErr_SetString(PyExc_TypeError, "a function is needed");
-        return NULL;
-    }
-    Py_INCREF(function);
-    Py_XDECREF(double_text);
-    double_text = function;
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "The JSON text of a message along its program, or None."},
     {"metadata_texts", metadata_texts, METH_VARARGS,
      "The JSON texts of framed KRaft records (None where not handled)."},
-    {"set_double_text", set_double_text, METH_O, "The writer of float64 values."},
     {NULL, NULL, 0, NULL},
 };
 

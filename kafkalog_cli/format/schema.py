@@ -867,6 +867,3 @@ def java_double(x: float) -> str:
         return "%s%s.%s" % (sign, ints, fraction)
     return "%s%s.%sE%d" % (sign, digits[0], digits[1:] or "0", exponent)
 
-
-if _schemawalk is not None:
-    _schemawalk.set_double_text(java_double)
