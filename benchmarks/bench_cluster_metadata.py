@@ -7,11 +7,14 @@ batches of 1000, every record type of Kafka's definitions at its highest version
 the tests' independent encoder (tests/schemaenc.py) and framed into v2 batches by kafka-python
 (tests/kafkagen.py). Times each dump (subprocess, output to /dev/null), best of --repeat, and
 prints records/s and the ratio (the goal: the decoder at least half the plain dump's speed).
+The decoder's records go through the C walker of the layouts (format/_schemawalk.c) when it is
+built; --check also dumps the file with KAFKALOG_PURE_PYTHON=1 and requires the same bytes.
 
-    .venv/bin/python benchmarks/bench_cluster_metadata.py [--records N] [--repeat N]
+    .venv/bin/python benchmarks/bench_cluster_metadata.py [--records N] [--repeat N] [--check]
 """
 
 import argparse
+import hashlib
 import os
 import random
 import subprocess
@@ -56,11 +59,29 @@ def timed(args):
     return time.perf_counter() - start
 
 
+def digest(args, pure):
+    """sha256 of the dump's output, with the C fast paths or without them (pure)."""
+    env = dict(os.environ)
+    env.pop("KAFKALOG_PURE_PYTHON", None)
+    if pure:
+        env["KAFKALOG_PURE_PYTHON"] = "1"
+    h = hashlib.sha256()
+    with subprocess.Popen([sys.executable, "-m", "kafkalog_cli", "dump", *args],
+                          stdout=subprocess.PIPE, cwd=ROOT, env=env) as proc:
+        for chunk in iter(lambda: proc.stdout.read(1 << 20), b""):
+            h.update(chunk)
+    if proc.returncode != 0:
+        raise SystemExit("dump %s exited with %d" % (" ".join(args), proc.returncode))
+    return h.hexdigest()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--workdir", default="/tmp/kafkalog-bench")
+    p.add_argument("--check", action="store_true",
+                   help="also require the same output without the C fast paths")
     a = p.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     path = os.path.join(a.workdir, "metadata-%d" % a.records, "00000000000000000000.log")
@@ -74,7 +95,14 @@ def main():
     decoded = min(timed(["--cluster-metadata-decoder", path]) for _ in range(a.repeat))
     print("print-data-log           %8.2f s  %10.0f records/s" % (plain, a.records / plain))
     print("cluster-metadata-decoder %8.2f s  %10.0f records/s" % (decoded, a.records / decoded))
-    print("ratio (decoder / plain speed): %.2f" % (plain / decoded))
+    print("ratio (decoder / plain speed): %.2f (goal: 0.5 or more)" % (plain / decoded))
+    if a.check:
+        args = ["--cluster-metadata-decoder", path]
+        same = digest(args, pure=False) == digest(args, pure=True)
+        print("output with and without the C fast paths: %s" % ("the same" if same
+                                                                   else "DIFFERENT"))
+        if not same:
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,7 @@ CLI_COMMANDS = (
     ("recover",),
     ("c-vs-python", "dump"),
     ("c-vs-python", "dump", "--deep-iteration", "--print-data-log", "--format", "messages"),
+    ("c-vs-python", "dump", "--cluster-metadata-decoder"),
     # templates: {B} a byte count, {O} {O2} offsets, {T} a timestamp, {M} a message size,
     # {I} an index interval, all drawn from the input's parameter bytes
     ("dump", "--max-bytes", "{B}", "--deep-iteration"),
@@ -260,15 +261,16 @@ class CliTarget:
         (switched off in this process, as tests/conftest.py does): identical output."""
         import kafkalog_cli.cli.render as render
         import kafkalog_cli.format.records as records
-        if getattr(render, "_kafkatext", None) is None and records._speedups is None:
+        import kafkalog_cli.format.schema as schema
+        saved = render._kafkatext, records._speedups, schema._schemawalk
+        if saved == (None, None, None):
             return
         c = self._invoke(args, capture=True)
-        saved = render._kafkatext, records._speedups
-        render._kafkatext, records._speedups = None, None
+        render._kafkatext, records._speedups, schema._schemawalk = None, None, None
         try:
             py = self._invoke(args, capture=True)
         finally:
-            render._kafkatext, records._speedups = saved
+            render._kafkatext, records._speedups, schema._schemawalk = saved
         if c != py:
             cl, pl = c[1].splitlines(), py[1].splitlines()
             common = min(len(cl), len(pl))

@@ -377,26 +377,29 @@ def _segment_of_every_type(directory):
     return write_segment(str(directory), 0, *batches), good
 
 
-def _dump(path, pure):
+def _dump(path, pure, fmt="kafka"):
     env = dict(os.environ)
     env.pop("KAFKALOG_PURE_PYTHON", None)
     if pure:
         env["KAFKALOG_PURE_PYTHON"] = "1"
-    done = subprocess.run([sys.executable, "-m", "kafkalog_cli", "dump",
+    done = subprocess.run([sys.executable, "-m", "kafkalog_cli", "dump", "--format", fmt,
                            "--cluster-metadata-decoder", str(path)],
                           capture_output=True, env=env, check=False)
     return done.returncode, done.stdout, done.stderr
 
 
 @pytest.mark.skipif(MODULE_DIR is not None, reason="the dump runs kafkalog_cli's own build")
-def test_dump_is_the_same_with_and_without_the_c(tmp_path):
+@pytest.mark.parametrize("fmt", ["kafka", "messages"])
+def test_dump_is_the_same_with_and_without_the_c(tmp_path, fmt):
+    """kafka: record lines by batch (metadata_record_texts, _kafkatext.record_lines); messages:
+    a record at a time (decode_metadata_record_text)."""
     path, good = _segment_of_every_type(tmp_path / "__cluster_metadata-0")
-    c = _dump(path, pure=False)
-    py = _dump(path, pure=True)
+    c = _dump(path, pure=False, fmt=fmt)
+    py = _dump(path, pure=True, fmt=fmt)
     assert c == py
     assert c[0] == 0
     lines = c[1].decode().splitlines()
-    assert sum(' payload: {"type":"' in line for line in lines) == good
+    assert sum('payload: {"type":"' in line for line in lines) == good
     assert sum("skipping." in line for line in lines) == 7
 
 

@@ -10,8 +10,9 @@
  * metadata_texts(values, programs) -> list
  *     For each item of the list values (bytes or None), a KRaft record framed by
  *     MetadataRecordSerde with one-byte varints (frame version 1, apiKey, version): when
- *     programs (a dict) maps apiKey << 8 | version to (prefix, program) and the message decodes
- *     to the last byte, prefix + text + b"}"; otherwise None (the caller takes the Python path).
+ *     programs (a dict) maps apiKey << 8 | version to (prefix, program, ...) and the message
+ *     decodes to the last byte, prefix + text + b"}"; otherwise None (the caller takes the
+ *     Python path).
  *
  * A float64 is written as schema.java_double writes it (Java's Double.toString, from the
  * shortest digits that read back as the value: repr's).
@@ -689,7 +690,7 @@ metadata_texts(PyObject *self, PyObject *args)
             if (entry == NULL && PyErr_Occurred())
                 goto fail;
         }
-        if (entry != NULL && PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 2
+        if (entry != NULL && PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) >= 2
                 && PyBytes_Check(PyTuple_GET_ITEM(entry, 0))) {
             PyObject *prefix = PyTuple_GET_ITEM(entry, 0);
             Py_ssize_t pos = 3;

@@ -748,11 +748,12 @@ def decode_metadata_record(data: Any, types: Callable[[int], tuple[str, str]] = 
     return type_name, version, value
 
 
-# the same as _METADATA_FAST for decode_metadata_record_text: (text reader, type name)
+# the same as _METADATA_FAST for decode_metadata_record_text without the C walker:
+# (text reader, type name)
 _METADATA_TEXT_FAST: dict[int, tuple[Reader, str]] = {}
-# and for the C walker (metadata_record_texts): (metadata_record_text's text before the data,
-# program), added as records of each type and version decode in Python
-_METADATA_PROGRAMS: dict[int, tuple[bytes, bytes]] = {}
+# and with it (decode_metadata_record_text, metadata_record_texts): (METADATA_RECORD_TEXT's
+# text before the data, program, type name), added as records of each type and version are met
+_METADATA_PROGRAMS: dict[int, tuple[bytes, bytes, str]] = {}
 
 # The JSON text of {"type": type name, "version": version, "data": value} (a KRaft record as
 # ClusterMetadataLogMessageParser prints it), with the data's JSON text
@@ -776,7 +777,14 @@ def decode_metadata_record_text(data: Any) -> tuple[str, int, str]:
     if not isinstance(data, bytes):
         data = bytes(data)
     short = len(data) >= 3 and data[0] == 1 and data[1] < 0x80 and data[2] < 0x80
-    if short:
+    if short and _schemawalk is not None:
+        entry = _METADATA_PROGRAMS.get(data[1] << 8 | data[2]) or _metadata_program(data[1],
+                                                                                   data[2])
+        if entry is not None:
+            got = _schemawalk.walk(entry[1], data, 3)
+            if got is not None and got[1] == len(data):
+                return entry[2], data[2], got[0].decode("utf-8")
+    elif short:
         fast = _METADATA_TEXT_FAST.get(data[1] << 8 | data[2])
         if fast is not None:
             try:
@@ -786,17 +794,30 @@ def decode_metadata_record_text(data: Any) -> tuple[str, int, str]:
             else:
                 if end == len(data):
                     return fast[1], data[2], text
+    # a record neither fast path takes (the first of its type and version without the C
+    # walker, or one that does not decode): the full path, with Kafka's error texts
     type_name, version, value = decode_metadata_record(data)
-    if short:
-        message = metadata_type(data[1])[0]
-        _METADATA_TEXT_FAST[data[1] << 8 | version] = (_compiled_text(message, version),
-                                                        type_name)
-        program = _program(message, version) if _schemawalk is not None else None
-        if program is not None:
-            before_data = METADATA_RECORD_TEXT.rsplit("%s", 1)[0]
-            prefix = before_data % (type_name, version)
-            _METADATA_PROGRAMS[data[1] << 8 | version] = (prefix.encode(), program)
+    if short and _schemawalk is None:
+        _METADATA_TEXT_FAST[data[1] << 8 | version] = (
+            _compiled_text(metadata_type(data[1])[0], version), type_name)
     return type_name, version, json_text(value)
+
+
+def _metadata_program(api_key: int, version: int) -> tuple[bytes, bytes, str] | None:
+    """The C walker's entry for a KRaft record type and version, kept in _METADATA_PROGRAMS;
+    None for an unknown type or version or a layout it cannot walk."""
+    try:
+        message, type_name = metadata_type(api_key)
+        lo, hi = valid_versions(message)
+    except CorruptRecordError:
+        return None
+    program = _program(message, version) if lo <= version <= hi else None
+    if program is None:
+        return None
+    before_data = METADATA_RECORD_TEXT.rsplit("%s", 1)[0]
+    entry = ((before_data % (type_name, version)).encode(), program, type_name)
+    _METADATA_PROGRAMS[api_key << 8 | version] = entry
+    return entry
 
 
 _ESCAPE: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
