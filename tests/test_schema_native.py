@@ -16,6 +16,7 @@ The C module is kafkalog_cli's own, or, when KAFKALOG_C_MODULE_DIR names a direc
 ``_schemawalk*.so`` built there. Without it the tests comparing it are skipped with a message.
 """
 
+import glob
 import os
 import random
 import shutil
@@ -37,6 +38,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REAL_SEGMENT = os.path.join(HERE, "data", "__cluster_metadata-0", "00000000000000000000.log")
 EXAMPLES = int(os.environ.get("KAFKALOG_DIFF_EXAMPLES", "300"))
 SPECS = schemaenc.all_specs()
+
+
+def _earlier_specs():
+    """The older releases' definitions vendored beside the others (kafka-<release>/<folder>/),
+    under our name for their layouts: <Name>_<release with underscores>."""
+    out = {}
+    for path in glob.glob(os.path.join(schemaenc.DATA, "kafka-*", "*", "*.json")):
+        release = os.path.basename(os.path.dirname(os.path.dirname(path)))[len("kafka-"):]
+        spec = schemaenc.load(path)
+        out["%s_%s" % (spec["name"], release.replace(".", "_"))] = spec
+    return out
+
+
+SPECS.update((name, spec) for name, spec in _earlier_specs().items() if name not in SPECS)
 
 
 walker = _load("_schemawalk", "kafkalog_cli.format")
@@ -254,7 +269,7 @@ def test_garbled_programs_never_crash():
 
 # -- KRaft frames, a batch at a time ----------------------------------------------------------
 
-METADATA = sorted(n for n, s in SPECS.items() if s["_folder"] == "metadata")
+METADATA = sorted(n for n, s in SPECS.items() if s.get("_folder") == "metadata")
 
 
 def _programs():
