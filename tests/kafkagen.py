@@ -163,6 +163,21 @@ def control_batch(control_type, base_offset, producer_id, producer_epoch, coordi
     return bytes(buf)
 
 
+def empty_control_batch(base_offset, producer_id, producer_epoch, last_offset_delta=0,
+                        timestamp=1700000000000, partition_leader_epoch=0):
+    """A control batch with no record, as the log cleaner leaves one once the transaction it
+    ended is gone (``DefaultRecordBatch``: the 61-byte header alone, ``batchLength`` 49, record
+    count 0, ``lastOffsetDelta`` kept): a marker batch with its record cut off, the length,
+    count and CRC-32C rewritten."""
+    buf = bytearray(control_batch(COMMIT, base_offset, producer_id, producer_epoch, 0,
+                                  timestamp=timestamp,
+                                  partition_leader_epoch=partition_leader_epoch)[:61])
+    struct.pack_into(">i", buf, 8, 61 - 12)           # batchLength: bytes after the field
+    struct.pack_into(">i", buf, 23, last_offset_delta)
+    struct.pack_into(">i", buf, 57, 0)                 # records count
+    return bytes(fix_v2_crc(buf))
+
+
 # -- legacy v0 / v1 ------------------------------------------------------------------------------
 
 def legacy_entries(magic, records: Sequence[Rec], base_offset=0, codec="none", *, offsets=None,
@@ -280,6 +295,12 @@ class SegmentWriter:
         chunk = control_batch(control_type, self.next_offset, producer_id, producer_epoch,
                               coordinator_epoch, **kw)
         return self.add(chunk, self.next_offset + 1)
+
+    def add_empty_control(self, producer_id, producer_epoch, last_offset_delta=0, **kw):
+        kw.setdefault("partition_leader_epoch", self.partition_leader_epoch)
+        chunk = empty_control_batch(self.next_offset, producer_id, producer_epoch,
+                                    last_offset_delta, **kw)
+        return self.add(chunk, self.next_offset + last_offset_delta + 1)
 
     def add_legacy(self, magic, records, codec="none", gap=0, offsets=None, **kw):
         if offsets is None:

@@ -67,12 +67,16 @@ def read_offset_checkpoint(path: str) -> List[Tuple[str, int, int]]:
             for n, parts in _checkpoint_lines(path, 3)]
 
 
+def checkpoint_bytes(lines: List[str]) -> bytes:
+    """The bytes of a CheckpointFile holding the entry ``lines``: the version 0, the count,
+    then the lines, every line ended by a newline (BufferedWriter.newLine on Linux)."""
+    return ("\n".join(["0", str(len(lines))] + lines) + "\n").encode("utf-8")
+
+
 def offset_checkpoint_bytes(entries: List[Tuple[str, int, int]]) -> bytes:
     """The bytes of an offset checkpoint listing ``entries`` [(topic, partition, offset)] in
-    their order, as CheckpointFile writes them: the version 0, the count, then one
-    ``topic partition offset`` line each, every line ended by a newline."""
-    lines = ["0", str(len(entries))] + ["%s %d %d" % e for e in entries]
-    return ("\n".join(lines) + "\n").encode("utf-8")
+    their order, as CheckpointFile writes them: one ``topic partition offset`` line each."""
+    return checkpoint_bytes(["%s %d %d" % e for e in entries])
 
 
 def write_offset_checkpoint(path: str, updates: Dict[Tuple[str, int], int]) -> bool:
