@@ -17,6 +17,7 @@ import sys
 import indexgen as ig
 import kafkagen as kg
 from dumpcheck import files_in
+from test_recover import write_leader_epochs
 from test_recover_crash import KILL_AT_STEP   # the kill before the n-th file-system step
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,8 +49,8 @@ def leo_of(base, data):
 
 
 class Part:
-    """Three busy segments in ``<logdir>/<topic>-<n>``, broker-built indexes; ``data[i]`` the
-    bytes of segment i's .log, ``bases``, ``leo``."""
+    """Three busy segments in ``<logdir>/<topic>-<n>``, broker-built indexes and
+    leader-epoch-checkpoint; ``data[i]`` the bytes of segment i's .log, ``bases``, ``leo``."""
 
     def __init__(self, logdir, topic="t", number=0, n_batches=(30, 30, 30)):
         self.logdir = str(logdir)
@@ -62,6 +63,7 @@ class Part:
             segments.append((base, data))
             base = nxt
         self.segs = ig.write_partition(self.dir, segments)
+        write_leader_epochs(self.dir, segments)   # the broker's leader-epoch-checkpoint
         self.bases = [b for b, _ in segments]
         self.data = [d for _, d in segments]
         self.leo = base
@@ -488,6 +490,7 @@ def txn_partition(directory, snapshot=None):
         w2.add_v2([kg.Rec(b"c%d" % i, kg.filler(i) * 10, T0 + 300 + i)])
     segments = [(0, w0.data()), (w1.base_offset, w1.data()), (w2.base_offset, w2.data())]
     ig.write_partition(directory, segments, txnindex=False)   # no .txnindex: recovery writes it
+    write_leader_epochs(directory, segments)
     batches = [b for _, d in segments for b in ig.read_log(d)]
     want = ig.aborted_txns(batches)
     assert want == [ig.AbortedTxn(9000, txn_first, w2.next_offset - 6, other_first)]
@@ -553,3 +556,60 @@ def test_json_report_names_the_rules(tmp_path):
     (point,) = [o for o in objs if o["type"] == "recovery_point"]
     assert (point["topic"], point["partition"], point["old"], point["new"]) == (
         "t", 0, part.bases[1] + 3, part.leo)
+
+
+# -- leader epochs (LeaderEpochFileCache) ---------------------------------------------------------
+
+def epoch_partition(directory, file_entries):
+    """Two segments of epoch 1, then one whose batches go to epoch 2 at E2 and epoch 3 at E3,
+    with a flipped bit in the first epoch-3 batch's CRC (recovery cuts it and all after it).
+    ``file_entries(E2, E3)``: the leader-epoch-checkpoint written. Returns (E2, E3, bases)."""
+    segments = []
+    base = 0
+    for i in range(2):
+        data, nxt = ig.busy_segment(base, n_batches=20, t0=T0 + 100000 * i, seed=i)
+        segments.append((base, data))
+        base = nxt
+    w = kg.SegmentWriter(base, partition_leader_epoch=1)
+    marks = {}
+    for i in range(30):
+        if i in (10, 20):
+            w.partition_leader_epoch = 2 if i == 10 else 3
+            marks[w.partition_leader_epoch] = (w.next_offset, len(w.data()))
+        w.add_v2([kg.Rec(b"k%d" % i, kg.filler(i) * 10, T0 + 300000 + i)])
+    data = w.data()
+    e3_offset, e3_pos = marks[3]
+    segments.append((base, kg.flip_bit(data, e3_pos + 18)))   # in its stored CRC
+    ig.write_partition(directory, segments)
+    ig.write_file(os.path.join(directory, "leader-epoch-checkpoint"),
+                  ig.leader_epoch_checkpoint(file_entries(marks[2][0], e3_offset)))
+    return marks[2][0], e3_offset, [b for b, _ in segments]
+
+
+def test_leader_epochs_past_the_new_log_end_are_truncated(tmp_path):
+    d = os.path.join(str(tmp_path), "logdir", "t-0")
+    e2, e3, bases = epoch_partition(d, lambda e2, e3: [(1, 0), (2, e2), (3, e3)])
+    p = recover(d)
+    assert p.returncode == 1, p
+    # the log now ends at E3: epoch 3 started at or past it, so it goes
+    assert read(os.path.join(d, "leader-epoch-checkpoint")) == \
+        ig.leader_epoch_checkpoint([(1, 0), (2, e2)]).encode()
+    saved = [os.path.join(r, n) for r, _, ns in os.walk(os.path.join(d, QUARANTINE))
+             for n in ns if n == "leader-epoch-checkpoint"]
+    assert [read(s) for s in saved] == [ig.leader_epoch_checkpoint(
+        [(1, 0), (2, e2), (3, e3)]).encode()]
+    assert "leader-epoch-checkpoint: rewritten" in p.stdout, p.stdout
+    assert recover(d).returncode == 0
+
+
+def test_leader_epochs_of_recovered_batches_are_assigned(tmp_path):
+    """The file knows only epoch 1: the recovered batches of epoch 2 start it (epoch 3's
+    batches are cut, so it is not added)."""
+    d = os.path.join(str(tmp_path), "logdir", "t-0")
+    e2, _, bases = epoch_partition(d, lambda e2, e3: [(1, 0)])
+    dry = recover("--dry-run", d)
+    assert dry.returncode == 1 and "would be rewritten" in dry.stdout, dry
+    p = recover(d)
+    assert p.returncode == 1, p
+    assert read(os.path.join(d, "leader-epoch-checkpoint")) == \
+        ig.leader_epoch_checkpoint([(1, 0), (2, e2)]).encode()

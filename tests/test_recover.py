@@ -166,8 +166,54 @@ def make_partition(directory, n_segments=3, base0=0, preallocate_active=False, s
             ig.write_file(os.path.join(directory, snapshot_name(off)), ig.encode_snapshot([]))
     ig.write_file(os.path.join(directory, "partition.metadata"),
                   ig.partition_metadata(ig.topic_id(5)))
+    write_leader_epochs(directory, segment_data)
     age_files(directory)
     return Part(str(directory), segs, [s.base_offset for s in segs], leo, snaps)
+
+
+def leader_epochs_of(logs, entries=()):
+    """The leader epoch cache after LogSegment.recover's rule over ``logs`` [(base, .log
+    bytes)] in order, from ``entries``: a v2 batch whose partition leader epoch (header bytes
+    12-15) is above the latest epoch starts it at its base offset, removing the entries from
+    the end whose epoch or start offset is not below (LeaderEpochFileCache.assign); then the
+    entries starting at or past the log end offset dropped."""
+    out = list(entries)
+    leo = None
+    for base, data in logs:
+        leo = base
+        for b in ig.read_log(data):
+            leo = b.last_offset + 1
+            if b.magic < 2:
+                continue
+            (epoch,) = struct.unpack_from(">i", data, b.position + 12)
+            if epoch >= 0 and (not out or epoch > out[-1][0]):
+                while out and (out[-1][0] >= epoch or out[-1][1] >= b.base_offset):
+                    out.pop()
+                out.append((epoch, b.base_offset))
+    return [e for e in out if leo is None or e[1] < leo]
+
+
+def parse_leader_epochs(data):
+    """[(epoch, start offset)] of a leader-epoch-checkpoint's bytes; ValueError when it is
+    not one (version 0, a count, that many two-number lines)."""
+    lines = data.decode("utf-8").splitlines()
+    if not lines:
+        return []
+    if lines[0] != "0" or len(lines) < 2 or int(lines[1]) != len(lines) - 2:
+        raise ValueError("not a leader-epoch-checkpoint")
+    out = []
+    for line in lines[2:]:
+        epoch, start = line.split()
+        out.append((int(epoch), int(start)))
+    return out
+
+
+def write_leader_epochs(directory, logs):
+    """The leader-epoch-checkpoint a broker has for ``logs`` (none when no epoch)."""
+    entries = leader_epochs_of(logs)
+    if entries:
+        ig.write_file(os.path.join(directory, "leader-epoch-checkpoint"),
+                      ig.leader_epoch_checkpoint(entries))
 
 
 def segment_names(base):
@@ -771,6 +817,22 @@ def check_partition_files(exp):
         if txns[b]:
             required.add(name(b, "txnindex"))
     allowed = required | txn_names
+    # the leader epochs: those the file had (when it could be read), plus those the recovered
+    # batches start, truncated at the log end offset
+    epochs_name = "leader-epoch-checkpoint"
+    if epochs_name not in exp.untouched and epochs_name not in exp.exact:
+        try:
+            had = parse_leader_epochs(exp.original[epochs_name]) \
+                if epochs_name in exp.original else []
+        except ValueError:
+            had = None
+        if had is not None:
+            want = leader_epochs_of(sorted((int(n[:20]), d) for n, d in exp.logs.items()), had)
+            if want:
+                required.add(epochs_name)
+                allowed.add(epochs_name)
+                assert actual.get(epochs_name) == ig.leader_epoch_checkpoint(want).encode(), \
+                    (actual.get(epochs_name), want)
     assert required <= set(actual), "missing after recovery: %s" % sorted(required - set(actual))
     assert set(actual) <= allowed, "unexpected files: %s" % sorted(set(actual) - allowed)
     # logs: the valid prefix, byte for byte

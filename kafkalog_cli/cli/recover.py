@@ -11,7 +11,7 @@ import click
 from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.names import CLEAN_SHUTDOWN_FILE
-from ..log.recover import (MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW, RULE_CLEAN,
+from ..log.recover import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW, RULE_CLEAN,
                            RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT, RULE_TXN_BELOW_BASE,
                            SPLIT, LogDirRecovery)
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
@@ -74,6 +74,9 @@ class _Report:
                 target = printable_name(a.target)
                 self.emit({"type": "renamed", "file": path, "to": target, "why": a.why},
                           "%s: %srenamed to %s (%s)" % (path, would, target, a.why))
+            elif a.kind == EPOCHS:
+                self.emit({"type": "leader_epochs", "file": path, "why": a.why},
+                          "%s: %srewritten: %s" % (path, would, a.why))
             elif a.kind == SPLIT:
                 self.emit({"type": "split", "file": path, "into": [b for b, _, _ in a.pieces],
                            "why": a.why},

@@ -60,6 +60,7 @@ from ..format.records import Batch, Records
 from . import checkpoints, names
 from .files import FileFormatError, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
+from .leader_epochs import LeaderEpochCache
 from .logdir import LogDir
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, IndexBuilder,
                          TxnTracker, fsync_dir, rename_noreplace, txn_index_bytes,
@@ -72,6 +73,7 @@ from .txnindex import TransactionIndex
 MANIFEST = "manifest.json"
 
 MOVE, RENAME, CUT, WRITE, REMOVE, SPLIT = "move", "rename", "cut", "write", "remove", "split"
+EPOCHS = "epochs"  # the leader-epoch-checkpoint rewritten (a copy of the old one kept)
 
 
 class Action:
@@ -288,7 +290,8 @@ def _records_problem(log: LogFile, batch: Batch,
 
 def scan_segment(segment: Segment, prev_last: Optional[int], tracker: TxnTracker,
                  interval: int = DEFAULT_INDEX_INTERVAL,
-                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> SegmentScan:
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                 epochs: Optional[LeaderEpochCache] = None) -> SegmentScan:
     """Validate ``segment``'s .log batch by batch and build its indexes (LogSegment.recover).
     A batch is valid when it is complete, its size and magic are right, its CRC holds, its last
     offset follows ``prev_last`` (the previous batch's) and fits the segment, its records decode
@@ -319,10 +322,21 @@ def scan_segment(segment: Segment, prev_last: Optional[int], tracker: TxnTracker
                 break
             _track_transactions(item, marker_key, tracker, result.aborted)
             result.keep(item)
+            if epochs is not None:
+                _assign_epoch(epochs, item)
             prev_last = item.last_offset
     result.builder.finish()
     result.last_offset = prev_last
     return result
+
+
+def _assign_epoch(epochs: LeaderEpochCache, batch: Batch) -> None:
+    """LogSegment.recover: a valid v2 batch whose partition leader epoch is above the cache's
+    latest starts that epoch at its base offset."""
+    epoch = batch.partition_leader_epoch
+    if batch.magic >= 2 and epoch >= 0 and (epochs.latest_epoch is None
+                                           or epoch > epochs.latest_epoch):
+        epochs.assign(epoch, batch.base_offset)
 
 
 def _track_transactions(batch: Batch, marker_key: Optional[bytes], tracker: TxnTracker,
@@ -548,8 +562,45 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     # Names are Kafka's (a 20-digit offset), so each log has a base offset of its own.
     logs = names.live_log_bases(view)
     _plan_orphan_indexes(plan, view, logs)
-    _plan_segments(plan, view, logs, interval, max_message_size)
+    epochs = _leader_epochs(plan, view)
+    before = list(epochs.entries) if epochs is not None else []
+    _plan_segments(plan, view, logs, interval, max_message_size, epochs)
+    if epochs is not None and plan.split is None:
+        _plan_leader_epochs(plan, view, epochs, before)
     return plan
+
+
+def _leader_epochs(plan: PartitionPlan, view: Dict[str, str]) -> Optional[LeaderEpochCache]:
+    """The partition's leader epoch cache as the broker loads it (empty without a file), or
+    None when the file cannot be used (not a regular file, malformed: reported, left alone)."""
+    n = names.LEADER_EPOCH_CHECKPOINT
+    if n in plan.blocked:
+        return None
+    if n not in view:
+        return LeaderEpochCache()
+    try:
+        return LeaderEpochCache(checkpoints.read_leader_epochs(os.path.join(plan.directory,
+                                                                             view[n])))
+    except (OSError, KafkalogError) as e:
+        plan.notes.append((n, "not read (%s): leader epochs not updated, left alone" % e))
+        return None
+
+
+def _plan_leader_epochs(plan: PartitionPlan, view: Dict[str, str], epochs: LeaderEpochCache,
+                        before: List[Tuple[int, int]]) -> None:
+    """The epochs recovered batches started (LogSegment.recover's assign), then the entries at
+    or past the log end offset dropped (LeaderEpochFileCache.truncateFromEnd, as UnifiedLog
+    does once the log is loaded): the checkpoint is rewritten when that changed it (its old
+    bytes copied to quarantine first)."""
+    if plan.log_end_offset is not None:
+        epochs.truncate_from_end(plan.log_end_offset)
+    n = names.LEADER_EPOCH_CHECKPOINT
+    if epochs.entries == before and (n in view or not epochs.entries):
+        return
+    plan.add(EPOCHS, n, "leader epochs %s (LeaderEpochFileCache: assigned from the recovered "
+             "batches, truncated at the log end offset %s)"
+             % (", ".join("%d@%d" % e for e in epochs.entries) or "none", plan.log_end_offset),
+             data=epochs.checkpoint_bytes())
 
 
 def _first_recovered(plan: PartitionPlan, logs: List[int]) -> int:
@@ -582,7 +633,7 @@ def _segment_rule(plan: PartitionPlan, view: Dict[str, str], base: int, recoveri
 
 
 def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], interval: int,
-                   max_message_size: int) -> None:
+                   max_message_size: int, epochs: Optional[LeaderEpochCache] = None) -> None:
     """LogLoader's load of the segments in offset order: each segment chosen by a rule is
     recovered (LogSegment.recover) and its indexes rebuilt; a cut in the unflushed range ends
     the log there. The others are kept as they are; their transactions are followed (read
@@ -609,7 +660,7 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
             if last:
                 plan.log_end_offset = _next_offset(source, view, max_message_size)
             continue
-        scan = scan_segment(source, prev_last, tracker, interval, max_message_size)
+        scan = scan_segment(source, prev_last, tracker, interval, max_message_size, epochs)
         report.records, report.first_offset = scan.records, scan.first_offset
         report.next_offset = scan.next_offset
         for position, first, lastoff in scan.unchecked:
@@ -1022,6 +1073,13 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
             write_new(src, a.data)
         elif a.kind == SPLIT:
             split_segment(directory, a.name, a.pieces)
+        elif a.kind == EPOCHS:
+            if os.path.isfile(src):
+                # a checkpoint is replaced as the broker replaces it, its old bytes kept
+                saved = q.reserve(a.name)
+                write_new(os.path.join(q.folder(), saved), read_sized(src, MAX_INDEX_READ))
+                q.record(_entry("copied", a.name, saved, a.why))
+            write_atomically(src, a.data)
     return q.path
 
 
