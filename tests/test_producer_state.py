@@ -4,16 +4,15 @@ The batches are written by kafka-python (tests/kafkagen.py): idempotent and tran
 producers, a commit, aborts, epoch bumps (by a data batch and by a marker), a sequence that
 wraps past Integer.MAX_VALUE, an empty control batch, and two producers whose transactions
 interleave. The expected states are written out here by hand from ProducerStateManager's and
-ProducerAppendInfo's rules, and the expected snapshot files are encoded here, from the
-ProducerSnapshot layout (version int16 1, CRC-32C of the bytes after the CRC, count int32, then
-46-byte entries), with struct and crc32c, not with the module under test.
+ProducerAppendInfo's rules, and the expected snapshot files are encoded by tests/indexgen.py
+from the ProducerSnapshot layout (version int16 1, CRC-32C of the bytes after the CRC, count
+int32, then 46-byte entries), with struct and crc32c, not with the module under test.
 """
 
 import os
-import struct
 
+import indexgen as ig
 import pytest
-from crc32c import crc32c
 from kafkagen import ABORT, COMMIT, Rec, SegmentWriter
 
 from kafkalog_cli.log import producer_state as ps
@@ -28,9 +27,7 @@ WRAP_SEQ = 2147483646  # 2147483646, 2147483647, then 0
 def expected_snapshot(entries):
     """The snapshot file of ``entries`` (producerId, epoch, lastSequence, lastOffset,
     offsetDelta, timestamp, coordinatorEpoch, currentTxnFirstOffset), in this order."""
-    body = struct.pack(">i", len(entries)) + b"".join(
-        struct.pack(">qhiqiqiq", *e) for e in entries)
-    return struct.pack(">hI", 1, crc32c(body)) + body
+    return ig.encode_snapshot(entries)
 
 
 def recs(prefix, timestamps):
@@ -289,3 +286,55 @@ def test_hash_order_after_resize():
     assert ps.java_hash_order(keys)[:2] == [16, 0]
     assert ps.java_hash_order(keys + [11])[:2] == [0, 1]
     assert ps.java_hash_order(keys + [11]) == list(range(12)) + [16]
+
+
+# -- loading a partition's state as the broker's log loading does ---------------------------------
+
+def test_load_state_takes_the_newest_readable_snapshot_in_range(tmp_path):
+    d = write_partition(tmp_path)
+    ps.write_snapshot(d, 0, expected_snapshot([]))            # at the log start: removed
+    ps.write_snapshot(d, 10, expected_snapshot(AT_10))
+    ps.write_snapshot(d, 13, b"\x00\x01garbage")               # corrupt: removed, older tried
+    ps.write_snapshot(d, 25, expected_snapshot(AT_13))         # past the log end: removed
+    p = Partition(d)
+    loaded = ps.load_state(p.segments(), p.snapshot_paths(), 19, now_ms=T0)
+    assert loaded.removed == [0, 13, 25]
+    assert loaded.snapshots == [(19, expected_snapshot(AT_19))]
+    # a valid snapshot at 13 is the newest: the state goes on from it
+    ps.write_snapshot(d, 13, expected_snapshot(AT_13))
+    loaded = ps.load_state(p.segments(), p.snapshot_paths(), 19, now_ms=T0)
+    assert loaded.removed == [0, 25]
+    assert loaded.state.snapshot_offset == 19
+    assert loaded.snapshots == [(19, expected_snapshot(AT_19))]
+
+
+def test_load_state_without_snapshots(tmp_path):
+    d = write_partition(tmp_path)
+    p = Partition(d)
+    # unclean: every batch replayed, snapshots at the last two segment bases and the end
+    loaded = ps.load_state(p.segments(), [], 19, now_ms=T0)
+    assert loaded.snapshots == [(10, expected_snapshot(AT_10)), (19, expected_snapshot(AT_19))]
+    # clean shutdown and no snapshot: nothing replayed, empty snapshots
+    loaded = ps.load_state(p.segments(), [], 19, now_ms=T0, clean_shutdown=True)
+    assert loaded.snapshots == [(10, expected_snapshot([])), (19, expected_snapshot([]))]
+    assert loaded.state.producers == {}
+
+
+def test_load_state_drops_producers_expired_in_the_snapshot(tmp_path):
+    d = write_partition(tmp_path)
+    ps.write_snapshot(d, 13, expected_snapshot(AT_13))
+    p = Partition(d)
+    loaded = ps.load_state(p.segments(), p.snapshot_paths(), 13, now_ms=T0 + 3 + DAY)
+    assert loaded.snapshots == []  # nothing past the snapshot: no new one
+    assert list(loaded.state.producers) == [1000, 1001]
+    loaded = ps.load_state(p.segments(), p.snapshot_paths(), 13, now_ms=T0 + 2 + DAY)
+    assert list(loaded.state.producers) == [1000, 1001, 2015]
+
+
+def test_stray_snapshots():
+    # LogLoader's removeStraySnapshots: not at a segment base, except the newest when above
+    # the last base
+    assert ps.stray_snapshots([0, 5, 10, 12, 19], [0, 10]) == [5, 12]
+    assert ps.stray_snapshots([5, 8], [0, 10]) == [5, 8]
+    assert ps.stray_snapshots([5, 8], []) == [5]
+    assert ps.stray_snapshots([0, 10], [0, 10]) == []

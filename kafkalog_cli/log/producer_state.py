@@ -31,7 +31,8 @@ from ..format.records import Batch
 from . import names
 from .indexbuild import AbortedEntry, TxnTracker, write_atomically, write_new
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
-from .snapshot import ENTRY, HEADER, ProducerEntry
+from .files import FileFormatError
+from .snapshot import ENTRY, HEADER, ProducerEntry, read_snapshot
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -381,10 +382,12 @@ def producer_batches(log: LogFile, start: int = 0,
 
 
 class Rebuilt(NamedTuple):
-    """What ``rebuild`` gives: the state, and the snapshots (offset, bytes) the broker takes
-    along the way, the last at the end offset."""
+    """What ``rebuild`` and ``load_state`` give: the state, the snapshots (offset, bytes) the
+    broker takes along the way (the last at the end offset), and the offsets of the snapshot
+    files it deletes (``load_state`` only: out of range, or corrupt)."""
     state: ProducerState
     snapshots: List[Tuple[int, bytes]]
+    removed: List[int]
 
 
 def rebuild(segments: Sequence[Segment], up_to: int, *, state: Optional[ProducerState] = None,
@@ -420,7 +423,66 @@ def rebuild(segments: Sequence[Segment], up_to: int, *, state: Optional[Producer
     snap = state.take_snapshot()
     if snap is not None:
         taken.append(snap)
-    return Rebuilt(state, taken)
+    return Rebuilt(state, taken, [])
+
+
+def load_state(segments: Sequence[Segment], snapshots: Sequence[Tuple[int, str]], up_to: int,
+               now_ms: int, *, log_start_offset: Optional[int] = None,
+               clean_shutdown: bool = False,
+               expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+               max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Rebuilt:
+    """The producer state of a partition at ``up_to`` (its log end offset) as the broker's
+    log loading builds it (UnifiedLog.rebuildProducerState on a new ProducerStateManager):
+    ``segments`` oldest first, ``snapshots`` the (offset, path) of its snapshot files
+    (Partition.snapshot_paths), ``log_start_offset`` None for the first segment's base.
+
+    - No snapshot after a clean shutdown: nothing is replayed; empty snapshots are taken at
+      the base offsets of the last two segments and at ``up_to``.
+    - Otherwise the snapshots above ``up_to`` or at or below the log start offset are removed
+      (ProducerStateManager.truncateAndReload), the newest readable one is loaded with
+      producers expired at ``now_ms`` dropped (a corrupt one is removed and the next older one
+      tried), and the batches after it are replayed (``rebuild``).
+
+    Nothing is written or deleted here: the caller writes ``snapshots`` and deletes
+    ``removed``."""
+    if log_start_offset is None:
+        first = segments[0].base_offset if segments else None
+        log_start_offset = 0 if first is None else first
+    state = ProducerState(expiration_ms)
+    if not snapshots and clean_shutdown:
+        bases = [s.base_offset for s in segments if s.base_offset is not None]
+        taken = []
+        for offset in bases[-2:] + [up_to]:
+            state.end_offset = offset
+            snap = state.take_snapshot()
+            if snap is not None:
+                taken.append(snap)
+        return Rebuilt(state, taken, [])
+    removed = [off for off, _ in snapshots if off > up_to or off <= log_start_offset]
+    candidates = [(off, path) for off, path in snapshots if off not in removed]
+    state.end_offset = state.snapshot_offset = log_start_offset
+    for off, path in sorted(candidates, reverse=True):
+        try:
+            entries = list(read_snapshot(path))
+        except FileFormatError:
+            removed.append(off)  # CorruptSnapshotException: deleted, the next older tried
+            continue
+        state.load(entries, off, now_ms)
+        break
+    rebuilt = rebuild(segments, up_to, state=state, log_start_offset=log_start_offset,
+                      max_message_size=max_message_size)
+    return Rebuilt(rebuilt.state, rebuilt.snapshots, sorted(removed))
+
+
+def stray_snapshots(snapshot_offsets: Iterable[int], segment_bases: Iterable[int]) -> List[int]:
+    """The snapshots ProducerStateManager.removeStraySnapshots deletes after log loading:
+    those whose offset is no segment's base offset, except the newest of them when it is
+    above every segment's base offset."""
+    bases = set(segment_bases)
+    strays = sorted(off for off in set(snapshot_offsets) if off not in bases)
+    if strays and (not bases or strays[-1] > max(bases)):
+        strays.pop()
+    return strays
 
 
 def snapshot_path(directory: str, offset: int) -> str:
