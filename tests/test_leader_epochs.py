@@ -66,6 +66,18 @@ def test_assign_refuses_negative_values():
         LeaderEpochCache().assign(0, -1)
 
 
+def test_observe_assigns_only_higher_epochs():
+    # LogSegment.recover: a v2 batch's partitionLeaderEpoch >= 0 and above the latest epoch
+    c = LeaderEpochCache()
+    assert not c.observe(-1, 0)
+    assert c.observe(0, 0)
+    assert not c.observe(0, 5)
+    assert c.observe(2, 7)
+    assert not c.observe(1, 9)   # going back is not assigned (verify reports it)
+    assert not c.observe(2, 3)   # the latest epoch again, even at a lower offset
+    assert c.entries == [(0, 0), (2, 7)]
+
+
 def test_truncate_from_end():
     c = cache((0, 0), (1, 10), (2, 20), (3, 30))
     assert c.truncate_from_end(31) == []

@@ -63,6 +63,15 @@ class LeaderEpochCache:
         self.entries.append((epoch, start_offset))
         return True
 
+    def observe(self, partition_leader_epoch: int, base_offset: int) -> bool:
+        """A v2 batch written at ``base_offset`` with ``partition_leader_epoch``: assigned when
+        the epoch is >= 0 and above the latest one (LogSegment.recover, UnifiedLog.append).
+        Returns whether the cache changed."""
+        latest = self.latest_epoch
+        if partition_leader_epoch < 0 or (latest is not None and partition_leader_epoch <= latest):
+            return False
+        return self.assign(partition_leader_epoch, base_offset)
+
     def truncate_from_end(self, end_offset: int) -> List[EpochEntry]:
         """Remove the entries whose start offset is >= ``end_offset`` (the log was truncated
         there: LeaderEpochFileCache.truncateFromEnd). Returns the removed entries."""
