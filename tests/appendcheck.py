@@ -528,3 +528,26 @@ def assert_indexes_within_log(directory, sib=DEFAULT_SEGMENT_INDEX_BYTES):
         assert [t for t, _ in tidx] == sorted(set(t for t, _ in tidx)), path
         out[base] = (idx, tidx, whole)
     return out
+
+
+def assert_recover_keeps_everything(directory):
+    """``kafkalog recover --dry-run`` would cut nothing and set no segment aside: what it may
+    still do to a partition a tool wrote is what LogLoader does to any after an unclean
+    shutdown (write the recovery point at the log end offset; rebuild the active segment's
+    indexes, whose last time entry a broker keeps in memory). Returns its JSON objects."""
+    res = kafkalog_in("recover", "--dry-run", "--format", "json", str(directory))
+    assert res.code in (0, 1), res
+    objs = json_lines(res)
+    segments = [o for o in objs if o["type"] == "segment"]
+    assert segments, res
+    active = max(o["base_offset"] for o in segments)
+    for o in segments:
+        assert o["cut"] == 0 and not o["moved"], o
+        if o["base_offset"] != active:
+            assert not o.get("indexes_replaced"), o
+    for o in objs:
+        if o["type"] == "moved":
+            assert SEGMENT_RE.match(os.path.basename(o["file"])) is None, o
+            assert os.path.basename(o["file"]).startswith("%020d." % active), o
+    assert objs[-1]["type"] == "summary" and objs[-1]["bytes_cut"] == 0, objs[-1]
+    return objs

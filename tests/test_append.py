@@ -1085,8 +1085,13 @@ def test_append_records_refuses_a_held_log_dir_and_bad_settings(tmp_path):
                 {"codec": "brotli"}):
         with pytest.raises(UsageError):
             AppendSettings(**bad)
+    # without an epoch or a sequence: the producer's current epoch and next sequence (-1)
     s = AppendSettings(producer_id=3)
-    assert (s.producer_epoch, s.base_sequence) == (0, 0)
+    assert (s.producer_epoch, s.base_sequence) == (-1, -1)
+    for bad in ({"producer_id": 3, "producer_epoch": 40000}, {"leader_epoch": -2},
+                {"producer_id": 3, "base_sequence": 2 ** 31}):
+        with pytest.raises(UsageError):
+            AppendSettings(**bad)
 
 
 # -- a kill part-way: the indexes already match the log ---------------------------------------------------

@@ -1,15 +1,12 @@
 """Crash test for `kafkalog append`: SIGKILL at seeded random moments during a long
-``python -m kafkalog_cli append --flush-messages 200`` fed from a file of unique records; after
-each kill, before anything else, every index entry points at a whole batch of the log (as a
-broker loading the directory without recovery would need); then ``kafkalog recover`` and, read by kafka-python: the partition is valid (verify-index
-exits 0, whole valid batches, consecutive offsets), the new records are a prefix of the input in
-order, every record reported as flushed before the kill is present exactly once; then a rerun
-appends the next records and its offsets continue the partition's.
-
-Options vary per kill (codec, batch size, small --segment-bytes so kills land around rolls, a
-pre-existing kafka-python partition or a new one). The run length is calibrated first so that
-at least 50 real kills fit in about a minute and a half.
-"""
+``python -m kafkalog_cli append --flush-messages 200`` fed from a file of unique records. After
+each kill, before anything else: every index entry points at a whole batch of the log (as a
+broker loading the directory without recovery would need), producer snapshots and the
+leader-epoch-checkpoint are whole. Then ``kafkalog recover`` and, read by kafka-python: the
+partition is valid (verify-index exits 0, whole valid batches, consecutive offsets), the new
+records are a prefix of the input in order, every record reported as flushed before the kill is
+present exactly once; then a rerun appends the next records and its offsets continue the
+partition's."""
 
 import json
 import os
@@ -140,6 +137,20 @@ def quick_check(directory, first_offset, values_from=0):
     return values, expected
 
 
+def check_side_files(directory, start):
+    """What a kill leaves beside the segments is whole: every producer snapshot is a valid empty
+    one (the input has no producers; written atomically), and the leader-epoch-checkpoint, if
+    written yet, is the one entry the run assigned: epoch 0 from its first offset."""
+    for n in sorted(os.listdir(directory)):
+        if n.endswith(".snapshot"):
+            with open(os.path.join(str(directory), n), "rb") as f:
+                assert f.read() == ig.encode_snapshot([]), n
+    path = os.path.join(str(directory), "leader-epoch-checkpoint")
+    if os.path.exists(path):
+        with open(path) as f:
+            assert f.read() == ig.leader_epoch_checkpoint([(0, start)])
+
+
 def recover(directory):
     res = ac.kafkalog_in("recover", str(directory))
     assert res.code in (0, 1), res
@@ -231,6 +242,7 @@ def test_sigkill_during_append(tmp_path, calibrated):
             # what a broker loading the directory as the kill left it would find: index
             # entries of whole batches only, never one past the log
             ac.assert_indexes_within_log(d)
+            check_side_files(d, start)
             repaired += recover(d) == 1
             values, end = quick_check(d, 0)
             assert values[:len(old_values)] == old_values, ctx

@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+import appendcheck as ac
 import indexgen as ig
 import kafkagen as kg
 from dumpcheck import files_in, kafkalog
@@ -156,8 +157,7 @@ def check_consistent_after(part, log_end=None):
     """No gap, and the tools that check a partition find nothing to do."""
     check_contiguous(part.dir, part.leo if log_end is None else log_end)
     assert kafkalog("verify-index", part.dir).code == 0
-    res = kafkalog("recover", "--dry-run", part.dir)
-    assert res.code == 0, res
+    ac.assert_recover_keeps_everything(part.dir)
 
 
 # -- an independent rendering of the contract (for randomised cases) ----------------------------------
@@ -532,7 +532,7 @@ def test_roll_active_when_everything_expired(tmp_path):
                     name(part.leo, "timeindex"): b"", name(part.leo, "snapshot"):
                         part.original[name(part.leo, "snapshot")]}
     assert kafkalog("verify-index", part.dir).code == 0
-    assert kafkalog("recover", "--dry-run", part.dir).code == 0
+    ac.assert_recover_keeps_everything(part.dir)
     # a second run: the empty active segment is never deleted
     (p,) = plans("--retention-ms", 0, "--now", now, "--roll-active", part.dir)
     assert p.fates == ["kept"] and p.why(0) == "active segment, empty"
@@ -569,7 +569,7 @@ def test_roll_active_with_preallocated_active_indexes(tmp_path):
     ok(retain("--retention-ms", 1000, "--now", T0 + HOUR, "--roll-active",
               "--file-delete-delay-ms", 0, part.dir))
     assert live_bases(part.dir) == [part.leo]
-    assert kafkalog("recover", "--dry-run", part.dir).code == 0
+    ac.assert_recover_keeps_everything(part.dir)
 
 
 def test_empty_active_segment_is_never_deleted(tmp_path):
@@ -582,7 +582,7 @@ def test_empty_active_segment_is_never_deleted(tmp_path):
               part.dir))
     assert sorted(n for n in files_in(part.dir) if not n.startswith(".")) == [
         name(part.bases[3], k) for k in ("index", "log", "timeindex")]
-    assert kafkalog("recover", "--dry-run", part.dir).code == 0
+    ac.assert_recover_keeps_everything(part.dir)
 
 
 def test_empty_partition_nothing_to_do(tmp_path):
@@ -659,7 +659,7 @@ def test_delete_delay_zero_removes_at_once(tmp_path):
                            if int(n[:20]) >= bases[2] or n == name(bases[1] + 1, "snapshot")}
     check_contiguous(d, leo)
     assert kafkalog("verify-index", d).code == 0
-    assert kafkalog("recover", "--dry-run", d).code == 0
+    ac.assert_recover_keeps_everything(d)
 
 
 def test_delete_delay_not_yet_passed(tmp_path):
@@ -1036,3 +1036,48 @@ def test_library_retain_partition(tmp_path):
     assert live_bases(part.dir) == part.bases[3:]
     assert not [n for n in os.listdir(part.dir) if n.endswith(DELETED)]
     check_contiguous(part.dir, part.leo)
+
+
+# -- leader epochs and producer snapshots of deleted segments --------------------------------------------
+
+def test_leader_epochs_truncated_from_the_new_log_start(tmp_path):
+    """LeaderEpochFileCache.truncateFromStart at the new log start offset: entries starting at
+    or below it go, the newest of them moved up to it (UnifiedLog.maybeIncrementLogStartOffset)."""
+    part = Part(tmp_path)
+    assert part.bases[:4] == [0, 3, 6, 9]
+    path = os.path.join(part.dir, "leader-epoch-checkpoint")
+    ig.write_file(path, ig.leader_epoch_checkpoint([(0, 0), (2, 4), (3, 5), (7, 8)]))
+    # segments 0 and 1 go; the log start offset (a DeleteRecords') is 7
+    ok(retain("--log-start-offset", 7, part.dir))
+    with open(path, encoding="utf-8") as f:
+        assert f.read() == ig.leader_epoch_checkpoint([(3, 7), (7, 8)])
+    # a start exactly at an entry's offset keeps it; nothing else changes
+    ok(retain("--log-start-offset", 9, part.dir))   # segment 2 goes: the log starts at 9
+    with open(path, encoding="utf-8") as f:
+        assert f.read() == ig.leader_epoch_checkpoint([(7, 9)])
+    # a dry run changes nothing
+    ok(retain("--log-start-offset", 100, "--dry-run", part.dir))
+    with open(path, encoding="utf-8") as f:
+        assert f.read() == ig.leader_epoch_checkpoint([(7, 9)])
+
+
+def test_leader_epochs_after_roll_active_and_log_start_checkpoint(tmp_path):
+    """Every segment expired: the active one is rolled first (the roll's producer snapshot at
+    the log end offset) and the epochs start at the log end offset; a log-start-offset-checkpoint
+    entry above the first kept base is the log start the cache is truncated at."""
+    part = Part(tmp_path)
+    path = os.path.join(part.dir, "leader-epoch-checkpoint")
+    ig.write_file(path, ig.leader_epoch_checkpoint([(0, 0), (1, 2)]))
+    ok(retain("--retention-ms", 1000, "--now", T0 + HOUR, "--roll-active",
+              "--file-delete-delay-ms", 0, part.dir))
+    with open(path, encoding="utf-8") as f:
+        assert f.read() == ig.leader_epoch_checkpoint([(1, part.leo)])
+    with open(os.path.join(part.dir, name(part.leo, "snapshot")), "rb") as f:
+        assert f.read() == ig.encode_snapshot([])
+    other = Part(tmp_path, logdir="logs2")
+    other.checkpoint("log-start-offset-checkpoint", [(TOPIC, 0, 4)])
+    path = os.path.join(other.dir, "leader-epoch-checkpoint")
+    ig.write_file(path, ig.leader_epoch_checkpoint([(0, 0), (1, 2), (2, 5)]))
+    ok(retain("--log-start-offset", 4, other.dir))   # segment 0 goes; the checkpoint says 4
+    with open(path, encoding="utf-8") as f:
+        assert f.read() == ig.leader_epoch_checkpoint([(1, 4), (2, 5)])

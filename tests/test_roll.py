@@ -517,3 +517,65 @@ def test_roll_partition_from_python(tmp_path):
     res = roll_partition(str(d))
     assert not res.rolled and res.reason == "the active segment is empty"
     assert names(d) == ["00000000000000000000.log", "00000000000000000003.log"]
+
+
+# -- the producer snapshot a roll takes (UnifiedLog.roll: ProducerStateManager.takeSnapshot) -----------
+
+def _snapshot_lines(d, offset):
+    from dumpcheck import dump
+    path = os.path.join(str(d), "%020d.snapshot" % offset)
+    assert os.path.exists(path), path
+    res = dump(path)
+    assert res.code == 0, res
+    return sorted(res.lines[1:])
+
+
+def test_roll_takes_a_snapshot_of_the_producers_in_the_log(tmp_path):
+    """`kafkalog roll` of a kafka-python partition without snapshots: the producer state is
+    replayed from the log (an aborted transaction's producer and an idempotent one) and written
+    at the new segment's base offset; an empty partition state is an empty snapshot."""
+    d = part_dir(tmp_path)
+    w = kg.SegmentWriter(0, partition_leader_epoch=1)
+    w.add_v2([kg.Rec(b"k", b"v", T0)])
+    w.add_v2([kg.Rec(b"t", b"x", T0 + 5), kg.Rec(b"t", b"y", T0 + 7)], producer_id=70,
+             producer_epoch=2, base_sequence=0, transactional=True)
+    w.add_v2([kg.Rec(b"i", b"z", T0 + 8)], producer_id=71, producer_epoch=0, base_sequence=41)
+    w.add_control(kg.ABORT, 70, 2, 6, timestamp=T0 + 9)
+    w.add_v2([kg.Rec(b"t", b"w", T0 + 10)], producer_id=70, producer_epoch=2, base_sequence=2,
+             transactional=True)
+    ig.write_partition(d, [(0, w.data())])
+    ok(roll(d))
+    leo = w.next_offset
+    assert names(d, "snapshot") == ["%020d.snapshot" % leo]
+    # ProducerStateEntry after the replay, by the broker's rules: producer 70's last batch
+    # (offset 5, sequences 2-2), its marker's coordinator epoch 6, the open transaction at 5
+    want = sorted([ig.snapshot_line(ig.SnapshotEntry(70, 2, 2, 5, 0, T0 + 10, 6, 5)),
+                   ig.snapshot_line(ig.SnapshotEntry(71, 0, 41, 3, 0, T0 + 8, -1, -1))])
+    assert _snapshot_lines(d, leo) == want
+    # a second roll after more plain data starts from that snapshot, loaded as the broker
+    # loads one (ProducerStateManager.loadFromSnapshot): producer 71, whose last timestamp is
+    # older than producer.id.expiration.ms (a day) and which has no open transaction, is
+    # dropped; 70 stays for its open transaction
+    ok(append(d, input=ac.lines_input(["more"])))
+    ok(roll(d))
+    assert _snapshot_lines(d, leo + 1) == want[:1]
+    assert "producerId: 70 " in want[0]
+    # a partition without producers: empty snapshots
+    e = part_dir(tmp_path, "plain-0")
+    ok(append(e, "--segment-bytes", "100", "--batch-records", "1",
+              input=ac.lines_input(["a" * 80, "b" * 80])))
+    assert names(e, "snapshot") == ["00000000000000000001.snapshot"]
+    assert _snapshot_lines(e, 1) == []
+    with open(os.path.join(str(e), "00000000000000000001.snapshot"), "rb") as f:
+        assert f.read() == ig.encode_snapshot([])
+
+
+def test_roll_keeps_a_snapshot_already_there(tmp_path):
+    """A snapshot at the new base offset (a roll a crash interrupted after writing it) is
+    kept, not written again (ProducerStateManager.takeSnapshot: not a new offset)."""
+    d = part_dir(tmp_path)
+    ok(append(d, input=ac.lines_input(["a", "b"])))
+    entry = ig.SnapshotEntry(5, 0, 3, 0, 0, T0, -1, -1)
+    ig.write_file(os.path.join(str(d), "00000000000000000002.snapshot"), ig.encode_snapshot([entry]))
+    ok(roll(d))
+    assert _snapshot_lines(d, 2) == [ig.snapshot_line(entry)]

@@ -1,6 +1,8 @@
 """Writing to a partition as a broker does: append batches to the active segment and keep its
 indexes as LogSegment.append does, roll where LogSegment.shouldRoll says so, and seal the
-active segment and open the next one as UnifiedLog.roll does.
+active segment and open the next one as UnifiedLog.roll does (with the producer snapshot at the
+new base offset). Around the segments, as UnifiedLog.append keeps them: the leader epoch cache,
+the producer state and the transaction index.
 
 The active segment's .index and .timeindex are kept trimmed to their entries and appended to.
 Every write goes straight to the kernel (no user-space buffer), in LogSegment.append's order:
@@ -19,12 +21,18 @@ import time
 from dataclasses import dataclass
 from typing import IO, BinaryIO, List, Optional, Set, Tuple, Type, Union
 
-from ..errors import KafkalogError
-from ..format.records import Batch
+from ..errors import KafkalogError, UsageError
+from ..format.records import V2_HEADER, Batch, read_batch
+from . import names
+from .files import FileFormatError
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import DEFAULT_INDEX_INTERVAL, IndexBuilder, fsync_dir, write_atomically, write_new
+from .leader_epochs import LeaderEpochCache
 from .partition import Partition
+from .producer_state import EndMarker, ProducerState, rebuild, snapshot_path, write_snapshot
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, Segment
+from .snapshot import read_snapshot
+from .txnindex import ENTRY as TXN_ENTRY
 
 DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
 DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 ** 2  # segment.index.bytes
@@ -94,6 +102,7 @@ class _Active:
         self.log: Optional[BinaryIO] = None
         self.index: Optional[BinaryIO] = None
         self.timeindex: Optional[BinaryIO] = None
+        self.txnindex: Optional[BinaryIO] = None  # opened at the first aborted transaction
 
     @property
     def log_path(self) -> str:
@@ -114,7 +123,14 @@ class _Active:
         self.timeindex = open(self.time_path, "ab", buffering=0)
 
     def files(self) -> Tuple[Optional[BinaryIO], ...]:
-        return (self.log, self.index, self.timeindex)
+        return (self.log, self.index, self.timeindex, self.txnindex)
+
+    def append_aborted(self, entry: bytes) -> None:
+        """Append one AbortedTxn entry to the segment's .txnindex, created at the first
+        (TransactionIndex is neither pre-allocated nor memory-mapped)."""
+        if self.txnindex is None:
+            self.txnindex = open(self.segment.txn_index_path, "ab", buffering=0)
+        _write(self.txnindex, entry)
 
     def note_batch(self, max_timestamp: int, last_offset: int) -> None:
         """A batch now in the segment: the timestamps LogSegment tracks for rolling and for the
@@ -159,6 +175,8 @@ class PartitionWriter:
         self._active: Optional[_Active] = None
         self.next_offset = 0  # the log end offset, once open
         self.rolled: List[int] = []  # base offsets of the segments this writer created
+        self._producers: Optional[ProducerState] = None  # loaded when first needed
+        self._epochs: Optional[LeaderEpochCache] = None
 
     @property
     def active(self) -> _Active:
@@ -309,9 +327,55 @@ class PartitionWriter:
             return True
         return batch_last_offset - a.base > MAX_RELATIVE_OFFSET
 
-    def append(self, data: bytes, last_offset: int, max_timestamp: int) -> None:
-        """Append one encoded batch ending at ``last_offset``; roll first where the broker
-        would. Index entries follow LogSegment.append: one every index.interval.bytes."""
+    # -- the state kept beside the segments ---------------------------------------------------
+    @property
+    def producers(self) -> ProducerState:
+        """The partition's producer state at the log end offset, as ProducerStateManager keeps
+        it: loaded when first asked for (``load_producer_state``), then kept up to date by
+        ``append``."""
+        if self._producers is None:
+            self._producers = load_producer_state(self.directory, self.next_offset,
+                                                  self.max_message_size)
+        return self._producers
+
+    @property
+    def epochs(self) -> LeaderEpochCache:
+        """The partition's leader epochs (its leader-epoch-checkpoint), read when first asked
+        for."""
+        if self._epochs is None:
+            self._epochs = LeaderEpochCache.read(self.directory)
+        return self._epochs
+
+    def leader_epoch_for_append(self, requested: Optional[int] = None) -> int:
+        """The partition leader epoch a new batch carries: ``requested``, or the cache's latest
+        epoch, else 0. UsageError for one below the latest: a leader's epoch only grows."""
+        latest = self.epochs.latest_epoch
+        if requested is None:
+            return 0 if latest is None else latest
+        if latest is not None and requested < latest:
+            raise UsageError("leader epoch %d is below the latest epoch %d of %s"
+                             % (requested, latest, os.path.join(
+                                 self.directory, names.LEADER_EPOCH_CHECKPOINT)))
+        return requested
+
+    # -- writing -----------------------------------------------------------------------------
+    def append(self, data: bytes, last_offset: int, max_timestamp: int,
+               marker: Optional[EndMarker] = None) -> None:
+        """Append one encoded batch ending at ``last_offset``, as UnifiedLog.append does once the
+        offsets are assigned: the leader epoch cache first (LeaderEpochFileCache.assign, the
+        checkpoint written at once), a roll where the broker would, the batch and its index
+        entries (LogSegment.append: one every index.interval.bytes), then the producer state
+        and, for an ABORT marker ending a transaction, the .txnindex entry with the last stable
+        offset (ProducerStateManager.lastStableOffset). ``marker``: a control batch's end
+        transaction marker."""
+        batch = _header(data)
+        if batch is not None and batch.partition_leader_epoch >= 0:
+            if self.epochs.assign(batch.partition_leader_epoch, batch.base_offset):
+                self.epochs.write(self.directory)
+        elif batch is None and self.epochs.entries:
+            # UnifiedLog.append: an append of an older message format clears the cache
+            self._epochs = LeaderEpochCache()
+            self._epochs.write(self.directory)
         if self.should_roll(len(data), max_timestamp, last_offset):
             self.roll()
         a = self.active
@@ -326,6 +390,12 @@ class PartitionWriter:
         a.bytes_since_index += len(data)
         a.size += len(data)
         self.next_offset = last_offset + 1
+        if batch is not None and batch.producer_id >= 0:
+            aborted = self.producers.append(batch, marker)
+            if aborted is not None:
+                a.append_aborted(TXN_ENTRY.pack(0, *aborted))
+        if self._producers is not None:
+            self._producers.end_offset = self.next_offset  # updateMapEndOffset
 
     def _maybe_time_entry(self) -> None:
         """TimeIndex.maybeAppend: an entry only when the max timestamp has grown."""
@@ -347,6 +417,11 @@ class PartitionWriter:
         self.active.close()
         self._create_segment(self.next_offset)
         self.rolled.append(self.next_offset)
+        # ProducerStateManager.takeSnapshot at the new segment's base offset, unless one is
+        # there already (a roll a crash interrupted after it)
+        if not os.path.lexists(snapshot_path(self.directory, self.next_offset)):
+            write_snapshot(self.directory, self.next_offset, self.producers.snapshot_bytes(),
+                           replace=False)
 
     # -- rolling by hand -----------------------------------------------------------------------
     def roll_refusal(self, if_bytes: Optional[int] = None, if_older: Optional[int] = None,
@@ -374,6 +449,39 @@ class PartitionWriter:
         sealed = self.active.segment
         self.roll()
         return RollResult(self.active.segment, sealed)
+
+
+def load_producer_state(directory: str, log_end: int,
+                        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> ProducerState:
+    """The producer state of the partition ``directory`` at ``log_end``, as a broker's loading
+    builds it (UnifiedLog.rebuildProducerState): the newest snapshot above the log start
+    offset and not past ``log_end`` that reads whole (ProducerStateManager.loadFromSnapshot: a
+    corrupt one is passed over, expired producers dropped), then the batches of the log after
+    it. No snapshot is written."""
+    partition = Partition(directory)
+    segments = partition.segments()
+    first = segments[0].base_offset if segments else None
+    log_start = log_end if first is None else first
+    state: Optional[ProducerState] = None
+    for offset, path in reversed(partition.snapshot_paths()):
+        if not log_start < offset <= log_end:
+            continue  # ProducerStateManager.truncateAndReload leaves these out
+        try:
+            entries = read_snapshot(path)
+        except (FileFormatError, OSError):
+            continue
+        state = ProducerState()
+        state.load(entries, offset, now_ms())
+        break
+    return rebuild(segments, log_end, state=state, log_start_offset=log_start,
+                   max_message_size=max_message_size).state
+
+
+def _header(data: bytes) -> Optional[Batch]:
+    """The header of the v2 batch ``data`` (None for a legacy message)."""
+    if len(data) < V2_HEADER.size or data[16] < 2:
+        return None
+    return read_batch(data, 0, len(data), 2)
 
 
 def _require_whole(item: object, path: str) -> Batch:

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 from ..errors import KafkalogError, UsageError
 from ..format import codecs
-from ..format.encode import Record, encode_legacy, encode_v2_batch
+from ..format.control import ABORT, COMMIT
+from ..format.encode import Record, encode_control_batch, encode_legacy, encode_v2_batch
 from ..format.records import CREATE_TIME, LOG_APPEND_TIME, TIMESTAMP_TYPE_NAMES
 from .append import PartitionWriter, RollPolicy, now_ms
 from .partition import Partition
+from .producer_state import EndMarker, ProducerStateEntry
 
 SEQUENCE_MODULUS = 2 ** 31  # a producer's sequence numbers wrap to 0 past Integer.MAX_VALUE
+INT16_MAX = 2 ** 15 - 1
 TIMESTAMP_TYPES = {TIMESTAMP_TYPE_NAMES[t]: t for t in (CREATE_TIME, LOG_APPEND_TIME)}
 
 
@@ -41,10 +44,12 @@ class AppendSettings:
     ``batch_bytes`` bytes of records a batch (a producer's batch.size), ``codec`` (one of
     codecs.CODEC_NAMES), message format ``magic`` (2, or 0/1 for fixtures of old formats),
     ``timestamp_type`` ('CreateTime' or 'LogAppendTime'); an fsync every ``flush_messages``
-    records (a topic's flush.messages; None: once, at the end); an idempotent or transactional
-    producer's ``producer_id``, ``producer_epoch``, ``base_sequence`` (-1: none; with a
-    producer id they default to a new producer's 0); when segments roll (``roll``).
-    Contradicting settings raise errors.UsageError."""
+    records (a topic's flush.messages; None: once, at the end); the producer of plain Records:
+    an idempotent or transactional producer's ``producer_id``, ``producer_epoch`` (-1: the
+    producer's current epoch in the partition, 0 for a new one), ``base_sequence`` (-1: the
+    producer's next sequence, 0 for a new producer or epoch); ``leader_epoch``, the partition
+    leader epoch every v2 batch carries (None: the latest epoch of the leader-epoch-checkpoint,
+    else 0); when segments roll (``roll``). Contradicting settings raise errors.UsageError."""
 
     batch_records: int = 1000000
     batch_bytes: int = 16384
@@ -57,6 +62,7 @@ class AppendSettings:
     base_sequence: int = -1
     transactional: bool = False
     roll: RollPolicy = field(default_factory=RollPolicy)
+    leader_epoch: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.codec not in codecs.CODEC_NAMES:
@@ -71,12 +77,14 @@ class AppendSettings:
             raise UsageError("zstd, producer ids and transactions need --magic 2")
         if self.transactional and self.producer_id < 0:
             raise UsageError("--transactional needs --producer-id")
-        if self.producer_id >= 0:
-            # an idempotent producer's batches carry an epoch and sequences: a new producer's
-            object.__setattr__(self, "producer_epoch", max(self.producer_epoch, 0))
-            object.__setattr__(self, "base_sequence", max(self.base_sequence, 0))
-        elif self.producer_epoch >= 0 or self.base_sequence >= 0:
+        if self.producer_id < 0 and (self.producer_epoch >= 0 or self.base_sequence >= 0):
             raise UsageError("--producer-epoch and --base-sequence need --producer-id")
+        if not -1 <= self.producer_epoch <= INT16_MAX:
+            raise UsageError("--producer-epoch must be from 0 to %d" % INT16_MAX)
+        if not -1 <= self.base_sequence < SEQUENCE_MODULUS:
+            raise UsageError("--base-sequence must be from 0 to %d" % (SEQUENCE_MODULUS - 1))
+        if self.leader_epoch is not None and not 0 <= self.leader_epoch < SEQUENCE_MODULUS:
+            raise UsageError("--leader-epoch must be from 0 to %d" % (SEQUENCE_MODULUS - 1))
 
     @property
     def codec_id(self) -> int:
@@ -85,6 +93,39 @@ class AppendSettings:
     @property
     def timestamp_type_id(self) -> int:
         return TIMESTAMP_TYPES[self.timestamp_type]
+
+
+@dataclass(frozen=True)
+class ProducedRecord:
+    """A record from an idempotent or transactional producer: ``producer_epoch`` None is the
+    producer's current epoch in the partition (0 for a new one), ``sequence`` None its next
+    sequence. Records of one producer, epoch and transactional flag share batches; a record
+    whose sequence is not the next one is refused (ProducerAppendInfo's checks for a client's
+    append)."""
+
+    record: Record
+    producer_id: int
+    producer_epoch: Optional[int] = None
+    sequence: Optional[int] = None
+    transactional: bool = False
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A transaction marker as a transaction coordinator writes one (WriteTxnMarkers): COMMIT
+    (``commit``) or ABORT of ``producer_id``'s open transaction, at ``producer_epoch`` (None:
+    the producer's current epoch), with ``coordinator_epoch``, at ``timestamp`` (None: now)."""
+
+    commit: bool
+    producer_id: int
+    producer_epoch: Optional[int] = None
+    coordinator_epoch: int = 0
+    timestamp: Optional[int] = None
+
+
+# What append_records takes: a plain Record (from the settings' producer, if any), a record
+# of a given producer, or a transaction marker
+Item = Union[Record, ProducedRecord, Marker]
 
 
 @dataclass(frozen=True)
@@ -109,13 +150,19 @@ class AppendResult:
 # (encoded bytes, last offset, max timestamp) of one log entry
 Entry = Tuple[bytes, int, int]
 
+# The producer fields a batch is written with: (producer id, epoch, transactional)
+ProducerKey = Tuple[int, int, bool]
+NO_PRODUCER: ProducerKey = (-1, -1, False)
+
 
 def encode_entries(records: List[Record], base_offset: int, settings: AppendSettings,
-                   sequence: int, append_time: Optional[int]) -> List[Entry]:
+                   producer: ProducerKey, sequence: int, append_time: Optional[int],
+                   leader_epoch: int = -1) -> List[Entry]:
     """The log entries of one batch of ``records`` at ``base_offset``: one v2 batch
-    (DefaultRecordBatch); for magic 0/1, one wrapper message of them all when compressed, else
-    a message each (LegacyRecord: uncompressed messages are entries of their own).
-    ``append_time``: the broker's time for LogAppendTime, else None."""
+    (DefaultRecordBatch) of ``producer`` from ``sequence``, carrying ``leader_epoch``; for
+    magic 0/1, one wrapper message of them all when compressed, else a message each
+    (LegacyRecord: uncompressed messages are entries of their own). ``append_time``: the
+    broker's time for LogAppendTime, else None."""
     codec, magic, ts_type = settings.codec_id, settings.magic, settings.timestamp_type_id
 
     def max_ts(batch: List[Record]) -> int:
@@ -125,9 +172,10 @@ def encode_entries(records: List[Record], base_offset: int, settings: AppendSett
 
     last = base_offset + len(records) - 1
     if magic == 2:
-        return [(encode_v2_batch(records, base_offset, codec, ts_type, append_time,
-                                 settings.producer_id, settings.producer_epoch, sequence,
-                                 settings.transactional), last, max_ts(records))]
+        producer_id, epoch, transactional = producer
+        return [(encode_v2_batch(records, base_offset, codec, ts_type, append_time, producer_id,
+                                 epoch, sequence, transactional,
+                                 partition_leader_epoch=leader_epoch), last, max_ts(records))]
     if codec == codecs.NONE:
         return [(encode_legacy([r], base_offset + i, magic, codec, ts_type, append_time),
                  base_offset + i, max_ts([r])) for i, r in enumerate(records)]
@@ -135,10 +183,17 @@ def encode_entries(records: List[Record], base_offset: int, settings: AppendSett
              max_ts(records))]
 
 
+def _next_sequence(sequence: int, n: int = 1) -> int:
+    return (sequence + n) % SEQUENCE_MODULUS
+
+
 class RecordAppender:
-    """Groups records into batches, encodes them and writes them with a PartitionWriter, and
-    fsyncs as ``settings.flush_messages`` says, calling ``on_flush(last offset)`` after each
-    fsync that made new records durable."""
+    """Groups records into batches (one producer, epoch and transactional flag a batch),
+    checks each producer's epochs and sequences as the broker checks a client's append
+    (ProducerAppendInfo, origin CLIENT) and a coordinator's markers, encodes the batches and
+    writes them with a PartitionWriter (which keeps the producer state, the transaction index
+    and the leader epochs), and fsyncs as ``settings.flush_messages`` says, calling
+    ``on_flush(last offset)`` after each fsync that made new records durable."""
 
     def __init__(self, writer: PartitionWriter, settings: AppendSettings,
                  on_flush: Optional[Callable[[int], None]] = None) -> None:
@@ -147,16 +202,96 @@ class RecordAppender:
         self.on_flush = on_flush
         self.pending: List[Record] = []
         self.pending_bytes = 0
-        self.sequence = settings.base_sequence  # of the next batch
+        self.pending_key = NO_PRODUCER
+        self.pending_sequence = -1  # the base sequence of the batch being gathered
+        self.base_sequence = settings.base_sequence  # for the settings' producer's first batch
+        self.leader_epoch = -1
+        if settings.magic == 2:
+            self.leader_epoch = writer.leader_epoch_for_append(settings.leader_epoch)
         self.first: Optional[int] = None
         self.count = 0
         self.unflushed = 0
 
-    def add(self, record: Record) -> None:
+    # -- producers ---------------------------------------------------------------------------
+    def _produced(self, item: Union[Record, ProducedRecord]) -> ProducedRecord:
+        """A plain Record as the settings' producer's (None: no producer)."""
+        if isinstance(item, ProducedRecord):
+            if self.settings.magic < 2:
+                raise InputError("producer fields need message format 2 (--magic 2)")
+            return item
+        s = self.settings
+        if s.producer_id < 0:
+            return ProducedRecord(item, -1)
+        sequence = None
+        if self.base_sequence >= 0:
+            sequence, self.base_sequence = self.base_sequence, -1
+        return ProducedRecord(item, s.producer_id, s.producer_epoch if s.producer_epoch >= 0
+                              else None, sequence, s.transactional)
+
+    def _current_epoch(self, producer_id: int) -> int:
+        """The producer's epoch: its batch being gathered's, else the partition's (-1: none)."""
+        if self.pending and self.pending_key[0] == producer_id:
+            return self.pending_key[1]
+        return self._entry(producer_id).epoch
+
+    def _entry(self, producer_id: int) -> ProducerStateEntry:
+        """The producer's state in the partition (a new producer's when it has none)."""
+        entry = self.writer.producers.producers.get(producer_id)
+        return entry if entry is not None else ProducerStateEntry(producer_id)
+
+    def _batch_sequence(self, item: ProducedRecord, epoch: int) -> int:
+        """The first sequence of a new batch of ``item``'s producer at ``epoch``, checked as
+        ProducerAppendInfo.checkProducerEpoch and checkSequence check a client's batch."""
+        pid, seq = item.producer_id, item.sequence
+        entry = self._entry(pid)
+        if epoch < entry.epoch:
+            raise InputError("producer %d: epoch %d is older than its current epoch %d "
+                             "(InvalidProducerEpoch)" % (pid, epoch, entry.epoch))
+        if entry.current_txn_first_offset is not None and not item.transactional:
+            raise InputError("producer %d has an open transaction: its records are "
+                             "transactional until a commit or abort (InvalidTxnState)" % pid)
+        if epoch != entry.epoch:
+            if seq is not None and seq != 0 and entry.epoch >= 0:
+                raise InputError("producer %d: sequence %d for its new epoch %d, which starts at "
+                                 "0 (OutOfOrderSequence)" % (pid, seq, epoch))
+            return 0 if seq is None else seq
+        expected = _next_sequence(entry.last_seq)  # -1 (no batch): 0
+        if seq is None:
+            return expected
+        if seq != expected:
+            raise InputError("producer %d: out of order sequence %d, expected %d (the producer's "
+                             "last sequence is %d) (OutOfOrderSequence)"
+                             % (pid, seq, expected, entry.last_seq))
+        return seq
+
+    # -- gathering -------------------------------------------------------------------------------
+    def add(self, item: Item) -> None:
+        if isinstance(item, Marker):
+            self.write_pending()
+            self.write_marker(item)
+            return
+        produced = self._produced(item)
+        record, pid = produced.record, produced.producer_id
+        epoch = -1
+        if pid >= 0:
+            epoch = (produced.producer_epoch if produced.producer_epoch is not None
+                     else max(self._current_epoch(pid), 0))
+        key: ProducerKey = (pid, epoch, produced.transactional) if pid >= 0 else NO_PRODUCER
         size = record.size_estimate()
         s = self.settings
-        if self.pending and self.pending_bytes + size > s.batch_bytes:
-            self.write_pending()  # this record would overflow the batch: it opens the next
+        if self.pending and key == self.pending_key:
+            if pid >= 0:
+                expected = _next_sequence(self.pending_sequence, len(self.pending))
+                if produced.sequence is not None and produced.sequence != expected:
+                    raise InputError("producer %d: out of order sequence %d, expected %d "
+                                     "(OutOfOrderSequence)" % (pid, produced.sequence, expected))
+            if self.pending_bytes + size > s.batch_bytes:
+                self.write_pending()  # this record would overflow the batch: it opens the next
+        else:
+            self.write_pending()  # another producer, epoch or transactional flag: a new batch
+        if not self.pending:
+            self.pending_key = key
+            self.pending_sequence = self._batch_sequence(produced, epoch) if pid >= 0 else -1
         self.pending.append(record)
         self.pending_bytes += size
         if len(self.pending) >= s.batch_records or self.pending_bytes >= s.batch_bytes:
@@ -168,17 +303,42 @@ class RecordAppender:
         base, n = self.writer.next_offset, len(self.pending)
         append_time = now_ms() if self.settings.timestamp_type_id == LOG_APPEND_TIME else None
         for data, last_offset, ts in encode_entries(self.pending, base, self.settings,
-                                                    self.sequence, append_time):
+                                                    self.pending_key, self.pending_sequence,
+                                                    append_time, self.leader_epoch):
             self.writer.append(data, last_offset, ts)
-        if self.sequence >= 0:
-            self.sequence = (self.sequence + n) % SEQUENCE_MODULUS
+        self._written(base, n)
+        self.pending, self.pending_bytes = [], 0
+
+    def _written(self, base: int, n: int) -> None:
         if self.first is None:
             self.first = base
         self.count += n
         self.unflushed += n
-        self.pending, self.pending_bytes = [], 0
         if self.settings.flush_messages and self.unflushed >= self.settings.flush_messages:
             self.flush()
+
+    def write_marker(self, marker: Marker) -> None:
+        """A COMMIT or ABORT marker batch, checked as ProducerAppendInfo.appendEndTxnMarker
+        checks a coordinator's (epoch not older, coordinator epoch not older)."""
+        if self.settings.magic < 2:
+            raise InputError("transaction markers need message format 2 (--magic 2)")
+        pid = marker.producer_id
+        entry = self._entry(pid)
+        epoch = marker.producer_epoch if marker.producer_epoch is not None else max(entry.epoch, 0)
+        if epoch < entry.epoch:
+            raise InputError("producer %d: marker epoch %d is older than its current epoch %d "
+                             "(InvalidProducerEpoch)" % (pid, epoch, entry.epoch))
+        if entry.coordinator_epoch > marker.coordinator_epoch:
+            raise InputError("producer %d: coordinator epoch %d is older than %d "
+                             "(TransactionCoordinatorFenced)"
+                             % (pid, marker.coordinator_epoch, entry.coordinator_epoch))
+        base = self.writer.next_offset
+        timestamp = marker.timestamp if marker.timestamp is not None else now_ms()
+        data = encode_control_batch(COMMIT if marker.commit else ABORT, base, pid, epoch,
+                                    marker.coordinator_epoch, timestamp, self.leader_epoch)
+        self.writer.append(data, base, timestamp,
+                           EndMarker(not marker.commit, marker.coordinator_epoch, timestamp))
+        self._written(base, 1)
 
     def drop_pending(self) -> int:
         """Forget the batch being gathered; how many records it held."""
@@ -192,13 +352,20 @@ class RecordAppender:
             self.on_flush(self.writer.next_offset - 1)
         self.unflushed = 0
 
-    def append_all(self, records: Iterable[Record]) -> Tuple[Optional[InputError], int]:
-        """Append every record, then write the last batch and flush. An InputError raised by
-        ``records`` ends the input there: the batch being gathered is dropped and what was
-        written is flushed. Returns (that error or None, the records dropped)."""
+    def append_all(self, items: Iterable[Item]) -> Tuple[Optional[InputError], int]:
+        """Append every item, then write the last batch and flush. An InputError, raised by
+        ``items`` or by the checks of an item, ends the input there: the batch being gathered
+        is dropped and what was written is flushed. Returns (that error or None, the records
+        dropped). An error of the checks takes the line number of ``items.line`` when the
+        iterable says where it is."""
         try:
-            for record in records:
-                self.add(record)
+            for item in items:
+                try:
+                    self.add(item)
+                except InputError as e:
+                    if e.line is None:
+                        e.line = getattr(items, "line", None)
+                    raise
         except InputError as e:
             dropped = self.drop_pending()
             self.flush()
@@ -208,18 +375,22 @@ class RecordAppender:
         return None, 0
 
 
-def append_records(directory: str, records: Iterable[Record],
+def append_records(directory: str, records: Iterable[Item],
                    settings: Optional[AppendSettings] = None,
                    on_flush: Optional[Callable[[int], None]] = None) -> AppendResult:
-    """Append ``records`` (format.encode.Record) to the partition ``directory``, created with
-    its log directory when absent, as a producer and broker would: offsets continue from the
-    log end offset, segments roll and indexes are kept as a broker does (PartitionWriter).
+    """Append ``records`` (format.encode.Record, ProducedRecord, Marker) to the partition
+    ``directory``, created with its log directory when absent, as producers, transaction
+    coordinators and a broker would: offsets continue from the log end offset, producers'
+    epochs and sequences are checked, segments roll and indexes, producer snapshots, the
+    transaction index and the leader-epoch-checkpoint are kept as a broker keeps them
+    (PartitionWriter).
 
     Takes the log directory's lock for the whole run (LockHeld when a broker holds it) and the
     partition's own (AppendError when another kafkalog writes it); AppendError when the active
-    segment is damaged (recover first); OSError. ``on_flush(last offset)`` is called after each
-    fsync that made records durable. An InputError raised by ``records`` stops the run: see
-    AppendResult.stopped."""
+    segment is damaged (recover first); UsageError for a leader epoch below the partition's
+    latest; OSError. ``on_flush(last offset)`` is called after each fsync that made records
+    durable. An InputError raised by ``records`` or by the checks of an item stops the run:
+    see AppendResult.stopped."""
     settings = settings or AppendSettings()
     partition = Partition(directory)
     os.makedirs(partition.log_dir, exist_ok=True)

@@ -25,6 +25,7 @@ from . import checkpoints, names
 from .append import PartitionWriter
 from .files import FileFormatError
 from .indexbuild import fsync_dir, rename_noreplace, write_atomically
+from .leader_epochs import LeaderEpochCache
 from .logdir import LogDir
 from .partition import Partition
 from .segment import Segment
@@ -134,6 +135,7 @@ class RetentionPlan:
         self.hw_source = hw_source
         self.log_end = log_end
         self.roll_first = False  # every segment goes: the active one is rolled first
+        self.policy_log_start = 0  # Policy.log_start_offset, 0 when not given
 
     @property
     def deleted(self) -> List[RetainedSegment]:
@@ -143,6 +145,13 @@ class RetentionPlan:
     def new_log_start(self) -> int:
         kept = [s for s in self.segments if s.fate != DELETED]
         return kept[0].base if kept else self.log_end
+
+    @property
+    def log_start_offset(self) -> int:
+        """The partition's log start offset once the deletion is done: the first kept
+        segment's base, or the policy's log start offset (a DeleteRecords') when higher,
+        bounded by the high watermark as UnifiedLog.maybeIncrementLogStartOffset bounds it."""
+        return max(self.new_log_start, min(self.policy_log_start, self.high_watermark))
 
 
 def _high_watermark(directory: str, policy: Policy, log_start: int,
@@ -257,6 +266,7 @@ def plan_retention(directory: str, policy: Policy) -> RetentionPlan:
     log_start = segments[0].base if segments else 0
     hw, source = _high_watermark(directory, policy, log_start, log_end)
     plan = RetentionPlan(directory, segments, hw, source, log_end)
+    plan.policy_log_start = policy.log_start_offset or 0
     _apply_policy(plan, policy)
     for i, seg in enumerate(segments):
         if seg.why is None:
@@ -298,6 +308,7 @@ def finish_interrupted(directory: str) -> List[str]:
     if start is not None:
         done = _rename_segments(directory, bases)
         update_log_start_checkpoint(directory, start)
+        truncate_leader_epochs(directory, start)
     os.unlink(path)
     fsync_dir(directory)
     return done
@@ -358,6 +369,7 @@ def delete_segments(plan: RetentionPlan) -> None:
                               + "\n").encode())
     _rename_segments(directory, bases)
     update_log_start_checkpoint(directory, plan.new_log_start)
+    truncate_leader_epochs(directory, plan.log_start_offset)
     os.unlink(intent)
     fsync_dir(directory)
 
@@ -378,6 +390,31 @@ def purge_deleted(directory: str, delay_ms: int, now_ms: int) -> List[str]:
     return removed
 
 
+def truncate_leader_epochs(directory: str, log_start: int) -> bool:
+    """UnifiedLog.maybeIncrementLogStartOffset's LeaderEpochFileCache.truncateFromStart at the
+    new log start offset (the first segment's base, or the log-start-offset-checkpoint's entry
+    when that is higher): the entries below it go, the newest of them moved up to it; the
+    checkpoint is rewritten when it changed. Returns whether it did."""
+    partition = Partition(directory)
+    if not os.path.exists(os.path.join(directory, names.LEADER_EPOCH_CHECKPOINT)):
+        return False
+    start = max([log_start] + _checkpointed_log_start(partition))
+    cache = LeaderEpochCache.read(directory)
+    if not cache.truncate_from_start(start):
+        return False
+    cache.write(directory)
+    return True
+
+
+def _checkpointed_log_start(partition: Partition) -> List[int]:
+    """The partition's entry of its log directory's log-start-offset-checkpoint, if any."""
+    path = os.path.join(partition.log_dir, names.LOG_START_OFFSET_CHECKPOINT)
+    topic, number = partition.topic, partition.number
+    if topic is None or number is None or not os.path.isfile(path):
+        return []
+    return [o for t, p, o in checkpoints.read_offset_checkpoint(path) if (t, p) == (topic, number)]
+
+
 def update_log_start_checkpoint(directory: str, first_base: int) -> bool:
     """Rewrite the log directory's log-start-offset-checkpoint, when it exists, for this
     partition whose first segment now starts at ``first_base``: the log start offset only ever
@@ -390,8 +427,7 @@ def update_log_start_checkpoint(directory: str, first_base: int) -> bool:
     if topic is None or number is None or not os.path.isfile(path):
         return False
     entries = checkpoints.read_offset_checkpoint(path)
-    current = [o for t, p, o in entries if (t, p) == (topic, number)]
-    start = max([first_base] + current)
+    start = max([first_base] + _checkpointed_log_start(partition))
     entries = [e for e in entries if (e[0], e[1]) != (topic, number)]
     if start > first_base:
         entries.append((topic, number, start))

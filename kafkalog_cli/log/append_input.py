@@ -1,0 +1,165 @@
+"""The input of `kafkalog append`: stdin lines made into what ``produce.append_records`` takes.
+
+Two formats: ``lines`` (each line a value, with one key for all) and ``jsonl`` (each line a JSON
+object: a record with ``key``, ``value``, ``headers``, ``timestamp`` and, for an idempotent or
+transactional producer, ``producerId``, ``producerEpoch``, ``sequence``, ``transactional``; or a
+transaction marker ``{"control": "commit"|"abort", "producerId": .., "producerEpoch": ..,
+"coordinatorEpoch": .., "timestamp": ..}`` as a transaction coordinator writes one).
+
+A line that makes nothing raises produce.InputError with its line number, when the appender
+asks for the next item: what came before it is written, nothing of its batch.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+from ..format.encode import Record
+from .append import now_ms
+from .produce import InputError, Item, Marker, ProducedRecord
+
+INPUT_FORMATS = ("lines", "jsonl")
+INT16_MAX, INT32_MAX, INT64_MAX = 2 ** 15 - 1, 2 ** 31 - 1, 2 ** 63 - 1
+PRODUCER_FIELDS = ("producerId", "producerEpoch", "sequence", "transactional")
+RECORD_FIELDS = ("key", "value", "headers")
+
+
+def _bytes(value: Any, what: str) -> Optional[bytes]:
+    """A JSON value as bytes: a string as UTF-8, {"base64": ".."} decoded, null as None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict) and set(value) == {"base64"} and isinstance(value["base64"], str):
+        try:
+            return base64.b64decode(value["base64"], validate=True)
+        except (binascii.Error, ValueError):
+            raise InputError("%s: invalid base64" % what) from None
+    raise InputError("%s must be a string, {\"base64\": ...} or null" % what)
+
+
+def _headers(value: Any) -> Tuple[Tuple[str, Optional[bytes]], ...]:
+    if value is None:
+        return ()
+    pairs = value.items() if isinstance(value, dict) else value
+    if not isinstance(pairs, (list, type({}.items()))):
+        raise InputError("headers must be an object or a list of [key, value] pairs")
+    out = []
+    pair: Any
+    for pair in pairs:
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise InputError("each header must be a [key, value] pair with a string key")
+        out.append((pair[0], _bytes(pair[1], "header %r" % pair[0])))
+    return tuple(out)
+
+
+def _integer(obj: Dict[str, Any], name: str, low: int, high: int,
+             what: str) -> Optional[int]:
+    """``obj[name]`` as an integer in [low, high], or None when absent or null."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InputError("%s must be %s" % (name, what))
+    return value
+
+
+def _timestamp(obj: Dict[str, Any]) -> int:
+    ts = _integer(obj, "timestamp", -2 ** 63, INT64_MAX,
+                  "an integer number of ms within 64 bits")
+    return now_ms() if ts is None else ts
+
+
+def _producer_id(obj: Dict[str, Any]) -> Optional[int]:
+    return _integer(obj, "producerId", 0, INT64_MAX, "an integer from 0 to 2^63-1")
+
+
+def _producer_epoch(obj: Dict[str, Any]) -> Optional[int]:
+    return _integer(obj, "producerEpoch", 0, INT16_MAX, "an integer from 0 to 32767")
+
+
+def _marker(obj: Dict[str, Any]) -> Marker:
+    kind = obj["control"]
+    if kind not in ("commit", "abort"):
+        raise InputError('control must be "commit" or "abort"')
+    extra = [f for f in RECORD_FIELDS + ("sequence", "transactional") if f in obj]
+    if extra:
+        raise InputError("a control line carries no %s" % ", ".join(extra))
+    producer_id = _producer_id(obj)
+    if producer_id is None:
+        raise InputError("a control line needs producerId")
+    coordinator_epoch = _integer(obj, "coordinatorEpoch", 0, INT32_MAX,
+                                 "an integer from 0 to 2^31-1")
+    return Marker(kind == "commit", producer_id, _producer_epoch(obj),
+                  0 if coordinator_epoch is None else coordinator_epoch, _timestamp(obj))
+
+
+def parse_jsonl(line: Union[str, bytes]) -> Item:
+    """One JSON-lines object: a Record, a ProducedRecord (with producer fields) or a Marker."""
+    try:
+        obj = json.loads(line)
+    except ValueError as e:
+        raise InputError("not JSON (%s)" % e) from None
+    if not isinstance(obj, dict):
+        raise InputError("expected a JSON object")
+    if "control" in obj:
+        return _marker(obj)
+    record = Record(_bytes(obj.get("key"), "key"), _bytes(obj.get("value"), "value"),
+                    _timestamp(obj), _headers(obj.get("headers")))
+    producer_id = _producer_id(obj)
+    if producer_id is None:
+        given = [f for f in PRODUCER_FIELDS[1:] if obj.get(f) not in (None, False)]
+        if given:
+            raise InputError("%s need%s producerId" % (", ".join(given),
+                                                       "s" if len(given) == 1 else ""))
+        return record
+    transactional = obj.get("transactional", False)
+    if not isinstance(transactional, bool):
+        raise InputError("transactional must be true or false")
+    sequence = _integer(obj, "sequence", 0, INT32_MAX, "an integer from 0 to 2^31-1")
+    return ProducedRecord(record, producer_id, _producer_epoch(obj), sequence, transactional)
+
+
+def _strip_newline(line: bytes) -> bytes:
+    if line.endswith(b"\r\n"):
+        return line[:-2]
+    if line.endswith(b"\n"):
+        return line[:-1]
+    return line
+
+
+class InputLines:
+    """The items of stdin ``lines``: each line a value (``lines``, with ``key``, the current
+    time), or a JSON object (``jsonl``, blank lines skipped). A line that makes nothing raises
+    InputError with its line number; ``line`` is the number of the line the last item came
+    from (for the appender's own errors about that item)."""
+
+    def __init__(self, lines: Iterable[bytes], input_format: str = "lines",
+                 key: Optional[bytes] = None) -> None:
+        if input_format not in INPUT_FORMATS:
+            raise ValueError("input format must be one of %s" % ", ".join(INPUT_FORMATS))
+        self.lines = lines
+        self.input_format = input_format
+        self.key = key
+        self.line: Optional[int] = None
+
+    def __iter__(self) -> Iterator[Item]:
+        for number, line in enumerate(self.lines, start=1):
+            self.line = number
+            if self.input_format == "lines":
+                yield Record(self.key, _strip_newline(line), now_ms())
+                continue
+            if not line.strip():
+                continue
+            try:
+                item = parse_jsonl(line)
+            except InputError as e:
+                e.line = number
+                raise
+            yield item
+
+
+__all__: List[str] = ["INPUT_FORMATS", "InputLines", "parse_jsonl"]
