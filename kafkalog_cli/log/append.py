@@ -362,17 +362,18 @@ class PartitionWriter:
     def append(self, data: bytes, last_offset: int, max_timestamp: int,
                marker: Optional[EndMarker] = None) -> None:
         """Append one encoded batch ending at ``last_offset``, as UnifiedLog.append does once the
-        offsets are assigned: the leader epoch cache first (LeaderEpochFileCache.assign, the
-        checkpoint written at once), a roll where the broker would, the batch and its index
-        entries (LogSegment.append: one every index.interval.bytes), then the producer state
+        offsets are assigned: the leader epoch cache first (a newer epoch assigned,
+        LeaderEpochFileCache.assign, the checkpoint written at once), a roll where the broker
+        would, the batch and its index entries (LogSegment.append: one every
+        index.interval.bytes), then the producer state
         and, for an ABORT marker ending a transaction, the .txnindex entry with the last stable
         offset (ProducerStateManager.lastStableOffset). ``marker``: a control batch's end
         transaction marker."""
         batch = _header(data)
-        if batch is not None and batch.partition_leader_epoch >= 0:
-            if self.epochs.assign(batch.partition_leader_epoch, batch.base_offset):
+        if batch is not None:
+            if self.epochs.observe(batch.partition_leader_epoch, batch.base_offset):
                 self.epochs.write(self.directory)
-        elif batch is None and self.epochs.entries:
+        elif self.epochs.entries:
             # UnifiedLog.append: an append of an older message format clears the cache
             self._epochs = LeaderEpochCache()
             self._epochs.write(self.directory)
