@@ -24,14 +24,12 @@ from typing import IO, BinaryIO, List, Optional, Set, Tuple, Type, Union
 from ..errors import KafkalogError, UsageError
 from ..format.records import V2_HEADER, Batch, read_batch
 from . import names
-from .files import FileFormatError
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import DEFAULT_INDEX_INTERVAL, IndexBuilder, fsync_dir, write_atomically, write_new
 from .leader_epochs import LeaderEpochCache
 from .partition import Partition
-from .producer_state import EndMarker, ProducerState, rebuild, snapshot_path, write_snapshot
+from .producer_state import EndMarker, ProducerState, load_state, snapshot_path, write_snapshot
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, Segment
-from .snapshot import read_snapshot
 from .txnindex import ENTRY as TXN_ENTRY
 
 DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
@@ -331,11 +329,14 @@ class PartitionWriter:
     @property
     def producers(self) -> ProducerState:
         """The partition's producer state at the log end offset, as ProducerStateManager keeps
-        it: loaded when first asked for (``load_producer_state``), then kept up to date by
-        ``append``."""
+        it: loaded when first asked for, then kept up to date by ``append``."""
         if self._producers is None:
-            self._producers = load_producer_state(self.directory, self.next_offset,
-                                                  self.max_message_size)
+            # ProducerStateManager's loading (UnifiedLog.rebuildProducerState): the newest
+            # readable snapshot in range, then the log after it; no snapshot written or removed
+            partition = Partition(self.directory)
+            self._producers = load_state(partition.segments(), partition.snapshot_paths(),
+                                         self.next_offset, now_ms(),
+                                         max_message_size=self.max_message_size).state
         return self._producers
 
     @property
@@ -450,32 +451,6 @@ class PartitionWriter:
         sealed = self.active.segment
         self.roll()
         return RollResult(self.active.segment, sealed)
-
-
-def load_producer_state(directory: str, log_end: int,
-                        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> ProducerState:
-    """The producer state of the partition ``directory`` at ``log_end``, as a broker's loading
-    builds it (UnifiedLog.rebuildProducerState): the newest snapshot above the log start
-    offset and not past ``log_end`` that reads whole (ProducerStateManager.loadFromSnapshot: a
-    corrupt one is passed over, expired producers dropped), then the batches of the log after
-    it. No snapshot is written."""
-    partition = Partition(directory)
-    segments = partition.segments()
-    first = segments[0].base_offset if segments else None
-    log_start = log_end if first is None else first
-    state: Optional[ProducerState] = None
-    for offset, path in reversed(partition.snapshot_paths()):
-        if not log_start < offset <= log_end:
-            continue  # ProducerStateManager.truncateAndReload leaves these out
-        try:
-            entries = read_snapshot(path)
-        except (FileFormatError, OSError):
-            continue
-        state = ProducerState()
-        state.load(entries, offset, now_ms())
-        break
-    return rebuild(segments, log_end, state=state, log_start_offset=log_start,
-                   max_message_size=max_message_size).state
 
 
 def _header(data: bytes) -> Optional[Batch]:
