@@ -338,3 +338,59 @@ def test_stray_snapshots():
     assert ps.stray_snapshots([5, 8], [0, 10]) == [5, 8]
     assert ps.stray_snapshots([5, 8], []) == [5]
     assert ps.stray_snapshots([0, 10], [0, 10]) == []
+
+
+# -- checks of a new write (a client's batch, a coordinator's marker) ----------------------------
+
+def test_client_batch_sequence_and_epoch_checks(tmp_path):
+    state, _ = append_all(write_partition(tmp_path))   # 2015: epoch 1, last sequence 4
+    state.check_client_batch(2015, 1, 5, 19)
+    with pytest.raises(ps.OutOfOrderSequenceError, match="Out of order sequence"):
+        state.check_client_batch(2015, 1, 6, 19)
+    with pytest.raises(ps.OutOfOrderSequenceError):
+        state.check_client_batch(2015, 1, 4, 19)
+    with pytest.raises(ps.InvalidProducerEpochError):
+        state.check_client_batch(2015, 0, 5, 19)
+    state.check_client_batch(2015, 2, 0, 19)            # a new epoch starts at 0
+    with pytest.raises(ps.OutOfOrderSequenceError, match="new epoch"):
+        state.check_client_batch(2015, 2, 5, 19)
+    state.check_client_batch(77, 0, 12345, 19)          # never seen: any sequence
+    state.check_client_batch(77, -1, 12345, 19)         # no epoch yet: any sequence
+    # 1000's last marker bumped it to epoch 3 and forgot its batches: epoch 3 starts again
+    # at 0
+    state.check_client_batch(1000, 3, 0, 19)
+    with pytest.raises(ps.OutOfOrderSequenceError):
+        state.check_client_batch(1000, 3, 11, 19)
+    assert state.snapshot_bytes() == expected_snapshot(AT_19)   # the checks change nothing
+
+
+def test_client_batch_after_sequence_max(tmp_path):
+    d = tmp_path / "t-0"
+    w = SegmentWriter(0)
+    w.add_v2(recs(b"m", [T0]), producer_id=3, producer_epoch=0, base_sequence=2147483647)
+    w.write(str(d))
+    state, _ = append_all(str(d))
+    state.check_client_batch(3, 0, 0, 1)
+    with pytest.raises(ps.OutOfOrderSequenceError):
+        state.check_client_batch(3, 0, 1, 1)
+
+
+def test_duplicate_batches(tmp_path):
+    state, _ = append_all(write_partition(tmp_path))
+    assert state.find_duplicate(2015, 1, 3, 4) == ps.BatchMetadata(4, 16, 1, T0 + 91)
+    assert state.find_duplicate(2015, 1, 0, 2) == ps.BatchMetadata(2, 2, 2, T0 + 3)
+    assert state.find_duplicate(2015, 1, 1, 2) is None
+    assert state.find_duplicate(2015, 2, 3, 4) is None
+    assert state.find_duplicate(1001, 1, 0, 0) == ps.BatchMetadata(0, 12, 0, T0 + 70)
+    assert state.find_duplicate(5, 0, 0, 0) is None
+
+
+def test_marker_checks(tmp_path):
+    state, _ = append_all(write_partition(tmp_path))    # 1000: epoch 3, coordinator epoch 7
+    state.check_marker(1000, 3, 7, 19)
+    state.check_marker(1000, 4, 8, 19)
+    with pytest.raises(ps.InvalidProducerEpochError):
+        state.check_marker(1000, 2, 7, 19)
+    with pytest.raises(ps.CoordinatorFencedError):
+        state.check_marker(1000, 3, 6, 19)
+    state.check_marker(88, 0, 0, 19)

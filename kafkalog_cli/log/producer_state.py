@@ -49,6 +49,27 @@ class InvalidTxnStateError(InvalidDataError):
     origin), and the producer's state is left as it was."""
 
 
+class InvalidProducerEpochError(InvalidDataError):
+    """A batch or marker whose producer epoch is below the producer's
+    (InvalidProducerEpochException: refused from a client or a coordinator)."""
+
+
+class OutOfOrderSequenceError(InvalidDataError):
+    """A client's batch whose first sequence does not follow the producer's last one
+    (OutOfOrderSequenceException)."""
+
+
+class CoordinatorFencedError(InvalidDataError):
+    """A marker whose coordinator epoch is below the one the producer's last marker carried
+    (TransactionCoordinatorFencedException)."""
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    """ProducerAppendInfo.inSequence: ``next_seq`` follows ``last_seq``, 0 following
+    Integer.MAX_VALUE."""
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == 0x7FFFFFFF)
+
+
 class BatchMetadata(NamedTuple):
     """One retained data batch of a producer (Kafka's BatchMetadata)."""
     last_seq: int
@@ -256,6 +277,64 @@ class ProducerState:
         """ProducerStateManager.removeExpiredProducers (the broker's periodic check)."""
         for pid in [p for p, e in self.producers.items() if self.is_expired(e, now_ms)]:
             del self.producers[pid]
+
+    # -- checks of a new write (origins CLIENT and COORDINATOR) -------------------------------
+
+    def _entry(self, producer_id: int) -> ProducerStateEntry:
+        return self.producers.get(producer_id) or ProducerStateEntry(producer_id)
+
+    def _check_epoch(self, entry: ProducerStateEntry, epoch: int, offset: int) -> None:
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                "Epoch of producer %d at offset %d is %d, which is smaller than the last seen "
+                "epoch %d" % (entry.producer_id, offset, epoch, entry.epoch))
+
+    def find_duplicate(self, producer_id: int, epoch: int, first_seq: int,
+                       last_seq: int) -> Optional[BatchMetadata]:
+        """The retained batch a client's batch repeats (ProducerStateEntry.findDuplicateBatch:
+        same epoch, same first and last sequence): the broker does not append it again but
+        answers with that batch's offsets. None when it is new."""
+        entry = self.producers.get(producer_id)
+        if entry is None or entry.epoch != epoch:
+            return None
+        for batch in entry.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+    def check_client_batch(self, producer_id: int, epoch: int, first_seq: int,
+                           offset: int) -> None:
+        """A data batch from a client, to be written at ``offset``
+        (ProducerAppendInfo.maybeValidateDataBatch with origin CLIENT): raises
+        InvalidProducerEpochError for an older epoch and OutOfOrderSequenceError for a first
+        sequence that does not follow the producer's last one (a new epoch starts at 0; a
+        producer never seen takes any). Changes nothing."""
+        entry = self._entry(producer_id)
+        self._check_epoch(entry, epoch, offset)
+        if epoch != entry.epoch:
+            if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    "Invalid sequence number for new epoch of producer %d at offset %d: %d "
+                    "(request epoch), %d (seq. number), %d (current producer epoch)"
+                    % (producer_id, offset, epoch, first_seq, entry.epoch))
+        elif not (entry.epoch == NO_PRODUCER_EPOCH or in_sequence(entry.last_seq, first_seq)):
+            raise OutOfOrderSequenceError(
+                "Out of order sequence number for producer %d at offset %d: %d (incoming seq. "
+                "number), %d (current end sequence number)"
+                % (producer_id, offset, first_seq, entry.last_seq))
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int,
+                     offset: int) -> None:
+        """An end marker from the transaction coordinator, to be written at ``offset``
+        (ProducerAppendInfo.appendEndTxnMarker with origin COORDINATOR): raises
+        InvalidProducerEpochError for an older producer epoch, CoordinatorFencedError for an
+        older coordinator epoch. Changes nothing."""
+        entry = self._entry(producer_id)
+        self._check_epoch(entry, epoch, offset)
+        if entry.coordinator_epoch > coordinator_epoch:
+            raise CoordinatorFencedError(
+                "Invalid coordinator epoch for producerId %d at offset %d: %d (zombie), %d "
+                "(current)" % (producer_id, offset, coordinator_epoch, entry.coordinator_epoch))
 
     # -- replay ---------------------------------------------------------------------------------
 
