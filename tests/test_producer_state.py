@@ -394,3 +394,87 @@ def test_marker_checks(tmp_path):
     with pytest.raises(ps.CoordinatorFencedError):
         state.check_marker(1000, 3, 6, 19)
     state.check_marker(88, 0, 0, 19)
+
+
+# java.util.HashMap itself, when a JDK is at hand: the order of its keySet after random puts and
+# removals (producer ids: sequential blocks, large ids, ids sharing their low bits) equals the
+# modelled one.
+HASH_ORDER_JAVA = """
+import java.util.*;
+public class HashOrder {
+    public static void main(String[] args) {
+        Scanner in = new Scanner(System.in);
+        Map<Long, Object> m = new HashMap<>();
+        StringBuilder out = new StringBuilder();
+        while (in.hasNext()) {
+            String op = in.next();
+            if (op.equals("new")) m = new HashMap<>();
+            else if (op.equals("=")) {
+                for (Long k : m.keySet()) out.append(k).append(' ');
+                out.append('\\n');
+            } else if (op.startsWith("-")) m.remove(Long.parseLong(op.substring(1)));
+            else m.put(Long.parseLong(op), Boolean.TRUE);
+        }
+        System.out.print(out);
+    }
+}
+"""
+
+
+def _scenario(rnd):
+    kind = rnd.randrange(4)
+    n = rnd.choice([3, 12, 13, 25, 40, 100, 300])
+    if kind == 0:
+        start = rnd.randrange(1 << 20)
+        keys = list(range(start, start + n))
+    elif kind == 1:
+        keys = [rnd.randrange(1 << 48) for _ in range(n)]
+    elif kind == 2:   # sharing low bits: long chains, tables doubled for them
+        keys = [rnd.randrange(1 << 12) << rnd.choice([4, 5, 6]) for _ in range(n)]
+    else:
+        keys = [rnd.randrange(1 << 33) for _ in range(n)]
+    rnd.shuffle(keys)
+    ops = []
+    for k in keys:
+        ops.append(str(k))
+        if rnd.random() < 0.1:
+            ops.append("-%d" % rnd.choice(keys))
+    return ops
+
+
+def _model(ops):
+    table = ps.JavaHashOrder()
+    for op in ops:
+        if op.startswith("-"):
+            table.remove(int(op[1:]))
+        else:
+            table.put(int(op))
+    return table
+
+
+def test_hash_order_equals_java_hashmap(tmp_path):
+    import random
+    import shutil
+    import subprocess
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java")
+    rnd = random.Random(13)
+    # 9 ids in one bucket of a small table double it (HashMap.treeifyBin)
+    fixed = [[str(16 * i) for i in range(n)] for n in (8, 9, 10, 30)]
+    fixed += [[str(64 * i) for i in range(n)] for n in (9, 10, 11)]
+    scenarios = fixed + [_scenario(rnd) for _ in range(200)]
+    src = tmp_path / "HashOrder.java"
+    src.write_text(HASH_ORDER_JAVA)
+    stdin = " ".join("new " + " ".join(ops) + " =" for ops in scenarios)
+    out = subprocess.run([java, str(src)], input=stdin, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.splitlines()
+    assert len(out) == len(scenarios)
+    compared = 0
+    for ops, line in zip(scenarios, out):
+        table = _model(ops)
+        if not table.treeified:  # a tree bin's order is not modelled
+            assert table.order() == [int(k) for k in line.split()], ops
+            compared += 1
+    assert compared >= 170
+    assert _model(fixed[1]).order() == [0, 32, 64, 96, 128, 16, 48, 80, 112]

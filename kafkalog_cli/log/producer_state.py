@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import (Collection, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional,
+from typing import (Counter, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional,
                     Sequence, Tuple)
 
 from crc32c import crc32c
@@ -193,42 +193,54 @@ def java_bucket(key: int, capacity: int) -> int:
 
 
 class JavaHashOrder:
-    """The table size of a java.util.HashMap<Long, V> that keys are put into, to give the
-    order its iteration follows: by bucket, and within a bucket in insertion order (a resize
-    keeps the relative order of the keys it splits). The table starts at 16 slots, doubles
-    when the size passes 3/4 of it and never shrinks; a bucket reaching 9 keys doubles a table
-    of fewer than 64 slots (HashMap.treeifyBin). The order inside a bucket turned into a tree
-    (9 colliding keys in a table of 64 slots or more) is not modelled: it takes as many
-    producer ids with the same hash bits."""
+    """The keys of a java.util.HashMap<Long, V> in the order its iteration gives them: by
+    bucket, and within a bucket in insertion order (a resize keeps the relative order of the
+    keys it splits; a key put again after its removal goes last). The table starts at 16
+    slots, doubles when the size passes 3/4 of it and never shrinks; a bucket reaching 9 keys
+    doubles a table of fewer than 64 slots (HashMap.treeifyBin). In a larger table such a
+    bucket becomes a red-black tree whose order is not modelled: ``treeified`` then says the
+    order may differ from the broker's (it takes 9 producer ids with the same low hash bits)."""
 
     def __init__(self) -> None:
         self.capacity = 16
+        self.keys: Dict[int, None] = {}
+        self.treeified = False
+        self._counts: Counter[int] = Counter()
 
-    def put(self, keys: Collection[int], key: int) -> None:
-        """``key`` was just added to ``keys`` (the map's keys after the put)."""
+    def _resize(self) -> None:
+        self.capacity *= 2
+        self._counts = Counter(java_bucket(k, self.capacity) for k in self.keys)
+
+    def put(self, key: int) -> None:
+        if key in self.keys:
+            return
+        self.keys[key] = None
         bucket = java_bucket(key, self.capacity)
-        if self.capacity < _MIN_TREEIFY_CAPACITY:
-            same = sum(1 for k in keys if java_bucket(k, self.capacity) == bucket)
-            if same > _TREEIFY_THRESHOLD:
-                self.capacity *= 2
-        while len(keys) > self.capacity * 3 // 4:
-            self.capacity *= 2
+        self._counts[bucket] += 1
+        if self._counts[bucket] > _TREEIFY_THRESHOLD:
+            if self.capacity < _MIN_TREEIFY_CAPACITY:
+                self._resize()
+            else:
+                self.treeified = True
+        if len(self.keys) > self.capacity * 3 // 4:
+            self._resize()
 
-    def order(self, keys: Iterable[int]) -> List[int]:
-        """``keys`` (in insertion order) as the map iterates them."""
-        return sorted(keys, key=lambda k: java_bucket(k, self.capacity))  # sorted() is stable
+    def remove(self, key: int) -> None:
+        if key in self.keys:
+            del self.keys[key]
+            self._counts[java_bucket(key, self.capacity)] -= 1
+
+    def order(self) -> List[int]:
+        return sorted(self.keys, key=lambda k: java_bucket(k, self.capacity))  # stable
 
 
 def java_hash_order(keys: Sequence[int]) -> List[int]:
     """The iteration order of a new java.util.HashMap<Long, V> into which ``keys`` were put in
     this order."""
     table = JavaHashOrder()
-    seen: Dict[int, None] = {}
     for k in keys:
-        if k not in seen:
-            seen[k] = None
-            table.put(seen.keys(), k)
-    return table.order(seen)
+        table.put(k)
+    return table.order()
 
 
 # -- the state -----------------------------------------------------------------------------------
@@ -257,7 +269,7 @@ class ProducerState:
 
     def _add(self, entry: ProducerStateEntry) -> None:
         self.producers[entry.producer_id] = entry
-        self._table.put(self.producers.keys(), entry.producer_id)
+        self._table.put(entry.producer_id)
 
     def load(self, entries: Iterable[ProducerEntry], offset: int, now_ms: int) -> None:
         """Start from a snapshot taken at ``offset`` (its entries, as snapshot.read_snapshot
@@ -277,6 +289,7 @@ class ProducerState:
         """ProducerStateManager.removeExpiredProducers (the broker's periodic check)."""
         for pid in [p for p, e in self.producers.items() if self.is_expired(e, now_ms)]:
             del self.producers[pid]
+            self._table.remove(pid)
 
     # -- checks of a new write (origins CLIENT and COORDINATOR) -------------------------------
 
@@ -406,7 +419,7 @@ class ProducerState:
 
     def snapshot_entries(self) -> List[ProducerEntry]:
         """The entries of a snapshot of this state, in the order the broker writes them."""
-        return [self.producers[pid].snapshot_entry() for pid in self._table.order(self.producers)]
+        return [self.producers[pid].snapshot_entry() for pid in self._table.order()]
 
     def snapshot_bytes(self) -> bytes:
         """The snapshot file of this state (ProducerStateManager.writeSnapshot)."""
