@@ -17,7 +17,7 @@ import sys
 import indexgen as ig
 import kafkagen as kg
 from dumpcheck import files_in
-from test_recover import write_leader_epochs
+from test_recover import expected_snapshot_at, write_leader_epochs
 from test_recover_crash import KILL_AT_STEP   # the kill before the n-th file-system step
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,8 +49,9 @@ def leo_of(base, data):
 
 
 class Part:
-    """Three busy segments in ``<logdir>/<topic>-<n>``, broker-built indexes and
-    leader-epoch-checkpoint; ``data[i]`` the bytes of segment i's .log, ``bases``, ``leo``."""
+    """Three busy segments in ``<logdir>/<topic>-<n>``, broker-built indexes,
+    leader-epoch-checkpoint and producer snapshot at the log end offset; ``data[i]`` the bytes
+    of segment i's .log, ``bases``, ``leo``."""
 
     def __init__(self, logdir, topic="t", number=0, n_batches=(30, 30, 30)):
         self.logdir = str(logdir)
@@ -64,6 +65,9 @@ class Part:
             base = nxt
         self.segs = ig.write_partition(self.dir, segments)
         write_leader_epochs(self.dir, segments)   # the broker's leader-epoch-checkpoint
+        # and the producer snapshot its last recovery wrote at the log end offset
+        ig.write_file(os.path.join(self.dir, name(base, "snapshot")),
+                      expected_snapshot_at(segments, 0, base))
         self.bases = [b for b, _ in segments]
         self.data = [d for _, d in segments]
         self.leo = base
@@ -527,12 +531,15 @@ def test_transactions_below_the_recovery_point_come_from_the_snapshot(tmp_path):
     assert read(os.path.join(d, name(bases[2], "txnindex"))) == want
 
     d = os.path.join(str(tmp_path), "b", "logdir", "t-0")
-    bases, _, _, _ = txn_partition(d, snapshot=[])
+    bases, leo, _, _ = txn_partition(d, snapshot=[])
     ig.write_file(os.path.join(str(tmp_path), "b", "logdir", CHECKPOINT),
                   ig.offset_checkpoint([("t", 0, bases[2] + 1)]))
     p = recover(d)
-    assert p.returncode == 0, p
+    assert p.returncode == 1, p     # the snapshot at the log end offset written
     assert not os.path.exists(os.path.join(d, name(bases[2], "txnindex")))
+    segments = [(b, read(os.path.join(d, name(b, "log")))) for b in bases]
+    assert read(os.path.join(d, name(leo, "snapshot"))) == expected_snapshot_at(
+        segments, bases[2], leo)
 
 
 def test_json_report_names_the_rules(tmp_path):
@@ -613,3 +620,40 @@ def test_leader_epochs_of_recovered_batches_are_assigned(tmp_path):
     assert p.returncode == 1, p
     assert read(os.path.join(d, "leader-epoch-checkpoint")) == \
         ig.leader_epoch_checkpoint([(1, 0), (2, e2)]).encode()
+
+
+# -- producer snapshots (ProducerStateManager) ----------------------------------------------------
+
+def test_snapshots_above_the_log_end_are_set_aside_and_one_written_at_it(tmp_path):
+    """A snapshot above the log end offset (the log was cut below it by a crash) goes to
+    quarantine; the snapshot at the log end offset, missing, is written from the latest one
+    below it and the batches after (here: from segment 1's, empty, and segment 1's and 2's
+    batches, each with its aborted transaction)."""
+    part = Part(tmp_path / "logdir")
+    part.checkpoint([("t", 0, part.leo)])
+    os.unlink(os.path.join(part.dir, name(part.leo, "snapshot")))
+    ig.write_file(os.path.join(part.dir, name(part.bases[1], "snapshot")), ig.encode_snapshot([]))
+    stray = ig.encode_snapshot([ig.SnapshotEntry(77, 0, 5, part.leo + 40, 0, T0, -1, -1)])
+    ig.write_file(os.path.join(part.dir, name(part.leo + 50, "snapshot")), stray)
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    files = files_in(part.dir)
+    assert name(part.leo + 50, "snapshot") not in files
+    assert files[name(part.leo, "snapshot")] == expected_snapshot_at(
+        list(zip(part.bases, part.data)), part.bases[1], part.leo)
+    saved = [read(os.path.join(r, n)) for r, _, ns in os.walk(os.path.join(part.dir, QUARANTINE))
+             for n in ns if n == name(part.leo + 50, "snapshot")]
+    assert saved == [stray]
+    assert recover(part.dir).returncode == 0
+
+
+def test_clean_shutdown_without_snapshots_writes_an_empty_one(tmp_path):
+    """UnifiedLog.rebuildProducerState after a clean shutdown with no snapshot at all: no scan,
+    an empty snapshot at the log end offset (though the log has producers)."""
+    part = Part(tmp_path / "logdir")
+    os.unlink(os.path.join(part.dir, name(part.leo, "snapshot")))
+    ig.write_file(os.path.join(part.logdir, MARKER), b"")
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    assert read(os.path.join(part.dir, name(part.leo, "snapshot"))) == ig.encode_snapshot([])
+    assert os.path.exists(os.path.join(part.logdir, MARKER))

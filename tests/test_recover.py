@@ -145,7 +145,8 @@ def make_partition(directory, n_segments=3, base0=0, preallocate_active=False, s
                    codec="none", segment_data=None):
     """A partition of busy segments (an aborted transaction in each, non-monotonic timestamps in
     the first), broker-built indexes, empty producer snapshots at every base but the first and at
-    the log end offset, a partition.metadata; every file aged."""
+    the log end offset (``snapshots`` False: only the one a broker's recovery writes at the log
+    end offset), the broker's leader-epoch-checkpoint, a partition.metadata; every file aged."""
     os.makedirs(directory, exist_ok=True)
     if segment_data is None:
         segment_data = []
@@ -164,6 +165,11 @@ def make_partition(directory, n_segments=3, base0=0, preallocate_active=False, s
         snaps = sorted({s.base_offset for s in segs[1:]} | {leo})
         for off in snaps:
             ig.write_file(os.path.join(directory, snapshot_name(off)), ig.encode_snapshot([]))
+    else:
+        # only the one a broker's recovery writes at the log end offset, of every producer
+        snaps = [leo]
+        ig.write_file(os.path.join(directory, snapshot_name(leo)),
+                      expected_snapshot_at(segment_data, segment_data[0][0], leo))
     ig.write_file(os.path.join(directory, "partition.metadata"),
                   ig.partition_metadata(ig.topic_id(5)))
     write_leader_epochs(directory, segment_data)
@@ -191,6 +197,51 @@ def leader_epochs_of(logs, entries=()):
                     out.pop()
                 out.append((epoch, b.base_offset))
     return [e for e in out if leo is None or e[1] < leo]
+
+
+def java_hash_order(pids):
+    """java.util.HashMap<Long, _>'s iteration order of a few keys inserted in this order
+    (16 buckets: bucket of Long.hashCode spread by h ^ h >>> 16, insertion order within one)."""
+    def bucket(pid):
+        h = (pid ^ (pid >> 32)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & 15
+    assert len(pids) <= 12
+    return sorted(pids, key=lambda p: (bucket(p), pids.index(p)))
+
+
+def expected_snapshot_at(logs, start, end):
+    """The producer snapshot the broker writes at ``end`` after replaying the v2 producer
+    batches of ``logs`` [(base, bytes)] whose last offset is in [start, end) onto an empty
+    state (ProducerStateEntry's rules: a data batch sets epoch, last sequence, last offset,
+    offset delta and timestamp, a transactional one opens a transaction; an end marker sets the
+    epoch, its coordinator epoch and its timestamp and closes it; an empty control batch is
+    skipped)."""
+    state = {}
+    for _, data in logs:
+        for b in ig.read_log(data):
+            if b.magic < 2 or b.producer_id < 0 or not start <= b.last_offset < end:
+                continue
+            e = state.setdefault(b.producer_id, {"epoch": -1, "seq": -1, "last": -1,
+                                                 "delta": 0, "ts": -1, "coord": -1, "txn": -1})
+            if b.is_control:
+                if b.control_type is None:
+                    continue
+                # the marker record, alone in an uncompressed batch, ends with its value
+                # (version int16, coordinator epoch int32) and a 0 header count
+                end_at = b.position + b.size
+                (coord,) = struct.unpack_from(">i", data, end_at - 5)
+                e.update(epoch=b.producer_epoch, coord=coord, ts=b.records[0][1], txn=-1)
+                continue
+            (base_seq,) = struct.unpack_from(">i", data, b.position + 53)
+            delta = b.last_offset - b.base_offset
+            e.update(epoch=b.producer_epoch, seq=(base_seq + delta) % 2**31, last=b.last_offset,
+                     delta=delta, ts=b.max_timestamp)
+            if b.is_transactional and e["txn"] < 0:
+                e["txn"] = b.base_offset
+    return ig.encode_snapshot([
+        ig.SnapshotEntry(pid, state[pid]["epoch"], state[pid]["seq"], state[pid]["last"],
+                         state[pid]["delta"], state[pid]["ts"], state[pid]["coord"],
+                         state[pid]["txn"]) for pid in java_hash_order(list(state))])
 
 
 def parse_leader_epochs(data):
@@ -833,6 +884,22 @@ def check_partition_files(exp):
                 allowed.add(epochs_name)
                 assert actual.get(epochs_name) == ig.leader_epoch_checkpoint(want).encode(), \
                     (actual.get(epochs_name), want)
+    # the producer snapshot at the log end offset, written when none was there, of the state
+    # from the latest (empty) snapshot at or below it
+    logs = sorted((int(n[:20]), data) for n, data in exp.logs.items())
+    if logs:
+        leo = leo_of(*logs[-1])
+        snap = snapshot_name(leo)
+        if snap not in exp.original or snap in exp.moved:
+            below = [int(n[:20]) for n in exp.original if n.endswith(".snapshot")
+                     and n not in exp.moved and int(n[:20]) <= leo]
+            start = max(below, default=logs[0][0])
+            if start in below:
+                assert exp.original[snapshot_name(start)] == ig.encode_snapshot([])
+            required.add(snap)
+            allowed.add(snap)
+            if snap in actual:
+                assert actual[snap] == expected_snapshot_at(logs, start, leo), snap
     assert required <= set(actual), "missing after recovery: %s" % sorted(required - set(actual))
     assert set(actual) <= allowed, "unexpected files: %s" % sorted(set(actual) - allowed)
     # logs: the valid prefix, byte for byte

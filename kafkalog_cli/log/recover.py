@@ -51,6 +51,7 @@ import errno
 import json
 import os
 import stat
+import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..errors import KafkalogError
@@ -62,6 +63,7 @@ from .files import FileFormatError, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import LeaderEpochCache
 from .logdir import LogDir
+from .producer_state import ProducerState, rebuild
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, IndexBuilder,
                          TxnTracker, fsync_dir, rename_noreplace, txn_index_bytes,
                          write_atomically, write_new)
@@ -567,7 +569,66 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     _plan_segments(plan, view, logs, interval, max_message_size, epochs)
     if epochs is not None and plan.split is None:
         _plan_leader_epochs(plan, view, epochs, before)
+    if plan.split is None:
+        _plan_snapshots(plan, view, logs, max_message_size)
     return plan
+
+
+def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
+                    max_message_size: int) -> None:
+    """LogLoader's last step for producer snapshots (ProducerStateManager.truncateAndReload,
+    UnifiedLog.rebuildProducerState): those above the log end offset set aside; then, when no
+    snapshot is at the log end offset, one written there, of the producer state rebuilt from
+    the latest snapshot at or below it (the producers it holds that have expired dropped, as
+    loadFromSnapshot drops them) and the batches up to the log end offset. A snapshot already
+    at the log end offset is left as it is (takeSnapshot takes none at an offset that has
+    one). A state that cannot be rebuilt (a marker that is no end marker, a write outside an
+    open transaction below the recovery point) is reported and no snapshot is written."""
+    leo = plan.log_end_offset
+    if leo is None:
+        return
+    snaps: Dict[int, str] = {}
+    for n in sorted(view):
+        offset = names.base_offset_from_name(n)
+        if _kind(n) == names.SNAPSHOT and offset is not None and not names.lifecycle_suffix(n):
+            if offset > leo:
+                plan.add(MOVE, n, "producer snapshot above the log end offset %d" % leo)
+                del view[n]
+            else:
+                snaps[offset] = n
+    name = names.offset_name(leo, names.SNAPSHOT)
+    if leo in snaps or name in plan.blocked:
+        return
+    if plan.clean_shutdown and not snaps:
+        # UnifiedLog.rebuildProducerState after a clean shutdown with no snapshot at all: no
+        # scan, an empty snapshot
+        plan.add(WRITE, name, "producer snapshot at the log end offset %d: empty, as after a "
+                 "clean shutdown without snapshots (UnifiedLog.rebuildProducerState)" % leo,
+                 data=ProducerState().snapshot_bytes())
+        return
+    segments = [Segment.at(os.path.join(plan.directory, view[names.offset_name(b, names.LOG)]))
+                for b in logs if b < leo or b == logs[0]]
+    now_ms = int(time.time() * 1000)
+    state: Optional[ProducerState] = None
+    for offset in sorted(snaps, reverse=True):
+        try:
+            entries = list(read_snapshot(os.path.join(plan.directory, view[snaps[offset]])))
+        except (OSError, KafkalogError, ValueError):
+            continue  # ProducerStateManager skips a snapshot it cannot read, to an older one
+        state = ProducerState()
+        state.load(entries, offset, now_ms)
+        break
+    try:
+        rebuilt = rebuild(segments, leo, state=state,
+                          log_start_offset=logs[0] if logs else 0,
+                          max_message_size=max_message_size)
+    except (KafkalogError, CorruptRecordError, OSError) as e:
+        plan.notes.append((name, "producer snapshot not written: the producer state could not "
+                                 "be rebuilt (%s)" % e))
+        return
+    data = dict(rebuilt.snapshots).get(leo, rebuilt.state.snapshot_bytes())
+    plan.add(WRITE, name, "producer state at the log end offset %d (ProducerStateManager."
+             "takeSnapshot after recovery)" % leo, data=data)
 
 
 def _leader_epochs(plan: PartitionPlan, view: Dict[str, str]) -> Optional[LeaderEpochCache]:
