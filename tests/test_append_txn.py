@@ -361,3 +361,16 @@ def test_leader_epoch_default_and_assignment(tmp_path):
     ac.assert_clean_exit2(res)
     assert "leader epoch" in res.err.lower()
     assert [kb.batch.base_offset for kb in kafka_batches(d)][-1] == 5
+
+
+def test_older_message_format_clears_the_leader_epochs(tmp_path):
+    """UnifiedLog.append: a batch of message format 0/1 carries no leader epoch, and the broker
+    clears the cache (an empty checkpoint) rather than keep epochs that no longer cover it."""
+    d = part_dir(tmp_path)
+    ok(append(d, "--leader-epoch", "2", input=ac.lines_input(["a"])))
+    assert epoch_checkpoint(d) == [(2, 0)]
+    ok(append(d, "--magic", "1", input=ac.lines_input(["b"])))
+    with open(d / "leader-epoch-checkpoint") as f:
+        assert f.read() == ig.leader_epoch_checkpoint([])
+    ok(append(d, "--leader-epoch", "4", input=ac.lines_input(["c"])))
+    assert epoch_checkpoint(d) == [(4, 2)]
