@@ -218,6 +218,35 @@ def test_non_transactional_write_in_open_transaction_is_refused(tmp_path):
         ps.rebuild(Partition(str(d)).segments(), 2)
 
 
+def test_refused_write_leaves_the_state_as_it_was(tmp_path):
+    d = tmp_path / "t-0"
+    w = SegmentWriter(0)
+    w.add_v2(recs(b"a", [T0]), producer_id=7, producer_epoch=0, base_sequence=0,
+             transactional=True)
+    w.add_v2(recs(b"b", [T0 + 1]), producer_id=7, producer_epoch=0, base_sequence=1)
+    w.write(str(d))
+    state = ps.ProducerState()
+    with Partition(str(d)).segments()[0].open(1 << 20) as log:
+        (first, m1), (second, m2) = ps.producer_batches(log)
+        state.append(first, m1)
+        before = state.snapshot_bytes()
+        with pytest.raises(ps.InvalidTxnStateError):
+            state.append(second, m2)
+    assert state.snapshot_bytes() == before == expected_snapshot([(7, 0, 0, 0, 0, T0, -1, 0)])
+
+
+def test_older_epoch_in_replication_is_taken(tmp_path):
+    # origin REPLICATION: an older epoch is only logged; the entry takes it, its batches reset
+    d = tmp_path / "t-0"
+    w = SegmentWriter(0)
+    w.add_v2(recs(b"a", [T0, T0]), producer_id=7, producer_epoch=2, base_sequence=0)
+    w.add_v2(recs(b"b", [T0 + 1]), producer_id=7, producer_epoch=1, base_sequence=9)
+    w.write(str(d))
+    state, _ = append_all(str(d))
+    assert len(state.producers[7].batches) == 1
+    assert state.snapshot_bytes() == expected_snapshot([(7, 1, 9, 2, 0, T0 + 1, -1, -1)])
+
+
 def test_marker_without_transaction_updates_epoch_and_coordinator(tmp_path):
     # A marker of a producer with no open transaction completes nothing (no .txnindex entry)
     # but still sets its epoch, coordinator epoch and timestamp.
