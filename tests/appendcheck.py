@@ -551,3 +551,51 @@ def assert_recover_keeps_everything(directory):
             assert os.path.basename(o["file"]).startswith("%020d." % active), o
     assert objs[-1]["type"] == "summary" and objs[-1]["bytes_cut"] == 0, objs[-1]
     return objs
+
+
+# -- producer state and transaction index, by the broker's rules (ProducerStateManager) -------------
+
+def log_batches(d):
+    """indexgen.LogBatch of every segment, in offset order, with the v2 header fields the
+    models need (kafka-python's reading)."""
+    out = []
+    for s in read_partition(d):
+        for kb, lb in zip(s.kbs, s.batches):
+            b = kb.batch
+            coord = None
+            if b.is_control_batch and kb.records:
+                coord = struct.unpack(">hi", kb.records[0].value)[1]
+            out.append((lb, b.base_sequence, b.leader_epoch, coord,
+                        kb.records[0].timestamp if b.is_control_batch else None))
+    return out
+
+
+def producers_at(batches, end):
+    """ProducerStateManager's entries after replaying the batches below ``end``: per producer
+    id, a SnapshotEntry (ProducerStateEntry.addBatch / update: a new epoch clears the batch
+    metadata; a marker ends the transaction and sets the coordinator epoch and timestamp)."""
+    state = {}
+    for lb, base_seq, _, coord, marker_ts in batches:
+        if lb.base_offset >= end or lb.producer_id < 0:
+            continue
+        e = state.get(lb.producer_id) or dict(epoch=-1, seq=-1, last=-1, delta=0, ts=-1,
+                                              coord=-1, txn=-1)
+        if lb.producer_epoch != e["epoch"]:
+            e.update(epoch=lb.producer_epoch, seq=-1, last=-1, delta=0)
+        if lb.is_control:
+            e.update(coord=coord, txn=-1, ts=marker_ts)
+        else:
+            delta = lb.last_offset - lb.base_offset
+            e.update(seq=(base_seq + delta) % (INT32_MAX + 1), last=lb.last_offset, delta=delta,
+                     ts=lb.max_timestamp)
+            if lb.is_transactional and e["txn"] < 0:
+                e["txn"] = lb.base_offset
+        state[lb.producer_id] = e
+    return {pid: ig.SnapshotEntry(pid, e["epoch"], e["seq"], e["last"], e["delta"], e["ts"],
+                                  e["coord"], e["txn"]) for pid, e in state.items()}
+
+
+def expected_txn_index(d):
+    """{segment base: the AbortedTxn entries of the aborts whose marker it holds}."""
+    open_txns = {}
+    return {s.base: ig.aborted_txns(s.batches, open_txns) for s in read_partition(d)}

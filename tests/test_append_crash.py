@@ -6,12 +6,16 @@ leader-epoch-checkpoint are whole. Then ``kafkalog recover`` and, read by kafka-
 partition is valid (verify-index exits 0, whole valid batches, consecutive offsets), the new
 records are a prefix of the input in order, every record reported as flushed before the kill is
 present exactly once; then a rerun appends the next records and its offsets continue the
-partition's."""
+partition's. A second test kills runs of transactional and idempotent JSON lines: the producer
+snapshots and .txnindex entries a kill leaves are those the broker's rules give from the log
+as it is."""
 
+import collections
 import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import threading
@@ -284,3 +288,103 @@ def test_sigkill_during_append(tmp_path, calibrated):
     print("crash test: %d kills in %d runs (%d after records were written, flush reports seen "
           "in %d, %d repaired by recover), %.1fs, run length %.2fs for %d records"
           % (kills, iterations, with_data, reports_seen, repaired, elapsed, dur, n))
+
+
+# -- transactions: the side files a kill leaves ------------------------------------------------------
+
+TXN_KILLS = 20
+
+
+def make_txn_input(path, n):
+    """JSON lines: a transactional producer (7) committing or aborting every 40 of its records,
+    an idempotent one (8), plain records, all with current timestamps (no producer expires)."""
+    now = int(time.time() * 1000)
+    out = []
+    for i in range(n):
+        kind = i % 3
+        if kind == 0:
+            out.append({"value": "t-%07d-" % i + "x" * 60, "producerId": 7, "producerEpoch": 0,
+                        "transactional": True, "timestamp": now})
+            if i % 120 == 117:
+                out.append({"control": "abort" if i % 240 == 117 else "commit", "producerId": 7,
+                            "producerEpoch": 0, "coordinatorEpoch": 1, "timestamp": now})
+        elif kind == 1:
+            out.append({"value": "i-%07d-" % i + "y" * 60, "producerId": 8, "producerEpoch": 0,
+                        "timestamp": now})
+        else:
+            out.append({"value": "p-%07d-" % i + "z" * 60, "timestamp": now})
+    with open(path, "wb") as f:
+        f.write(ac.jsonl_input(out))
+
+
+def snapshot_entries(path):
+    """A producer snapshot's entries, read here from its layout (version, CRC-32C, count,
+    46-byte entries)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    version, _, count = struct.unpack_from(">hIi", data, 0)
+    assert version == 1 and ig.snapshot_crc(data)[0] == ig.snapshot_crc(data)[1], path
+    return {e[0]: ig.SnapshotEntry(*e) for e in
+            (struct.unpack_from(">qhiqiqiq", data, 10 + 46 * i) for i in range(count))}
+
+
+def check_txn_side_files(directory):
+    """Before any recovery: each producer snapshot holds the producers the broker's rules give
+    at its offset from the log as it is; each segment's .txnindex lists the aborts whose
+    marker it holds (the last one of the log may miss its entry: a kill between the marker
+    and its entry), never one more. Returns how many of each it compared."""
+    batches = ac.log_batches(directory)
+    seen = collections.Counter()
+    for n in sorted(os.listdir(directory)):
+        if n.endswith(".snapshot"):
+            seen["snapshots"] += 1
+            offset = int(n[:20])
+            assert snapshot_entries(os.path.join(str(directory), n)) == ac.producers_at(
+                batches, offset), n
+    expected = ac.expected_txn_index(directory)
+    last_base = max(expected)
+    for base, entries in expected.items():
+        path = os.path.join(str(directory), "%020d.txnindex" % base)
+        got = []
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                data = f.read()
+            assert len(data) % ig.TXN_ENTRY == 0, path
+            got = [ig.AbortedTxn(*struct.unpack_from(">hqqqq", data, ig.TXN_ENTRY * i)[1:])
+                   for i in range(len(data) // ig.TXN_ENTRY)]
+        assert got == entries or (base == last_base and got == entries[:-1]), (path, got, entries)
+        seen["aborts"] += len(got)
+    return seen
+
+
+def test_sigkill_during_transactional_append(tmp_path):
+    rnd = random.Random(SEED + 1)
+    n = 20000
+    input_path = tmp_path / "txn.jsonl"
+    make_txn_input(input_path, n)
+    d0 = tmp_path / "ref" / "txn-0"
+    t = time.monotonic()
+    run = Run(d0, input_path, ["--input-format", "jsonl", "--segment-bytes", "60000"])
+    run.finish()
+    dur = time.monotonic() - t
+    assert run.p.returncode == 0, run.err
+    check_txn_side_files(d0)
+    kills = iterations = 0
+    checked = collections.Counter()
+    while kills < TXN_KILLS:
+        iterations += 1
+        assert iterations <= 3 * TXN_KILLS, "too few kills landed"
+        d = tmp_path / ("k%d" % iterations) / "txn-0"
+        args = ["--input-format", "jsonl", "--segment-bytes", rnd.choice(["30000", "60000"]),
+                "--batch-records", rnd.choice(["5", "50", "1000"])]
+        run = Run(d, input_path, args)
+        kills += run.finish(kill_after=rnd.uniform(0.0, dur * 0.95))
+        if not os.path.isdir(d) or not ac.segment_paths(d):
+            continue
+        ac.assert_indexes_within_log(d)
+        checked += check_txn_side_files(d)
+        recover(d)
+        quick_check(d, 0)
+        shutil.rmtree(d.parent)
+    # the kills landed after snapshots and aborted transactions were written
+    assert checked["snapshots"] >= TXN_KILLS and checked["aborts"] >= TXN_KILLS, checked
