@@ -657,3 +657,25 @@ def test_clean_shutdown_without_snapshots_writes_an_empty_one(tmp_path):
     assert p.returncode == 1, p
     assert read(os.path.join(part.dir, name(part.leo, "snapshot"))) == ig.encode_snapshot([])
     assert os.path.exists(os.path.join(part.logdir, MARKER))
+
+
+def test_unreadable_snapshot_is_set_aside_and_rebuilt(tmp_path):
+    """A snapshot at the log end offset that cannot be read (its CRC fails) is set aside, as
+    ProducerStateManager deletes it, and written again from the older one and the log (the
+    older one's producers, idle since T0 with no open transaction, have expired: dropped as
+    loadFromSnapshot drops them)."""
+    part = Part(tmp_path / "logdir")
+    part.checkpoint([("t", 0, part.leo)])
+    good = read(os.path.join(part.dir, name(part.leo, "snapshot")))
+    bad = ig.bad_snapshot_crc(good)
+    ig.write_file(os.path.join(part.dir, name(part.leo, "snapshot")), bad)
+    ig.write_file(os.path.join(part.dir, name(part.bases[2], "snapshot")),
+                  expected_snapshot_at(list(zip(part.bases, part.data)), 0, part.bases[2]))
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    assert kg.T0 < 1_800_000_000_000
+    assert read(os.path.join(part.dir, name(part.leo, "snapshot"))) == expected_snapshot_at(
+        list(zip(part.bases, part.data)), part.bases[2], part.leo) != good
+    saved = [read(os.path.join(r, n)) for r, _, ns in os.walk(os.path.join(part.dir, QUARANTINE))
+             for n in ns if n == name(part.leo, "snapshot")]
+    assert saved == [bad]

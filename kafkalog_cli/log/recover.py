@@ -597,8 +597,22 @@ def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
             else:
                 snaps[offset] = n
     name = names.offset_name(leo, names.SNAPSHOT)
-    if leo in snaps or name in plan.blocked:
+    if name in plan.blocked:
         return
+    # ProducerStateManager loads the latest snapshot it can read, deleting the unreadable
+    # ones it meets on the way down
+    loaded: Optional[Tuple[int, List[Any]]] = None
+    for offset in sorted(snaps, reverse=True):
+        try:
+            loaded = (offset, list(read_snapshot(os.path.join(plan.directory,
+                                                               view[snaps[offset]]))))
+            break
+        except (OSError, KafkalogError, ValueError) as e:
+            plan.add(MOVE, snaps[offset], "producer snapshot that cannot be read (%s): the "
+                     "broker deletes it" % e)
+            del view[snaps.pop(offset)]
+    if leo in snaps:
+        return  # takeSnapshot takes none at an offset that has one
     if plan.clean_shutdown and not snaps:
         # UnifiedLog.rebuildProducerState after a clean shutdown with no snapshot at all: no
         # scan, an empty snapshot
@@ -608,16 +622,10 @@ def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
         return
     segments = [Segment.at(os.path.join(plan.directory, view[names.offset_name(b, names.LOG)]))
                 for b in logs if b < leo or b == logs[0]]
-    now_ms = int(time.time() * 1000)
     state: Optional[ProducerState] = None
-    for offset in sorted(snaps, reverse=True):
-        try:
-            entries = list(read_snapshot(os.path.join(plan.directory, view[snaps[offset]])))
-        except (OSError, KafkalogError, ValueError):
-            continue  # ProducerStateManager skips a snapshot it cannot read, to an older one
+    if loaded is not None:
         state = ProducerState()
-        state.load(entries, offset, now_ms)
-        break
+        state.load(loaded[1], loaded[0], int(time.time() * 1000))
     try:
         rebuilt = rebuild(segments, leo, state=state,
                           log_start_offset=logs[0] if logs else 0,
