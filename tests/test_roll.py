@@ -579,3 +579,106 @@ def test_roll_keeps_a_snapshot_already_there(tmp_path):
     ig.write_file(os.path.join(str(d), "00000000000000000002.snapshot"), ig.encode_snapshot([entry]))
     ok(roll(d))
     assert _snapshot_lines(d, 2) == [ig.snapshot_line(entry)]
+
+
+# -- a roll killed before any file operation -----------------------------------------------------------
+
+class _Crash(BaseException):
+    """Stands for the process dying at that call."""
+
+
+_CALLS = ("write", "rename", "replace", "unlink", "fsync", "link")
+
+
+def _roll_crashing_at(d, k, monkeypatch):
+    """`kafkalog roll` in-process, the k-th call of _CALLS (and of the no-replace rename)
+    raising _Crash (k None: never). True when it crashed."""
+    from click.testing import CliRunner
+
+    from kafkalog_cli.cli.main import cli
+    from kafkalog_cli.log import indexbuild
+    count = [0]
+
+    def wrap(fn):
+        def call(*a, **kw):
+            count[0] += 1
+            if count[0] == k:
+                raise _Crash()
+            return fn(*a, **kw)
+        return call
+
+    with monkeypatch.context() as m:
+        if k is not None:
+            for c in _CALLS:
+                m.setattr(os, c, wrap(getattr(os, c)))
+            if indexbuild._renameat2 is not None:
+                m.setattr(indexbuild, "_renameat2", wrap(indexbuild._renameat2))
+        try:
+            r = CliRunner().invoke(cli, ["roll", str(d)], catch_exceptions=False)
+        except BaseException as e:
+            x = e
+            while x is not None and not isinstance(x, _Crash):
+                x = x.__context__
+            if x is None:
+                raise
+            return True
+    assert r.exit_code == 0, r.output
+    return False
+
+
+def _partition_files(d):
+    from dumpcheck import files_in
+    return {n: v for n, v in files_in(str(d)).items() if not n.startswith(".")}
+
+
+def test_roll_crashed_at_every_file_operation(tmp_path, monkeypatch):
+    """A roll of a partition with an open transaction, crashed before each of its writes,
+    renames, removals and fsyncs in turn; then `recover` and `roll` again: the partition's
+    files are those of an uninterrupted roll followed by `recover` (sealed segment, new empty
+    one, the producer snapshot at its base, the indexes)."""
+    import shutil
+    src = tmp_path / "src" / "logs" / "crash-0"
+    segments, base = [], 0
+    for i in range(2):
+        data, nxt = ig.busy_segment(base, n_batches=20, t0=T0 + 100000 * i, txn_at=3 + 10 * i,
+                                    seed=i)
+        segments.append((base, data))
+        base = nxt
+    ig.write_partition(src, segments, preallocate_active=True)
+    w = kg.SegmentWriter(base)
+    w.add_v2([kg.Rec(b"t", b"open", T0 + 300000)], producer_id=900, producer_epoch=0,
+             base_sequence=0, transactional=True)
+    with open(src / ("%020d.log" % segments[-1][0]), "ab") as f:
+        f.write(w.data())
+
+    def copy(label):
+        dst = tmp_path / label / "logs"
+        shutil.copytree(src.parent, dst)
+        return dst / "crash-0"
+
+    ref = copy("ref")
+    assert _roll_crashing_at(ref, None, monkeypatch) is False
+    ok(roll(ref))  # as the crashed runs do: a second roll (of an empty segment: nothing)
+    assert ac.kafkalog_in("recover", str(ref)).code in (0, 1)
+    want = _partition_files(ref)
+    # the roll's snapshot holds what the broker's rules give at the new base: the open
+    # transaction of producer 900, the aborted ones' producers
+    expected = ac.producers_at(ac.log_batches(ref), w.next_offset)
+    assert 900 in expected and len(expected) == 3
+    assert _snapshot_lines(ref, w.next_offset) == sorted(ig.snapshot_line(e)
+                                                         for e in expected.values())
+    k, bad = 1, []
+    while True:
+        d = copy("k%03d" % k)
+        if not _roll_crashing_at(d, k, monkeypatch):
+            break
+        assert ac.kafkalog_in("recover", str(d)).code in (0, 1)
+        ok(roll(d))
+        assert ac.kafkalog_in("recover", str(d)).code in (0, 1)
+        got = _partition_files(d)
+        if got != want:
+            bad.append((k, sorted(n for n in set(got) | set(want) if got.get(n) != want.get(n))))
+        shutil.rmtree(d.parent.parent)
+        k += 1
+    assert k > 10, k
+    assert not bad, bad
