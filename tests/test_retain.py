@@ -1081,3 +1081,20 @@ def test_leader_epochs_after_roll_active_and_log_start_checkpoint(tmp_path):
     ok(retain("--log-start-offset", 4, other.dir))   # segment 0 goes; the checkpoint says 4
     with open(path, encoding="utf-8") as f:
         assert f.read() == ig.leader_epoch_checkpoint([(1, 4), (2, 5)])
+
+
+def test_producer_state_unreadable_at_roll_is_one_line(tmp_path):
+    """Rolling the active segment away needs the producer state (its snapshot): a control batch
+    of a producer that is no end transaction marker (a type 5 key) makes the broker's loading
+    fail; retain says so in one line (exit 2), no traceback, and deletes nothing."""
+    d = str(tmp_path / "logs" / ("%s-0" % TOPIC))
+    w = kg.SegmentWriter(0)
+    w.add_v2([kg.Rec(b"k", b"v", T0)])
+    w.add_control(5, 77, 0, 1, timestamp=T0 + 1)
+    ig.write_partition(d, [(0, w.data())])
+    before = files_in(d)
+    res = retain("--retention-ms", 1000, "--now", T0 + HOUR, "--roll-active", d)
+    assert res.code == 2, res
+    assert len(res.err.strip().splitlines()) == 1, res.err
+    assert "end transaction marker" in res.err, res.err
+    assert {n: v for n, v in files_in(d).items() if n in before} == before

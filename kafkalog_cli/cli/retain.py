@@ -9,8 +9,8 @@ import sys
 
 import click
 
+from ..errors import KafkalogError
 from ..log.append import AppendError
-from ..log.files import FileFormatError
 from ..log.logdir import LogDir
 from ..log.retain import DELETED, Policy, retain_partition
 from .errors import error_text
@@ -116,7 +116,7 @@ def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_wat
         except AppendError as e:
             click.echo("kafkalog: cannot roll the active segment first: %s" % e, err=True)
             status = EXIT_ERROR
-        except (OSError, FileFormatError) as e:  # LockHeld: a broker holds the log directory
+        except (OSError, KafkalogError) as e:  # LockHeld: a broker holds the log directory
             click.echo("kafkalog: " + error_text(e, directory), err=True)
             status = EXIT_ERROR
     if fmt == "text" and rows and sys.stderr.isatty():
