@@ -21,7 +21,8 @@ from ..format.encode import Record, encode_control_batch, encode_legacy, encode_
 from ..format.records import CREATE_TIME, LOG_APPEND_TIME, TIMESTAMP_TYPE_NAMES
 from .append import PartitionWriter, RollPolicy, now_ms
 from .partition import Partition
-from .producer_state import EndMarker, ProducerStateEntry
+from .producer_state import (CoordinatorFencedError, EndMarker, InvalidProducerEpochError,
+                             OutOfOrderSequenceError, ProducerStateEntry)
 
 SEQUENCE_MODULUS = 2 ** 31  # a producer's sequence numbers wrap to 0 past Integer.MAX_VALUE
 INT16_MAX = 2 ** 15 - 1
@@ -240,28 +241,22 @@ class RecordAppender:
         return entry if entry is not None else ProducerStateEntry(producer_id)
 
     def _batch_sequence(self, item: ProducedRecord, epoch: int) -> int:
-        """The first sequence of a new batch of ``item``'s producer at ``epoch``, checked as
-        ProducerAppendInfo.checkProducerEpoch and checkSequence check a client's batch."""
+        """The first sequence of a new batch of ``item``'s producer at ``epoch`` (its own, or
+        the producer's next: 0 for a new epoch), checked as the broker checks a client's batch
+        (ProducerState.check_client_batch) and refused, as appendDataBatch refuses it, when
+        it is not transactional while the producer has a transaction open."""
         pid, seq = item.producer_id, item.sequence
         entry = self._entry(pid)
-        if epoch < entry.epoch:
-            raise InputError("producer %d: epoch %d is older than its current epoch %d "
-                             "(InvalidProducerEpoch)" % (pid, epoch, entry.epoch))
-        if entry.current_txn_first_offset is not None and not item.transactional:
-            raise InputError("producer %d has an open transaction: its records are "
-                             "transactional until a commit or abort (InvalidTxnState)" % pid)
-        if epoch != entry.epoch:
-            if seq is not None and seq != 0 and entry.epoch >= 0:
-                raise InputError("producer %d: sequence %d for its new epoch %d, which starts at "
-                                 "0 (OutOfOrderSequence)" % (pid, seq, epoch))
-            return 0 if seq is None else seq
-        expected = _next_sequence(entry.last_seq)  # -1 (no batch): 0
         if seq is None:
-            return expected
-        if seq != expected:
-            raise InputError("producer %d: out of order sequence %d, expected %d (the producer's "
-                             "last sequence is %d) (OutOfOrderSequence)"
-                             % (pid, seq, expected, entry.last_seq))
+            seq = 0 if epoch != entry.epoch else _next_sequence(entry.last_seq)
+        try:
+            self.writer.producers.check_client_batch(pid, epoch, seq, self.writer.next_offset)
+        except (InvalidProducerEpochError, OutOfOrderSequenceError) as e:
+            raise InputError(str(e)) from None
+        if entry.current_txn_first_offset is not None and not item.transactional:
+            raise InputError("Expected transactional write from producer %d at offset %d: it "
+                             "has an open transaction (InvalidTxnState)"
+                             % (pid, self.writer.next_offset))
         return seq
 
     # -- gathering -------------------------------------------------------------------------------
@@ -283,8 +278,12 @@ class RecordAppender:
             if pid >= 0:
                 expected = _next_sequence(self.pending_sequence, len(self.pending))
                 if produced.sequence is not None and produced.sequence != expected:
-                    raise InputError("producer %d: out of order sequence %d, expected %d "
-                                     "(OutOfOrderSequence)" % (pid, produced.sequence, expected))
+                    # within a batch the sequences follow on: the record would start a batch
+                    # out of order (ProducerAppendInfo.checkSequence)
+                    raise InputError("Out of order sequence number for producer %d at offset "
+                                     "%d: %d (incoming seq. number), %d (current end sequence "
+                                     "number)" % (pid, self.writer.next_offset + len(self.pending),
+                                                  produced.sequence, expected - 1))
             if self.pending_bytes + size > s.batch_bytes:
                 self.write_pending()  # this record would overflow the batch: it opens the next
         else:
@@ -325,14 +324,11 @@ class RecordAppender:
         pid = marker.producer_id
         entry = self._entry(pid)
         epoch = marker.producer_epoch if marker.producer_epoch is not None else max(entry.epoch, 0)
-        if epoch < entry.epoch:
-            raise InputError("producer %d: marker epoch %d is older than its current epoch %d "
-                             "(InvalidProducerEpoch)" % (pid, epoch, entry.epoch))
-        if entry.coordinator_epoch > marker.coordinator_epoch:
-            raise InputError("producer %d: coordinator epoch %d is older than %d "
-                             "(TransactionCoordinatorFenced)"
-                             % (pid, marker.coordinator_epoch, entry.coordinator_epoch))
         base = self.writer.next_offset
+        try:
+            self.writer.producers.check_marker(pid, epoch, marker.coordinator_epoch, base)
+        except (InvalidProducerEpochError, CoordinatorFencedError) as e:
+            raise InputError(str(e)) from None
         timestamp = marker.timestamp if marker.timestamp is not None else now_ms()
         data = encode_control_batch(COMMIT if marker.commit else ABORT, base, pid, epoch,
                                     marker.coordinator_epoch, timestamp, self.leader_epoch)
