@@ -11,7 +11,7 @@ its last stable offset: the rule lives there, once.
 
 Snapshots are written byte for byte as ProducerStateManager.writeSnapshot writes them: the
 ProducerSnapshot message (version 1), its CRC-32C over the bytes after the CRC, the entries in
-the iteration order of the broker's ``HashMap<Long, ProducerStateEntry>`` (``java_hash_order``).
+the iteration order of the broker's ``HashMap<Long, ProducerStateEntry>`` (``javahash``).
 They are read by ``snapshot.read_snapshot``.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import (Counter, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional,
+from typing import (Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional,
                     Sequence, Tuple)
 
 from crc32c import crc32c
@@ -29,6 +29,7 @@ from ..format import control
 from ..format.errors import CorruptRecordError
 from ..format.records import Batch
 from . import names
+from .javahash import JavaHashOrder, java_hash_order
 from .indexbuild import AbortedEntry, TxnTracker, write_atomically, write_new
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .files import FileFormatError
@@ -176,71 +177,6 @@ class ProducerStateEntry:
                 "coordinator_epoch=%d, last_timestamp=%d, current_txn_first_offset=%r)"
                 % (self.producer_id, self.epoch, self.last_seq, self.last_data_offset,
                    self.coordinator_epoch, self.last_timestamp, self.current_txn_first_offset))
-
-
-# -- java.util.HashMap's iteration order --------------------------------------------------------
-
-_TREEIFY_THRESHOLD = 8
-_MIN_TREEIFY_CAPACITY = 64
-
-
-def java_bucket(key: int, capacity: int) -> int:
-    """The bucket of a Long key in a java.util.HashMap table of ``capacity`` slots:
-    Long.hashCode (the two halves xor-ed), spread by HashMap.hash (h ^ h >>> 16)."""
-    v = key & 0xFFFFFFFFFFFFFFFF
-    h = (v ^ (v >> 32)) & 0xFFFFFFFF
-    return (h ^ (h >> 16)) & (capacity - 1)
-
-
-class JavaHashOrder:
-    """The keys of a java.util.HashMap<Long, V> in the order its iteration gives them: by
-    bucket, and within a bucket in insertion order (a resize keeps the relative order of the
-    keys it splits; a key put again after its removal goes last). The table starts at 16
-    slots, doubles when the size passes 3/4 of it and never shrinks; a bucket reaching 9 keys
-    doubles a table of fewer than 64 slots (HashMap.treeifyBin). In a larger table such a
-    bucket becomes a red-black tree whose order is not modelled: ``treeified`` then says the
-    order may differ from the broker's (it takes 9 producer ids with the same low hash bits)."""
-
-    def __init__(self) -> None:
-        self.capacity = 16
-        self.keys: Dict[int, None] = {}
-        self.treeified = False
-        self._counts: Counter[int] = Counter()
-
-    def _resize(self) -> None:
-        self.capacity *= 2
-        self._counts = Counter(java_bucket(k, self.capacity) for k in self.keys)
-
-    def put(self, key: int) -> None:
-        if key in self.keys:
-            return
-        self.keys[key] = None
-        bucket = java_bucket(key, self.capacity)
-        self._counts[bucket] += 1
-        if self._counts[bucket] > _TREEIFY_THRESHOLD:
-            if self.capacity < _MIN_TREEIFY_CAPACITY:
-                self._resize()
-            else:
-                self.treeified = True
-        if len(self.keys) > self.capacity * 3 // 4:
-            self._resize()
-
-    def remove(self, key: int) -> None:
-        if key in self.keys:
-            del self.keys[key]
-            self._counts[java_bucket(key, self.capacity)] -= 1
-
-    def order(self) -> List[int]:
-        return sorted(self.keys, key=lambda k: java_bucket(k, self.capacity))  # stable
-
-
-def java_hash_order(keys: Sequence[int]) -> List[int]:
-    """The iteration order of a new java.util.HashMap<Long, V> into which ``keys`` were put in
-    this order."""
-    table = JavaHashOrder()
-    for k in keys:
-        table.put(k)
-    return table.order()
 
 
 # -- the state -----------------------------------------------------------------------------------
