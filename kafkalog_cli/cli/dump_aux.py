@@ -77,6 +77,10 @@ def _dump_index(kind, path, writer, iopts):
             problems = check(index, log)
     else:
         problems = [missing] if missing is not None else []
+        note = verify.broker_state_note(path) if missing is not None else None
+        if note is not None:
+            writer.warn("%s: %s" % (note.file, note.message))  # the broker's own state
+            problems = []
     _note_zero_tail(index, path, writer, iopts)
     if not iopts.verify_only:
         for entry in index.entries:

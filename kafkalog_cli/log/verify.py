@@ -40,6 +40,8 @@ ABORT_WITHOUT_TXN = "abort_without_txn_entry"
 TXN_FIRST_OFFSET = "txn_first_offset_mismatch"
 UNREADABLE = "unreadable"
 MISSING_LOG = "missing_log"
+# A note kind: an index whose log is gone as the broker removes a segment's files one at a time
+BROKER_STATE = "broker_state"
 
 
 class Problem:
@@ -474,7 +476,11 @@ class _SegmentCheck:
         if self.sanity_only:
             return
         if self.log is None:
-            report.problems.append(missing_log(index.path, self.segment.log_path))
+            note = broker_state_note(index.path)
+            if note is not None:
+                report.notes.append(note)
+            else:
+                report.problems.append(missing_log(index.path, self.segment.log_path))
         elif isinstance(index, OffsetIndex):
             report.problems.extend(check_offset_index(index, self.log, self.chain(self.log)))
         else:
@@ -493,7 +499,9 @@ class _SegmentCheck:
                 if not self.sanity_only and self.log is not None:
                     report.problems.extend(check_txn_index(txn, self.log))
             return report
-        if self.sanity_only or self.log is None:
+        if self.sanity_only or self.log is None or self.segment.suffix:
+            # a segment being deleted, cleaned or swapped has its files renamed and removed one
+            # at a time (LogSegment.changeFileSuffixes, deleteIfExists): one may be gone
             return None
         # The broker creates the file with the first aborted transaction: none, no file.
         problems = check_txn_index(TransactionIndex.empty(path), self.log)
@@ -544,6 +552,38 @@ def unreadable(path: str, error: BaseException) -> Problem:
         if message.startswith(prefix):
             message = message[len(prefix):]
     return Problem(path, UNREADABLE, message)
+
+
+def broker_state_note(path: str) -> Optional[Problem]:
+    """A note when the index ``path``, whose .log is missing, is one of the broker's own
+    in-between states rather than damage, else None.
+
+    LocalLog.deleteSegmentFiles renames every file of a segment to ``.deleted``
+    (LogSegment.changeFileSuffixes: the .log first, then .index, .timeindex, .txnindex) and
+    removes them after file.delete.delay.ms (LogSegment.deleteIfExists: the .log first again),
+    so any of the renamed indexes may outlive the log; the cleaner and a segment split rename
+    ``.cleaned`` to ``.swap`` and ``.swap`` to the live name the same way, and LogLoader deletes
+    or completes what a crash leaves of them at start-up. A live index whose .log already bears
+    a lifecycle suffix is caught in the middle of such a rename.
+    """
+    name = os.path.basename(path)
+    suffix = names.lifecycle_suffix(name)
+    log_name = os.path.basename(names.sibling(path, names.LOG))
+    if suffix == names.DELETED:
+        why = ("the broker is deleting this segment: it renames each of its files to .deleted "
+               "and removes them one at a time, the .log first (LocalLog.deleteSegmentFiles)")
+    elif suffix:
+        why = ("a %s file the log cleaner or a segment split leaves until it is swapped in or "
+               "LogLoader removes it at start-up" % suffix)
+    else:
+        renamed = [log_name + s for s in names.LIFECYCLE_SUFFIXES
+                   if os.path.lexists(os.path.join(os.path.dirname(path), log_name + s))]
+        if not renamed:
+            return None
+        why = ("its log is named %s: the broker is renaming this segment's files, the .log "
+               "first (LogSegment.changeFileSuffixes)" % renamed[0])
+    return Problem(path, BROKER_STATE, "no log file %s beside it: %s; "
+                   "entries not checked" % (log_name, why))
 
 
 def missing_log(path: str, log_path: str) -> Problem:
@@ -632,5 +672,6 @@ def verify_target(path: str, sanity_only: bool = False,
 
 
 __all__ = ["Problem", "FileFormatError", "FileReport", "TargetError", "UnknownFile",
-           "check_offset_index", "check_time_index", "check_txn_index", "sanity_problems",
+           "broker_state_note", "check_offset_index", "check_time_index", "check_txn_index",
+           "sanity_problems",
            "verify_segment", "verify_target"]
