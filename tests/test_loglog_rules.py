@@ -644,6 +644,8 @@ def test_snapshots_above_the_log_end_are_set_aside_and_one_written_at_it(tmp_pat
     saved = [read(os.path.join(r, n)) for r, _, ns in os.walk(os.path.join(part.dir, QUARANTINE))
              for n in ns if n == name(part.leo + 50, "snapshot")]
     assert saved == [stray]
+    assert "%s: written (producer state at the log end offset %d" % (
+        os.path.join(part.dir, name(part.leo, "snapshot")), part.leo) in p.stdout, p.stdout
     assert recover(part.dir).returncode == 0
 
 
