@@ -402,3 +402,51 @@ def test_marker_checks(tmp_path):
         state.check_marker(1000, 3, 6, 19)
     state.check_marker(88, 0, 0, 19)
 
+
+
+# Producer ids sharing their low 6 bits make a tree bin in the broker's map, whose order depends
+# on the order of insertion. A rebuild (UnifiedLog.loadProducersFromRecords) puts a segment's new
+# producers into the map in the order of its own HashMap of the segment's producers; recovery
+# (LogSegment.recover) puts each when first seen. Both orders as OpenJDK 17's HashMap gave them
+# (tests/test_javahash.py's HASH_ORDER_JAVA: the ids put into a map, then, for the rebuild, its
+# iteration order put into a second map).
+TREE_IDS = [9344, 12544, 1088, 4224, 1984, 8128, 12480, 7424, 7744, 10688, 6272, 3456, 1600,
+            8000, 512]
+TREE_REBUILT = [4224, 7424, 6272, 9344, 12544, 1088, 512, 1600, 3456, 1984, 8128, 8000, 7744,
+                12480, 10688]
+TREE_RECOVERED = [7424, 9344, 12544, 1088, 512, 1600, 4224, 3456, 1984, 8128, 12480, 7744, 8000,
+                  10688, 6272]
+
+
+def test_order_of_new_producers_in_a_rebuild_and_in_recovery(tmp_path):
+    d = tmp_path / "t-0"
+    w = SegmentWriter(0)
+    for i, pid in enumerate(TREE_IDS):
+        w.add_v2(recs(b"p", [T0 + i]), producer_id=pid, producer_epoch=0, base_sequence=0)
+    w.write(str(d))
+    rebuilt = ps.rebuild(Partition(str(d)).segments(), len(TREE_IDS))
+    assert [e.producer_id for e in rebuilt.state.snapshot_entries()] == TREE_REBUILT
+    state, _ = append_all(str(d))
+    assert [e.producer_id for e in state.snapshot_entries()] == TREE_RECOVERED
+
+
+# The same with producers already in the state (from a snapshot): the segment's map holds them
+# too, which changes the order its new producers are put in. Order as OpenJDK 17 gave it.
+LOADED_IDS = [2240, 320, 256, 3008, 3840]
+SEEN_IDS = [2240, 3840, 256, 10688, 320, 3008, 6592, 7488, 7808, 10944, 9344, 7744, 8320, 9856,
+            8256, 9024, 9472, 10560]
+LOADED_REBUILT = [3008, 2240, 320, 256, 3840, 10688, 9344, 8320, 8256, 9024, 9472, 9856, 10560,
+                  6592, 7488, 7808, 7744, 10944]
+
+
+def test_order_of_new_producers_beside_loaded_ones(tmp_path):
+    d = tmp_path / "t-0"
+    w = SegmentWriter(0)
+    for i, pid in enumerate(SEEN_IDS):
+        w.add_v2(recs(b"p", [T0 + i]), producer_id=pid, producer_epoch=0, base_sequence=0)
+    w.write(str(d))
+    state = ps.ProducerState()
+    state.load(read_snapshot(ps.write_snapshot(str(d), 0, expected_snapshot(
+        [(pid, 0, 0, -1, 0, T0, -1, -1) for pid in LOADED_IDS]))), 0, now_ms=T0)
+    rebuilt = ps.rebuild(Partition(str(d)).segments(), len(SEEN_IDS), state=state)
+    assert [e.producer_id for e in rebuilt.state.snapshot_entries()] == LOADED_REBUILT

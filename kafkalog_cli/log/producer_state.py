@@ -333,22 +333,26 @@ class ProducerState:
     def replay(self, batches: Iterable[Tuple[Batch, Optional[EndMarker]]]) -> List[AbortedEntry]:
         """The batches of one read of a segment, as UnifiedLog.loadProducersFromRecords replays
         them when it rebuilds the state: the producers first seen in the read join the state
-        after it, in the order of the read's own HashMap. Returns the aborted transactions'
-        entries (which rebuilding does not write to any .txnindex)."""
+        after it, in the iteration order of the read's own HashMap of every producer it saw.
+        Returns the aborted transactions' entries (which rebuilding does not write to any
+        .txnindex)."""
         aborted: List[AbortedEntry] = []
         fresh: Dict[int, ProducerStateEntry] = {}
+        seen: Dict[int, None] = {}  # the read's map, in the order its keys were put
         for batch, marker in batches:
             if batch.producer_id < 0:
                 continue
             pid = batch.producer_id
+            seen[pid] = None
             entry = self.producers.get(pid) or fresh.get(pid)
             if entry is None:
                 entry = fresh[pid] = ProducerStateEntry(pid)
             entry_aborted = self._apply(entry, batch, marker)
             if entry_aborted is not None:
                 aborted.append(entry_aborted)
-        for pid in java_hash_order(list(fresh)):
-            self._add(fresh[pid])
+        for pid in java_hash_order(seen):
+            if pid in fresh:
+                self._add(fresh[pid])
         return aborted
 
     # -- snapshots ------------------------------------------------------------------------------
