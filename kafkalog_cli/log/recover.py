@@ -190,8 +190,8 @@ class PartitionPlan:
 # -- analysing a segment (LogSegment.recover) ------------------------------------------------------
 
 class SegmentScan:
-    """The longest valid prefix of a segment, with what is needed to rebuild and check its
-    indexes: where each batch starts, what it ends with, its max timestamp."""
+    """The longest valid prefix of a segment: its rebuilt indexes (``builder``, ``aborted``),
+    its offsets and records, and why and where it ends."""
 
     def __init__(self, builder: IndexBuilder) -> None:
         self.valid_end = 0
@@ -206,18 +206,13 @@ class SegmentScan:
         self.overflow = False
         self.builder = builder
         self.aborted: List[AbortedEntry] = []
-        self.last_at: Dict[int, int] = {}     # batch position -> its last offset
-        self.max_ts_of: Dict[int, int] = {}   # batch last offset -> the header's max timestamp
         # (position, base offset, last offset) of batches kept with their records unchecked
         self.unchecked: List[Tuple[int, int, int]] = []
 
     def keep(self, batch: Batch) -> None:
         """``batch`` is valid: index it and extend the valid prefix over it."""
+        # LogSegment.recover indexes the batch header's maxTimestamp
         self.builder.add(batch.position, batch.size, batch.last_offset, batch.max_timestamp)
-        self.last_at[batch.position] = batch.last_offset
-        # LogSegment.recover indexes the batch header's maxTimestamp, so that is what an
-        # existing time index is checked against too.
-        self.max_ts_of[batch.last_offset] = batch.max_timestamp
         self.valid_end = batch.position + batch.size
         if self.first_offset is None:
             self.first_offset = batch.base_offset
