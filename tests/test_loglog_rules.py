@@ -208,6 +208,24 @@ def test_dry_run_writes_no_checkpoint_and_speaks_in_the_conditional(tmp_path):
     assert "would keep" in last and "would cut 500 bytes" in last, p.stdout
 
 
+def test_full_recovers_every_segment(tmp_path):
+    """Recovery point at the log end: segment 0's garbage tail is below it and kept; --full
+    recovers it anyway (the later segments then set aside, as after any cut)."""
+    part = Part(tmp_path / "logdir")
+    part.garbage_tail(0)
+    part.checkpoint([("t", 0, part.leo)])
+    seg0 = read(part.path(0, "log"))
+    assert recover(part.dir).returncode == 0
+    assert read(part.path(0, "log")) == seg0
+    p = recover("--full", part.dir)
+    assert p.returncode == 1, p
+    assert read(part.path(0, "log")) == part.data[0]
+    assert not os.path.exists(part.path(1, "log")) and not os.path.exists(part.path(2, "log"))
+    assert "%s: --full: kept offsets 0-%d" % (part.path(0, "log"), part.bases[1] - 1) \
+        in p.stdout, p.stdout
+    assert part.checkpoint_text() == ig.offset_checkpoint([("t", 0, part.bases[1])])
+
+
 def test_killed_append_empty_index_is_rebuilt(tmp_path):
     """The issue's case: the active segment has KBs of log and an EMPTY .index (the entries
     were in the writer's memory when it was killed); no clean-shutdown marker: rebuilt."""
