@@ -305,3 +305,265 @@ def test_resynchronising_over_long_bad_stretches(tmp_path):
             p = dict(pairs(line))
             seen.append(("batch", int(p["position"]), int(p["baseOffset"])))
     assert seen == expected
+
+
+# -- verify-index, the Python API and scan's reader; files replaced (renamed over) -------------
+#
+# A second process changes the file once the reader holds it open (seen in /proc/<pid>/fd):
+# truncated (retention, recovery), or replaced by a rename over its name (a copy put in place,
+# the log cleaner's swap: a new inode with other bytes). Readers of one file finish on the
+# bytes of the file they opened (the open file keeps them) unless it was truncated: then one
+# line naming it, exit 2. verify-index combines the .log with its indexes, read by name after
+# it: there a replaced log is noticed, one line naming it, exit 2, rather than findings that
+# compare one file's indexes with another's log.
+
+INDEX_INTERVAL = 4096  # log.index.interval.bytes
+
+
+def _indexes(next_offset, batch_size):
+    """The .index and .timeindex LogSegment.recover writes for the master segment (identical
+    batches of RECORDS_PER_BATCH records of timestamps T0..T0+15, batch_size bytes each,
+    larger than the index interval: an offset entry at every batch but the first, and one time
+    entry, for the first batch's max timestamp)."""
+    assert batch_size > INDEX_INTERVAL
+    batches = next_offset // RECORDS_PER_BATCH
+    index = b"".join(struct.pack(">ii", i * RECORDS_PER_BATCH + RECORDS_PER_BATCH - 1,
+                                 i * batch_size) for i in range(1, batches))
+    timeindex = struct.pack(">qi", kg.T0 + RECORDS_PER_BATCH - 1, RECORDS_PER_BATCH - 1)
+    return index, timeindex
+
+
+@pytest.fixture(scope="module")
+def indexed(master, tmp_path_factory):
+    """(log, .index bytes, .timeindex bytes) of the master segment, its indexes as the broker
+    builds them (checked once: verify-index finds nothing wrong with them)."""
+    src, size, next_offset = master
+    index, timeindex = _indexes(next_offset, size // (next_offset // RECORDS_PER_BATCH))
+    d = tmp_path_factory.mktemp("indexed") / "topic-0"
+    d.mkdir()
+    log = d / NAME
+    shutil.copyfile(src, log)
+    (d / "00000000000000000000.index").write_bytes(index)
+    (d / "00000000000000000000.timeindex").write_bytes(timeindex)
+    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "verify-index", str(d)],
+                       capture_output=True, timeout=TIMEOUT)
+    assert p.returncode == 0 and p.stderr == b"", p
+    os.remove(log)
+    return index, timeindex
+
+
+@pytest.fixture(scope="module")
+def other(tmp_path_factory):
+    """Another valid segment at base 0 with its indexes (as a cleaner's output would be): its
+    directory, holding its .log, .index and .timeindex."""
+    import indexgen as ig
+    w = kg.SegmentWriter(0)
+    for i in range(300):
+        w.add_v2([kg.Rec(b"other-%d" % i, b"o" * 2000, kg.T0 + 5000 + i)], codec="gzip")
+    d = tmp_path_factory.mktemp("other")
+    ig.write_partition(str(d), [(0, w.data())])
+    return str(d)
+
+
+def _partition_copy(master, indexed, tmp_path):
+    src, size, _ = master
+    d = tmp_path / "topic-0"
+    d.mkdir()
+    shutil.copyfile(src, d / NAME)
+    (d / "00000000000000000000.index").write_bytes(indexed[0])
+    (d / "00000000000000000000.timeindex").write_bytes(indexed[1])
+    return str(d)
+
+
+def _wait_open(p, path):
+    """Wait until process ``p`` holds ``path`` open; False when it ended first."""
+    target = os.path.realpath(path)
+    fds = "/proc/%d/fd" % p.pid
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            links = [os.readlink(os.path.join(fds, fd)) for fd in os.listdir(fds)]
+        except OSError:
+            links = []  # an fd closed while listed: look again
+        if target in links:
+            return True
+        if p.poll() is not None:
+            return False
+        time.sleep(0.0005)
+    raise AssertionError("%s never opened" % path)
+
+
+def _replace(src_dir, dst_dir, kinds=("log", "index", "timeindex")):
+    """Rename the segment files of ``src_dir`` over those of ``dst_dir`` as the broker swaps
+    a segment in (LogSegment.changeFileSuffixes: the .log first), by a second process."""
+    for kind in kinds:
+        name = "00000000000000000000." + kind
+        shutil.copyfile(os.path.join(src_dir, name), os.path.join(dst_dir, name + ".new"))
+    subprocess.run(["sh", "-c", " && ".join(
+        'mv -f "%s/00000000000000000000.%s.new" "%s/00000000000000000000.%s"'
+        % (dst_dir, kind, dst_dir, kind) for kind in kinds)], check=True, timeout=60)
+
+
+def _run_changing(args, path, change):
+    """Run ``kafkalog ARGS`` with output to a file, apply ``change`` once it holds ``path``
+    open; (exit status, stdout bytes, stderr text, whether the change came first)."""
+    if not os.path.exists("/proc/self/fd"):
+        pytest.skip("needs /proc")
+    # (outside the directory read, where the reader would meet them)
+    out_path = os.path.join(os.path.dirname(os.path.dirname(path)), "run.out")
+    err_path = out_path[:-4] + ".err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        p = subprocess.Popen([sys.executable, "-m", "kafkalog_cli", *args], stdout=out,
+                             stderr=err, cwd=os.path.dirname(path))
+        opened = _wait_open(p, path)
+        if opened:
+            # a moment for the reader to take the size of what it opened: a file cut between
+            # its open and its fstat is, rightly, read as the shorter file it then is
+            time.sleep(0.005)
+            change()
+        code = p.wait(timeout=TIMEOUT)
+    with open(err_path, "rb") as f:
+        err_text = f.read().decode("utf-8", "replace")
+    with open(out_path, "rb") as f:
+        out_bytes = f.read()
+    os.remove(out_path)
+    return code, out_bytes, err_text, opened
+
+
+def _one_line(code, err, path, what):
+    assert code == 2, (code, err[-2000:])
+    assert "Traceback" not in err, err[-3000:]
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kafkalog: %s: %s" % (path, what)), err
+
+
+@pytest.mark.parametrize("cut_to", [0, 7, 1 << 20, "half"])
+def test_verify_index_log_truncated(master, indexed, tmp_path, cut_to):
+    """The .log cut while verify-index checks its indexes against it: one line naming the log,
+    exit 2, never findings about indexes compared with half a log."""
+    d = _partition_copy(master, indexed, tmp_path)
+    log = os.path.join(d, NAME)
+    size = master[1]
+    cut = size // 2 if cut_to == "half" else cut_to
+    code, out, err, opened = _run_changing(["verify-index", d], log,
+                                           lambda: os.truncate(log, cut))
+    assert opened
+    _one_line(code, err, log, ERROR)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_verify_index_log_replaced(master, indexed, other, tmp_path, fmt):
+    """Another segment renamed over the .log and its indexes while verify-index reads them:
+    the indexes read by name may be the new file's, the log it opened the old one; it says the
+    log was replaced (one line naming it, exit 2) rather than report their disagreement."""
+    d = _partition_copy(master, indexed, tmp_path)
+    log = os.path.join(d, NAME)
+    code, out, err, opened = _run_changing(["verify-index", "--format", fmt, d], log,
+                                           lambda: _replace(other, d))
+    assert opened
+    _one_line(code, err, log, "replaced while being read")
+    assert b'"problem"' not in out, out[:2000]
+
+
+def test_verify_index_log_renamed_away(master, indexed, tmp_path):
+    """The segment renamed to .deleted (retention) while verify-index reads it: its name no
+    longer holds it; one line naming it, exit 2."""
+    d = _partition_copy(master, indexed, tmp_path)
+    log = os.path.join(d, NAME)
+
+    def delete():
+        subprocess.run(["sh", "-c", 'for f in "%s"/00000000000000000000.*; do '
+                        'mv "$f" "$f.deleted"; done' % d], check=True, timeout=60)
+    code, out, err, opened = _run_changing(["verify-index", d], log, delete)
+    assert opened
+    _one_line(code, err, log, "replaced while being read")
+
+
+def test_dump_log_replaced_finishes_on_the_file_opened(master, other, tmp_path):
+    """Another segment renamed over the .log while dump reads it: the dump goes on reading the
+    file it opened (its inode keeps its bytes) to its end, every batch of it, exit 0."""
+    src, size, next_offset = master
+    path = str(tmp_path / NAME)
+    shutil.copyfile(src, path)
+    code, out, err, opened = _run_changing(["dump", path], path,
+                                           lambda: _replace(other, str(tmp_path), ("log",)))
+    assert opened
+    assert code == 0 and err == "", (code, err[-2000:])
+    lines = out.decode().splitlines()
+    assert len(lines) == 2 + next_offset // RECORDS_PER_BATCH
+    assert "lastOffset: %d " % (next_offset - 1) in lines[-1], lines[-1]
+    with open(path, "rb") as f:
+        assert f.read(4096) != open(src, "rb").read(4096)  # the name holds the other file now
+
+
+def _api_partition(tmp_path, n_batches=400):
+    """A partition of one segment of n_batches batches of 16 records (~16 KiB each), written
+    by kafka-python; (directory, log path, the bytes)."""
+    rng = random.Random(3)
+    d = tmp_path / "api-0"
+    d.mkdir()
+    w = kg.SegmentWriter(0)
+    for _ in range(n_batches):
+        w.add_v2([kg.Rec(b"k%d" % w.next_offset, rng.randbytes(1000), kg.T0)
+                  for _ in range(RECORDS_PER_BATCH)])
+    data = w.data()
+    path = w.write(str(d))
+    return str(d), path, data
+
+
+def test_python_api_log_truncated(tmp_path):
+    """Partition.records() over a segment another process cuts after the first records were
+    given: FileChangedError (exit code 2) naming the file, not a short or mixed read."""
+    from kafkalog_cli.errors import KafkalogError
+    from kafkalog_cli.log.partition import Partition
+    d, path, _ = _api_partition(tmp_path)
+    records = Partition(d).records()
+    for _ in range(10):
+        next(records)
+    subprocess.run(["truncate", "-s", "100", path], check=True, timeout=60)
+    with pytest.raises(KafkalogError) as info:
+        for _ in records:
+            pass
+    assert isinstance(info.value, OSError) and info.value.exit_code == 2
+    assert info.value.filename == path and ERROR in str(info.value)
+
+
+def test_python_api_log_replaced(tmp_path):
+    """Partition.records() over a segment another process renames another file over: the
+    records are those of the file opened, all of them (kafka-python reads the same bytes)."""
+    from kafkalog_cli.log.partition import Partition
+    d, path, data = _api_partition(tmp_path)
+    records = Partition(d).records()
+    got = [next(records) for _ in range(10)]
+    (tmp_path / "new.log").write_bytes(data[:len(data) // 3])
+    subprocess.run(["mv", "-f", str(tmp_path / "new.log"), path], check=True, timeout=60)
+    got.extend(records)
+    expected = [(r.offset, r.key, r.value) for b in kg.kafka_python_read(data) for r in b.records]
+    assert [(r.offset, r.key, r.value) for r in got] == expected
+
+
+SUMMARIZE = r"""
+import sys
+from kafkalog_cli.cli.errors import error_text, exit_code
+from kafkalog_cli.log.summary import summarize_segment
+try:
+    summarize_segment(sys.argv[1])
+except Exception as e:
+    print("kafkalog: " + error_text(e), file=sys.stderr)
+    sys.exit(exit_code(e))
+"""
+
+
+def test_scan_segment_reader_log_truncated(master, tmp_path):
+    """`kafkalog scan`'s per-segment work (log.summary.summarize_segment, what each Spark task
+    runs) over a segment cut while it reads: FileChangedError naming the file."""
+    src, size, _ = master
+    path = str(tmp_path / NAME)
+    shutil.copyfile(src, path)
+    p = subprocess.Popen([sys.executable, "-c", SUMMARIZE, path], stderr=subprocess.PIPE,
+                         cwd=str(tmp_path))
+    assert _wait_open(p, path)
+    time.sleep(0.005)  # as in _run_changing
+    os.truncate(path, 3)
+    err = p.communicate(timeout=TIMEOUT)[1].decode()
+    _one_line(p.returncode, err, path, ERROR)

@@ -20,6 +20,37 @@ class NoSegmentsError(KafkalogError, OSError):
     """A directory holds no Kafka log files."""
 
 
+class FileChangedError(KafkalogError, OSError):
+    """The file changed while being read: another process truncated it (a broker's retention
+    or recovery), or renamed another file over its name (a copy put in place, the log
+    cleaner's swap). Unreadable input (exit 2); the message names the file."""
+
+
+def file_changed(path: StrPath, why: str) -> FileChangedError:
+    """A FileChangedError for ``path``: ``why`` says what was seen."""
+    return FileChangedError(errno.EIO, why, os.fspath(path))
+
+
+def check_unchanged(path: StrPath, fd: int, opened: os.stat_result) -> None:
+    """Raise FileChangedError unless ``path`` still names the file open as ``fd`` (whose
+    fstat at open was ``opened``) and that file holds at least the bytes it held then: a file
+    renamed away or replaced by another (a new inode with other bytes), or truncated since, no
+    longer agrees with what was read from it, nor with the files beside it read meanwhile."""
+    try:
+        now = os.stat(path)
+    except OSError as e:
+        raise file_changed(path, "replaced while being read (the name now: %s)"
+                           % (e.strerror or e)) from None
+    if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+        raise file_changed(path, "replaced while being read (another file now has its name: "
+                           "%d bytes, inode %d; %d bytes, inode %d at open)"
+                           % (now.st_size, now.st_ino, opened.st_size, opened.st_ino))
+    size = os.fstat(fd).st_size
+    if size < opened.st_size:
+        raise file_changed(path, "changed size while being read (%d bytes at open, %d bytes "
+                           "now)" % (opened.st_size, size))
+
+
 class NotRegularFileError(KafkalogError, OSError):
     """A path that is not a regular file (a FIFO, a device, a directory, a socket, or a symlink
     to one): readers refuse it rather than block on it or read it without end."""
@@ -81,19 +112,24 @@ MAX_AUX_BYTES = 2 ** 31 - 1
 def read_sized(path: StrPath, limit: int = MAX_AUX_BYTES) -> bytes:
     """The whole contents of the regular file ``path``, up to the size it has when opened
     (a file that grows meanwhile is read as it was; open_regular refuses devices and FIFOs,
-    which have no size to stop at). A file larger than ``limit`` is refused before it is
-    read (FileFormatError); one that does not fit in the memory left is an OSError (ENOMEM),
-    not a MemoryError."""
+    which have no size to stop at); one truncated while read is a FileChangedError. A file
+    larger than ``limit`` is refused before it is read (FileFormatError); one that does not
+    fit in the memory left is an OSError (ENOMEM), not a MemoryError."""
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size > limit:
             raise FileFormatError("%s: %d bytes, more than the %d any file of this kind holds"
                                   % (path, size, limit))
         try:
-            return f.read(size)
+            data = f.read(size)
         except MemoryError:
             raise OSError(errno.ENOMEM, "too large to read into the memory available (%d bytes)"
                           % size, path) from None
+        if len(data) < size:
+            # truncated between the fstat and the read: what was read is no file's contents
+            raise file_changed(path, "changed size while being read (%d bytes at open, a "
+                               "short read of %d)" % (size, len(data)))
+        return data
 
 
 class FileFormatError(InvalidDataError, ValueError):

@@ -15,9 +15,8 @@ from ..format import codecs
 from ..format.errors import CorruptRecordError
 from ..format.records import RECORD_CHUNK, Batch, Records, decode_records, iter_records
 from ..format.scan import InvalidBytes, scan
-from ..errors import KafkalogError
 from . import names
-from .files import open_regular
+from .files import FileChangedError, check_unchanged, open_regular
 from .index import OffsetIndex, TimeIndex
 from .txnindex import TransactionIndex
 
@@ -67,10 +66,6 @@ _ANON_FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
     else 0)
 
 
-class FileChangedError(KafkalogError, OSError):
-    """The file holds fewer bytes than it did when opened: another process truncated it."""
-
-
 class LogFile:
     """A segment data file opened read-only. Use as a context manager.
 
@@ -95,7 +90,8 @@ class LogFile:
         self._file = open_regular(path)
         try:
             self._fd = self._file.fileno()
-            self.size = os.fstat(self._fd).st_size
+            self._opened = os.fstat(self._fd)
+            self.size = self._opened.st_size
             if self.size:
                 # Anonymous memory: pages cost nothing until written, and read as zeros again
                 # once released (MADV_DONTNEED), never as a fault.
@@ -129,6 +125,13 @@ class LogFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def check_unchanged(self) -> None:
+        """Raise FileChangedError unless the path still names this file, at its size at open
+        or more (files.check_unchanged): for readers that combine what they read from it with
+        other files read meanwhile (its indexes). What was read from the file itself holds
+        whatever happened to its name: the open file keeps its bytes."""
+        check_unchanged(self.path, self._fd, self._opened)
 
     def _changed(self, pos: int, got: int) -> "FileChangedError":
         try:

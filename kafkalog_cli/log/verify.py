@@ -517,8 +517,10 @@ def verify_segment(segment: Segment, active: bool, sanity_only: bool = False,
     close. Anywhere else a zero tail is reported (a crash can leave one: KAFKA-19200), and with
     ``sanity_only`` the broker's start-up check runs on the file exactly as it is.
 
-    Raises OSError when the log exists but cannot be opened as a regular file; an index that
-    cannot be is a report with ``error`` set, and the others are still checked.
+    Raises OSError when the log exists but cannot be opened as a regular file, and
+    FileChangedError when it is truncated or replaced before the checks end (the findings
+    would mix two files); an index that cannot be read is a report with ``error`` set, and
+    the others are still checked.
     """
     # lexists: a symlink to a device or a FIFO is refused by the reader, not taken for no log
     log = (segment.open(max_message_size or DEFAULT_MAX_MESSAGE_SIZE)
@@ -527,6 +529,11 @@ def verify_segment(segment: Segment, active: bool, sanity_only: bool = False,
         check = _SegmentCheck(segment, log, active, sanity_only)
         reports = check.offset_and_time_indexes()
         txn = check.txn_index()
+        if log is not None:
+            # The indexes were read by name after the log was opened: a log truncated or
+            # replaced meanwhile (retention, the cleaner's swap, a copy put in place) was
+            # compared with indexes that are not its own.
+            log.check_unchanged()
         return reports if txn is None else reports + [txn]
     finally:
         if log is not None:
