@@ -699,22 +699,3 @@ def test_unreadable_snapshot_is_set_aside_and_rebuilt(tmp_path):
     saved = [read(os.path.join(r, n)) for r, _, ns in os.walk(os.path.join(part.dir, QUARANTINE))
              for n in ns if n == name(part.leo, "snapshot")]
     assert saved == [bad]
-
-
-def test_stray_snapshots_are_set_aside(tmp_path):
-    """ProducerStateManager.removeStraySnapshots: a snapshot at no segment's base offset goes,
-    except the newest when it is above the last segment's base (the one at the log end)."""
-    part = Part(tmp_path / "logdir")
-    part.checkpoint([("t", 0, part.leo)])
-    at_base = name(part.bases[1], "snapshot")
-    stray = name(part.bases[1] + 5, "snapshot")
-    for n in (at_base, stray):
-        ig.write_file(os.path.join(part.dir, n), ig.encode_snapshot([]))
-    before = files_in(part.dir)
-    p = recover(part.dir)
-    assert p.returncode == 1, p
-    after = files_in(part.dir)
-    assert set(before) - set(after) == {stray}
-    assert after[at_base] == before[at_base]
-    assert after[name(part.leo, "snapshot")] == before[name(part.leo, "snapshot")]
-    assert "as a stray" in p.stdout, p.stdout

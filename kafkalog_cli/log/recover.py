@@ -571,9 +571,8 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
 
 def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
                     max_message_size: int) -> None:
-    """LogLoader's last step for producer snapshots (ProducerStateManager.removeStraySnapshots,
-    truncateAndReload, UnifiedLog.rebuildProducerState): the strays and those above the log
-    end offset set aside; then, when no
+    """LogLoader's last step for producer snapshots (ProducerStateManager.truncateAndReload,
+    UnifiedLog.rebuildProducerState): those above the log end offset set aside; then, when no
     snapshot is at the log end offset, one written there, of the producer state rebuilt from
     the latest snapshot at or below it (the producers it holds that have expired dropped, as
     loadFromSnapshot drops them) and the batches up to the log end offset. A snapshot already
@@ -585,16 +584,8 @@ def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
         return
     found = {names.base_offset_from_name(n): n for n in view
              if _kind(n) == names.SNAPSHOT and not names.lifecycle_suffix(n)}
-    # ProducerStateManager.removeStraySnapshots: a snapshot at no segment's base offset goes,
-    # but the newest one when it is above the last segment's base (the log end's)
-    bases = [b for b in logs if names.offset_name(b, names.LOG) in view]
-    strays = sorted(o for o in found if o is not None and o not in bases)
-    if strays and bases and strays[-1] > max(bases):
-        strays.pop()
-    for offset in strays:
-        plan.add(MOVE, found[offset], "producer snapshot at no segment's base offset (the broker "
-                 "deletes it as a stray)")
-        del view[found.pop(offset)]
+    # (ProducerStateManager.removeStraySnapshots is not followed: a snapshot at no segment's
+    # base offset below the log end offset is left where it is)
     snaps: Dict[int, str] = {}
     for offset, n in sorted((o, n) for o, n in found.items() if o is not None):
         if offset > leo:
