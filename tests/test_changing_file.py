@@ -567,3 +567,51 @@ def test_scan_segment_reader_log_truncated(master, tmp_path):
     os.truncate(path, 3)
     err = p.communicate(timeout=TIMEOUT)[1].decode()
     _one_line(p.returncode, err, path, ERROR)
+
+
+def _wait_open_anywhere(p, path):
+    """Wait until some process (a Spark worker: not a child of ``p``) holds ``path`` open;
+    False when ``p`` ended first."""
+    target = os.path.realpath(path)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            fds = "/proc/%s/fd" % pid
+            try:
+                if any(os.readlink(os.path.join(fds, fd)) == target for fd in os.listdir(fds)):
+                    return True
+            except OSError:
+                continue
+        if p.poll() is not None:
+            return False
+        time.sleep(0.001)
+    raise AssertionError("%s never opened" % path)
+
+
+def test_scan_log_truncated(master, tmp_path):
+    """`kafkalog scan` (a local Spark) over a partition whose segment is cut while a Spark task
+    reads it: one kafkalog line naming the file, exit 2, no worker traceback."""
+    pytest.importorskip("pyspark")
+    src, size, _ = master
+    d = tmp_path / "topic-0"
+    d.mkdir()
+    path = str(d / NAME)
+    shutil.copyfile(src, path)
+    p = subprocess.Popen([sys.executable, "-m", "kafkalog_cli", "scan", "--master", "local[1]",
+                          "--spark-conf", "spark.ui.enabled=false", str(d)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(tmp_path))
+    try:
+        assert _wait_open_anywhere(p, path)
+        time.sleep(0.005)  # as in _run_changing
+        os.truncate(path, 3)
+        out, err = p.communicate(timeout=TIMEOUT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    err = err.decode("utf-8", "replace")
+    assert p.returncode == 2, (p.returncode, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    ours = [line for line in err.splitlines() if line.startswith("kafkalog:")]
+    assert ours == [line for line in ours if ERROR in line and path in line] and len(ours) == 1, err

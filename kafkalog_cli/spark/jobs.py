@@ -8,6 +8,8 @@ import time
 import uuid
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from ..errors import KafkalogError
+from ..log.files import os_error_text
 from ..log.summary import summarize_segment
 from . import register
 from .source import Options, SegmentSlice, partition_logs, slices
@@ -180,7 +182,10 @@ def scan(spark, path: str, topics: Optional[Sequence[str]] = None) -> ScanResult
     logs = sorted(log for p in parts for log in p.logs)
     if not logs:
         return ScanResult([], False)
-    summaries = spark.sparkContext.parallelize(logs, len(logs)).map(summarize_segment).collect()
+    summaries = spark.sparkContext.parallelize(logs, len(logs)).map(_summary_or_error).collect()
+    for s in summaries:
+        if "error" in s:
+            raise KafkalogError(s["error"])
     by_log = {s["segment"]: s for s in summaries}
     totals = sorted((partition_totals(p.topic, p.partition,
                                       sorted((by_log[log] for log in p.logs),
@@ -188,6 +193,16 @@ def scan(spark, path: str, topics: Optional[Sequence[str]] = None) -> ScanResult
                      for p in parts if p.logs),
                     key=lambda t: (t["topic"], t["partition"]))
     return ScanResult(totals, any(t["invalid_batches"] or t["invalid_bytes"] for t in totals))
+
+
+def _summary_or_error(path: str) -> Dict[str, Any]:
+    """A segment's summary, or {"error": one line naming the file} when it cannot be read (a
+    FileChangedError: truncated or replaced under the task), said on the driver rather than
+    as a worker's traceback."""
+    try:
+        return summarize_segment(path)
+    except OSError as e:
+        return {"segment": path, "error": os_error_text(e.filename or path, e)}
 
 
 def partition_totals(topic: str, partition: int,
