@@ -615,3 +615,21 @@ def test_scan_log_truncated(master, tmp_path):
     assert "Traceback" not in err, err[-3000:]
     ours = [line for line in err.splitlines() if line.startswith("kafkalog:")]
     assert ours == [line for line in ours if ERROR in line and path in line] and len(ours) == 1, err
+
+
+@pytest.mark.parametrize("args", [["dump", "--index-sanity-check"], ["verify-index",
+                                                                     "--sanity-only"]],
+                         ids=["dump", "verify-index"])
+def test_index_truncated_while_read(tmp_path, args):
+    """An index is read whole, in one read of the size it had at open: one cut during that
+    read (a sparse 256 MiB .index, slow enough to read to be cut midway) is a short read,
+    said (one line naming it, exit 2), not taken for a shorter index."""
+    d = tmp_path / "topic-0"
+    d.mkdir()
+    path = str(d / "00000000000000000000.index")
+    with open(path, "wb") as f:
+        f.truncate(256 << 20)
+    code, out, err, opened = _run_changing([*args, path], path,
+                                           lambda: os.truncate(path, 8 << 20))
+    assert opened
+    _one_line(code, err, path, ERROR)
