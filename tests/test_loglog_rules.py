@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 import indexgen as ig
 import kafkagen as kg
 from dumpcheck import files_in
@@ -325,6 +327,7 @@ def killed_at(step, directory):
     return p.returncode == -signal.SIGKILL, p
 
 
+@pytest.mark.slow   # a run killed before each of its file-system steps
 def test_marker_never_outlives_an_unfinished_change(tmp_path):
     """Killed before each file-system step of a run that changes a partition of a cleanly shut
     down directory: whenever the marker is there after the kill, the partition is either as it
@@ -411,6 +414,7 @@ def test_offset_overflow_is_split_not_cut(tmp_path):
     assert recover(d).returncode == 0
 
 
+@pytest.mark.slow   # a run killed before each of its file-system steps
 def test_offset_overflow_split_survives_a_kill_at_every_step(tmp_path):
     data, pieces, _ = overflowing_segment()
 
