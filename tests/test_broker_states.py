@@ -210,3 +210,71 @@ def test_orphan_live_index_is_still_damage(partition):
         code, out, err = _run(*args, d, cwd=os.path.dirname(d))
         assert code == 1, (args, code, err)
         assert "no log file %020d.log beside it" % 0 in err, err
+
+
+# -- the broker finishing a deletion while we read ---------------------------------------------
+
+def _big_deleted_partition(tmp_path):
+    """A partition whose segment 0 (~64 MiB of kafka-python batches, base offsets rewritten)
+    is being deleted: .log.deleted, .index.deleted, .timeindex.deleted; and a live segment
+    after it. Returns (directory, [the .deleted paths in deleteIfExists order])."""
+    import random
+    import struct
+    rng = random.Random(5)
+    batch = kg.v2_batch([kg.Rec(b"k%d" % i, bytes(rng.randrange(32, 127) for _ in range(1000)),
+                                kg.T0 + i) for i in range(16)])
+    per = (8 << 20) // len(batch)
+    chunk = bytearray(batch * per)
+    d = tmp_path / "topic-0"
+    d.mkdir()
+    offset = 0
+    data = bytearray()
+    for _ in range(8):
+        for i in range(per):
+            struct.pack_into(">q", chunk, i * len(batch), offset)
+            offset += 16
+        data += chunk
+    live = _segment(offset, 3)
+    files = ig.write_partition(str(d), [(0, bytes(data)), (offset, live.data())])
+    paths = files[0].paths
+    _rename(paths, ".deleted", 3)
+    return str(d), [paths[k] + ".deleted" for k in ORDER[:3]]
+
+
+def _wait_open(p, path):
+    target = os.path.realpath(path)
+    fds = "/proc/%d/fd" % p.pid
+    while p.poll() is None:
+        try:
+            if any(os.readlink(os.path.join(fds, fd)) == target for fd in os.listdir(fds)):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["dump", "--deep-iteration"], ["verify-index"]],
+                         ids=["dump", "verify-index"])
+def test_deletion_finished_while_reading(tmp_path, args):
+    """The broker removes the .deleted files of a segment (LogSegment.deleteIfExists: the
+    .log first) while dump or verify-index reads its .log.deleted: the log is read to its end
+    from the file opened, the indexes gone by then are noted, exit 0."""
+    if not os.path.exists("/proc/self/fd"):
+        pytest.skip("needs /proc")
+    d, deleted = _big_deleted_partition(tmp_path)
+    with open(tmp_path / "run.err", "wb") as err:
+        p = subprocess.Popen([sys.executable, "-m", "kafkalog_cli", *args, d],
+                             stdout=subprocess.DEVNULL, stderr=err, cwd=str(tmp_path))
+        assert _wait_open(p, deleted[0]), "the .log.deleted was never opened"
+        subprocess.run(["rm", "-f", *deleted], check=True, timeout=60)
+        code = p.wait(timeout=120)
+    err = (tmp_path / "run.err").read_text()
+    assert "Traceback" not in err, err
+    assert code == 0, (code, err)
+    for line in err.splitlines():
+        assert any(path in line for path in deleted[1:]) and "removed before" in line, err
+    if args[0] == "dump":
+        # the indexes come after the log, read for seconds: both were gone by then
+        for path in deleted[1:]:
+            assert "kafkalog: %s: removed before it could be read" % path in err, err

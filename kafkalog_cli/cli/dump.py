@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
-from ..log import names
+from ..log import names, verify
 from ..log.files import NoSegmentsError, os_error_text, printable_name
 from ..log.read import SegmentReader, files_to_read
 from ..log.seek import Seek
@@ -235,6 +235,11 @@ class _DumpRun:
                 return self.segment(f.path, seek, f.kind)
             return dump_aux(f.kind, f.path, self.writer, self.iopts)
         except OSError as e:
+            note = None if f.explicit else verify.vanished_note(e.filename or f.path, e)
+            if note is not None:
+                # met in a directory, then removed by the broker (a .deleted file): normal
+                self.writer.warn("%s: %s" % (note.file, note.message))
+                return EXIT_OK
             self.writer.warn(_os_error(f.path, e))
             return EXIT_USAGE
 

@@ -19,7 +19,8 @@ from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from ..format.scan import InvalidBytes
 from . import files, names
-from .files import ActiveSegments, FileFormatError, Found, expand, printable_name
+from .files import (ActiveSegments, FileChangedError, FileFormatError, Found, expand,
+                    printable_name)
 from .index import OffsetIndex, TimeIndex
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .txnindex import TransactionIndex
@@ -425,6 +426,9 @@ def _open_index(kind: str, path: str,
     try:
         index = reader(path)
     except OSError as e:
+        note = vanished_note(path, e)
+        if note is not None:
+            return None, FileReport(path, kind, notes=[note])
         return None, FileReport(path, kind, error=e)
     except FileFormatError as e:
         return None, FileReport(path, kind, problems=[unreadable(path, e)])
@@ -532,8 +536,14 @@ def verify_segment(segment: Segment, active: bool, sanity_only: bool = False,
         if log is not None:
             # The indexes were read by name after the log was opened: a log truncated or
             # replaced meanwhile (retention, the cleaner's swap, a copy put in place) was
-            # compared with indexes that are not its own.
-            log.check_unchanged()
+            # compared with indexes that are not its own. A segment already being deleted,
+            # cleaned or swapped whose log is gone was finished by the broker (its .log goes
+            # first): what was read of it is its own.
+            try:
+                log.check_unchanged()
+            except FileChangedError:
+                if not segment.suffix or os.path.lexists(segment.log_path):
+                    raise
         return reports if txn is None else reports + [txn]
     finally:
         if log is not None:
@@ -591,6 +601,18 @@ def broker_state_note(path: str) -> Optional[Problem]:
                "first (LogSegment.changeFileSuffixes)" % renamed[0])
     return Problem(path, BROKER_STATE, "no log file %s beside it: %s; "
                    "entries not checked" % (log_name, why))
+
+
+def vanished_note(path: str, error: OSError) -> Optional[Problem]:
+    """A note when ``path``, a file of a segment being deleted, cleaned or swapped (a
+    lifecycle suffix), was gone by the time it was read (``error``: ENOENT), as the broker
+    removes such files (LogSegment.deleteIfExists after file.delete.delay.ms, LogLoader at
+    start-up); None for any other file or error."""
+    suffix = names.lifecycle_suffix(os.path.basename(path))
+    if not suffix or not isinstance(error, FileNotFoundError):
+        return None
+    return Problem(path, BROKER_STATE, "removed before it could be read, as the broker removes "
+                   "%s files: not checked" % suffix)
 
 
 def missing_log(path: str, log_path: str) -> Problem:
@@ -665,7 +687,12 @@ def verify_target(path: str, sanity_only: bool = False,
         try:
             reports = verify_segment(segment, active, sanity_only, max_message_size)
         except OSError as e:
-            yield TargetError(e.filename or segment.log_path, e)
+            where = e.filename or segment.log_path
+            note = vanished_note(where, e)
+            if note is not None:
+                yield FileReport(where, names.file_kind(where) or names.LOG, notes=[note])
+            else:
+                yield TargetError(where, e)
             continue
         except MemoryError:
             # findings by the million (an index of garbage as large as Kafka allows)
@@ -680,5 +707,5 @@ def verify_target(path: str, sanity_only: bool = False,
 
 __all__ = ["Problem", "FileFormatError", "FileReport", "TargetError", "UnknownFile",
            "broker_state_note", "check_offset_index", "check_time_index", "check_txn_index",
-           "sanity_problems",
+           "sanity_problems", "vanished_note",
            "verify_segment", "verify_target"]
