@@ -319,21 +319,12 @@ def scan_segment(segment: Segment, prev_last: Optional[int], tracker: TxnTracker
                 break
             _track_transactions(item, marker_key, tracker, result.aborted)
             result.keep(item)
-            if epochs is not None:
-                _assign_epoch(epochs, item)
+            if epochs is not None and item.magic >= 2:
+                epochs.observe(item.partition_leader_epoch, item.base_offset)
             prev_last = item.last_offset
     result.builder.finish()
     result.last_offset = prev_last
     return result
-
-
-def _assign_epoch(epochs: LeaderEpochCache, batch: Batch) -> None:
-    """LogSegment.recover: a valid v2 batch whose partition leader epoch is above the cache's
-    latest starts that epoch at its base offset."""
-    epoch = batch.partition_leader_epoch
-    if batch.magic >= 2 and epoch >= 0 and (epochs.latest_epoch is None
-                                           or epoch > epochs.latest_epoch):
-        epochs.assign(epoch, batch.base_offset)
 
 
 def _track_transactions(batch: Batch, marker_key: Optional[bytes], tracker: TxnTracker,
