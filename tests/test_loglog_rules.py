@@ -703,3 +703,69 @@ def test_unreadable_snapshot_is_set_aside_and_rebuilt(tmp_path):
     saved = [read(os.path.join(r, n)) for r, _, ns in os.walk(os.path.join(part.dir, QUARANTINE))
              for n in ns if n == name(part.leo, "snapshot")]
     assert saved == [bad]
+
+
+def quarantined(part, n):
+    return [read(os.path.join(r, f)) for r, _, fs in os.walk(os.path.join(part.dir, QUARANTINE))
+            for f in fs if f == n]
+
+
+def test_no_snapshot_rebuilds_from_the_start_with_snapshots_at_the_last_two_bases(tmp_path):
+    """No snapshot, an unclean shutdown: UnifiedLog.rebuildProducerState replays every segment
+    from the log start offset and takes a snapshot on reaching the base offset of each of the
+    last two segments, and one at the log end offset; each holds the state of the batches
+    below its offset."""
+    part = Part(tmp_path / "logdir")
+    part.checkpoint([("t", 0, part.leo)])
+    os.unlink(os.path.join(part.dir, name(part.leo, "snapshot")))
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    logs = list(zip(part.bases, part.data))
+    snaps = sorted(n for n in os.listdir(part.dir) if n.endswith(".snapshot"))
+    assert snaps == [name(o, "snapshot") for o in (part.bases[1], part.bases[2], part.leo)]
+    for off in (part.bases[1], part.bases[2], part.leo):
+        assert read(os.path.join(part.dir, name(off, "snapshot"))) == \
+            expected_snapshot_at(logs, 0, off), off
+    assert recover(part.dir).returncode == 0
+
+
+def test_stray_snapshot_below_the_log_end_is_set_aside(tmp_path):
+    """ProducerStateManager.removeStraySnapshots after loading: a snapshot at no segment's
+    base offset (a restart's, inside segment 1) is deleted (here set aside), the newest one
+    above every base (at the log end offset) is kept; the state is then loaded from the one at
+    the log end offset, nothing to replay."""
+    part = Part(tmp_path / "logdir")
+    part.checkpoint([("t", 0, part.leo)])
+    inside = part.bases[1] + 3
+    stray = expected_snapshot_at(list(zip(part.bases, part.data)), 0, inside)
+    ig.write_file(os.path.join(part.dir, name(inside, "snapshot")), stray)
+    at_leo = read(os.path.join(part.dir, name(part.leo, "snapshot")))
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    snaps = sorted(n for n in os.listdir(part.dir) if n.endswith(".snapshot"))
+    assert snaps == [name(part.leo, "snapshot")]
+    assert read(os.path.join(part.dir, name(part.leo, "snapshot"))) == at_leo
+    assert quarantined(part, name(inside, "snapshot")) == [stray]
+    assert recover(part.dir).returncode == 0
+
+
+def test_snapshots_at_or_below_the_log_start_offset_are_set_aside(tmp_path):
+    """ProducerStateManager.truncateAndReload deletes the snapshots at or below the log start
+    offset (log-start-offset-checkpoint, here inside segment 1, above the first base): the one
+    at segment 1's base goes; the one at segment 2's base is kept (above it), the state is
+    loaded from the one at the log end offset."""
+    part = Part(tmp_path / "logdir")
+    part.checkpoint([("t", 0, part.leo)])
+    logs = list(zip(part.bases, part.data))
+    for b in part.bases[1:]:
+        ig.write_file(os.path.join(part.dir, name(b, "snapshot")),
+                      expected_snapshot_at(logs, 0, b))
+    ig.write_file(os.path.join(part.logdir, "log-start-offset-checkpoint"),
+                  ig.offset_checkpoint([("t", 0, part.bases[1] + 2)]))
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    snaps = sorted(n for n in os.listdir(part.dir) if n.endswith(".snapshot"))
+    assert snaps == [name(part.bases[2], "snapshot"), name(part.leo, "snapshot")]
+    assert quarantined(part, name(part.bases[1], "snapshot")) == [
+        expected_snapshot_at(logs, 0, part.bases[1])]
+    assert recover(part.dir).returncode == 0

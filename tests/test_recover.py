@@ -884,22 +884,34 @@ def check_partition_files(exp):
                 allowed.add(epochs_name)
                 assert actual.get(epochs_name) == ig.leader_epoch_checkpoint(want).encode(), \
                     (actual.get(epochs_name), want)
-    # the producer snapshot at the log end offset, written when none was there, of the state
-    # from the latest (empty) snapshot at or below it
+    # the producer snapshots, as LogLoader leaves them: ProducerStateManager.removeStraySnapshots
+    # (at no segment base, but the newest above every base), those above the log end offset or
+    # at or below the log start offset (the first base) deleted; from the latest left (empty in
+    # these tests) the batches are replayed, a snapshot taken at each of the last two segment
+    # bases above it and at the log end offset (UnifiedLog.rebuildProducerState)
     logs = sorted((int(n[:20]), data) for n, data in exp.logs.items())
     if logs:
         leo = leo_of(*logs[-1])
-        snap = snapshot_name(leo)
-        if snap not in exp.original or snap in exp.moved:
-            below = [int(n[:20]) for n in exp.original if n.endswith(".snapshot")
-                     and n not in exp.moved and int(n[:20]) <= leo]
-            start = max(below, default=logs[0][0])
-            if start in below:
-                assert exp.original[snapshot_name(start)] == ig.encode_snapshot([])
+        bases = [b for b, _ in logs]
+        on_disk = sorted(int(n[:20]) for n in exp.original if n.endswith(".snapshot")
+                         and n not in exp.moved)
+        strays = [o for o in on_disk if o not in bases]
+        if strays and strays[-1] > bases[-1]:
+            strays.pop()
+        kept = [o for o in on_disk if o not in strays and bases[0] < o <= leo]
+        for o in set(on_disk) - set(kept):
+            required.discard(snapshot_name(o))
+            assert snapshot_name(o) not in actual, snapshot_name(o)
+        start = max(kept, default=bases[0])
+        if start in kept:
+            assert exp.original[snapshot_name(start)] == ig.encode_snapshot([])
+        taken = [b for b in bases[-2:] if start < b < leo] + ([leo] if leo > start else [])
+        for off in taken:
+            snap = snapshot_name(off)
             required.add(snap)
             allowed.add(snap)
             if snap in actual:
-                assert actual[snap] == expected_snapshot_at(logs, start, leo), snap
+                assert actual[snap] == expected_snapshot_at(logs, start, off), snap
     assert required <= set(actual), "missing after recovery: %s" % sorted(required - set(actual))
     assert set(actual) <= allowed, "unexpected files: %s" % sorted(set(actual) - allowed)
     # logs: the valid prefix, byte for byte

@@ -63,7 +63,7 @@ from .files import FileFormatError, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import LeaderEpochCache
 from .logdir import LogDir
-from .producer_state import ProducerState, rebuild
+from .producer_state import load_state, stray_snapshots
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, IndexBuilder,
                          TxnTracker, fsync_dir, rename_noreplace, txn_index_bytes,
                          write_atomically, write_new)
@@ -538,11 +538,12 @@ class SymlinkCutError(KafkalogError, OSError):
 def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
                    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                    recovery_point: Optional[int] = None, clean_shutdown: bool = False,
-                   full: bool = False) -> PartitionPlan:
+                   full: bool = False, log_start_offset: Optional[int] = None) -> PartitionPlan:
     """Everything recovery would change in ``directory``, with a report per segment.
     ``recovery_point``: the partition's entry in recovery-point-offset-checkpoint (None: it has
     none, recovery starts at the first segment); ``clean_shutdown``: the log directory holds
-    the clean-shutdown marker; ``full``: recover every segment regardless."""
+    the clean-shutdown marker; ``full``: recover every segment regardless;
+    ``log_start_offset``: its entry in log-start-offset-checkpoint (None: it has none)."""
     plan = PartitionPlan(directory, recovery_point, clean_shutdown, full)
     regular = _plan_odd_files(plan, sorted(os.listdir(directory)))
     view, swaps = _plan_leftovers(plan, regular)
@@ -556,75 +557,61 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     if epochs is not None and plan.split is None:
         _plan_leader_epochs(plan, view, epochs, before)
     if plan.split is None:
-        _plan_snapshots(plan, view, logs, max_message_size)
+        _plan_snapshots(plan, view, logs, max_message_size, log_start_offset)
     return plan
 
 
 def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
-                    max_message_size: int) -> None:
-    """LogLoader's last step for producer snapshots (ProducerStateManager.truncateAndReload,
-    UnifiedLog.rebuildProducerState): those above the log end offset set aside; then, when no
-    snapshot is at the log end offset, one written there, of the producer state rebuilt from
-    the latest snapshot at or below it (the producers it holds that have expired dropped, as
-    loadFromSnapshot drops them) and the batches up to the log end offset. A snapshot already
-    at the log end offset is left as it is (takeSnapshot takes none at an offset that has
-    one). A state that cannot be rebuilt (a marker that is no end marker, a write outside an
-    open transaction below the recovery point) is reported and no snapshot is written."""
+                    max_message_size: int, log_start_offset: Optional[int]) -> None:
+    """LogLoader's last step for producer snapshots, on the segments recovery leaves:
+    ProducerStateManager.removeStraySnapshots (a snapshot at no segment's base offset, but the
+    newest when it is above every base), then UnifiedLog.rebuildProducerState
+    (``producer_state.load_state``: snapshots above the log end offset, at or below the log
+    start offset, or unreadable, removed; the newest readable one loaded; the batches after it
+    replayed, with snapshots taken at the base offsets of the last two segments the replay
+    reaches and at the log end offset). Every snapshot removed is set aside; those taken are
+    written where no file holds their name. The log start offset is the larger of
+    ``log_start_offset`` (log-start-offset-checkpoint; None: 0) and the first segment's base
+    offset, as LogLoader.load takes it. A state that cannot be rebuilt (a marker that is no end
+    marker, a write outside an open transaction) is reported and nothing is changed."""
     leo = plan.log_end_offset
     if leo is None:
         return
-    found = {names.base_offset_from_name(n): n for n in view
-             if _kind(n) == names.SNAPSHOT and not names.lifecycle_suffix(n)}
-    # (ProducerStateManager.removeStraySnapshots is not followed: a snapshot at no segment's
-    # base offset below the log end offset is left where it is)
-    snaps: Dict[int, str] = {}
-    for offset, n in sorted((o, n) for o, n in found.items() if o is not None):
-        if offset > leo:
-            plan.add(MOVE, n, "producer snapshot above the log end offset %d" % leo)
-            del view[n]
-        else:
-            snaps[offset] = n
-    name = names.offset_name(leo, names.SNAPSHOT)
-    if name in plan.blocked:
-        return
-    # ProducerStateManager loads the latest snapshot it can read, deleting the unreadable
-    # ones it meets on the way down
-    loaded: Optional[Tuple[int, List[Any]]] = None
-    for offset in sorted(snaps, reverse=True):
-        try:
-            loaded = (offset, list(read_snapshot(os.path.join(plan.directory,
-                                                               view[snaps[offset]]))))
-            break
-        except (OSError, KafkalogError, ValueError) as e:
-            plan.add(MOVE, snaps[offset], "producer snapshot that cannot be read (%s): the "
-                     "broker deletes it" % e)
-            del view[snaps.pop(offset)]
-    if leo in snaps:
-        return  # takeSnapshot takes none at an offset that has one
-    if plan.clean_shutdown and not snaps:
-        # UnifiedLog.rebuildProducerState after a clean shutdown with no snapshot at all: no
-        # scan, an empty snapshot
-        plan.add(WRITE, name, "producer snapshot at the log end offset %d: empty, as after a "
-                 "clean shutdown without snapshots (UnifiedLog.rebuildProducerState)" % leo,
-                 data=ProducerState().snapshot_bytes())
-        return
+    found = {o: n for o, n in ((names.base_offset_from_name(n), n) for n in view
+                               if _kind(n) == names.SNAPSHOT and not names.lifecycle_suffix(n))
+             if o is not None}
+    bases = [b for b in logs if names.offset_name(b, names.LOG) in view]
+    start = max(log_start_offset or 0, bases[0] if bases else 0)
+    # (those above the log end offset are out of range already: the broker's recovery of a
+    # segment deletes them before its loader looks for strays)
+    strays = stray_snapshots([o for o in found if o <= leo], bases)
     segments = [Segment.at(os.path.join(plan.directory, view[names.offset_name(b, names.LOG)]))
-                for b in logs if b < leo or b == logs[0]]
-    state: Optional[ProducerState] = None
-    if loaded is not None:
-        state = ProducerState()
-        state.load(loaded[1], loaded[0], int(time.time() * 1000))
+                for b in bases]
+    snapshots = [(o, os.path.join(plan.directory, view[n])) for o, n in sorted(found.items())
+                 if o not in strays]
     try:
-        rebuilt = rebuild(segments, leo, state=state,
-                          log_start_offset=logs[0] if logs else 0,
-                          max_message_size=max_message_size)
+        loaded = load_state(segments, snapshots, leo, int(time.time() * 1000),
+                            log_start_offset=start, clean_shutdown=plan.clean_shutdown,
+                            max_message_size=max_message_size)
     except (KafkalogError, CorruptRecordError, OSError) as e:
-        plan.notes.append((name, "producer snapshot not written: the producer state could not "
-                                 "be rebuilt (%s)" % e))
+        plan.notes.append((names.offset_name(leo, names.SNAPSHOT), "producer snapshots not "
+                           "written: the producer state could not be rebuilt (%s)" % e))
         return
-    data = dict(rebuilt.snapshots).get(leo, rebuilt.state.snapshot_bytes())
-    plan.add(WRITE, name, "producer state at the log end offset %d (ProducerStateManager."
-             "takeSnapshot after recovery)" % leo, data=data)
+    for offset in sorted(set(strays) | set(loaded.removed)):
+        why = ("at no segment's base offset (ProducerStateManager.removeStraySnapshots)"
+               if offset in strays else
+               "above the log end offset %d" % leo if offset > leo else
+               "at or below the log start offset %d" % start if offset <= start else
+               "cannot be read: the broker deletes it")
+        plan.add(MOVE, found[offset], "producer snapshot %s" % why)
+        del view[found[offset]]
+    for offset, data in loaded.snapshots:
+        n = names.offset_name(offset, names.SNAPSHOT)
+        if n not in view and n not in plan.blocked:
+            plan.add(WRITE, n, "producer state at the %s %d (UnifiedLog.rebuildProducerState)"
+                     % ("log end offset" if offset == leo else "segment base offset", offset),
+                     data=data)
+            view[n] = n
 
 
 def _leader_epochs(plan: PartitionPlan, view: Dict[str, str]) -> Optional[LeaderEpochCache]:
@@ -825,24 +812,18 @@ def _plan_sane(plan: PartitionPlan, view: Dict[str, str], base: int,
 def _plan_cut(plan: PartitionPlan, view: Dict[str, str], source: Segment, scan: SegmentScan,
               report: SegmentReport, later: List[int]) -> None:
     """The segment keeps its valid prefix (UnifiedLog truncation). In the unflushed range the
-    segments after it (``later``) and the producer snapshots above the new log end go first;
-    a segment recovered by the sanity check alone leaves them (LogLoader.loadSegmentFiles)."""
+    segments after it (``later``) go first; a segment recovered by the sanity check alone
+    leaves them (LogLoader.loadSegmentFiles). (The producer snapshots above the new log end
+    are ``_plan_snapshots``'.)"""
     name = report.name
     report.kept, report.first_bad, report.reason = scan.valid_end, scan.first_bad, scan.reason
     report.bad_offset = scan.bad_offset
-    new_end = scan.last_offset + 1 if scan.last_offset is not None else _base(name)
     for base in later:
         later_log = names.offset_name(base, names.LOG)
         plan.segments.append(_moved_report(plan.directory, view, later_log))
         for n in sorted(names.offset_name(base, kind) for kind in names.SEGMENT_KINDS):
             if n in view:
                 plan.add(MOVE, n, "after the corrupt segment %s (the broker deletes it)" % name)
-                del view[n]
-    if later or report.rule not in SANITY_RECOVERY:
-        for n in sorted(view):
-            offset = names.base_offset_from_name(n)
-            if _kind(n) == names.SNAPSHOT and offset is not None and offset > new_end:
-                plan.add(MOVE, n, "producer snapshot above the new log end offset %d" % new_end)
                 del view[n]
     _refuse_symlink(source, "cut at byte %d" % scan.valid_end)
     plan.add(CUT, name, scan.reason or "", start=scan.valid_end, end=report.size)
@@ -1149,7 +1130,8 @@ def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
                       max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                       dry_run: bool = False, recovery_point: Optional[int] = None,
                       clean_shutdown: bool = False, full: bool = False,
-                      before_change: Optional[Callable[[], None]] = None) -> PartitionPlan:
+                      before_change: Optional[Callable[[], None]] = None,
+                      log_start_offset: Optional[int] = None) -> PartitionPlan:
     """Recover the partition ``directory`` as LogLoader would (see ``plan_partition`` for the
     inputs): plan, then (unless ``dry_run``) carry the plan out; after a split, plan and carry
     out again, as LogLoader loads the segments again. The plan returned holds every action of
@@ -1158,7 +1140,7 @@ def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     directory's lock."""
     def plan_now() -> PartitionPlan:
         return plan_partition(directory, interval, max_message_size, recovery_point,
-                              clean_shutdown, full)
+                              clean_shutdown, full, log_start_offset)
 
     plan = plan_now()
     if dry_run:
@@ -1244,6 +1226,11 @@ class LogDirRecovery:
                 readable = False
                 self.checkpoint_problem = "%s: not read (%s): every segment recovered; not " \
                     "written" % (printable_name(self.checkpoint_path), e)
+            try:
+                starts = LogDir(self.log_dir).offset_checkpoint(
+                    names.LOG_START_OFFSET_CHECKPOINT)
+            except (OSError, FileFormatError):
+                starts = {}  # LogManager: every log start at its first segment's base
             failed = changed = False
             ends: Dict[Tuple[str, int], int] = {}
             flushed: List[Tuple[str, PartitionPlan]] = []
@@ -1254,7 +1241,8 @@ class LogDirRecovery:
                     plan = recover_partition(
                         partition, self.interval, self.max_message_size, self.dry_run,
                         points.get(key) if key is not None else None, self.clean_shutdown,
-                        self.full, lambda: self._remove_marker(marker_path))
+                        self.full, lambda: self._remove_marker(marker_path),
+                        starts.get(key) if key is not None else None)
                 except OSError as e:
                     failed = True
                     yield PartitionResult(partition, None, e)
