@@ -63,9 +63,10 @@ from .files import FileFormatError, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import LeaderEpochCache
 from .logdir import LogDir
-from .producer_state import load_state, stray_snapshots
+from .producer_state import (InvalidTxnStateError, ProducerState, end_marker, load_state,
+                             stray_snapshots)
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, IndexBuilder,
-                         TxnTracker, fsync_dir, rename_noreplace, txn_index_bytes,
+                         fsync_dir, rename_noreplace, txn_index_bytes,
                          write_atomically, write_new)
 from .snapshot import read_snapshot
 from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile,
@@ -285,7 +286,7 @@ def _records_problem(log: LogFile, batch: Batch,
     return None, marker_key
 
 
-def scan_segment(segment: Segment, prev_last: Optional[int], tracker: TxnTracker,
+def scan_segment(segment: Segment, prev_last: Optional[int], state: ProducerState,
                  interval: int = DEFAULT_INDEX_INTERVAL,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                  epochs: Optional[LeaderEpochCache] = None) -> SegmentScan:
@@ -295,7 +296,9 @@ def scan_segment(segment: Segment, prev_last: Optional[int], tracker: TxnTracker
     and are as many as the header says, and, in a control batch, they are well-formed control
     records. A batch whose records inflate past the bound is kept with its records unchecked
     (its CRC holds, and the broker's recovery does not look inside a data batch): ``unchecked``
-    lists them. ``tracker`` follows the partition's open transactions across segments."""
+    lists them. ``state`` is the partition's producer state, which each valid batch updates
+    (LogSegment.recover's updateProducerState): its aborted transactions' .txnindex entries
+    are the segment's."""
     base = segment.base_offset
     if base is None:
         raise ValueError("%s: the file name holds no base offset" % segment.log_path)
@@ -317,7 +320,9 @@ def scan_segment(segment: Segment, prev_last: Optional[int], tracker: TxnTracker
                                    and order_problem(item.last_offset, prev_last) is None
                                    and _overflows(item, base))
                 break
-            _track_transactions(item, marker_key, tracker, result.aborted)
+            aborted = _update_producer_state(state, log, item)
+            if aborted is not None:
+                result.aborted.append(aborted)
             result.keep(item)
             if epochs is not None and item.magic >= 2:
                 epochs.observe(item.partition_leader_epoch, item.base_offset)
@@ -327,25 +332,18 @@ def scan_segment(segment: Segment, prev_last: Optional[int], tracker: TxnTracker
     return result
 
 
-def _track_transactions(batch: Batch, marker_key: Optional[bytes], tracker: TxnTracker,
-                        aborted: List[AbortedEntry]) -> None:
-    """ProducerAppendInfo.append during recovery: a transactional data batch opens its
-    producer's transaction at its base offset (from the header: its records are not needed);
-    a control batch's first record, an end marker (``marker_key`` is its key; None for an
-    empty control batch, whose transaction was cleaned away), closes it at the batch's base
-    offset."""
-    if not batch.is_transactional or batch.producer_id < 0:
-        return
-    if not batch.is_control:
-        tracker.data(batch.producer_id, batch.base_offset)
-        return
-    if marker_key is None:
-        return
-    type_id = control.control_type(marker_key)
-    if type_id in (control.ABORT, control.COMMIT):
-        entry = tracker.marker(batch.producer_id, batch.base_offset, type_id == control.ABORT)
-        if entry is not None:
-            aborted.append(entry)
+def _update_producer_state(state: ProducerState, log: LogFile,
+                           batch: Batch) -> Optional[AbortedEntry]:
+    """LogSegment.recover's updateProducerState for one valid batch (ProducerState.append); the
+    .txnindex entry of the aborted transaction it ends, or None. What the broker's loading
+    would refuse (a control record that is no end marker, a non-transactional write inside an
+    open transaction) leaves the state as it was: the batch itself is valid and kept."""
+    if batch.magic < 2 or batch.producer_id < 0:
+        return None
+    try:
+        return state.append(batch, end_marker(log, batch) if batch.is_control else None)
+    except (CorruptRecordError, LimitExceededError, InvalidTxnStateError):
+        return None
 
 
 # -- comparing the indexes a segment has with the rebuilt ones -----------------------------------
@@ -680,15 +678,15 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
                    max_message_size: int, epochs: Optional[LeaderEpochCache] = None) -> None:
     """LogLoader's load of the segments in offset order: each segment chosen by a rule is
     recovered (LogSegment.recover) and its indexes rebuilt; a cut in the unflushed range ends
-    the log there. The others are kept as they are; their transactions are followed (read
-    from their batch headers and markers) when a later segment is recovered, as the broker's
-    producer state follows them."""
+    the log there. The others are kept as they are; their batches are replayed into the
+    producer state when a later segment is recovered, so that its aborted transactions get the
+    last stable offsets the broker's ProducerStateManager gives them."""
     prev_last: Optional[int] = None
     start = _first_recovered(plan, logs)
     rules = [_segment_rule(plan, view, base, i >= start) for i, base in enumerate(logs)]
     last_recovered = max((i for i, rule in enumerate(rules) if rule in RECOVERING), default=-1)
     first_recovered = min((i for i, rule in enumerate(rules) if rule in RECOVERING), default=-1)
-    tracker, replay_from = _seed_transactions(plan, view, logs, first_recovered)
+    state, replay_from = _seed_producer_state(plan, view, logs, first_recovered)
     for i, base in enumerate(logs):
         segment = Segment(plan.directory, base)
         # the file as it is now: a .log.swap still to be renamed into place, say
@@ -698,13 +696,15 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
         last = i == len(logs) - 1
         if rules[i] not in RECOVERING:
             if replay_from <= i < last_recovered:
-                _replay_transactions(source, tracker, max_message_size)
+                with source.open(max_message_size, record_limit_factor=BATCH_LIMIT_FACTOR) as log:
+                    for batch in log.batches():
+                        _update_producer_state(state, log, batch)
             _plan_sane(plan, view, base, report)
             prev_last = None  # not read: the next recovered segment checks its own order only
             if last:
                 plan.log_end_offset = _next_offset(source, view, max_message_size)
             continue
-        scan = scan_segment(source, prev_last, tracker, interval, max_message_size, epochs)
+        scan = scan_segment(source, prev_last, state, interval, max_message_size, epochs)
         report.records, report.first_offset = scan.records, scan.first_offset
         report.next_offset = scan.next_offset
         for position, first, lastoff in scan.unchecked:
@@ -727,17 +727,14 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
         prev_last = scan.last_offset
 
 
-def _seed_transactions(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
-                       first_recovered: int) -> Tuple[TxnTracker, int]:
-    """The open transactions at the start of the segments to follow, and the index in ``logs``
-    of the first segment to read them from. As the broker's ProducerStateManager starts from
+def _seed_producer_state(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
+                         first_recovered: int) -> Tuple[ProducerState, int]:
+    """The producer state at the start of the segments to follow, and the index in ``logs``
+    of the first segment to replay into it. As the broker's ProducerStateManager starts from
     its latest snapshot, the producer snapshot at the largest segment base offset at or below
-    the first recovered segment's gives them (a snapshot taken at a roll holds the producers'
-    state at the new segment's base offset); without a readable one, every segment before is
-    read."""
-    tracker = TxnTracker()
-    if first_recovered <= 0:
-        return tracker, 0
+    the first recovered segment's gives it (a snapshot taken at a roll holds the state at the
+    new segment's base offset); without a readable one, every segment before is replayed."""
+    state = ProducerState()
     for i in range(first_recovered, 0, -1):
         snap = names.offset_name(logs[i], names.SNAPSHOT)
         if snap not in view:
@@ -746,30 +743,9 @@ def _seed_transactions(plan: PartitionPlan, view: Dict[str, str], logs: List[int
             entries = list(read_snapshot(os.path.join(plan.directory, view[snap])))
         except (OSError, KafkalogError, ValueError):
             continue
-        tracker.open = {e.producer_id: e.current_txn_first_offset for e in entries
-                        if e.current_txn_first_offset >= 0}
-        return tracker, i
-    return tracker, 0
-
-
-def _replay_transactions(segment: Segment, tracker: TxnTracker, max_message_size: int) -> None:
-    """Follow the transactions of a segment that is not recovered (its batches trusted, as the
-    broker trusts what is below its recovery point), so that a later segment's aborted
-    transactions get the last stable offsets the broker's producer state gives them."""
-    with segment.open(max_message_size, record_limit_factor=BATCH_LIMIT_FACTOR) as log:
-        for batch in log.batches():
-            if not batch.is_transactional or batch.producer_id < 0:
-                continue
-            marker_key = None
-            if batch.is_control:
-                try:
-                    for recs in log.iter_records(batch):
-                        if len(recs):
-                            marker_key = recs.keys[0]
-                            break
-                except (CorruptRecordError, LimitExceededError):
-                    continue
-            _track_transactions(batch, marker_key, tracker, [])
+        state.load(entries, logs[i], int(time.time() * 1000))
+        return state, i
+    return state, 0
 
 
 def _next_offset(segment: Segment, view: Dict[str, str], max_message_size: int) -> int:
