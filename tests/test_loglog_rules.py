@@ -769,3 +769,53 @@ def test_snapshots_at_or_below_the_log_start_offset_are_set_aside(tmp_path):
     assert quarantined(part, name(part.bases[1], "snapshot")) == [
         expected_snapshot_at(logs, 0, part.bases[1])]
     assert recover(part.dir).returncode == 0
+
+
+# -- the log end offset below the log start offset (LogLoader.recoverLog) -------------------------
+
+def log_start_reset_partition(root):
+    part = Part(os.path.join(root, "logdir"))
+    ig.write_file(os.path.join(part.dir, name(part.bases[2], "snapshot")), ig.encode_snapshot([]))
+    start = part.leo + 100
+    ig.write_file(os.path.join(part.logdir, "log-start-offset-checkpoint"),
+                  ig.offset_checkpoint([("t", 0, start)]))
+    return part, start
+
+
+def test_log_end_below_the_log_start_offset_replaces_the_log_by_an_empty_segment(tmp_path):
+    """The log ends below the log start offset of log-start-offset-checkpoint (the segments a
+    crash lost held what the checkpoint counted): LogLoader deletes every segment (set aside
+    here), clears the leader epoch cache, starts the producer state afresh at the log start
+    offset (no snapshot left) and creates an empty segment there; the recovery point follows."""
+    part, start = log_start_reset_partition(str(tmp_path))
+    before = files_in(part.dir)
+    p = recover(part.dir)
+    assert p.returncode == 1, p
+    files = files_in(part.dir)
+    assert sorted(files) == sorted(["leader-epoch-checkpoint"]
+                                   + [name(start, k) for k in ("log", "index", "timeindex")])
+    assert all(files[name(start, k)] == b"" for k in ("log", "index", "timeindex"))
+    assert files["leader-epoch-checkpoint"] == ig.leader_epoch_checkpoint([]).encode()
+    gone = [n for n in before if n[:20].isdigit()]
+    assert gone and all(quarantined(part, n) == [before[n]] for n in gone), gone
+    assert "t 0 %d" % start in part.checkpoint_text().splitlines()
+    again = files_in(part.dir)
+    assert recover(part.dir).returncode == 0
+    assert files_in(part.dir) == again
+
+
+@pytest.mark.slow   # a run killed before each of its file-system steps
+def test_log_start_reset_killed_at_every_step_then_rerun(tmp_path):
+    ref, start = log_start_reset_partition(str(tmp_path / "ref"))
+    assert recover(ref.dir).returncode == 1
+    want = files_in(ref.dir)
+    step = 1
+    while True:
+        part, _ = log_start_reset_partition(str(tmp_path / ("k%d" % step)))
+        killed, p = killed_at(step, part.dir)
+        if not killed:
+            break
+        assert recover(part.dir).returncode in (0, 1)
+        assert files_in(part.dir) == want, step
+        step += 1
+    assert step > 5

@@ -552,6 +552,10 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     epochs = _leader_epochs(plan, view)
     before = list(epochs.entries) if epochs is not None else []
     _plan_segments(plan, view, logs, interval, max_message_size, epochs)
+    if plan.split is None and log_start_offset is not None and (
+            plan.log_end_offset is None or plan.log_end_offset < log_start_offset):
+        _plan_log_start_reset(plan, view, log_start_offset, epochs)
+        return plan
     if epochs is not None and plan.split is None:
         _plan_leader_epochs(plan, view, epochs, before)
     if plan.split is None:
@@ -610,6 +614,40 @@ def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
                      % ("log end offset" if offset == leo else "segment base offset", offset),
                      data=data)
             view[n] = n
+
+
+def _plan_log_start_reset(plan: PartitionPlan, view: Dict[str, str], log_start_offset: int,
+                          epochs: Optional[LeaderEpochCache]) -> None:
+    """LogLoader.recoverLog when the log end offset is below the log start offset
+    (log-start-offset-checkpoint), or no segment is left: every segment goes (set aside), the
+    leader epoch cache is cleared, the producer state starts afresh at the log start offset
+    (ProducerStateManager.truncateFullyAndStartAt: every snapshot goes), and an empty segment
+    is created at the log start offset, last (a run killed before it finds no segment, or
+    segments still ending below the log start offset, and goes on)."""
+    why = "the log end offset %s is below the log start offset %d (log-start-offset-" \
+        "checkpoint): the broker deletes every segment" % (plan.log_end_offset, log_start_offset)
+    for report in plan.segments:
+        if not report.moved:
+            report.moved, report.kept = True, 0
+    # what recovery meant to cut or write in the segments is moot: they go whole
+    plan.actions = [a for a in plan.actions
+                    if not (a.kind in (WRITE, CUT) and _kind(a.name) in names.SEGMENT_KINDS)]
+    moved = {a.name for a in plan.actions if a.kind == MOVE}
+    for n in sorted(view):
+        if _kind(n) not in names.SEGMENT_KINDS + (names.SNAPSHOT,) or names.lifecycle_suffix(n):
+            continue
+        if n not in moved and os.path.lexists(os.path.join(plan.directory, view[n])):
+            plan.add(MOVE, n, why)   # (a file recovery meant to write is not there yet)
+        del view[n]
+    if epochs is not None and epochs.entries:
+        plan.add(EPOCHS, names.LEADER_EPOCH_CHECKPOINT, "leader epochs cleared: " + why,
+                 data=LeaderEpochCache().checkpoint_bytes())
+    for kind in (names.INDEX, names.TIMEINDEX, names.LOG):
+        n = names.offset_name(log_start_offset, kind)
+        if n not in plan.blocked:
+            plan.add(WRITE, n, "an empty segment at the log start offset %d (LogLoader)"
+                     % log_start_offset, data=b"")
+    plan.log_end_offset = log_start_offset
 
 
 def _leader_epochs(plan: PartitionPlan, view: Dict[str, str]) -> Optional[LeaderEpochCache]:
