@@ -799,6 +799,8 @@ def test_log_end_below_the_log_start_offset_replaces_the_log_by_an_empty_segment
     gone = [n for n in before if n[:20].isdigit()]
     assert gone and all(quarantined(part, n) == [before[n]] for n in gone), gone
     assert "t 0 %d" % start in part.checkpoint_text().splitlines()
+    assert "%s: written (an empty segment at the log start offset %d" % (
+        os.path.join(part.dir, name(start, "log")), start) in p.stdout, p.stdout
     again = files_in(part.dir)
     assert recover(part.dir).returncode == 0
     assert files_in(part.dir) == again

@@ -10,7 +10,7 @@ import click
 
 from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
-from ..log.names import CLEAN_SHUTDOWN_FILE, SNAPSHOT, partition_file_kind
+from ..log.names import CLEAN_SHUTDOWN_FILE, LOG, SNAPSHOT, partition_file_kind
 from ..log.recover import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW, RULE_CLEAN,
                            RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT, RULE_TXN_BELOW_BASE,
                            SPLIT, WRITE, LogDirRecovery)
@@ -74,7 +74,7 @@ class _Report:
                 target = printable_name(a.target)
                 self.emit({"type": "renamed", "file": path, "to": target, "why": a.why},
                           "%s: %srenamed to %s (%s)" % (path, would, target, a.why))
-            elif a.kind == WRITE and partition_file_kind(a.name) == SNAPSHOT:
+            elif a.kind == WRITE and partition_file_kind(a.name) in (SNAPSHOT, LOG):
                 self.emit({"type": "written", "file": path, "why": a.why},
                           "%s: %swritten (%s)" % (path, would, a.why))
             elif a.kind == EPOCHS:
