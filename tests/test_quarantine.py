@@ -238,7 +238,7 @@ def test_every_kind_set_aside_twice(tmp_path):
 def test_run_folder_taken_gets_another_name(tmp_path, monkeypatch):
     """Two runs at the same instant (or with the clock set back to an earlier run's time): the
     second takes a new folder, the first one's files untouched."""
-    import kafkalog_cli.log.recover as rec
+    import kafkalog_cli.log.quarantine as rec
 
     fixed = datetime.datetime(2020, 1, 2, 3, 4, 5, 678901, tzinfo=datetime.timezone.utc)
 
@@ -250,11 +250,11 @@ def test_run_folder_taken_gets_another_name(tmp_path, monkeypatch):
     monkeypatch.setattr(rec.datetime, "datetime", Clock)
     d = str(tmp_path / "t-0")
     os.makedirs(d)
-    first = rec._new_run_folder(d)
+    first = rec.new_run_folder(d)
     with open(os.path.join(first, "manifest.json"), "w") as f:
         f.write("first")
-    second = rec._new_run_folder(d)
-    third = rec._new_run_folder(d)
+    second = rec.new_run_folder(d)
+    third = rec.new_run_folder(d)
     assert len({first, second, third}) == 3
     assert all(os.path.isdir(p) for p in (first, second, third))
     with open(os.path.join(first, "manifest.json")) as f:
