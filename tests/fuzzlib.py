@@ -1272,7 +1272,7 @@ def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_V
         before = partition_contents(part)
         segments = kafka_segments(part)
         dumped = run(["dump", "--deep-iteration"] + segments) if segments else None
-        first = run(["recover", part])
+        first = run(["recover", "--full", part])
         if first.code is None or first.code < 0:
             continue
         lost = check_nothing_lost(before, part)
@@ -1284,7 +1284,7 @@ def check_commands(tree, targets, timeout=60, recover=True, dump_variants=DUMP_V
         snap = snapshot_tree(part)
         # A run that met an error (exit 2: a file it cannot read and leaves alone, a refusal)
         # may meet it again; any run leaves nothing for the second to change.
-        second = run(["recover", part], codes=(0, 2) if first.code == 2 else (0,))
+        second = run(["recover", "--full", part], codes=(0, 2) if first.code == 2 else (0,))
         if snapshot_tree(part) != snap:
             problems.append("second recover %s changed the partition" % part)
         if first.code in (0, 1) and second.code == 0:
