@@ -604,3 +604,44 @@ def expected_txn_index(d):
     """{segment base: the AbortedTxn entries of the aborts whose marker it holds}."""
     open_txns = {}
     return {s.base: ig.aborted_txns(s.batches, open_txns) for s in read_partition(d)}
+
+
+class Crash(BaseException):
+    """Stands for SIGKILL just before a file-system call (not an Exception: nothing catches it)."""
+
+
+def cli_crashing_at(args, k, monkeypatch, calls):
+    """Run `kafkalog ARGS` in-process, the k-th call of the os functions named in ``calls``
+    (and of the no-replace rename, which goes through ctypes, not os) raising Crash (k None:
+    never). True when it crashed, False when it finished first (exit status 0 asserted)."""
+    from click.testing import CliRunner
+
+    from kafkalog_cli.cli.main import cli
+    from kafkalog_cli.log import indexbuild
+    count = [0]
+
+    def wrap(fn):
+        def call(*a, **kw):
+            count[0] += 1
+            if count[0] == k:
+                raise Crash()
+            return fn(*a, **kw)
+        return call
+
+    with monkeypatch.context() as m:
+        if k is not None:
+            for c in calls:
+                m.setattr(os, c, wrap(getattr(os, c)))
+            if indexbuild._renameat2 is not None:
+                m.setattr(indexbuild, "_renameat2", wrap(indexbuild._renameat2))
+        try:
+            r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+        except BaseException as e:   # cleanup code (a with block's exit) may fail in turn
+            x = e
+            while x is not None and not isinstance(x, Crash):
+                x = x.__context__
+            if x is None:
+                raise
+            return True
+    assert r.exit_code == 0, r.output
+    return False

@@ -23,7 +23,6 @@ import sys
 import time
 
 import pytest
-from click.testing import CliRunner
 
 import appendcheck as ac
 import indexgen as ig
@@ -251,46 +250,13 @@ def test_retain_survives_sigkill(forty, tmp_path):
 
 # == every crash point, in-process =========================================================================
 
-class Crash(BaseException):
-    """Stands for SIGKILL just before a file-system call (not an Exception: nothing catches it)."""
-
-
 CALLS = ("rename", "replace", "unlink", "fsync")
 
 
 def run_crashing_at(directory, args, k, monkeypatch):
-    """Run retain in-process, the k-th of the calls in CALLS raising Crash (k None: never).
+    """Run retain in-process, the k-th of the calls in CALLS raising a crash (k None: never).
     True when it crashed, False when it finished first."""
-    from kafkalog_cli.cli.main import cli
-    count = [0]
-
-    def wrap(fn):
-        def call(*a, **kw):
-            count[0] += 1
-            if count[0] == k:
-                raise Crash()
-            return fn(*a, **kw)
-        return call
-
-    from kafkalog_cli.log import indexbuild
-    with monkeypatch.context() as m:
-        if k is not None:
-            for c in CALLS:
-                m.setattr(os, c, wrap(getattr(os, c)))
-            if indexbuild._renameat2 is not None:
-                # the rename that never replaces goes through ctypes, not through os
-                m.setattr(indexbuild, "_renameat2", wrap(indexbuild._renameat2))
-        try:
-            r = CliRunner().invoke(cli, ["retain", *args, directory], catch_exceptions=False)
-        except BaseException as e:   # cleanup code (a with block's exit) may fail in turn
-            x = e
-            while x is not None and not isinstance(x, Crash):
-                x = x.__context__
-            if x is None:
-                raise
-            return True
-    assert r.exit_code == 0, r.output
-    return False
+    return ac.cli_crashing_at(["retain", *args, directory], k, monkeypatch, CALLS)
 
 
 def log_dir_state(directory):

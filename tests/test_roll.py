@@ -583,47 +583,13 @@ def test_roll_keeps_a_snapshot_already_there(tmp_path):
 
 # -- a roll killed before any file operation -----------------------------------------------------------
 
-class _Crash(BaseException):
-    """Stands for the process dying at that call."""
-
-
 _CALLS = ("write", "rename", "replace", "unlink", "fsync", "link")
 
 
 def _roll_crashing_at(d, k, monkeypatch):
     """`kafkalog roll` in-process, the k-th call of _CALLS (and of the no-replace rename)
-    raising _Crash (k None: never). True when it crashed."""
-    from click.testing import CliRunner
-
-    from kafkalog_cli.cli.main import cli
-    from kafkalog_cli.log import indexbuild
-    count = [0]
-
-    def wrap(fn):
-        def call(*a, **kw):
-            count[0] += 1
-            if count[0] == k:
-                raise _Crash()
-            return fn(*a, **kw)
-        return call
-
-    with monkeypatch.context() as m:
-        if k is not None:
-            for c in _CALLS:
-                m.setattr(os, c, wrap(getattr(os, c)))
-            if indexbuild._renameat2 is not None:
-                m.setattr(indexbuild, "_renameat2", wrap(indexbuild._renameat2))
-        try:
-            r = CliRunner().invoke(cli, ["roll", str(d)], catch_exceptions=False)
-        except BaseException as e:
-            x = e
-            while x is not None and not isinstance(x, _Crash):
-                x = x.__context__
-            if x is None:
-                raise
-            return True
-    assert r.exit_code == 0, r.output
-    return False
+    raising a crash (k None: never). True when it crashed."""
+    return ac.cli_crashing_at(["roll", str(d)], k, monkeypatch, _CALLS)
 
 
 def _partition_files(d):
