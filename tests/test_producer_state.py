@@ -207,24 +207,21 @@ def test_snapshots_at_the_last_two_segment_bases(tmp_path):
         rebuilt.snapshots[2]]
 
 
+def _plain_write_in_open_transaction(tmp_path):
+    """A partition where producer 7 writes a non-transactional batch inside its open
+    transaction."""
+    d = _plain_write_in_open_transaction(tmp_path)
+    return d
+
+
 def test_non_transactional_write_in_open_transaction_is_refused(tmp_path):
-    d = tmp_path / "t-0"
-    w = SegmentWriter(0)
-    w.add_v2(recs(b"a", [T0]), producer_id=7, producer_epoch=0, base_sequence=0,
-             transactional=True)
-    w.add_v2(recs(b"b", [T0 + 1]), producer_id=7, producer_epoch=0, base_sequence=1)
-    w.write(str(d))
+    d = _plain_write_in_open_transaction(tmp_path)
     with pytest.raises(ps.InvalidTxnStateError):
         ps.rebuild(Partition(str(d)).segments(), 2)
 
 
 def test_refused_write_leaves_the_state_as_it_was(tmp_path):
-    d = tmp_path / "t-0"
-    w = SegmentWriter(0)
-    w.add_v2(recs(b"a", [T0]), producer_id=7, producer_epoch=0, base_sequence=0,
-             transactional=True)
-    w.add_v2(recs(b"b", [T0 + 1]), producer_id=7, producer_epoch=0, base_sequence=1)
-    w.write(str(d))
+    d = _plain_write_in_open_transaction(tmp_path)
     state = ps.ProducerState()
     with Partition(str(d)).segments()[0].open(1 << 20) as log:
         (first, m1), (second, m2) = ps.producer_batches(log)
