@@ -210,7 +210,12 @@ def test_snapshots_at_the_last_two_segment_bases(tmp_path):
 def _plain_write_in_open_transaction(tmp_path):
     """A partition where producer 7 writes a non-transactional batch inside its open
     transaction."""
-    d = _plain_write_in_open_transaction(tmp_path)
+    d = tmp_path / "t-0"
+    w = SegmentWriter(0)
+    w.add_v2(recs(b"a", [T0]), producer_id=7, producer_epoch=0, base_sequence=0,
+             transactional=True)
+    w.add_v2(recs(b"b", [T0 + 1]), producer_id=7, producer_epoch=0, base_sequence=1)
+    w.write(str(d))
     return d
 
 
