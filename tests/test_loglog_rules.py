@@ -821,3 +821,22 @@ def test_log_start_reset_killed_at_every_step_then_rerun(tmp_path):
         assert files_in(part.dir) == want, step
         step += 1
     assert step > 5
+
+
+def test_an_empty_last_segment_is_the_log_end(tmp_path):
+    """An empty last segment's base offset is the log end offset (LogSegment.readNextOffset),
+    not the offset after the previous segment's last batch: the recovery point and the producer
+    snapshot go there, and a second run finds nothing to change."""
+    part = Part(tmp_path / "logdir")
+    end = part.leo + 100   # an empty segment past a gap in the offsets, as compaction leaves
+    for kind in ("log", "index", "timeindex"):
+        ig.write_file(os.path.join(part.dir, name(end, kind)), b"")
+    assert recover("--full", part.dir).returncode == 1
+    assert part.checkpoint_text() == ig.offset_checkpoint([("t", 0, end)])
+    snapshots = sorted(n for n in os.listdir(part.dir) if n.endswith(".snapshot"))
+    assert name(end, "snapshot") in snapshots
+    assert all(int(n.split(".")[0]) <= end for n in snapshots), snapshots
+    before = files_in(part.dir)
+    p = recover("--full", part.dir)
+    assert p.returncode == 0, p.stdout
+    assert files_in(part.dir) == before

@@ -212,6 +212,7 @@ class SegmentScan:
         # LogSegment.recover indexes the batch header's maxTimestamp
         self.builder.add(batch.position, batch.size, batch.last_offset, batch.max_timestamp)
         self.valid_end = batch.position + batch.size
+        self.last_offset = batch.last_offset
         if self.first_offset is None:
             self.first_offset = batch.base_offset
         # a legacy entry's header has no count: its offsets say how many messages it holds
@@ -325,7 +326,6 @@ def scan_segment(segment: Segment, prev_last: Optional[int], state: ProducerStat
                 epochs.observe(item.partition_leader_epoch, item.base_offset)
             prev_last = item.last_offset
     result.builder.finish()
-    result.last_offset = prev_last
     return result
 
 
@@ -759,7 +759,8 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
         if ends_log or last:
             plan.log_end_offset = base if scan.next_offset is None else scan.next_offset
             return
-        prev_last = scan.last_offset
+        if scan.last_offset is not None:  # an empty segment leaves the order to the one before
+            prev_last = scan.last_offset
 
 
 def _seed_producer_state(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
