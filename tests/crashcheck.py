@@ -1,0 +1,360 @@
+"""Crash tests of the mutating commands, one harness for all four (append, roll, retain, recover).
+
+A command runs as a real process and is SIGKILLed, either just before its k-th file operation
+(``tests/killshim.py``: every k in turn) or at a random moment. Then, as an operator would:
+``kafkalog recover``, the command once more (append: the input lines not yet in the log), and
+``recover``. The log directory must then equal, file for file and byte for byte, what the
+uninterrupted command followed by ``recover`` leaves: every segment's .log, .index, .timeindex
+and .txnindex, the producer snapshots, leader-epoch-checkpoint, partition.metadata, and the log
+directory's checkpoint files and clean-shutdown marker. The only things left out are the
+quarantine folders, where recover keeps what it set aside (their own tests check that nothing
+is lost), and kafkalog's lock files.
+
+The partition the runs start from is written here from Kafka's published layouts (kafkagen,
+indexgen: not by kafkalog): three segments with plain, idempotent and transactional batches, a
+committed and an aborted transaction, two leader epochs, producer snapshots at the segment
+bases computed by the broker's rules (appendcheck.producers_at), and a second partition whose
+checkpoint lines must stay as they are.
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import appendcheck as ac
+import indexgen as ig
+import kafkagen as kg
+from dumpcheck import REPO
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KILL_SHIM = os.path.join(HERE, "killshim.py")
+TOPIC = "crash"
+PARTITION = TOPIC + "-0"
+# Two hours ago, to the hour: the producers are not expired (a broker drops a producer from a
+# snapshot it loads when its last write is older than producer.id.expiration.ms, one day)
+T0 = (int(time.time()) // 3600 - 2) * 3600 * 1000
+EPOCH2_AT = 30   # the offset from which the batches carry partition leader epoch 2
+LOCK_FILES = (".lock", ".kafkalog-append.lock")   # held while a run lasts; a kill leaves them
+
+
+# -- the partition the runs start from -------------------------------------------------------------
+
+def _value(i, size=300):
+    return (b"value-%06d-" % i) * (size // 13)
+
+
+def seed_segments():
+    """[(base offset, .log bytes)] of three segments: plain batches, producer 100 idempotent,
+    producer 200 a committed transaction, producer 201 an aborted one (with a .txnindex entry),
+    partition leader epoch 0 then 2 from offset EPOCH2_AT."""
+    segments = []
+    offset, seq100, i = 0, 0, 0
+    for s in range(3):
+        w = kg.SegmentWriter(offset)
+        for j in range(12):
+            epoch = 2 if w.next_offset >= EPOCH2_AT else 0
+            ts = T0 + 1000 * i
+            recs = [kg.Rec(b"k%d" % i, _value(i), ts), kg.Rec(b"k%d" % i, _value(i + 1), ts + 3)]
+            if j % 4 == 1:
+                w.add_v2(recs, producer_id=100, producer_epoch=0, base_sequence=seq100,
+                         partition_leader_epoch=epoch)
+                seq100 += len(recs)
+            elif s == 0 and j == 6:
+                w.add_v2(recs, producer_id=200, producer_epoch=0, base_sequence=0,
+                         transactional=True, partition_leader_epoch=epoch)
+            elif s == 0 and j == 8:
+                w.add_control(kg.COMMIT, 200, 0, 5, timestamp=ts, partition_leader_epoch=epoch)
+            elif s == 1 and j == 3:
+                w.add_v2(recs, producer_id=201, producer_epoch=3, base_sequence=0,
+                         transactional=True, partition_leader_epoch=epoch)
+            elif s == 1 and j == 9:
+                w.add_control(kg.ABORT, 201, 3, 5, timestamp=ts, partition_leader_epoch=epoch)
+            else:
+                w.add_v2(recs, partition_leader_epoch=epoch)
+            i += 1
+        segments.append((offset, w.data()))
+        offset = w.next_offset
+    return segments, offset, seq100
+
+
+def write_seed(log_dir, clean_shutdown=False, open_transaction=False):
+    """The seed log directory (see the module's text); returns the partition directory and its
+    log end offset. ``open_transaction``: the active segment ends with a transactional batch of
+    producer 203 that no marker ends yet."""
+    d = os.path.join(log_dir, PARTITION)
+    segments, leo, _ = seed_segments()
+    if open_transaction:
+        w = kg.SegmentWriter(leo)
+        w.add_v2([kg.Rec(b"t", b"open", T0 + 40000)], producer_id=203, producer_epoch=0,
+                 base_sequence=0, transactional=True, partition_leader_epoch=2)
+        segments[-1] = (segments[-1][0], segments[-1][1] + w.data())
+        leo = w.next_offset
+    ig.write_partition(d, segments, preallocate_active=True)
+    batches = ac.log_batches(d)
+    for base, _ in segments[1:]:
+        entries = sorted(ac.producers_at(batches, base).values())
+        ig.write_file(os.path.join(d, ig.segment_prefix(base) + ".snapshot"),
+                      ig.encode_snapshot(entries))
+    ig.write_file(os.path.join(d, "leader-epoch-checkpoint"),
+                  ig.leader_epoch_checkpoint([(0, 0), (2, EPOCH2_AT)]))
+    ig.write_file(os.path.join(d, "partition.metadata"), ig.partition_metadata(ig.topic_id(7)))
+    other = os.path.join(log_dir, "other-0")
+    w = kg.SegmentWriter(0)
+    for j in range(3):
+        w.add_v2([kg.Rec(b"o", b"other-%d" % j, T0 + j)])
+    ig.write_partition(other, [(0, w.data())])
+    ig.write_file(os.path.join(log_dir, "recovery-point-offset-checkpoint"),
+                  ig.offset_checkpoint([("other", 0, 3), (TOPIC, 0, segments[1][0])]))
+    ig.write_file(os.path.join(log_dir, "replication-offset-checkpoint"),
+                  ig.offset_checkpoint([(TOPIC, 0, leo), ("other", 0, 3)]))
+    ig.write_file(os.path.join(log_dir, "log-start-offset-checkpoint"),
+                  ig.offset_checkpoint([("other", 0, 0)]))
+    if clean_shutdown:
+        ig.write_file(os.path.join(log_dir, ".kafka_cleanshutdown"), '{"version":0,"brokerEpoch":7}')
+    return d, leo
+
+
+# -- the state compared ----------------------------------------------------------------------------
+
+def _files(directory):
+    out = {}
+    for n in sorted(os.listdir(directory)):
+        p = os.path.join(directory, n)
+        if os.path.isfile(p) and n not in LOCK_FILES:
+            with open(p, "rb") as f:
+                out[n] = f.read()
+    return out
+
+
+def log_dir_state(log_dir):
+    """{path relative to the log directory: bytes} of every regular file of the log directory
+    and of its partitions (quarantine folders and lock files left out)."""
+    out = {n: v for n, v in _files(log_dir).items()}
+    for n in sorted(os.listdir(log_dir)):
+        p = os.path.join(log_dir, n)
+        if os.path.isdir(p):
+            out.update({"%s/%s" % (n, m): v for m, v in _files(p).items()})
+    return out
+
+
+def snapshot_entries(data, name=""):
+    """A producer snapshot's entries, read here from its layout (version, CRC-32C, count,
+    46-byte entries): {producer id: SnapshotEntry}."""
+    version, _, count = struct.unpack_from(">hIi", data, 0)
+    assert version == 1 and ig.snapshot_crc(data)[0] == ig.snapshot_crc(data)[1], name
+    return {e[0]: ig.SnapshotEntry(*e) for e in
+            (struct.unpack_from(">qhiqiqiq", data, 10 + 46 * i) for i in range(count))}
+
+
+def stray_snapshots_explained(partition, got, want):
+    """The producer snapshots in ``got`` but not in ``want`` that a broker keeps too: one
+    written by `recover` at the log end offset of the moment, inside what later became a longer
+    segment. ProducerStateManager.removeStraySnapshots keeps the newest snapshot that is not at
+    a segment base when it lies beyond the last base, and the next load takes one at the new log
+    end offset, so after the kill, recover and the rerun, one such snapshot can stay until the
+    next load. It is accepted only inside the last segment, and only when it holds exactly the
+    producers the broker's rules give at its offset (appendcheck.producers_at). Returns the
+    names accepted."""
+    prefix = os.path.basename(partition) + "/"
+    bases = sorted(int(n[len(prefix):len(prefix) + 20]) for n in got
+                   if n.startswith(prefix) and n.endswith(".log"))
+    extra = [n for n in got if n.startswith(prefix) and n.endswith(".snapshot")
+             and n not in want]
+    accepted = []
+    batches = ac.log_batches(partition)
+    for n in extra:
+        offset = int(n[len(prefix):len(prefix) + 20])
+        if len(extra) == 1 and bases and offset > bases[-1]:
+            expected = ac.producers_at(batches, offset)
+            if snapshot_entries(got[n], n) == expected:
+                accepted.append(n)
+    return accepted
+
+
+def describe_difference(got, want):
+    """One line per file that differs (missing, extra, or its first differing byte)."""
+    lines = []
+    for n in sorted(set(got) | set(want)):
+        a, b = got.get(n), want.get(n)
+        if a == b:
+            continue
+        if a is None:
+            lines.append("%s: missing (%d bytes expected)" % (n, len(b)))
+        elif b is None:
+            lines.append("%s: not expected (%d bytes)" % (n, len(a)))
+        else:
+            at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            lines.append("%s: %d bytes, expected %d; first difference at byte %d%s" % (
+                n, len(a), len(b), at,
+                (": %r vs %r" % (a, b)) if len(a) < 200 and len(b) < 200 else ""))
+    return lines
+
+
+# -- runs ------------------------------------------------------------------------------------------
+
+def kafkalog_killed_at(step, args, stdin_path=None, timeout=120):
+    """``kafkalog ARGS`` as a process SIGKILLed before its ``step``-th file operation (0:
+    never). Returns (killed, stdout bytes, stderr text)."""
+    with open(stdin_path or os.devnull, "rb") as f:
+        p = subprocess.run([sys.executable, KILL_SHIM, str(step), *[str(a) for a in args]],
+                           cwd=REPO, stdin=f, capture_output=True, timeout=timeout)
+    err = p.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in err, err
+    if p.returncode == -signal.SIGKILL:
+        return True, p.stdout, err
+    return False, p.stdout, err
+
+
+def count_steps(args, stdin_path=None):
+    """The number of file operations of an uninterrupted run (which must exit 0 or 1)."""
+    killed, out, err = kafkalog_killed_at(0, args, stdin_path)
+    assert not killed
+    line = [x for x in err.splitlines() if x.startswith("killshim: ")]
+    assert line, err
+    return int(line[-1].split()[1])
+
+
+def kafkalog_killed_after(delay, args, stdin_path=None):
+    """``python -m kafkalog_cli ARGS`` SIGKILLed ``delay`` seconds after it started, if it is
+    still running. Returns (killed, stdout bytes)."""
+    with open(stdin_path or os.devnull, "rb") as f:
+        p = subprocess.Popen([sys.executable, "-m", "kafkalog_cli", *[str(a) for a in args]],
+                             cwd=REPO, stdin=f, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+        try:
+            out, _ = p.communicate(timeout=delay)
+            return False, out
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGKILL)
+            out, _ = p.communicate(timeout=60)
+            return True, out
+
+
+def recover(partition):
+    res = ac.kafkalog_in("recover", partition)
+    assert res.code in (0, 1), res
+    return res
+
+
+class Campaign:
+    """One command's crash campaign over copies of a seed log directory.
+
+    ``args(partition)``: the command's arguments; ``stdin``: a file for its standard input;
+    ``resume(partition, stdout)``: what the operator runs after the kill and `recover` to finish
+    the job (stdout: what the killed run printed)."""
+
+    def __init__(self, tmp_path, seed_log_dir, args, resume, stdin=None, check_killed=None):
+        self.tmp = str(tmp_path)
+        self.seed = seed_log_dir
+        self.args = args
+        self.resume = resume
+        self.stdin = stdin
+        self.check_killed = check_killed
+        self.n = 0
+        ref_dir = self.copy("reference")
+        killed, out, err = kafkalog_killed_at(0, self.args(self.partition(ref_dir)), self.stdin)
+        assert not killed
+        self.stats = {"steps": 0, "random_kills": 0, "random_finished": 0, "changed_by_kill": 0}
+        recover(self.partition(ref_dir))
+        self.want = log_dir_state(ref_dir)
+        self.seed_state = log_dir_state(self.seed)
+        assert self.want != self.seed_state, "the command changed nothing"
+        self.failures = []
+
+    @staticmethod
+    def partition(log_dir):
+        return os.path.join(log_dir, PARTITION)
+
+    def copy(self, label):
+        self.n += 1
+        dst = os.path.join(self.tmp, "%s-%04d" % (label, self.n), "logs")
+        shutil.copytree(self.seed, dst)
+        return dst
+
+    def settle(self, log_dir, label, out):
+        """After a kill: recover, resume, recover; record a failure when the state differs."""
+        part = self.partition(log_dir)
+        if log_dir_state(log_dir) != self.seed_state:
+            self.stats["changed_by_kill"] += 1
+        recover(part)
+        if self.check_killed is not None:
+            self.check_killed(part, out)
+        self.resume(part, out)
+        recover(part)
+        got = log_dir_state(log_dir)
+        for n in stray_snapshots_explained(part, got, self.want):
+            self.stats["stray_snapshot_kept"] = self.stats.get("stray_snapshot_kept", 0) + 1
+            del got[n]
+        if got != self.want:
+            self.failures.append("%s: %s" % (label, "; ".join(describe_difference(got, self.want))))
+        else:
+            shutil.rmtree(os.path.dirname(log_dir))
+
+    def every_step(self):
+        """Killed before each file operation in turn."""
+        probe = self.copy("count")
+        steps = count_steps(self.args(self.partition(probe)), self.stdin)
+        shutil.rmtree(os.path.dirname(probe))
+        assert steps >= 5, "only %d file operations: the shim does not see the run" % steps
+        self.stats["steps"] = steps
+        for k in range(1, steps + 1):
+            d = self.copy("step")
+            killed, out, err = kafkalog_killed_at(k, self.args(self.partition(d)), self.stdin)
+            assert killed, "step %d of %d: the run ended first (%s)" % (k, steps, err)
+            self.settle(d, "killed before step %d of %d" % (k, steps), out)
+        # and one step too far: the run ends on its own
+        d = self.copy("step")
+        killed, _, _ = kafkalog_killed_at(steps + 1, self.args(self.partition(d)), self.stdin)
+        assert not killed
+
+    def random_kills(self, kills=50, seed=20261126, budget_s=240):
+        """``kills`` SIGKILLs that land while the command runs, at moments spread (stratified)
+        over its uninterrupted run time."""
+        times = []
+        for _ in range(3):
+            d = self.copy("timing")
+            t = time.monotonic()
+            killed, _ = kafkalog_killed_after(600, self.args(self.partition(d)), self.stdin)
+            times.append(time.monotonic() - t)
+            shutil.rmtree(os.path.dirname(d))
+        full = sorted(times)[1]
+        # the start-up (imports) changes nothing: most kills go after it
+        t = time.monotonic()
+        kafkalog_killed_after(600, [self.args(self.partition(self.seed))[0], "--help"])
+        start_up = min(time.monotonic() - t, full)
+        low, high = 0.8 * start_up, 1.1 * full
+        rng = random.Random(seed)
+        started = time.monotonic()
+        i = 0
+        while self.stats["random_kills"] < kills:
+            assert time.monotonic() - started < budget_s, (
+                "%d kills in %ds: %r" % (self.stats["random_kills"], budget_s, self.stats))
+            delay = low + (high - low) * (i % kills + rng.random()) / kills
+            i += 1
+            d = self.copy("random")
+            killed, out = kafkalog_killed_after(delay, self.args(self.partition(d)), self.stdin)
+            if not killed:
+                self.stats["random_finished"] += 1
+                shutil.rmtree(os.path.dirname(d))
+                continue
+            self.stats["random_kills"] += 1
+            self.settle(d, "killed after %.3fs" % delay, out)
+        self.stats["run_s"] = round(full, 3)
+        self.stats["start_up_s"] = round(start_up, 3)
+
+
+def json_objects(out):
+    """The complete JSON lines of a killed run's stdout."""
+    objs = []
+    for line in out.split(b"\n")[:-1]:
+        try:
+            objs.append(json.loads(line))
+        except ValueError:
+            pass
+    return objs

@@ -1,0 +1,68 @@
+"""Run ``kafkalog ARGS`` in this process and SIGKILL it just before its STEP-th file operation.
+
+    python tests/killshim.py STEP ARGS...
+
+A file operation is a call that changes the file system or makes data durable: opening a file
+for writing, a write to a descriptor, truncate, fsync, rename (the no-replace rename through
+ctypes too), unlink, mkdir, link, utime; and every write of ``append``'s segment writer (its
+batches and index entries go through one function). STEP 0 never kills: the run ends normally
+and prints ``killshim: N steps`` on stderr, N the number of operations it made. The kill is a
+real SIGKILL of this process, so the files are left as a power cut that spares the page cache
+(or an OOM kill) leaves them. Nothing of kafkalog is replaced: the wrapped functions count and
+then call the originals.
+"""
+
+import builtins
+import os
+import runpy
+import signal
+import sys
+
+limit = int(sys.argv[1])
+count = 0
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def step():
+    global count
+    count += 1
+    if count == limit:
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def counted(orig, applies=lambda *a, **kw: True):
+    def call(*args, **kwargs):
+        if applies(*args, **kwargs):
+            step()
+        return orig(*args, **kwargs)
+    return call
+
+
+for fname in ("replace", "rename", "renames", "fsync", "fdatasync", "unlink", "remove", "rmdir",
+              "mkdir", "link", "symlink", "truncate", "ftruncate", "utime", "write",
+              "posix_fallocate"):
+    if hasattr(os, fname):
+        setattr(os, fname, counted(getattr(os, fname)))
+os.open = counted(os.open, lambda path, flags, *a, **kw: bool(flags & WRITE_FLAGS))
+
+
+def _writes(file, mode="r", *args, **kwargs):
+    return isinstance(mode, str) and any(c in mode for c in "wax+")
+
+
+builtins.open = counted(builtins.open, _writes)
+
+from kafkalog_cli.log import append as _append  # noqa: E402
+from kafkalog_cli.log import indexbuild as _indexbuild  # noqa: E402
+
+_append._write = counted(_append._write)
+if _indexbuild._renameat2 is not None:
+    _indexbuild._renameat2 = counted(_indexbuild._renameat2)
+
+if limit == 0:
+    import atexit
+
+    atexit.register(lambda: sys.stderr.write("killshim: %d steps\n" % count))
+sys.argv = ["kafkalog"] + sys.argv[2:]
+runpy.run_module("kafkalog_cli", run_name="__main__", alter_sys=True)

@@ -1,0 +1,102 @@
+"""Each mutating command killed (SIGKILL, a real process) before every one of its file operations
+and at 50 random moments; after `recover` and finishing the job, the whole log directory equals
+an uninterrupted run's (tests/crashcheck.py says exactly what is compared)."""
+
+import json
+import os
+
+import pytest
+
+import appendcheck as ac
+import crashcheck as cc
+import kafkagen as kg
+
+pytestmark = pytest.mark.slow
+
+RETENTION_MS = 10_000
+NOW = cc.T0 + 23_003 + RETENTION_MS + 1   # segments 0 and 1 expired, the active one not
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("seed") / "logs")
+    _, leo = cc.write_seed(d)
+    return d, leo
+
+
+# -- append -------------------------------------------------------------------------------------------
+
+APPEND_ARGS = ["--input-format", "jsonl", "--batch-records", "4", "--segment-bytes", "9000",
+               "--leader-epoch", "3", "--flush-messages", "10", "--format", "json"]
+
+
+def append_lines(n, seq100):
+    """JSON lines: plain records; producer 100 (idempotent) going on from the seed's sequence,
+    then bumping its epoch; producer 202 transactional, a commit or an abort every 7 of its
+    records. One line, one offset."""
+    lines, seq202, open202, epoch100 = [], 0, 0, 0
+    for i in range(n):
+        ts = cc.T0 + 100_000 + 10 * i
+        value = "appended-%06d-" % i + "x" * 150
+        kind = i % 5
+        if i == n // 2:
+            epoch100, seq100 = 1, 0
+        if kind in (0, 3):
+            obj = {"key": "a%d" % i, "value": value, "timestamp": ts}
+        elif kind == 1:
+            obj = {"key": "p%d" % i, "value": value, "timestamp": ts, "producerId": 100,
+                   "producerEpoch": epoch100, "sequence": seq100}
+            seq100 += 1
+        elif open202 >= 7:
+            obj = {"control": "abort" if (i // 7) % 2 else "commit", "producerId": 202,
+                   "producerEpoch": 0, "coordinatorEpoch": 4, "timestamp": ts}
+            open202 = 0
+        else:
+            obj = {"key": "t%d" % i, "value": value, "timestamp": ts, "producerId": 202,
+                   "producerEpoch": 0, "sequence": seq202, "transactional": True}
+            seq202 += 1
+            open202 += 1
+        lines.append(json.dumps(obj))
+    return lines
+
+
+def append_campaign(tmp_path, seed, n_lines):
+    log_dir, leo = seed
+    lines = append_lines(n_lines, cc.seed_segments()[2])
+    stdin = str(tmp_path / "input.jsonl")
+    with open(stdin, "w") as f:
+        f.write("".join(x + "\n" for x in lines))
+
+    def args(part):
+        return ["append", part, *APPEND_ARGS]
+
+    def check_killed(part, out):
+        # every offset reported flushed is in the log after recover
+        end = ac.next_offset(part)
+        flushed = [o["last_offset"] for o in cc.json_objects(out) if o.get("type") == "flushed"]
+        assert not flushed or max(flushed) < end, (flushed, end)
+
+    def resume(part, out):
+        done = ac.next_offset(part) - leo
+        assert 0 <= done <= len(lines)
+        if done < len(lines):
+            res = ac.kafkalog_in("append", part, *APPEND_ARGS,
+                                 input="".join(x + "\n" for x in lines[done:]))
+            assert res.code == 0, res
+
+    return cc.Campaign(tmp_path, log_dir, args, resume, stdin=stdin, check_killed=check_killed)
+
+
+def test_append_killed_before_every_file_operation(tmp_path, seed):
+    c = append_campaign(tmp_path, seed, 60)
+    c.every_step()
+    print(c.stats)
+    assert not c.failures, "\n".join(c.failures)
+
+
+def test_append_killed_at_random(tmp_path, seed):
+    c = append_campaign(tmp_path, seed, 4000)
+    c.random_kills()
+    print(c.stats)
+    assert c.stats["changed_by_kill"] >= 25, c.stats
+    assert not c.failures, "\n".join(c.failures)
