@@ -12,6 +12,7 @@ to call the library function that command calls per partition (``retain_partitio
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -1119,3 +1120,194 @@ def test_producer_state_unreadable_at_roll_is_one_line(tmp_path):
     assert len(res.err.strip().splitlines()) == 1, res.err
     assert "end transaction marker" in res.err, res.err
     assert {n: v for n, v in files_in(d).items() if n in before} == before
+
+
+# -- the recovery point raised to the new log start offset ------------------------------------------------
+
+RECOVERY_POINTS = "recovery-point-offset-checkpoint"
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def checkpoint_bytes(entries):
+    return ig.offset_checkpoint(entries).encode()
+
+
+def test_recovery_point_below_the_new_log_start_is_raised(tmp_path):
+    """UnifiedLog.updateLogStartOffset (from maybeIncrementLogStartOffset, when retention's
+    deleteSegments moves the log start up): a recovery point below the new log start offset is
+    raised to it. The file keeps its format and every other line, in its order."""
+    part = Part(tmp_path)
+    assert part.bases == [0, 3, 6, 9, 12]
+    entries = [("other", 1, 4), (TOPIC, 0, 2), (TOPIC, 1, 0)]
+    part.checkpoint(RECOVERY_POINTS, entries)
+    cp = os.path.join(part.logdir, RECOVERY_POINTS)
+    res = ok(retain("--retention-ms", 0, "--now", T0 + HOUR, "--file-delete-delay-ms", 0,
+                    part.dir))
+    assert live_bases(part.dir) == [12]
+    assert read_bytes(cp) == checkpoint_bytes([("other", 1, 4), (TOPIC, 0, 12), (TOPIC, 1, 0)])
+    assert res.lines[-1] == "%s: %s-0: recovery point raised to the log start offset 12 (was 2)" % (
+        os.path.join(os.path.abspath(part.logdir), RECOVERY_POINTS), TOPIC)
+    assert not [n for n in os.listdir(part.logdir) if "tmp" in n]
+    check_consistent_after(part)
+
+
+def test_recovery_point_raised_to_the_log_start_the_epochs_are_truncated_at(tmp_path):
+    """A log start offset inside a segment (--log-start-offset, a DeleteRecords'; or the
+    log-start-offset-checkpoint's entry when higher) is the one the broker raises the recovery
+    point to, as it truncates the leader epochs there (one offset, logStartOffset, for both)."""
+    part = Part(tmp_path)
+    part.checkpoint(RECOVERY_POINTS, [(TOPIC, 0, 1)])
+    epochs = os.path.join(part.dir, "leader-epoch-checkpoint")
+    ig.write_file(epochs, ig.leader_epoch_checkpoint([(0, 0), (2, 4), (3, 5)]))
+    ok(retain("--log-start-offset", 7, part.dir))   # segments 0 and 1 go
+    assert live_bases(part.dir) == part.bases[2:]
+    assert read_checkpoint(os.path.join(part.logdir, RECOVERY_POINTS)) == {(TOPIC, 0): 7}
+    assert read_bytes(epochs) == ig.leader_epoch_checkpoint([(3, 7)]).encode()
+    # the log-start-offset-checkpoint says 10, above the first kept base 9
+    other = Part(tmp_path, logdir="logs2")
+    other.checkpoint(RECOVERY_POINTS, [(TOPIC, 0, 1)])
+    other.checkpoint("log-start-offset-checkpoint", [(TOPIC, 0, 10)])
+    ok(retain("--log-start-offset", 9, other.dir))
+    assert live_bases(other.dir) == other.bases[3:]
+    assert read_checkpoint(os.path.join(other.logdir, RECOVERY_POINTS)) == {(TOPIC, 0): 10}
+
+
+def test_recovery_point_at_or_above_the_new_log_start_is_untouched(tmp_path):
+    """Only a recovery point below the log start moves; in the same run, a partition whose
+    recovery point is at or above it keeps its line, and the file's other lines stay."""
+    parts = [Part(tmp_path, partition=n) for n in range(3)]
+    entries = [(TOPIC, 0, 14), (TOPIC, 1, 12), (TOPIC, 2, 3), ("other", 0, 1)]
+    parts[0].checkpoint(RECOVERY_POINTS, entries)
+    ok(retain("--retention-ms", 0, "--now", T0 + HOUR, "--file-delete-delay-ms", 0,
+              parts[0].logdir))
+    for p in parts:
+        assert live_bases(p.dir) == [12]
+    assert read_bytes(os.path.join(parts[0].logdir, RECOVERY_POINTS)) == checkpoint_bytes(
+        [(TOPIC, 0, 14), (TOPIC, 1, 12), (TOPIC, 2, 12), ("other", 0, 1)])
+    # nothing deleted: nothing raised, the file not even rewritten
+    part = Part(tmp_path, logdir="logs2")
+    part.checkpoint(RECOVERY_POINTS, [(TOPIC, 0, 0)])
+    part.checkpoint("log-start-offset-checkpoint", [(TOPIC, 0, 2)])
+    before = tree(part.logdir)
+    ok(retain("--retention-ms", 0, "--now", T0, part.dir))
+    assert tree(part.logdir, keep_lock=False) == before
+
+
+def test_recovery_point_missing_line_or_file_stays_missing(tmp_path):
+    """A missing entry is read as 0 by LogManager.loadLog, and LogLoader then recovers from the
+    first segment, as it would from an entry at the log start: nothing is added, no file
+    created. The replication-offset-checkpoint (the high watermark) is never written: retention
+    stops below it."""
+    part = Part(tmp_path)
+    part.checkpoint(RECOVERY_POINTS, [("other", 0, 1)])
+    part.checkpoint("replication-offset-checkpoint", [(TOPIC, 0, part.leo), ("other", 0, 0)])
+    before = {n: read_bytes(os.path.join(part.logdir, n))
+              for n in (RECOVERY_POINTS, "replication-offset-checkpoint")}
+    res = ok(retain("--retention-ms", 0, "--now", T0 + HOUR, part.dir))
+    assert live_bases(part.dir) == [12]
+    assert {n: read_bytes(os.path.join(part.logdir, n)) for n in before} == before
+    assert "recovery point" not in res.out
+    bare = Part(tmp_path, logdir="logs2")
+    ok(retain("--retention-ms", 0, "--now", T0 + HOUR, bare.dir))
+    assert not os.path.exists(os.path.join(bare.logdir, RECOVERY_POINTS))
+
+
+def test_recovery_point_dry_run_reports_and_changes_nothing(tmp_path):
+    part = Part(tmp_path)
+    part.checkpoint(RECOVERY_POINTS, [("other", 3, 3), (TOPIC, 0, 4)])
+    before = tree(part.logdir)
+    cp = os.path.join(os.path.abspath(part.logdir), RECOVERY_POINTS)
+    args = ["--retention-ms", 1000, "--now", part.largest[2] + 1001, part.dir]
+    res = ok(retain("--dry-run", *args))
+    assert tree(part.logdir) == before
+    assert res.lines[-1] == ("%s: %s-0: recovery point would be raised to the log start offset 9 "
+                             "(was 4)" % (cp, TOPIC))
+    res = ok(retain("--dry-run", "--format", "json", *args))
+    assert tree(part.logdir) == before
+    assert json.loads(res.lines[-1]) == {"type": "recovery_point", "file": cp, "topic": TOPIC,
+                                         "partition": 0, "old": 4, "new": 9, "dry_run": True}
+    res = ok(retain("--format", "json", *args))
+    assert json.loads(res.lines[-1]) == {"type": "recovery_point", "file": cp, "topic": TOPIC,
+                                         "partition": 0, "old": 4, "new": 9, "dry_run": False}
+    assert read_checkpoint(cp) == {("other", 3): 3, (TOPIC, 0): 9}
+
+
+def test_recovery_point_unreadable_checkpoint_is_left_and_said(tmp_path):
+    """An unreadable recovery-point-offset-checkpoint is read by the broker as empty
+    (LogManager.loadLogs): retention goes on, the file is not written over, a note says so."""
+    part = Part(tmp_path)
+    cp = os.path.join(part.logdir, RECOVERY_POINTS)
+    ig.write_file(cp, b"0\n2\n%s 0 1\n" % TOPIC.encode())
+    res = ok(retain("--retention-ms", 0, "--now", T0 + HOUR, part.dir))
+    assert live_bases(part.dir) == [12]
+    assert read_bytes(cp) == b"0\n2\n%s 0 1\n" % TOPIC.encode()
+    assert "not read" in res.lines[-1] and RECOVERY_POINTS in res.lines[-1], res.lines
+
+
+@pytest.mark.slow
+def test_recovery_point_and_epochs_at_every_crash_point(tmp_path, monkeypatch):
+    """A crash before any file operation (rename, replace, unlink, fsync), then a rerun: the
+    log directory (segments, leader-epoch-checkpoint, the offset checkpoints) equals an
+    uninterrupted run's, with the log start offset inside a segment (the intent carries it).
+    With `kafkalog recover` between the crash and the rerun, the checkpoints, the epochs and
+    the live segments equal an uninterrupted run's followed by recover (what recover itself
+    sets aside, in its quarantine, differs with the moment it runs)."""
+    src = Part(tmp_path / "src")
+    ig.write_file(os.path.join(src.dir, "leader-epoch-checkpoint"),
+                  ig.leader_epoch_checkpoint([(0, 0), (2, 4), (3, 8)]))
+    src.checkpoint(RECOVERY_POINTS, [("other", 0, 5), (TOPIC, 0, 2)])
+    src.checkpoint("log-start-offset-checkpoint", [("other", 0, 5)])
+    # segments 0 and 1 go (next bases 3, 6); the log start offset 7 is inside segment 2
+    args = ["retain", "--log-start-offset", "7", "--file-delete-delay-ms", "0"]
+    calls = ("rename", "replace", "unlink", "fsync")
+
+    def copy(label):
+        dst = str(tmp_path / label)
+        shutil.copytree(src.logdir, dst)
+        return dst
+
+    def state(logdir):
+        return tree(logdir, keep_lock=False)
+
+    def recovered(logdir):
+        """After recover: the checkpoints, the epochs and the live segments' files."""
+        return {n: v for n, v in state(logdir).items()
+                if "quarantine" not in n and not n.endswith((DELETED, ".snapshot"))}
+
+    ref = copy("ref")
+    assert ac.cli_crashing_at(args + [os.path.join(ref, "%s-0" % TOPIC)], None, monkeypatch,
+                              calls) is False
+    expected = {k: v[0] for k, v in state(ref).items()}
+    assert read_checkpoint(os.path.join(ref, RECOVERY_POINTS)) == {("other", 0): 5, (TOPIC, 0): 7}
+    with open(os.path.join(ref, "%s-0" % TOPIC, "leader-epoch-checkpoint"), encoding="utf-8") as f:
+        assert f.read() == ig.leader_epoch_checkpoint([(2, 7), (3, 8)])
+    assert kafkalog("recover", os.path.join(ref, "%s-0" % TOPIC)).code in (0, 1)   # 1: repaired (the recovery point)
+    expected_recovered = {n: v[0] for n, v in recovered(ref).items()}
+    k = 1
+    while True:
+        d = copy("k%03d" % k)
+        part = os.path.join(d, "%s-0" % TOPIC)
+        if not ac.cli_crashing_at(args + [part], k, monkeypatch, calls):
+            break
+        r = copy("r%03d" % k)
+        assert ac.cli_crashing_at(args + [os.path.join(r, "%s-0" % TOPIC)], k, monkeypatch, calls)
+        assert ac.cli_crashing_at(args + [part], None, monkeypatch, calls) is False
+        got = {n: v[0] for n, v in state(d).items()}
+        assert got == expected, (k, sorted(n for n in set(got) | set(expected)
+                                           if got.get(n) != expected.get(n)))
+        # crashed, recovered, rerun; then recover again, as the reference was
+        assert kafkalog("recover", os.path.join(r, "%s-0" % TOPIC)).code in (0, 1)
+        assert ac.cli_crashing_at(args + [os.path.join(r, "%s-0" % TOPIC)], None, monkeypatch,
+                                  calls) is False
+        assert kafkalog("recover", os.path.join(r, "%s-0" % TOPIC)).code in (0, 1)
+        got = {n: v[0] for n, v in recovered(r).items()}
+        assert got == expected_recovered, (k, sorted(
+            n for n in set(got) | set(expected_recovered) if got.get(n) != expected_recovered.get(n)))
+        shutil.rmtree(d)
+        shutil.rmtree(r)
+        k += 1
+    assert k > 10, k

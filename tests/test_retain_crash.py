@@ -260,13 +260,17 @@ def run_crashing_at(directory, args, k, monkeypatch):
 
 
 def log_dir_state(directory):
-    """The partition's files, and the log directory's log-start-offset-checkpoint (or None)."""
-    cp = os.path.join(os.path.dirname(directory), "log-start-offset-checkpoint")
-    checkpoint = None
-    if os.path.exists(cp):
-        with open(cp, encoding="utf-8") as f:
-            checkpoint = f.read()
-    return files_in(directory), checkpoint
+    """The partition's files, and the log directory's log-start-offset-checkpoint and
+    recovery-point-offset-checkpoint (each None when absent)."""
+    texts = []
+    for n in ("log-start-offset-checkpoint", "recovery-point-offset-checkpoint"):
+        cp = os.path.join(os.path.dirname(directory), n)
+        checkpoint = None
+        if os.path.exists(cp):
+            with open(cp, encoding="utf-8") as f:
+                checkpoint = f.read()
+        texts.append(checkpoint)
+    return files_in(directory), tuple(texts)
 
 
 def crash_everywhere(tmp_path, monkeypatch, args, n_segments=6, expired=4, mid_snapshot=False,

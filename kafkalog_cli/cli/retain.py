@@ -12,6 +12,8 @@ import click
 from ..errors import KafkalogError
 from ..log.append import AppendError
 from ..log.logdir import LogDir
+from ..log.names import RECOVERY_POINT_CHECKPOINT
+from ..log.partition import Partition
 from ..log.retain import DELETED, Policy, retain_partition
 from .errors import error_text
 from .targets import partitions_by_log_dir
@@ -56,6 +58,31 @@ def _report(plan, fmt, dry_run, rows):
             click.echo("%s: %s (%s)" % (path, verb if s.fate == DELETED else "kept",
                                         s.why or "-"))
         rows.append((path, s))
+    _recovery_point(plan, fmt, dry_run)
+
+
+def _recovery_point(plan, fmt, dry_run):
+    """The partition's recovery point raised to the new log start offset (or why not read),
+    said as recover says a recovery point it sets."""
+    if plan.recovery_point_problem is not None:
+        if fmt == "json":
+            click.echo(json.dumps({"type": "note", "directory": plan.directory,
+                                   "note": plan.recovery_point_problem}))
+        else:
+            click.echo(plan.recovery_point_problem)
+    if plan.recovery_point_raise is None:
+        return
+    old, new = plan.recovery_point_raise
+    partition = Partition(plan.directory)
+    path = os.path.join(partition.log_dir, RECOVERY_POINT_CHECKPOINT)
+    topic, number = partition.topic, partition.number
+    if fmt == "json":
+        click.echo(json.dumps({"type": "recovery_point", "file": path, "topic": topic,
+                               "partition": number, "old": old, "new": new,
+                               "dry_run": dry_run}))
+    else:
+        click.echo("%s: %s-%d: recovery point %s to the log start offset %d (was %d)"
+                   % (path, topic, number, "would be raised" if dry_run else "raised", new, old))
 
 
 def _table(rows, dry_run):

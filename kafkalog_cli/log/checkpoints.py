@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import os
 import re
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from .files import FileFormatError, read_sized
 from .indexbuild import write_atomically
@@ -103,6 +103,25 @@ def write_offset_checkpoint(path: str, updates: Dict[Tuple[str, int], int]) -> b
         return False
     write_atomically(path, offset_checkpoint_bytes(new))
     return True
+
+
+def raise_offset_checkpoint_entry(path: str, topic: str, partition: int,
+                                  offset: int) -> Optional[int]:
+    """Raise the entry of (``topic``, ``partition``) in the offset checkpoint at ``path`` to
+    ``offset`` when it is below it (write_offset_checkpoint: the other lines kept, in their
+    order); an entry at or above it, a missing entry and a missing file are left as they are.
+    Of two entries for one partition the last counts, as it does for the reader's map. Returns
+    the entry's old offset when it was raised, else None. Raises FileFormatError, as the reader
+    does, for a file that is not an offset checkpoint."""
+    try:
+        entries = read_offset_checkpoint(path)
+    except FileNotFoundError:
+        return None
+    found = [o for t, p, o in entries if (t, p) == (topic, partition)]
+    if not found or found[-1] >= offset:
+        return None
+    write_offset_checkpoint(path, {(topic, partition): offset})
+    return found[-1]
 
 
 def read_leader_epochs(path: str) -> List[Tuple[int, int]]:

@@ -11,7 +11,8 @@ last segment goes only when it is not empty and the caller allows rolling it awa
 
 ``retain_partition`` runs the whole job on one partition, in the order the steps must take:
 finish a deletion a crash interrupted, plan, roll the active segment when it is to go, rename the
-deleted segments' files, remove the .deleted files whose delay has passed.
+deleted segments' files, raise the recovery point and truncate the leader epochs at the new log
+start offset, remove the .deleted files whose delay has passed.
 """
 
 from __future__ import annotations
@@ -136,6 +137,10 @@ class RetentionPlan:
         self.log_end = log_end
         self.roll_first = False  # every segment goes: the active one is rolled first
         self.policy_log_start = 0  # Policy.log_start_offset, 0 when not given
+        # (old, new) of the partition's recovery-point-offset-checkpoint entry: raised to the
+        # log start offset (a dry run's: would be), or None; and why it was not read, or None
+        self.recovery_point_raise: Optional[Tuple[int, int]] = None
+        self.recovery_point_problem: Optional[str] = None
 
     @property
     def deleted(self) -> List[RetainedSegment]:
@@ -273,6 +278,9 @@ def plan_retention(directory: str, policy: Policy) -> RetentionPlan:
             seg.why = ("active segment" if i == len(segments) - 1 else
                        "an older segment is kept, and retention stops at the first kept segment")
     plan.roll_first = bool(segments) and segments[-1].fate == DELETED
+    if plan.deleted:
+        plan.recovery_point_raise, plan.recovery_point_problem = _recovery_point_below(
+            directory, plan.log_start_offset)
     return plan
 
 
@@ -287,6 +295,7 @@ def segment_files(directory: str, base: int) -> List[str]:
 
 
 INTENT = ".kafkalog-retain-intent"
+_INTENT_LOG_START = "log_start_offset"  # the label of the intent's second line
 
 
 def finish_interrupted(directory: str) -> List[str]:
@@ -298,17 +307,26 @@ def finish_interrupted(directory: str) -> List[str]:
     if not os.path.exists(path):
         return []
     with open(path) as f:
-        words = f.read().split()
+        lines = f.read().splitlines()
+    log_start: Optional[int] = None
     try:
+        words = lines[0].split()
         start: Optional[int] = int(words[0])
         bases = [int(x) for x in words[1:]]
+        # the log start offset (RetentionPlan.log_start_offset); an intent without that line
+        # (an older kafkalog's) had the first kept base for it
+        extra = lines[1].split() if len(lines) > 1 else []
+        if extra[:1] == [_INTENT_LOG_START]:
+            log_start = int(extra[1])
     except (ValueError, IndexError):
         start, bases = None, []  # a torn intent file: the deletion had not begun
     done = []
     if start is not None:
         done = _rename_segments(directory, bases)
         update_log_start_checkpoint(directory, start)
-        truncate_leader_epochs(directory, start)
+        log_start = start if log_start is None else log_start
+        raise_recovery_point(directory, log_start)
+        truncate_leader_epochs(directory, log_start)
     os.unlink(path)
     fsync_dir(directory)
     return done
@@ -358,20 +376,28 @@ def _deleted_origin(n: str) -> Optional[str]:
     return stem if names.partition_file_kind(stem) not in (None, names.KRAFT_SNAPSHOT) else None
 
 
-def delete_segments(plan: RetentionPlan) -> None:
+def delete_segments(plan: RetentionPlan) -> Optional[Tuple[int, int]]:
     """Rename each deleted segment's files to .deleted (indexes and snapshots first, the .log
-    last) and update the log start checkpoint, after writing down which, so that a rerun after
-    a crash finishes the same job."""
+    last), update the log start checkpoint, raise the recovery point and truncate the leader
+    epochs at the new log start offset, after writing down which segments and which offsets,
+    so that a rerun after a crash finishes the same job (each step after the renames is
+    idempotent: it only moves an offset up to one the intent determines). The recovery point
+    is raised only once the segments below it are gone: a crash in between leaves it low,
+    which only makes a broker's load recover more. Returns the recovery point's (old, new)
+    when it was raised."""
     directory = plan.directory
     bases = [seg.base for seg in plan.deleted]
     intent = os.path.join(directory, INTENT)
-    write_atomically(intent, (" ".join(str(x) for x in [plan.new_log_start] + bases)
-                              + "\n").encode())
+    write_atomically(intent, ("%s\n%s %d\n" % (
+        " ".join(str(x) for x in [plan.new_log_start] + bases), _INTENT_LOG_START,
+        plan.log_start_offset)).encode())
     _rename_segments(directory, bases)
     update_log_start_checkpoint(directory, plan.new_log_start)
+    raised = raise_recovery_point(directory, plan.log_start_offset)
     truncate_leader_epochs(directory, plan.log_start_offset)
     os.unlink(intent)
     fsync_dir(directory)
+    return raised
 
 
 def purge_deleted(directory: str, delay_ms: int, now_ms: int) -> List[str]:
@@ -395,15 +421,76 @@ def truncate_leader_epochs(directory: str, log_start: int) -> bool:
     new log start offset (the first segment's base, or the log-start-offset-checkpoint's entry
     when that is higher): the entries below it go, the newest of them moved up to it; the
     checkpoint is rewritten when it changed. Returns whether it did."""
-    partition = Partition(directory)
     if not os.path.exists(os.path.join(directory, names.LEADER_EPOCH_CHECKPOINT)):
         return False
-    start = max([log_start] + _checkpointed_log_start(partition))
+    start = _recorded_log_start(directory, log_start)
     cache = LeaderEpochCache.read(directory)
     if not cache.truncate_from_start(start):
         return False
     cache.write(directory)
     return True
+
+
+def _recorded_log_start(directory: str, log_start: int) -> int:
+    """The partition's log start offset once retention is done: ``log_start``, or the
+    log-start-offset-checkpoint's entry when that is higher (LogLoader loads the log start as
+    the larger of the entry and the first segment's base)."""
+    return max([log_start] + _checkpointed_log_start(Partition(directory)))
+
+
+# The recovery point as UnifiedLog.updateLogStartOffset keeps it (called by
+# maybeIncrementLogStartOffset when retention's deleteSegments moves the log start up): "if
+# (localLog.recoveryPoint < offset) localLog.updateRecoveryPoint(offset)". The broker keeps it in
+# memory and LogManager.checkpointRecoveryOffsetsInDir writes every partition's to
+# recovery-point-offset-checkpoint; offline, the partition's entry is raised in the file. An entry
+# at or above the log start stays. A missing entry, or a missing file, stays missing:
+# LogManager.loadLog reads it as 0 and LogLoader.recoverLog then recovers from the first segment
+# (LogSegments.values(recoveryPoint, ...) starts at the segment holding the recovery point, and
+# the log start retention leaves is in the first remaining segment), the same segments an entry
+# at the log start makes it recover; the file says nothing less without the entry. An unreadable
+# file is not written over (LogManager.loadLogs reads it as empty: every segment is recovered).
+# The high watermark is left alone: updateLogStartOffset raises it too, but retention never
+# deletes a segment the high watermark has not passed (UnifiedLog.deletableSegments:
+# highWatermark >= upperBoundOffset; maybeIncrementLogStartOffset refuses a log start above it),
+# so the raise does nothing on this path, and a replication-offset-checkpoint entry below a log
+# start is clamped by the broker's load anyway (UnifiedLog.updateHighWatermark); that file is
+# ReplicaManager.checkpointHighWatermarks' to write, not LogManager's.
+
+def _recovery_point_below(directory: str, log_start: int
+                          ) -> Tuple[Optional[Tuple[int, int]], Optional[str]]:
+    """((old, new), None) when the partition's recovery-point-offset-checkpoint entry is below
+    the log start offset retention leaves (``log_start``, or the log-start-offset-checkpoint's
+    entry when higher), else (None, None); (None, why) when the file cannot be read."""
+    partition = Partition(directory)
+    topic, number = partition.topic, partition.number
+    path = os.path.join(partition.log_dir, names.RECOVERY_POINT_CHECKPOINT)
+    if topic is None or number is None or not os.path.isfile(path):
+        return None, None
+    try:
+        found = [o for t, p, o in checkpoints.read_offset_checkpoint(path)
+                 if (t, p) == (topic, number)]
+    except (OSError, FileFormatError) as e:
+        return None, "%s: not read (%s): the recovery point is not raised" % (path, e)
+    start = _recorded_log_start(directory, log_start)
+    if not found or found[-1] >= start:
+        return None, None
+    return (found[-1], start), None
+
+
+def raise_recovery_point(directory: str, log_start: int) -> Optional[Tuple[int, int]]:
+    """Raise the partition's entry in its log directory's recovery-point-offset-checkpoint to
+    the log start offset (``log_start``, or the log-start-offset-checkpoint's entry when
+    higher) when it is below it, as UnifiedLog.updateLogStartOffset raises the recovery point
+    (the comment above says what is left alone and why). Returns (old, new) when it did."""
+    below, _ = _recovery_point_below(directory, log_start)
+    if below is None:
+        return None
+    partition = Partition(directory)
+    path = os.path.join(partition.log_dir, names.RECOVERY_POINT_CHECKPOINT)
+    assert partition.topic is not None and partition.number is not None
+    old = checkpoints.raise_offset_checkpoint_entry(path, partition.topic, partition.number,
+                                                    below[1])
+    return None if old is None else (old, below[1])
 
 
 def _checkpointed_log_start(partition: Partition) -> List[int]:
@@ -453,7 +540,7 @@ def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
         with PartitionWriter(directory, lock_partition=False) as writer:
             writer.roll()
     if plan.deleted:
-        delete_segments(plan)
+        plan.recovery_point_raise = delete_segments(plan)
     # wall-clock time: the delay runs from the rename, whatever the policy's ``now`` says
     purge_deleted(directory, delete_delay_ms, int(time.time() * 1000))
     return plan
