@@ -100,3 +100,72 @@ def test_append_killed_at_random(tmp_path, seed):
     print(c.stats)
     assert c.stats["changed_by_kill"] >= 25, c.stats
     assert not c.failures, "\n".join(c.failures)
+
+
+# -- roll, retain, recover ------------------------------------------------------------------------------
+
+def seed_dir(tmp_path, label, **kw):
+    d = str(tmp_path / label / "logs")
+    cc.write_seed(d, **kw)
+    return d
+
+
+def rerun(*args):
+    def resume(part, out):
+        res = ac.kafkalog_in(*args, part)
+        assert res.code == 0, res
+    return resume
+
+
+def roll_campaign(tmp_path):
+    # the active segment ends in an open transaction: the snapshot at the new base holds it
+    log_dir = seed_dir(tmp_path, "seed-roll", open_transaction=True)
+    return cc.Campaign(tmp_path, log_dir, lambda part: ["roll", part], rerun("roll"))
+
+
+RETAIN = ["--retention-ms", str(RETENTION_MS), "--now", str(NOW)]
+
+
+def retain_campaign(tmp_path, delay):
+    log_dir = seed_dir(tmp_path, "seed-retain")
+    args = RETAIN + ["--file-delete-delay-ms", delay]
+    return cc.Campaign(tmp_path, log_dir, lambda part: ["retain", *args, part],
+                       rerun("retain", *args))
+
+
+def damaged_seed(tmp_path):
+    """The seed with what recover repairs: 37 bytes of garbage after the last batch, the middle
+    segment's .timeindex gone, the recovery point at the start of the middle segment."""
+    log_dir = seed_dir(tmp_path, "seed-recover")
+    part = os.path.join(log_dir, cc.PARTITION)
+    logs = sorted(n for n in os.listdir(part) if n.endswith(".log"))
+    with open(os.path.join(part, logs[-1]), "ab") as f:
+        f.write(kg.random_bytes(37))
+    os.unlink(os.path.join(part, logs[1][:-4] + ".timeindex"))
+    return log_dir
+
+
+def recover_campaign(tmp_path):
+    return cc.Campaign(tmp_path, damaged_seed(tmp_path), lambda part: ["recover", part],
+                       lambda part, out: None)
+
+
+@pytest.mark.parametrize("command", ["roll", "retain", "retain-with-delay", "recover"])
+def test_killed_before_every_file_operation(tmp_path, command):
+    c = {"roll": lambda: roll_campaign(tmp_path),
+         "retain": lambda: retain_campaign(tmp_path, "0"),
+         "retain-with-delay": lambda: retain_campaign(tmp_path, "60000"),
+         "recover": lambda: recover_campaign(tmp_path)}[command]()
+    c.every_step()
+    print(command, c.stats)
+    assert not c.failures, "\n".join(c.failures)
+
+
+@pytest.mark.parametrize("command", ["roll", "retain", "recover"])
+def test_killed_at_random(tmp_path, command):
+    c = {"roll": lambda: roll_campaign(tmp_path),
+         "retain": lambda: retain_campaign(tmp_path, "0"),
+         "recover": lambda: recover_campaign(tmp_path)}[command]()
+    c.random_kills()
+    print(command, c.stats)
+    assert not c.failures, "\n".join(c.failures)

@@ -925,7 +925,9 @@ def check_partition_files(exp):
         assert os.stat(os.path.join(d, n)).st_mtime_ns == OLD_MTIME_NS, "%s rewritten" % n
     for n, data in exp.exact.items():
         assert actual[n] == data, n
-    # indexes: what the broker's recovery builds for the kept bytes (trimmed)
+    # indexes: what the broker's recovery builds for the kept bytes (trimmed); the last
+    # segment's may stay pre-allocated (zeros after the same entries), as LogLoader leaves the
+    # active segment's once it has loaded the log
     for b in bases:
         log = exp.logs[name(b, "log")]
         idx = ig.build_indexes(log, interval=exp.interval)
@@ -934,7 +936,10 @@ def check_partition_files(exp):
             n = name(b, kind)
             if n in exp.untouched or n in exp.exact:
                 continue
-            assert actual[n] == want, "%s: %d bytes, expected %d (entries %r)" % (
+            got = actual[n]
+            if b == max(bases) and len(got) > len(want) and not got[len(want):].strip(b"\0"):
+                got = got[:len(want)]
+            assert got == want, "%s: %d bytes, expected %d (entries %r)" % (
                 n, len(actual[n]), len(want),
                 ig.decode_offset_index(want, b) if kind == "index" else idx.time_entries)
         n = name(b, "txnindex")

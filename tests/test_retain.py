@@ -1311,3 +1311,25 @@ def test_recovery_point_and_epochs_at_every_crash_point(tmp_path, monkeypatch):
         shutil.rmtree(r)
         k += 1
     assert k > 10, k
+
+
+def test_producers_of_deleted_segments_are_kept_in_a_snapshot_at_the_log_end(tmp_path):
+    """Retention deletes the segments holding producers 200 and 201 (a committed and an aborted
+    transaction): a broker keeps them in memory until they expire, and so does the snapshot
+    retain takes at the log end offset before deleting anything; a load afterwards (recover)
+    still has them, with the values the broker's rules give from the whole log."""
+    import appendcheck as ac
+    import crashcheck as cc
+    log_dir = str(tmp_path / "logs")
+    part, leo = cc.write_seed(log_dir)
+    expected = ac.producers_at(ac.log_batches(part), leo)
+    assert {100, 200, 201} <= set(expected)
+    now = cc.T0 + 23_003 + 10_000 + 1
+    ok(retain("--retention-ms", 10_000, "--now", now, "--file-delete-delay-ms", 0, part))
+    assert min(int(n[:20]) for n in os.listdir(part) if n.endswith(".log")) > 0
+    snap = os.path.join(part, "%020d.snapshot" % leo)
+    with open(snap, "rb") as f:
+        assert cc.snapshot_entries(f.read()) == expected
+    assert ac.kafkalog_in("recover", part).code in (0, 1)
+    with open(snap, "rb") as f:
+        assert cc.snapshot_entries(f.read()) == expected

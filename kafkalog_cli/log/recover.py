@@ -754,8 +754,12 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
         ends_log = cut and rules[i] not in SANITY_RECOVERY
         if cut:
             _plan_cut(plan, view, source, scan, report, logs[i + 1:] if ends_log else [])
-        # a pre-allocated index is the active segment's, until the log is cut
-        _plan_indexes(plan, view, base, scan, last and not cut, report)
+        # The segment that ends the log after this run may keep a pre-allocated index whose
+        # entries are the rebuilt ones: the broker pre-allocates the active segment's indexes
+        # again once it has loaded the log (LogLoader.recoverLog: resizeIndexes), so either
+        # length is its own. Whether the log was cut first does not matter: a run killed
+        # after the cut and rerun must keep what an uninterrupted one keeps.
+        _plan_indexes(plan, view, base, scan, last or ends_log, report)
         if ends_log or last:
             plan.log_end_offset = base if scan.next_offset is None else scan.next_offset
             return

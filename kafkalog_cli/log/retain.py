@@ -29,6 +29,7 @@ from .indexbuild import fsync_dir, rename_noreplace, write_atomically
 from .leader_epochs import LeaderEpochCache
 from .logdir import LogDir
 from .partition import Partition
+from .producer_state import load_state, snapshot_path, write_snapshot
 from .segment import Segment
 
 KEPT, DELETED = "kept", "deleted"  # a segment's fate
@@ -523,6 +524,35 @@ def update_log_start_checkpoint(directory: str, first_base: int) -> bool:
     return True
 
 
+def snapshot_producers_at_log_end(directory: str, log_end: int) -> None:
+    """Before any segment goes: the producer state at the log end offset, as a snapshot there
+    (written unless that very snapshot is there already).
+
+    A broker's retention deletes segments and the snapshots below the new log start
+    (UnifiedLog.deleteSegments, ProducerStateManager.deleteSnapshotsBefore) but not the
+    producers it holds in memory: they stay until they expire, and the snapshot it takes at
+    its next roll or at shutdown (UnifiedLog.close) holds them. Offline there is no memory: a
+    later load would rebuild the state from the new log start (truncateAndReload removes the
+    snapshots at or below it) and lose every producer whose batches were all deleted. Taken
+    first, the snapshot carries them, and a run killed at any moment leaves the same state as
+    an uninterrupted one. No producer, no snapshot: a rebuild from the new log start finds
+    none either."""
+    partition = Partition(directory)
+    state = load_state(partition.segments(), partition.snapshot_paths(), log_end,
+                       int(time.time() * 1000)).state
+    if not state.snapshot_entries():
+        return
+    data = state.snapshot_bytes()
+    path = snapshot_path(directory, log_end)
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(data) + 1) == data:
+                return
+    except OSError:
+        pass
+    write_snapshot(directory, log_end, data)
+
+
 def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
                      delete_delay_ms: int = 60000) -> RetentionPlan:
     """Retention of the partition ``directory``, start to end: finish a deletion a crash
@@ -540,6 +570,7 @@ def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
         with PartitionWriter(directory, lock_partition=False) as writer:
             writer.roll()
     if plan.deleted:
+        snapshot_producers_at_log_end(directory, plan.log_end)
         plan.recovery_point_raise = delete_segments(plan)
     # wall-clock time: the delay runs from the rename, whatever the policy's ``now`` says
     purge_deleted(directory, delete_delay_ms, int(time.time() * 1000))
