@@ -8,11 +8,13 @@ epoch with start offsets that never go down: a new entry removes the entries it 
 from __future__ import annotations
 
 import os
+import re
 from typing import List, Optional, Tuple
 
 from ..errors import UsageError
 from . import names
-from .checkpoints import checkpoint_bytes, read_leader_epochs
+from .checkpoints import MAX_CHECKPOINT_BYTES, checkpoint_bytes, read_leader_epochs
+from .files import FileFormatError, read_sized
 from .indexbuild import write_atomically
 
 EpochEntry = Tuple[int, int]  # (epoch, start offset)
@@ -115,3 +117,82 @@ class LeaderEpochCache:
         path = os.path.join(directory, names.LEADER_EPOCH_CHECKPOINT)
         write_atomically(path, self.checkpoint_bytes())
         return path
+
+
+# -- the strict reader (verify-index) --------------------------------------------------------
+
+# Integer.parseInt / Long.parseLong: an optional sign, then digits; nothing around them.
+_JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
+# java.util.regex's \s, which LeaderEpochCheckpointFile's formatter splits an entry on
+_JAVA_SPACE = re.compile(r"[ \t\n\x0b\f\r]+")
+# BufferedReader.readLine's line terminators
+_JAVA_LINES = re.compile(r"\r\n|\r|\n")
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _java_number(path: str, n: int, text: str, bounds: Tuple[int, int], what: str) -> int:
+    if not _JAVA_INT.match(text):
+        raise FileFormatError("%s: line %d: %s %r is not a number" % (path, n, what, text))
+    value = int(text)
+    if not bounds[0] <= value <= bounds[1]:
+        raise FileFormatError("%s: line %d: %s %s does not fit in %d bits"
+                              % (path, n, what, text, 32 if bounds == _INT32 else 64))
+    return value
+
+
+def read_checkpoint_strict(path: str) -> List[EpochEntry]:
+    """The (epoch, start offset) entries of the leader-epoch-checkpoint at ``path``, read as
+    the broker reads it (CheckpointFile.CheckpointReadBuffer with LeaderEpochCheckpointFile's
+    formatter: a version line that is exactly 0, a count, then ``epoch startOffset`` lines
+    split on whitespace, as many as the count says; an empty file, or one holding only the
+    version, has no entries) and held to what LeaderEpochFileCache keeps: epochs and start
+    offsets not negative (``assign`` refuses them) and both strictly increasing from line to
+    line (a file the cache wrote; ``assign`` would silently drop the entries a later line
+    contradicts, so such a file was not written by a broker).
+
+    Raises FileFormatError naming the file and the line, OSError when it cannot be read.
+    The lenient reader the commands use to update the file is ``LeaderEpochCache.read``."""
+    raw = read_sized(path, MAX_CHECKPOINT_BYTES)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FileFormatError("%s: line %d: not UTF-8 text (byte %d)"
+                              % (path, raw.count(b"\n", 0, e.start) + 1, e.start)) from None
+    lines = _JAVA_LINES.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()  # the last line's terminator
+    if not lines:
+        return []
+    version = _java_number(path, 1, lines[0], _INT32, "version")
+    if version != 0:
+        raise FileFormatError("%s: line 1: unrecognised version %d (expected 0)"
+                              % (path, version))
+    if len(lines) < 2:
+        return []
+    count = _java_number(path, 2, lines[1], _INT32, "entry count")
+    entries: List[EpochEntry] = []
+    for n, line in enumerate(lines[2:], start=3):
+        fields = _JAVA_SPACE.split(line)
+        while len(fields) > 1 and fields[-1] == "":
+            fields.pop()  # String.split drops trailing empty strings
+        if len(fields) != 2 or fields[0] == "":
+            raise FileFormatError("%s: line %d: expected 'epoch startOffset', found %r"
+                                  % (path, n, line))
+        epoch = _java_number(path, n, fields[0], _INT32, "epoch")
+        start = _java_number(path, n, fields[1], _INT64, "start offset")
+        if epoch < 0 or start < 0:
+            raise FileFormatError("%s: line %d: negative epoch or start offset (%d %d): the "
+                                  "broker refuses it (LeaderEpochFileCache.assign)"
+                                  % (path, n, epoch, start))
+        if entries and (epoch <= entries[-1][0] or start <= entries[-1][1]):
+            raise FileFormatError(
+                "%s: line %d: epoch %d at offset %d does not follow epoch %d at offset %d: a "
+                "cache's epochs and start offsets both increase strictly (LeaderEpochFileCache."
+                "assign drops the entries a new one contradicts)"
+                % (path, n, epoch, start, entries[-1][0], entries[-1][1]))
+        entries.append((epoch, start))
+    if len(entries) != count:
+        raise FileFormatError("%s: line 2: the count says %d entries, the file holds %d"
+                              % (path, count, len(entries)))
+    return entries
