@@ -66,8 +66,9 @@ def verify_index(paths, sanity_only, fmt, max_message_size):
     entries must point at batch starts whose last offset they name; the time index's timestamps
     must be the max timestamps of the batches their offsets end; the transaction index must
     list the aborted transactions the log's ABORT markers close; every index must pass the
-    broker's start-up sanity check. Exit status: 0 clean, 1 problems found, 2 usage error or
-    unreadable input.
+    broker's start-up sanity check. A partition's leader-epoch-checkpoint must be well-formed
+    and give each v2 batch the leader epoch it carries. Exit status: 0 clean, 1 problems
+    found, 2 usage error or unreadable input.
     """
     status = EXIT_OK
     reports = []
