@@ -367,3 +367,26 @@ def test_checkpoint_of_a_partition_without_segments(tmp_path):
     res = verify(str(part))
     assert res.code == 1
     assert (path + ": malformed_checkpoint: line 1:") in res.err, res.err
+
+
+def test_batches_are_not_decompressed(part):
+    """The check reads batch headers only: a gzip batch whose compressed bytes are garbage
+    (its CRC made right) is judged by its header's epoch like any other."""
+    w = kg.SegmentWriter(0)
+    w.add_v2([kg.Rec(b"k-%d" % j, b"value", kg.T0 + j) for j in range(3)],
+             partition_leader_epoch=0)
+    bad = bytearray(kg.v2_batch([kg.Rec(b"k-%d" % j, kg.filler(j) * 4, kg.T0 + j)
+                                 for j in range(3, 6)], 3, "gzip", partition_leader_epoch=2))
+    bad[61:] = bytes(b ^ 0x5A for b in bad[61:])  # the records' compressed bytes
+    kg.fix_v2_crc(bad)
+    w.add(bytes(bad), 6)
+    kg.write_segment(str(part), 0, w.data())
+    assert kafkalog("dump", "--deep-iteration", str(part)).code == 1  # the records are garbage
+    write_checkpoint(part, "0\n1\n0 0\n")
+    code, problems, _, _ = verify_json(str(part))
+    assert code == 1
+    assert [(p["kind"], p["offset"], p["last_offset"], p["epoch"]) for p in problems] == [
+        ("leader_epoch_missing", 3, 5, 2)]
+    write_checkpoint(part, "0\n2\n0 0\n2 3\n")
+    code, problems, _, _ = verify_json(str(part))
+    assert (code, problems) == (0, [])
