@@ -117,17 +117,18 @@ def rerun(*args):
     return resume
 
 
-def roll_campaign(tmp_path):
+def roll_campaign(tmp_path, clean_shutdown=False):
     # the active segment ends in an open transaction: the snapshot at the new base holds it
-    log_dir = seed_dir(tmp_path, "seed-roll", open_transaction=True)
+    log_dir = seed_dir(tmp_path, "seed-roll", open_transaction=True,
+                       clean_shutdown=clean_shutdown)
     return cc.Campaign(tmp_path, log_dir, lambda part: ["roll", part], rerun("roll"))
 
 
 RETAIN = ["--retention-ms", str(RETENTION_MS), "--now", str(NOW)]
 
 
-def retain_campaign(tmp_path, delay):
-    log_dir = seed_dir(tmp_path, "seed-retain")
+def retain_campaign(tmp_path, delay, clean_shutdown=False):
+    log_dir = seed_dir(tmp_path, "seed-retain", clean_shutdown=clean_shutdown)
     args = RETAIN + ["--file-delete-delay-ms", delay]
     return cc.Campaign(tmp_path, log_dir, lambda part: ["retain", *args, part],
                        rerun("retain", *args))
@@ -167,5 +168,24 @@ def test_killed_at_random(tmp_path, command):
          "retain": lambda: retain_campaign(tmp_path, "0"),
          "recover": lambda: recover_campaign(tmp_path)}[command]()
     c.random_kills()
+    print(command, c.stats)
+    assert not c.failures, "\n".join(c.failures)
+
+
+@pytest.mark.parametrize("command", ["append", "roll", "retain"])
+def test_killed_before_every_file_operation_after_a_clean_shutdown(tmp_path, command):
+    """The log directory has the broker's clean-shutdown marker: a run lifts it (flushed)
+    before its first change and puts it back once everything is flushed, so that a kill never
+    leaves a marker vouching for files half written (a broker would trust them unrecovered)."""
+    if command == "append":
+        d = str(tmp_path / "seed-append" / "logs")
+        _, leo = cc.write_seed(d, clean_shutdown=True)
+        c = append_campaign(tmp_path, (d, leo), 30)
+    elif command == "roll":
+        c = roll_campaign(tmp_path, clean_shutdown=True)
+    else:
+        c = retain_campaign(tmp_path, "0", clean_shutdown=True)
+    assert cc.MARKER in c.want
+    c.every_step()
     print(command, c.stats)
     assert not c.failures, "\n".join(c.failures)

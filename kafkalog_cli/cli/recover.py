@@ -133,6 +133,11 @@ class _Report:
     def log_dir(self, run):
         """The recovery points written (or that would be) and the clean-shutdown marker."""
         path = printable_name(run.checkpoint_path)
+        for tmp in run.temporary_files:
+            note = ("temporary file of an interrupted kafkalog write: %s"
+                    % ("would be removed" if self.dry_run else "removed"))
+            self.emit({"type": "note", "file": printable_name(tmp), "note": note},
+                      "%s: %s" % (printable_name(tmp), note))
         if run.checkpoint_problem is not None:
             self.emit({"type": "note", "file": path, "note": run.checkpoint_problem},
                       run.checkpoint_problem)

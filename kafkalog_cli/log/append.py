@@ -27,6 +27,7 @@ from . import names
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import DEFAULT_INDEX_INTERVAL, IndexBuilder, fsync_dir, write_atomically, write_new
 from .leader_epochs import LeaderEpochCache
+from .logdir import CleanShutdownMarker
 from .partition import Partition
 from .producer_state import EndMarker, ProducerState, load_state, snapshot_path, write_snapshot
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, Segment
@@ -96,7 +97,7 @@ class _Active:
         self.index_entries = 0
         self.time_entries = 0
         self.last_time_ts = -1
-        self.bytes_since_index = 0       # in memory only, as on a broker: 0 after a restart
+        self.bytes_since_index = 0       # since the last index entry (see _check_indexes)
         self.log: Optional[BinaryIO] = None
         self.index: Optional[BinaryIO] = None
         self.timeindex: Optional[BinaryIO] = None
@@ -175,6 +176,8 @@ class PartitionWriter:
         self.rolled: List[int] = []  # base offsets of the segments this writer created
         self._producers: Optional[ProducerState] = None  # loaded when first needed
         self._epochs: Optional[LeaderEpochCache] = None
+        # lifted while the writer is open (a kill leaves none: the next load recovers)
+        self._marker = CleanShutdownMarker(Partition(directory).log_dir)
 
     @property
     def active(self) -> _Active:
@@ -190,6 +193,7 @@ class PartitionWriter:
         if self.lock_partition:
             self._lock_partition()
         try:
+            self._marker.lift()
             last = Partition(self.directory).active_segment()
             base = None if last is None else last.base_offset
             if base is None:
@@ -206,6 +210,8 @@ class PartitionWriter:
             if self._active is not None:
                 self._active.flush()
                 self._active.close()
+            if exc[0] is None:
+                self._marker.restore()   # everything written is flushed
         finally:
             self._unlock()
 
@@ -275,6 +281,14 @@ class PartitionWriter:
                               "`kafkalog recover` first" % active.log_path)
         if tindex.count:
             active.last_time_ts = tindex.entries[-1][0]
+        # The bytes since the last offset index entry go on from the file, as LogSegment.recover
+        # counts them (an entry once index.interval.bytes have passed since the last one, the
+        # first counted from position 0). A broker restarts the count at 0 after a restart
+        # (LogSegment.bytesSinceLastIndexEntry lives in memory): going on instead makes the
+        # index the same whether the input came in one run or in several, or in a run killed
+        # part-way and then recovered (which rebuilds it with recover's count), so that such
+        # runs end in the same files as one uninterrupted run. Either index is valid.
+        active.bytes_since_index = active.size - (index.entries[-1][1] if index.count else 0)
 
     @staticmethod
     def _open_index(path: str, cls: Union[Type[OffsetIndex], Type[TimeIndex]], base: int,

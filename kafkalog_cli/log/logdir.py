@@ -11,7 +11,8 @@ from typing import Dict, List, Optional, Tuple
 
 from ..errors import UsageError
 from . import checkpoints, names
-from .files import open_regular, printable_name
+from .files import open_regular, printable_name, read_sized
+from .indexbuild import fsync_dir, write_new
 from .lock import LogDirLock
 from .partition import Partition, is_partition_dir
 
@@ -88,3 +89,42 @@ def partitions_of(path: str, errors: Optional[List[Tuple[str, OSError]]] = None)
     if not found and not failed:
         raise FileNotFoundError(errno.ENOENT, "no partition directories in it", path)
     return found
+
+
+class CleanShutdownMarker:
+    """The log directory's ``.kafka_cleanshutdown``, lifted while a run changes a partition.
+
+    A broker deletes it when it starts loading the directory and writes it at a clean
+    shutdown (LogManager); while it is there, the next load trusts every segment without
+    recovering any. So a run about to change a partition lifts it first (its bytes kept in
+    memory, the removal flushed), and ``restore`` puts the same bytes back once everything the
+    run wrote is flushed. A run killed in between leaves no marker: the broker, or `recover`,
+    then recovers from the recovery point, as after any unclean shutdown."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        self.path = os.path.join(log_dir, names.CLEAN_SHUTDOWN_FILE)
+        self.saved: Optional[bytes] = None
+
+    def present(self) -> bool:
+        return os.path.isfile(self.path)
+
+    def lift(self) -> bool:
+        """Remove the marker, if there and not lifted yet; True when this call removed it."""
+        if self.saved is not None or not self.present():
+            return False
+        self.saved = read_sized(self.path, MAX_MARKER_BYTES)
+        os.unlink(self.path)
+        fsync_dir(self.log_dir)
+        return True
+
+    def restore(self) -> bool:
+        """Write the lifted marker back (never over a file); True when it did."""
+        if self.saved is None:
+            return False
+        write_new(self.path, self.saved)
+        self.saved = None
+        return True
+
+
+MAX_MARKER_BYTES = 1 << 20  # a marker holds a broker epoch in a line of JSON

@@ -59,7 +59,7 @@ from . import checkpoints, names
 from .files import FileFormatError, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import LeaderEpochCache
-from .logdir import LogDir
+from .logdir import CleanShutdownMarker, LogDir
 from .producer_state import (InvalidTxnStateError, ProducerState, end_marker, load_state,
                              stray_snapshots)
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, IndexBuilder,
@@ -1113,14 +1113,15 @@ class LogDirRecovery:
         self.checkpoint_path = os.path.join(log_dir, names.RECOVERY_POINT_CHECKPOINT)
         self.checkpoint_updates: Dict[Tuple[str, int], Tuple[Optional[int], int]] = {}
         self.checkpoint_problem: Optional[str] = None
-        self._marker_bytes: Optional[bytes] = None
+        self.temporary_files: List[str] = []  # ours, of an interrupted write: removed
+        self._marker = CleanShutdownMarker(log_dir)
 
     def run(self) -> Iterator[PartitionResult]:
         """Take the log directory's lock (OSError when a broker holds it), recover each
         partition, then write the recovery points and settle the marker."""
         with LogDir(self.log_dir).lock(create=not self.dry_run):
-            marker_path = os.path.join(self.log_dir, names.CLEAN_SHUTDOWN_FILE)
-            self.clean_shutdown = os.path.isfile(marker_path)
+            self.temporary_files = remove_temporary_files(self.log_dir, self.dry_run)
+            self.clean_shutdown = self._marker.present()
             if self.clean_shutdown:
                 self.marker = "kept"
             points: Dict[Tuple[str, int], int] = {}
@@ -1148,7 +1149,7 @@ class LogDirRecovery:
                     plan = recover_partition(
                         partition, self.interval, self.max_message_size, self.dry_run,
                         points.get(key) if key is not None else None, self.clean_shutdown,
-                        self.full, lambda: self._remove_marker(marker_path),
+                        self.full, self._remove_marker,
                         starts.get(key) if key is not None else None)
                 except OSError as e:
                     failed = True
@@ -1174,18 +1175,28 @@ class LogDirRecovery:
                 checkpoints.write_offset_checkpoint(
                     self.checkpoint_path, {k: new for k, (_, new) in
                                            self.checkpoint_updates.items()})
-            if self._marker_bytes is not None and not failed:
-                write_new(marker_path, self._marker_bytes)
+            if not failed and self._marker.restore():
                 self.marker = "restored"
 
-    def _remove_marker(self, path: str) -> None:
+    def _remove_marker(self) -> None:
         """Before a partition of this log directory changes: a broker must not trust a clean
         shutdown we may not finish."""
-        if self.clean_shutdown and self._marker_bytes is None:
-            self._marker_bytes = read_sized(path, MAX_INDEX_READ)
-            os.unlink(path)
-            fsync_dir(self.log_dir)
+        if self.clean_shutdown and self._marker.lift():
             self.marker = "removed"
+
+
+def remove_temporary_files(log_dir: str, dry_run: bool = False) -> List[str]:
+    """Our temporary files in the log directory itself (a checkpoint or the clean-shutdown
+    marker being written when a run was killed): each is a copy about to be renamed into
+    place, so it holds nothing the directory lacks. Removed (with ``dry_run``, only listed);
+    returns their paths."""
+    found = sorted(os.path.join(log_dir, n) for n in os.listdir(log_dir)
+                   if n.endswith(TMP_SUFFIX) and os.path.isfile(os.path.join(log_dir, n)))
+    if found and not dry_run:
+        for path in found:
+            os.unlink(path)
+        fsync_dir(log_dir)
+    return found
 
 
 def _flush_recovered(plan: PartitionPlan) -> None:

@@ -27,7 +27,7 @@ from .append import PartitionWriter
 from .files import FileFormatError
 from .indexbuild import fsync_dir, rename_noreplace, write_atomically
 from .leader_epochs import LeaderEpochCache
-from .logdir import LogDir
+from .logdir import CleanShutdownMarker, LogDir
 from .partition import Partition
 from .producer_state import load_state, snapshot_path, write_snapshot
 from .segment import Segment
@@ -299,6 +299,11 @@ INTENT = ".kafkalog-retain-intent"
 _INTENT_LOG_START = "log_start_offset"  # the label of the intent's second line
 
 
+def pending_deletion(directory: str) -> bool:
+    """Did a crash interrupt a deletion (its intent file is there)?"""
+    return os.path.exists(os.path.join(directory, INTENT))
+
+
 def finish_interrupted(directory: str) -> List[str]:
     """Finish a deletion a crash interrupted: the bases it had decided, and the new log start,
     are in the intent file written before the first rename (so that no half-deleted segment is
@@ -560,11 +565,15 @@ def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
     is to go, rename the deleted segments' files to .deleted, and remove the .deleted files
     older than ``delete_delay_ms``. With ``dry_run``, only the plan. The caller holds the log
     directory's lock. Returns the plan, carried out."""
-    if not dry_run:
+    marker = CleanShutdownMarker(Partition(directory).log_dir)
+    if not dry_run and pending_deletion(directory):
+        marker.lift()
         finish_interrupted(directory)
     plan = plan_retention(directory, policy)
     if dry_run:
         return plan
+    if plan.roll_first or plan.deleted:
+        marker.lift()
     if plan.roll_first:
         # under the log directory's lock: no partition lock file needed
         with PartitionWriter(directory, lock_partition=False) as writer:
@@ -574,4 +583,5 @@ def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
         plan.recovery_point_raise = delete_segments(plan)
     # wall-clock time: the delay runs from the rename, whatever the policy's ``now`` says
     purge_deleted(directory, delete_delay_ms, int(time.time() * 1000))
+    marker.restore()
     return plan
