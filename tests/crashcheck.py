@@ -26,6 +26,7 @@ import struct
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import appendcheck as ac
 import indexgen as ig
@@ -237,6 +238,30 @@ def kafkalog_killed_after(delay, args, stdin_path=None):
             return True, out
 
 
+def kafkalog_killed_after_step(step, delay, args, stdin_path=None):
+    """``kafkalog ARGS`` SIGKILLed ``delay`` seconds after its ``step``-th file operation
+    returned (told through a pipe), if it is still running then. Returns (killed, stdout)."""
+    r, w = os.pipe()
+    env = dict(os.environ, KILLSHIM_NOTIFY_FD=str(w))
+    with open(stdin_path or os.devnull, "rb") as f:
+        p = subprocess.Popen([sys.executable, KILL_SHIM, "after:%d" % step,
+                              *[str(a) for a in args]], cwd=REPO, stdin=f, env=env,
+                             pass_fds=(w,), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    os.close(w)
+    try:
+        told = os.read(r, 1)   # b"" when it ended first
+    finally:
+        os.close(r)
+    if told:
+        time.sleep(delay)
+    killed = p.poll() is None
+    if killed:
+        p.send_signal(signal.SIGKILL)
+    out, _ = p.communicate(timeout=120)
+    killed = killed and p.returncode == -signal.SIGKILL
+    return killed, out
+
+
 def recover(partition):
     res = ac.kafkalog_in("recover", partition)
     assert res.code in (0, 1), res
@@ -258,7 +283,6 @@ class Campaign:
         self.stdin = stdin
         self.check_killed = check_killed
         self.clean_shutdown = os.path.exists(os.path.join(seed_log_dir, MARKER))
-        self.n = 0
         ref_dir = self.copy("reference")
         killed, out, err = kafkalog_killed_at(0, self.args(self.partition(ref_dir)), self.stdin)
         assert not killed
@@ -273,9 +297,8 @@ class Campaign:
     def partition(log_dir):
         return os.path.join(log_dir, PARTITION)
 
-    def copy(self, label):
-        self.n += 1
-        dst = os.path.join(self.tmp, "%s-%04d" % (label, self.n), "logs")
+    def copy(self, label, i=0):
+        dst = os.path.join(self.tmp, "%s-%04d" % (label, i), "logs")
         shutil.copytree(self.seed, dst)
         return dst
 
@@ -328,56 +351,64 @@ class Campaign:
                 "index_rebuilt_by_recover", 0) + 1
 
     def every_step(self):
-        """Killed before each file operation in turn."""
+        """Killed before each file operation in turn (the killed runs two at a time, while
+        the previous ones are settled)."""
         probe = self.copy("count")
         steps = count_steps(self.args(self.partition(probe)), self.stdin)
         shutil.rmtree(os.path.dirname(probe))
         assert steps >= 5, "only %d file operations: the shim does not see the run" % steps
         self.stats["steps"] = steps
-        for k in range(1, steps + 1):
-            d = self.copy("step")
-            killed, out, err = kafkalog_killed_at(k, self.args(self.partition(d)), self.stdin)
-            assert killed, "step %d of %d: the run ended first (%s)" % (k, steps, err)
-            self.settle(d, "killed before step %d of %d" % (k, steps), out)
-        # and one step too far: the run ends on its own
-        d = self.copy("step")
-        killed, _, _ = kafkalog_killed_at(steps + 1, self.args(self.partition(d)), self.stdin)
-        assert not killed
+
+        def killed_run(k):
+            d = self.copy("step", k)
+            return d, kafkalog_killed_at(k, self.args(self.partition(d)), self.stdin)
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            runs = [pool.submit(killed_run, k) for k in range(1, steps + 2)]
+            for k, run in enumerate(runs, 1):
+                d, (killed, out, err) = run.result()
+                if k == steps + 1:   # one step too far: the run ends on its own
+                    assert not killed, "more file operations than counted: %d" % steps
+                    continue
+                assert killed, "step %d of %d: the run ended first (%s)" % (k, steps, err)
+                self.settle(d, "killed before step %d of %d" % (k, steps), out)
 
     def random_kills(self, kills=50, seed=20261126, budget_s=240):
-        """``kills`` SIGKILLs that land while the command runs, at moments spread (stratified)
-        over its uninterrupted run time."""
-        times = []
-        for _ in range(3):
-            d = self.copy("timing")
-            t = time.monotonic()
-            killed, _ = kafkalog_killed_after(600, self.args(self.partition(d)), self.stdin)
-            times.append(time.monotonic() - t)
-            shutil.rmtree(os.path.dirname(d))
-        full = sorted(times)[1]
-        # the start-up (imports) changes nothing: most kills go after it
-        t = time.monotonic()
-        kafkalog_killed_after(600, [self.args(self.partition(self.seed))[0], "--help"])
-        start_up = min(time.monotonic() - t, full)
-        low, high = 0.8 * start_up, 1.1 * full
+        """``kills`` SIGKILLs at random moments of the part of the run that changes files: after
+        a file operation drawn at random (uniformly over the run's operations), a random delay
+        of up to a few ms more, whatever the process is doing then (reading, encoding, between
+        two writes). A kill that comes after the run has ended does not count."""
+        probe = self.copy("count")
+        steps = count_steps(self.args(self.partition(probe)), self.stdin)
+        shutil.rmtree(os.path.dirname(probe))
         rng = random.Random(seed)
         started = time.monotonic()
+
+        def killed_run(i, step, delay):
+            d = self.copy("random", i)
+            return d, kafkalog_killed_after_step(step, delay, self.args(self.partition(d)),
+                                                 self.stdin)
+
         i = 0
-        while self.stats["random_kills"] < kills:
-            assert time.monotonic() - started < budget_s, (
-                "%d kills in %ds: %r" % (self.stats["random_kills"], budget_s, self.stats))
-            delay = low + (high - low) * (i % kills + rng.random()) / kills
-            i += 1
-            d = self.copy("random")
-            killed, out = kafkalog_killed_after(delay, self.args(self.partition(d)), self.stdin)
-            if not killed:
-                self.stats["random_finished"] += 1
-                shutil.rmtree(os.path.dirname(d))
-                continue
-            self.stats["random_kills"] += 1
-            self.settle(d, "killed after %.3fs" % delay, out)
-        self.stats["run_s"] = round(full, 3)
-        self.stats["start_up_s"] = round(start_up, 3)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            while self.stats["random_kills"] < kills:
+                assert time.monotonic() - started < budget_s, (
+                    "%d kills in %ds: %r" % (self.stats["random_kills"], budget_s, self.stats))
+                batch = []
+                for _ in range(kills - self.stats["random_kills"]):
+                    step, delay = rng.randint(1, steps), rng.uniform(0, 0.004)
+                    batch.append((step, delay, pool.submit(killed_run, i, step, delay)))
+                    i += 1
+                for step, delay, run in batch:
+                    d, (killed, out) = run.result()
+                    if not killed:
+                        self.stats["random_finished"] += 1
+                        shutil.rmtree(os.path.dirname(d))
+                        continue
+                    self.stats["random_kills"] += 1
+                    self.settle(d, "killed %.1f ms after step %d of %d" % (delay * 1000, step,
+                                                                           steps), out)
+        self.stats["steps"] = steps
 
 
 def json_objects(out):

@@ -1,6 +1,7 @@
 """Run ``kafkalog ARGS`` in this process and SIGKILL it just before its STEP-th file operation.
 
     python tests/killshim.py STEP ARGS...
+    KILLSHIM_NOTIFY_FD=FD python tests/killshim.py after:K ARGS...
 
 A file operation is a call that changes the file system or makes data durable: opening a file
 for writing, a write to a descriptor, truncate, fsync, rename (the no-replace rename through
@@ -18,8 +19,15 @@ import runpy
 import signal
 import sys
 
-limit = int(sys.argv[1])
+# "N": SIGKILL before the N-th operation; "after:K": write a byte to the descriptor
+# KILLSHIM_NOTIFY_FD once the K-th operation has returned, for the parent to kill this process
+# at a moment of its choosing (a random SIGKILL in the part of the run that changes files)
+mode = sys.argv[1]
+limit = int(mode) if mode.isdigit() else -1
+notify_after = int(mode.split(":")[1]) if mode.startswith("after:") else -1
+notify_fd = int(os.environ.get("KILLSHIM_NOTIFY_FD", "-1"))
 count = 0
+_os_write = os.write
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
@@ -33,9 +41,14 @@ def step():
 
 def counted(orig, applies=lambda *a, **kw: True):
     def call(*args, **kwargs):
-        if applies(*args, **kwargs):
-            step()
-        return orig(*args, **kwargs)
+        if not applies(*args, **kwargs):
+            return orig(*args, **kwargs)
+        step()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            if count == notify_after:
+                _os_write(notify_fd, b"!")
     return call
 
 

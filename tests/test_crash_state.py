@@ -88,7 +88,7 @@ def append_campaign(tmp_path, seed, n_lines):
 
 
 def test_append_killed_before_every_file_operation(tmp_path, seed):
-    c = append_campaign(tmp_path, seed, 60)
+    c = append_campaign(tmp_path, seed, 40)
     c.every_step()
     print(c.stats)
     assert not c.failures, "\n".join(c.failures)
@@ -169,6 +169,7 @@ def test_killed_at_random(tmp_path, command):
          "recover": lambda: recover_campaign(tmp_path)}[command]()
     c.random_kills()
     print(command, c.stats)
+    assert c.stats["changed_by_kill"] >= 20, c.stats
     assert not c.failures, "\n".join(c.failures)
 
 
