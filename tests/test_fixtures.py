@@ -128,6 +128,29 @@ def test_segments_of_a_partition_continue_each_other(built):
             assert last_offset < next_base, part
 
 
+def test_leader_epoch_checkpoints_are_what_the_appends_leave(built):
+    """Each partition's leader-epoch-checkpoint holds what a broker appending its batches leaves
+    (UnifiedLog.append): a v2 batch with an epoch above the latest starts it at its base offset
+    (LeaderEpochFileCache.assign); a v0/v1 batch clears the cache (clearAndFlush). Read with
+    kafka-python."""
+    by_part = {}
+    for rel, data in _logs(built).items():
+        part, name = rel.split(os.sep)
+        by_part.setdefault(part, []).append((int(name.split(".")[0]), data))
+    for part, segs in sorted(by_part.items()):
+        cache = []
+        for _, data in sorted(segs):
+            for kb in kafka_python_read(data, deep=False):
+                b = kb.batch
+                if b.magic < 2:
+                    cache = []
+                elif b.leader_epoch >= 0 and (not cache or b.leader_epoch > cache[-1][0]):
+                    cache.append((b.leader_epoch, b.base_offset))
+        expected = "0\n%d\n" % len(cache) + "".join("%d %d\n" % e for e in cache)
+        assert built[os.path.join(part, "leader-epoch-checkpoint")].decode() == expected, part
+    assert len(by_part) == 5
+
+
 @uses_both_implementations
 def test_dump_logdir_exits_0():
     res = dump(LOGDIR)
