@@ -78,7 +78,7 @@ def partition(directory, n_segments=2, n_batches=12):
     out = ig.write_partition(directory, segments)
     ig.write_snapshots(directory, [base])
     ig.write_file(os.path.join(str(directory), "leader-epoch-checkpoint"),
-                  ig.leader_epoch_checkpoint([(0, 0)]))
+                  ig.leader_epoch_checkpoint([(1, 0)]))
     ig.write_file(os.path.join(str(directory), "partition.metadata"),
                   ig.partition_metadata(ig.topic_id(1)))
     return out
@@ -167,7 +167,9 @@ def test_verify_index_names_an_unknown_name_and_checks_the_rest(tmp_path, name):
     res = run("verify-index", "--format", "json", part)
     assert res.code == 0, res
     files = [o["file"] for o in json_lines(res) if o["type"] == "file"]
+    # the segments' indexes, then the partition's leader-epoch-checkpoint (checked against them)
     expected = [p for s in segs for k, p in s.paths.items() if k != "log"]
+    expected.append(str(part / "leader-epoch-checkpoint"))
     assert sorted(files) == sorted(expected), res
 
 
@@ -450,7 +452,8 @@ def test_an_unreadable_partition_is_named_and_the_others_processed(tmp_path, com
         res = unprivileged("verify-index", "--format", "json", logdir)
         checked = {o["file"] for o in json_lines(res) if o["type"] == "file"}
         assert checked == {p for n in ("a-0", "c-0") for s in segs[n]
-                           for k, p in s.paths.items() if k != "log"}, res
+                           for k, p in s.paths.items() if k != "log"} | {
+            os.path.join(logdir, n, "leader-epoch-checkpoint") for n in ("a-0", "c-0")}, res
     else:
         for name in ("a-0", "c-0"):
             assert os.path.join(logdir, name) in res.out_text + "\n".join(res.err_lines), res
