@@ -571,6 +571,87 @@ def test_append_after_kafka_python_sample_segment(tmp_path, magic, codec):
         (leo + i, b"after-%d" % i) for i in range(7)]
 
 
+# -- the default leader epoch: the cache's latest, or the log's last, whichever is higher -----------
+
+def epoch_partition(directory, epochs_per_segment, empty_active=False):
+    """Segments of one-record v2 batches whose partition leader epochs are
+    ``epochs_per_segment`` (a list per segment), written with their indexes and no
+    leader-epoch-checkpoint (a broker's partition loaded after a clean shutdown has an empty
+    cache: CheckpointFile creates the file empty, LogLoader recovers no segment).
+    ``empty_active``: an empty segment follows (a roll before the next write)."""
+    segments, base = [], 0
+    for i, epochs in enumerate(epochs_per_segment):
+        w = kg.SegmentWriter(base)
+        for j, epoch in enumerate(epochs):
+            w.add_v2([kg.Rec(b"k", b"v-%d-%d" % (i, j), T0 + 10 * (i + j))],
+                     partition_leader_epoch=epoch)
+        segments.append((base, w.data()))
+        base = w.next_offset
+    if empty_active:
+        segments.append((base, b""))
+    ig.write_partition(directory, segments)
+    return base
+
+
+def batch_epochs(directory):
+    return [(kb.batch.base_offset, getattr(kb.batch, "leader_epoch", None))
+            for s in ac.read_partition(directory) for kb in s.kbs]
+
+
+@pytest.mark.parametrize("empty_active", [False, True], ids=["active", "empty-active"])
+def test_default_leader_epoch_is_the_logs_last_without_a_checkpoint(tmp_path, empty_active):
+    """No checkpoint, batches of epochs 1 then 3: the new batches carry 3 (not 0, which would go
+    backwards), and the cache gets epoch 3 at the first new batch (UnifiedLog.append), the
+    earlier batches left before it as a broker's cache that started after them leaves them. An
+    empty last segment sends the look-up to the segment before it."""
+    d = part_dir(tmp_path)
+    leo = epoch_partition(d, [[1, 1, 1], [1, 3, 3]], empty_active)
+    ok(append(d, input=ac.lines_input(["a", "b"])))
+    assert batch_epochs(d) == [(0, 1), (1, 1), (2, 1), (3, 1), (4, 3), (5, 3), (leo, 3)]
+    with open(d / "leader-epoch-checkpoint") as f:
+        assert f.read() == ig.leader_epoch_checkpoint([(3, leo)])
+    check_partition(d, first_offset=None)  # verify-index exits 0
+
+
+def test_default_leader_epoch_is_the_higher_of_cache_and_log(tmp_path):
+    """The checkpoint lags the log (epoch 1 at 0; the log goes on in epoch 2): 2. The checkpoint
+    ahead of the log (epoch 5, a leader elected that has not written yet): 5."""
+    d = part_dir(tmp_path)
+    leo = epoch_partition(d, [[1, 2]])
+    (d / "leader-epoch-checkpoint").write_text(ig.leader_epoch_checkpoint([(1, 0)]))
+    ok(append(d, input=ac.lines_input(["a"])))
+    assert batch_epochs(d)[-1] == (leo, 2)
+    d2 = part_dir(tmp_path, "orders-1")
+    leo = epoch_partition(d2, [[1, 2]])
+    (d2 / "leader-epoch-checkpoint").write_text(ig.leader_epoch_checkpoint([(1, 0), (5, 2)]))
+    ok(append(d2, input=ac.lines_input(["a"])))
+    assert batch_epochs(d2)[-1] == (leo, 5)
+
+
+def test_default_leader_epoch_skips_legacy_batches(tmp_path):
+    """The last batch is a v1 message (no epoch): the last v2 batch before it gives the epoch."""
+    d = part_dir(tmp_path)
+    ok(append(d, "--leader-epoch", "4", input=ac.lines_input(["a"])))
+    ok(append(d, "--magic", "1", input=ac.lines_input(["b"])))
+    ok(append(d, input=ac.lines_input(["c"])))
+    assert [e for _, e in batch_epochs(d)] == [4, None, 4]
+
+
+@pytest.mark.parametrize("empty_active", [False, True], ids=["active", "empty-active"])
+def test_leader_epoch_below_the_logs_last_is_refused(tmp_path, empty_active):
+    """--leader-epoch below the epoch of the log's last batch is refused as one below the
+    cache's latest is (exit 2, one line, nothing written): a leader's epoch only grows."""
+    d = part_dir(tmp_path)
+    epoch_partition(d, [[1, 3]], empty_active)
+    before = ac.file_bytes(d)
+    res = append(d, "--leader-epoch", "2", input=b"x\n")
+    assert_clean_exit2(res)
+    assert "leader epoch 2 is below epoch 3 of the batch at offset 1" in res.err, res.err
+    assert ac.file_bytes(d) == before
+    ok(append(d, "--leader-epoch", "3", input=b"x\n"))
+    check_partition(d, first_offset=None)
+
+
 def check_resumed_indexes(directory, seg, old_data, interval=ac.DEFAULT_INTERVAL):
     """The active segment ``seg`` was written up to ``len(old_data)`` by kafka-python/indexgen
     (indexes with the final time entry) and then by one append run."""
@@ -701,15 +782,14 @@ def test_index_after_several_runs(tmp_path):
 BAD_LINES = {
     "bad-json": b'{"value": "x"',
     "not-an-object": b'["value", "x"]',
-    "value-number": b'{"value": 5}',
-    "key-list": b'{"key": [1], "value": "x"}',
+    "unknown-field": b'{"key": "a", "val": "x"}',
+    "value-nan": b'{"value": NaN}',
     "timestamp-string": b'{"value": "x", "timestamp": "yesterday"}',
     "timestamp-float": b'{"value": "x", "timestamp": 1.5}',
     "headers-string": b'{"value": "x", "headers": "h"}',
     "header-value-number": b'{"value": "x", "headers": {"h": 1}}',
     "header-pair-short": b'{"value": "x", "headers": [["h"]]}',
     "bad-base64": b'{"value": {"base64": "!!!not base64!!!"}}',
-    "base64-not-string": b'{"value": {"base64": 12}}',
     "invalid-utf8": b'{"value": "\xff\xfe"}',
 }
 
@@ -1142,3 +1222,82 @@ def test_sigkill_part_way_leaves_indexes_of_what_is_written(tmp_path):
     assert res.code in (0, 1), res
     assert ac.read_index(str(d / "00000000000000000000.index"), 0, "index") == \
         rebuilt.offset_entries
+
+
+# -- safe input (issue 14): typos are errors, JSON values are written as their JSON text --------
+
+@pytest.mark.parametrize("line,value", [
+    (b'{"value": 5}', b"5"),
+    (b'{"value": -1.5e3}', b"-1500.0"),
+    (b'{"value": true}', b"true"),
+    (b'{"value": {"a": [1, "b\u00e9"], "c": null}}', '{"a":[1,"b\u00e9"],"c":null}'.encode()),
+    (b'{"value": [1, 2]}', b"[1,2]"),
+    (b'{"value": {"base64": 12}}', b'{"base64":12}'),
+    (b'{"value": {"base64": "aGk=", "x": 1}}', b'{"base64":"aGk=","x":1}'),
+])
+def test_a_json_value_is_written_as_its_compact_json_text(tmp_path, line, value):
+    d = part_dir(tmp_path)
+    ok(append(d, "--input-format", "jsonl", input=line + b"\n"))
+    _, recs = check_partition(d)
+    assert [r.value for r in recs] == [value]
+
+
+def test_a_json_key_is_written_as_its_json_text(tmp_path):
+    d = part_dir(tmp_path)
+    ok(append(d, "--input-format", "jsonl", input=b'{"key": [1], "value": "x"}\n'))
+    _, recs = check_partition(d)
+    assert [(r.key, r.value) for r in recs] == [(b"[1]", b"x")]
+
+
+def test_an_unknown_field_is_an_error_naming_it_and_its_line(tmp_path):
+    d = part_dir(tmp_path)
+    res = append(d, "--input-format", "jsonl",
+                 input=b'{"key": "a", "value": "x"}\n{"key": "a", "val": "y"}\n')
+    assert_clean_exit2(res, stdout_allowed=True)
+    assert "line 2" in res.err_lines[0] and '"val"' in res.err_lines[0], res.err
+    assert "--ignore-unknown-fields" in res.err_lines[0], res.err
+    _, recs = check_partition(d) if os.path.exists(os.path.join(d, "00000000000000000000.log")) \
+        else (None, [])
+    assert [r.value for r in recs] == []   # the bad line's batch holds line 1 too
+
+
+def test_unknown_fields_ignored_when_asked(tmp_path):
+    d = part_dir(tmp_path)
+    ok(append(d, "--input-format", "jsonl", "--ignore-unknown-fields",
+              input=b'{"key": "a", "value": "x", "offset": 7, "topic": "t"}\n'
+                    b'{"control": "commit", "producerId": 5, "note": 1}\n'))
+    _, recs = check_partition(d)
+    assert recs[0].value == b"x" and len(recs) == 2   # the record and the COMMIT marker
+
+
+def test_an_unknown_field_on_a_control_line_is_an_error(tmp_path):
+    d = part_dir(tmp_path)
+    res = append(d, "--input-format", "jsonl",
+                 input=b'{"control": "commit", "producerId": 5, "coordEpoch": 1}\n')
+    assert_clean_exit2(res, stdout_allowed=True)
+    assert '"coordEpoch"' in res.err_lines[0], res.err
+
+
+@pytest.mark.parametrize("name", ["logdir", "orders", "orders-", "orders-x", "-0"])
+def test_a_directory_not_named_as_a_partition_is_refused(tmp_path, name):
+    d = str(tmp_path / name)
+    res = append(d, input=b"x\n")
+    assert res.code == 2, res
+    assert len(res.err_lines) == 1 and "not a partition directory" in res.err, res.err
+    assert not os.path.exists(d) or not os.listdir(d)
+
+
+def test_force_writes_to_any_directory(tmp_path):
+    d = str(tmp_path / "anywhere")
+    ok(append(d, "--force", input=b"x\n"))
+    _, recs = check_partition(d)
+    assert [r.value for r in recs] == [b"x"]
+
+
+@pytest.mark.parametrize("n,text", [(1, "appended 1 record at offset 0 to "),
+                                    (2, "appended 2 records at offsets 0-1 to ")])
+def test_the_report_counts_in_english(tmp_path, n, text):
+    d = part_dir(tmp_path)
+    res = append(d, input=b"x\n" * n)
+    ok(res)
+    assert res.out.splitlines()[-1].startswith(text), res.out

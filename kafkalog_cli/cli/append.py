@@ -17,7 +17,9 @@ from ..format import codecs
 from ..log.append import (DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, RollPolicy,
                           roll_partition)
 from ..log.append_input import INPUT_FORMATS, InputLines
+from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
+from ..log.names import topic_partition
 from ..log.produce import AppendResult, AppendSettings, append_records
 from .errors import error_text, exit_code, fail
 
@@ -38,8 +40,11 @@ def _report_appended(fmt, result: AppendResult):
     if result.records:
         _print(fmt, {"type": "appended", "directory": result.directory, "records": result.records,
                      "first_offset": result.first_offset, "last_offset": result.last_offset},
-               "appended %d records at offsets %d-%d to %s"
-               % (result.records, result.first_offset, result.last_offset, result.directory))
+               "appended %d record%s at offset%s %s to %s"
+               % (result.records, "" if result.records == 1 else "s",
+                  "" if result.records == 1 else "s",
+                  result.first_offset if result.records == 1
+                  else "%d-%d" % (result.first_offset, result.last_offset), result.directory))
     else:
         _print(fmt, {"type": "appended", "directory": result.directory, "records": 0},
                "appended 0 records to %s" % result.directory)
@@ -64,33 +69,50 @@ def _stopped_text(result: AppendResult):
               help="Records per batch at most.")
 @click.option("--batch-bytes", type=click.IntRange(1), default=16384, show_default=True,
               help="Bytes of records per batch, about (a producer's batch.size).")
-@click.option("--codec", type=click.Choice(codecs.CODEC_NAMES), default="none", show_default=True)
+@click.option("--codec", type=click.Choice(codecs.CODEC_NAMES), default="none", show_default=True,
+              help="Compression of each batch (compression.type).")
 @click.option("--magic", type=click.IntRange(0, 2), default=2, show_default=True,
               help="Message format: 2, or 0/1 for fixtures of old formats.")
 @click.option("--timestamp-type", type=click.Choice(["CreateTime", "LogAppendTime"]),
-              default="CreateTime", show_default=True)
+              default="CreateTime", show_default=True,
+              help="CreateTime: the line's timestamp (default: now); LogAppendTime: now, for "
+              "every record (message.timestamp.type).")
 @click.option("--segment-bytes", type=click.IntRange(1), default=DEFAULT_SEGMENT_BYTES,
-              show_default=True)
+              show_default=True, help="Roll when the active segment would grow past this "
+              "(segment.bytes).")
 @click.option("--segment-ms", type=click.IntRange(0), default=None, help="Roll when the active "
               "segment's records span more than this (record time, as the broker measures it).")
 @click.option("--segment-index-bytes", type=click.IntRange(12), default=DEFAULT_SEGMENT_INDEX_BYTES,
-              show_default=True)
+              show_default=True, help="Largest index file; roll when one is full "
+              "(segment.index.bytes).")
 @click.option("--index-interval-bytes", type=click.IntRange(0), default=DEFAULT_INDEX_INTERVAL,
-              show_default=True)
+              show_default=True, help="Bytes of batches between two index entries "
+              "(index.interval.bytes).")
 @click.option("--flush-messages", type=click.IntRange(1), default=None,
               help="fsync (and report) every N messages; by default once, at the end.")
-@click.option("--producer-id", type=int, default=-1)
-@click.option("--producer-epoch", type=int, default=-1)
-@click.option("--base-sequence", type=int, default=-1)
-@click.option("--transactional", is_flag=True)
+@click.option("--producer-id", type=int, default=-1,
+              help="lines: write as this idempotent producer (default: none, -1).")
+@click.option("--producer-epoch", type=int, default=-1,
+              help="lines: the producer's epoch (with --producer-id).")
+@click.option("--base-sequence", type=int, default=-1,
+              help="lines: the first batch's first sequence (default: the producer's next).")
+@click.option("--transactional", is_flag=True,
+              help="lines: the batches are part of the producer's open transaction.")
+@click.option("--ignore-unknown-fields", is_flag=True,
+              help="jsonl: skip fields append does not know (by default a line with one is an "
+              "error: \"val\" for \"value\" would write a null value).")
+@click.option("--force", is_flag=True,
+              help="Write to DIRECTORY even when its name is not a partition's (<topic>-<n>).")
 @click.option("--leader-epoch", type=click.IntRange(0, 2 ** 31 - 1), default=None,
-              help="The partition leader epoch of the batches (default: the latest epoch of "
-              "leader-epoch-checkpoint, else 0); a newer one is added to the checkpoint.")
+              help="The partition leader epoch of the batches (default: the higher of the "
+              "latest epoch of leader-epoch-checkpoint and the epoch of the log's last batch, "
+              "else 0; one below either is refused); a newer one is added to the checkpoint.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+              show_default=True, help="The report on stdout: text, or JSON lines.")
 def append(directory, input_format, key, batch_records, batch_bytes, codec, magic, timestamp_type,
            segment_bytes, segment_ms, segment_index_bytes, index_interval_bytes, flush_messages,
-           producer_id, producer_epoch, base_sequence, transactional, leader_epoch, fmt):
+           producer_id, producer_epoch, base_sequence, transactional, ignore_unknown_fields,
+           force, leader_epoch, fmt):
     """Append records from stdin to the partition DIRECTORY (created when absent).
 
     Offsets continue from the partition's next offset; batches are written to the active
@@ -108,8 +130,13 @@ def append(directory, input_format, key, batch_records, batch_bytes, codec, magi
             leader_epoch)
     except UsageError as e:
         raise click.UsageError(str(e)) from None
+    if not force and topic_partition(directory) == (None, None):
+        fail(UsageError("%s: not a partition directory's name (<topic>-<partition>, e.g. "
+                        "orders-0): a log directory holds partitions, not segments; --force to "
+                        "write there anyway" % printable_name(directory)))
     records = InputLines(sys.stdin.buffer, input_format,
-                         key.encode("utf-8") if key is not None else None)
+                         key.encode("utf-8") if key is not None else None,
+                         ignore_unknown_fields)
     try:
         result = append_records(directory, records, settings, _report_flush(fmt))
     except (KafkalogError, OSError) as e:

@@ -25,10 +25,16 @@ INPUT_FORMATS = ("lines", "jsonl")
 INT16_MAX, INT32_MAX, INT64_MAX = 2 ** 15 - 1, 2 ** 31 - 1, 2 ** 63 - 1
 PRODUCER_FIELDS = ("producerId", "producerEpoch", "sequence", "transactional")
 RECORD_FIELDS = ("key", "value", "headers")
+# every field a line may carry; another is most likely a typo ("val" for "value"), which would
+# otherwise write a null value (a tombstone)
+KNOWN_RECORD_FIELDS = RECORD_FIELDS + ("timestamp",) + PRODUCER_FIELDS
+KNOWN_CONTROL_FIELDS = ("control", "producerId", "producerEpoch", "coordinatorEpoch", "timestamp")
 
 
-def _bytes(value: Any, what: str) -> Optional[bytes]:
-    """A JSON value as bytes: a string as UTF-8, {"base64": ".."} decoded, null as None."""
+def _bytes(value: Any, what: str, json_text: bool = False) -> Optional[bytes]:
+    """A JSON value as bytes: a string as UTF-8, {"base64": ".."} decoded, null as None; with
+    ``json_text``, any other JSON value (a number, true/false, an object, an array) as its
+    compact JSON text, as a producer serializing JSON would write it."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -38,7 +44,21 @@ def _bytes(value: Any, what: str) -> Optional[bytes]:
             return base64.b64decode(value["base64"], validate=True)
         except (binascii.Error, ValueError):
             raise InputError("%s: invalid base64" % what) from None
+    if json_text:
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False).encode("utf-8")
+        except ValueError:
+            raise InputError("%s: NaN and Infinity have no JSON text" % what) from None
     raise InputError("%s must be a string, {\"base64\": ...} or null" % what)
+
+
+def _check_fields(obj: Dict[str, Any], known: Tuple[str, ...]) -> None:
+    unknown = [f for f in obj if f not in known]
+    if unknown:
+        raise InputError("unknown field%s %s (known: %s; --ignore-unknown-fields to skip them)"
+                         % ("s" if len(unknown) > 1 else "",
+                            ", ".join(json.dumps(f) for f in unknown), ", ".join(known)))
 
 
 def _headers(value: Any) -> Tuple[Tuple[str, Optional[bytes]], ...]:
@@ -97,8 +117,9 @@ def _marker(obj: Dict[str, Any]) -> Marker:
                   0 if coordinator_epoch is None else coordinator_epoch, _timestamp(obj))
 
 
-def parse_jsonl(line: Union[str, bytes]) -> Item:
-    """One JSON-lines object: a Record, a ProducedRecord (with producer fields) or a Marker."""
+def parse_jsonl(line: Union[str, bytes], ignore_unknown_fields: bool = False) -> Item:
+    """One JSON-lines object: a Record, a ProducedRecord (with producer fields) or a Marker. A
+    field it does not know is an InputError unless ``ignore_unknown_fields``."""
     try:
         obj = json.loads(line)
     except ValueError as e:
@@ -106,8 +127,14 @@ def parse_jsonl(line: Union[str, bytes]) -> Item:
     if not isinstance(obj, dict):
         raise InputError("expected a JSON object")
     if "control" in obj:
+        if not ignore_unknown_fields:
+            _check_fields(obj, KNOWN_CONTROL_FIELDS + ("sequence", "transactional")
+                          + RECORD_FIELDS)  # these have their own message in _marker
         return _marker(obj)
-    record = Record(_bytes(obj.get("key"), "key"), _bytes(obj.get("value"), "value"),
+    if not ignore_unknown_fields:
+        _check_fields(obj, KNOWN_RECORD_FIELDS)
+    record = Record(_bytes(obj.get("key"), "key", json_text=True),
+                    _bytes(obj.get("value"), "value", json_text=True),
                     _timestamp(obj), _headers(obj.get("headers")))
     producer_id = _producer_id(obj)
     if producer_id is None:
@@ -138,12 +165,13 @@ class InputLines:
     from (for the appender's own errors about that item)."""
 
     def __init__(self, lines: Iterable[bytes], input_format: str = "lines",
-                 key: Optional[bytes] = None) -> None:
+                 key: Optional[bytes] = None, ignore_unknown_fields: bool = False) -> None:
         if input_format not in INPUT_FORMATS:
             raise ValueError("input format must be one of %s" % ", ".join(INPUT_FORMATS))
         self.lines = lines
         self.input_format = input_format
         self.key = key
+        self.ignore_unknown_fields = ignore_unknown_fields
         self.line: Optional[int] = None
 
     def __iter__(self) -> Iterator[Item]:
@@ -155,7 +183,7 @@ class InputLines:
             if not line.strip():
                 continue
             try:
-                item = parse_jsonl(line)
+                item = parse_jsonl(line, self.ignore_unknown_fields)
             except InputError as e:
                 e.line = number
                 raise
