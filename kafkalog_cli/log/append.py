@@ -176,6 +176,9 @@ class PartitionWriter:
         self.rolled: List[int] = []  # base offsets of the segments this writer created
         self._producers: Optional[ProducerState] = None  # loaded when first needed
         self._epochs: Optional[LeaderEpochCache] = None
+        # (epoch, base offset) of the log's last v2 batch with an epoch: the active segment's
+        # from its scan (None: it holds none, the earlier segments are read when needed)
+        self._active_epoch: Optional[Tuple[int, int]] = None
         # lifted while the writer is open (a kill leaves none: the next load recovers)
         self._marker = CleanShutdownMarker(Partition(directory).log_dir)
 
@@ -267,6 +270,8 @@ class PartitionWriter:
                 builder.add(batch.position, batch.size, batch.last_offset, batch.max_timestamp)
                 starts.add(batch.position)
                 next_offset = batch.last_offset + 1
+                if batch.magic >= 2 and batch.partition_leader_epoch >= 0:
+                    self._active_epoch = (batch.partition_leader_epoch, batch.base_offset)
             active.size = log.size
         return starts, next_offset
 
@@ -361,16 +366,48 @@ class PartitionWriter:
             self._epochs = LeaderEpochCache.read(self.directory)
         return self._epochs
 
+    def log_leader_epoch(self) -> Optional[Tuple[int, int]]:
+        """(epoch, base offset) of the log's last v2 batch that carries a partition leader
+        epoch, or None: the active segment's, from the scan that opened it; when it holds none,
+        the segments before it, each read from its last offset index entry on (the tail, headers
+        only), from its start when the tail holds no such batch."""
+        if self._active_epoch is not None:
+            return self._active_epoch
+        active = self.active.base
+        for segment in reversed(Partition(self.directory).segments()):
+            if segment.base_offset is None or segment.base_offset >= active:
+                continue
+            found = _last_epoch(segment, self.max_message_size)
+            if found is not None:
+                return found
+        return None
+
     def leader_epoch_for_append(self, requested: Optional[int] = None) -> int:
-        """The partition leader epoch a new batch carries: ``requested``, or the cache's latest
-        epoch, else 0. UsageError for one below the latest: a leader's epoch only grows."""
+        """The partition leader epoch a new batch carries: ``requested``, or the higher of the
+        cache's latest epoch and the epoch of the log's last v2 batch, else 0. UsageError for
+        one below either: a leader's epoch only grows.
+
+        The log counts as much as the cache. A broker that loads a partition without a
+        leader-epoch-checkpoint starts with an empty cache (CheckpointFile creates the file
+        empty) and fills it from the batches only for the segments it recovers (LogLoader's
+        recoverLog: LogSegment.recover calls LeaderEpochFileCache.assign for each v2 batch of
+        a higher epoch); after a clean shutdown it recovers none, so its cache may lag the
+        epochs its batches carry. Its next leader epoch still comes from the controller, above
+        every epoch the partition was written in (Partition.makeLeader, then UnifiedLog.
+        maybeAssignEpochStartOffset): never below the log's last batch, whose epoch only grew
+        along the log."""
         latest = self.epochs.latest_epoch
+        in_log = self.log_leader_epoch()
         if requested is None:
-            return 0 if latest is None else latest
+            return max(0, latest if latest is not None else 0,
+                       in_log[0] if in_log is not None else 0)
         if latest is not None and requested < latest:
             raise UsageError("leader epoch %d is below the latest epoch %d of %s"
                              % (requested, latest, os.path.join(
                                  self.directory, names.LEADER_EPOCH_CHECKPOINT)))
+        if in_log is not None and requested < in_log[0]:
+            raise UsageError("leader epoch %d is below epoch %d of the batch at offset %d in %s"
+                             % (requested, in_log[0], in_log[1], self.directory))
         return requested
 
     # -- writing -----------------------------------------------------------------------------
@@ -472,6 +509,27 @@ def _header(data: bytes) -> Optional[Batch]:
     if len(data) < V2_HEADER.size or data[16] < 2:
         return None
     return read_batch(data, 0, len(data), 2)
+
+
+def _last_epoch(segment: Segment, max_message_size: int) -> Optional[Tuple[int, int]]:
+    """(epoch, base offset) of the last v2 batch of ``segment`` that carries a partition leader
+    epoch, or None: read from its last offset index entry's position on (where LogSegment.
+    readNextOffset reads from), from the start when that tail holds none or the index cannot
+    be read. Headers only."""
+    try:
+        entries = segment.offset_index().entries
+        tail = entries[-1][1] if entries else 0
+    except (OSError, KafkalogError):
+        tail = 0
+    with segment.open(max_message_size) as log:
+        for start in ((tail, 0) if tail else (0,)):
+            found = None
+            for batch in log.batches(start):
+                if batch.magic >= 2 and batch.partition_leader_epoch >= 0:
+                    found = (batch.partition_leader_epoch, batch.base_offset)
+            if found is not None:
+                return found
+    return None
 
 
 def _require_whole(item: object, path: str) -> Batch:
