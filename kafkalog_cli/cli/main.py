@@ -14,6 +14,7 @@ from .. import __version__
 
 COMMANDS = {
     "dump": "dump:dump",
+    "describe": "describe:describe",
     "verify-index": "verify_index:verify_index",
     "recover": "recover:recover",
     "append": "append:append",

@@ -1,0 +1,257 @@
+"""`kafkalog describe`: a log directory, partition or segment at a glance (log/describe.py);
+rich tables on a terminal, plain lines on a pipe, or JSON Lines."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+
+import click
+
+from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+from ..log.describe import describe as describe_path
+from ..log.files import printable_name
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
+from .errors import error_text, fail
+
+
+def _human(n):
+    """Bytes as a short human-readable figure (1024-based units)."""
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (size, unit))
+        size /= 1024
+    return str(n)  # pragma: no cover
+
+
+def _time(ms):
+    if ms is None:
+        return "-"
+    try:
+        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (ms % 1000)
+
+
+def _opt(n):
+    return "-" if n is None else str(n)
+
+
+def _index_entries(health):
+    return None if health is None else health.entries
+
+
+def _segment_json(s):
+    return {"type": "segment", "topic": s.topic, "partition": s.partition,
+            "file": printable_name(s.path), "baseOffset": s.base_offset, "active": s.active,
+            "sizeBytes": s.size, "firstOffset": s.first_offset, "lastOffset": s.last_offset,
+            "nextOffset": s.next_offset, "records": s.records, "batches": s.batches,
+            "minTimestamp": s.min_timestamp, "maxTimestamp": s.max_timestamp,
+            "codecs": s.codecs, "magic": s.magic,
+            "indexEntries": _index_entries(s.offset_index),
+            "timeIndexEntries": _index_entries(s.time_index),
+            "problems": len(s.problems)}
+
+
+def _partition_json(p):
+    return {"type": "partition", "topic": p.topic, "partition": p.partition,
+            "directory": printable_name(p.directory), "logStartOffset": p.log_start_offset,
+            "logEndOffset": p.log_end_offset, "records": p.records, "batches": p.batches,
+            "sizeBytes": p.size, "segments": len(p.segments),
+            "recoveryPoint": p.recovery_point, "checkpointedLogStartOffset":
+                p.checkpointed_log_start, "highWatermark": p.high_watermark,
+            "cleanerOffset": p.cleaner_offset,
+            "leaderEpochs": [{"epoch": e, "startOffset": o} for e, o in p.leader_epochs],
+            "producerSnapshots": [{"offset": o, "producers": n} for o, n in p.snapshots],
+            "problems": len(p.all_problems())}
+
+
+def _finding_json(f, kind, topic, partition):
+    out = {"type": kind, "topic": topic, "partition": partition, "file": f.file,
+           "kind": f.kind, "message": f.message}
+    out.update(f.fields)
+    return out
+
+
+class _Output:
+    """JSON Lines, plain lines (a pipe), or rich tables (a terminal): one of them."""
+
+    def __init__(self, fmt):
+        self.fmt = fmt
+        self.table = fmt == "text" and sys.stdout.isatty()
+        self.lines = []
+
+    def emit(self, obj, text):
+        if self.fmt == "json":
+            self.lines.append(json.dumps(obj))
+        else:
+            self.lines.append(text)
+
+    def flush(self):
+        if self.lines:
+            click.echo("\n".join(self.lines))
+        self.lines = []
+
+    def findings(self, items, topic, partition):
+        for kind, found in items:
+            for f in found:
+                self.emit(_finding_json(f, kind, topic, partition),
+                          "%s: %s: %s" % (f.file, "note" if kind == "note" else f.kind,
+                                          f.message))
+
+    def segment(self, s):
+        where = printable_name(s.path)
+        offsets = ("no batch" if s.first_offset is None else
+                   "offsets %d-%d" % (s.first_offset, s.last_offset))
+        self.emit(_segment_json(s),
+                  "%s: %s, %d records, %d batches, %s (%d bytes), time %s to %s, codecs %s, "
+                  "magic %s, index entries %s, time index entries %s%s"
+                  % (where, offsets, s.records, s.batches, _human(s.size), s.size,
+                     _time(s.min_timestamp), _time(s.max_timestamp),
+                     ",".join(s.codecs) or "-", ",".join(map(str, s.magic)) or "-",
+                     _opt(_index_entries(s.offset_index)), _opt(_index_entries(s.time_index)),
+                     " (active)" if s.active else ""))
+        self.findings((("problem", s.problems), ("note", s.notes)), s.topic, s.partition)
+
+    def partition(self, p):
+        where = printable_name(p.directory)
+        epochs = " ".join("%d@%d" % e for e in p.leader_epochs) or "-"
+        snaps = " ".join("%d(%s)" % (o, _opt(n)) for o, n in p.snapshots) or "-"
+        self.emit(_partition_json(p),
+                  "%s: log start offset %s, log end offset %s, %d records, %d batches, %s "
+                  "(%d bytes), %d segments; recovery point %s, high watermark %s, "
+                  "checkpointed log start %s, cleaner offset %s; leader epochs %s; "
+                  "producer snapshots %s"
+                  % (where, _opt(p.log_start_offset), _opt(p.log_end_offset), p.records,
+                     p.batches, _human(p.size), p.size, len(p.segments),
+                     _opt(p.recovery_point), _opt(p.high_watermark),
+                     _opt(p.checkpointed_log_start), _opt(p.cleaner_offset), epochs, snaps))
+        for s in p.segments:
+            self.segment(s)
+        self.findings((("problem", p.problems), ("note", p.notes)), p.topic, p.partition)
+
+    def summary(self, d):
+        segments = d.all_segments()
+        problems, notes = d.all_problems(), d.all_notes()
+        topics = sorted({p.topic for p in d.partitions if p.topic is not None}
+                        | {s.topic for s in d.segments if s.topic is not None})
+        records = sum(s.records for s in segments)
+        batches = sum(s.batches for s in segments)
+        size = sum(s.size for s in segments)
+        self.emit({"type": "summary", "topics": len(topics), "partitions": len(d.partitions),
+                   "segments": len(segments), "records": records, "batches": batches,
+                   "sizeBytes": size, "problems": len(problems), "notes": len(notes),
+                   "unreadable": len(d.errors), "consistent": not problems},
+                  "%d topics, %d partitions, %d segments, %d records, %d batches, %s; "
+                  "%d problems, %d notes: %s"
+                  % (len(topics), len(d.partitions), len(segments), records, batches,
+                     _human(size), len(problems), len(notes),
+                     "consistent" if not problems else "INCONSISTENT"))
+
+    def render(self, d):
+        if self.table:
+            _tables(d)
+            return
+        self.findings((("problem", d.problems),), None, None)
+        for s in d.segments:
+            self.segment(s)
+        for p in d.partitions:
+            self.partition(p)
+        self.summary(d)
+        self.flush()
+
+
+def _tables(d):
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+    console = Console()
+    by_topic = {}
+    for p in d.partitions:
+        by_topic.setdefault(p.topic, []).append(p)
+    for topic, parts in by_topic.items():
+        table = Table(title="topic %s" % escape(_opt(topic)))
+        for column in ("partition", "log start", "log end", "records", "batches", "size",
+                       "segments", "recovery point", "high watermark", "leader epochs",
+                       "snapshots", "problems"):
+            table.add_column(column, justify="left" if column in (
+                "leader epochs", "snapshots") else "right")
+        for p in parts:
+            problems = len(p.all_problems())
+            table.add_row(_opt(p.partition), _opt(p.log_start_offset), _opt(p.log_end_offset),
+                          str(p.records), str(p.batches), _human(p.size), str(len(p.segments)),
+                          _opt(p.recovery_point), _opt(p.high_watermark),
+                          " ".join("%d@%d" % e for e in p.leader_epochs) or "-",
+                          " ".join("%d(%s)" % (o, _opt(n)) for o, n in p.snapshots) or "-",
+                          ("[red]%d[/red]" % problems) if problems else "0")
+        console.print(table)
+    segments = d.all_segments()
+    if segments:
+        table = Table(title="segments")
+        for column in ("partition", "segment", "offsets", "records", "batches", "size",
+                       "time range (UTC)", "codecs", "magic", "index", "timeindex"):
+            table.add_column(column, justify="right" if column in (
+                "records", "batches", "size", "index", "timeindex") else "left")
+        for s in segments:
+            table.add_row(escape("%s-%s" % (_opt(s.topic), _opt(s.partition))),
+                          escape(os.path.basename(s.path)) + (" *" if s.active else ""),
+                          "-" if s.first_offset is None else "%d-%d" % (s.first_offset,
+                                                                        s.last_offset),
+                          str(s.records), str(s.batches), _human(s.size),
+                          "%s to %s" % (_time(s.min_timestamp), _time(s.max_timestamp)),
+                          ",".join(s.codecs) or "-", ",".join(map(str, s.magic)) or "-",
+                          _opt(_index_entries(s.offset_index)),
+                          _opt(_index_entries(s.time_index)))
+        console.print(table)
+    findings = ([("problem", f) for f in d.all_problems()]
+                + [("note", f) for f in d.all_notes()])
+    if findings:
+        table = Table(title="problems and notes")
+        for column in ("", "file", "kind", "message"):
+            table.add_column(column)
+        for kind, f in findings:
+            table.add_row("[red]problem[/red]" if kind == "problem" else "note", escape(f.file),
+                          f.kind, escape(f.message))
+        console.print(table)
+    problems = d.all_problems()
+    console.print("%d segments, %d records, %s: %s" % (
+        len(segments), sum(s.records for s in segments), _human(sum(s.size for s in segments)),
+        "consistent" if not problems else "[red]%d problems[/red]" % len(problems)))
+
+
+@click.command()
+# readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
+@click.argument("path", type=click.Path(readable=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True,
+              help="json: JSON Lines on stdout (partition, segment, problem and note objects, "
+                   "then a summary).")
+@click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
+              show_default=True, help="Largest record accepted when opening legacy wrappers.")
+def describe(path, fmt, max_message_size):
+    """Describe a log directory, a partition directory or a segment's .log at a glance.
+
+    Per partition: log start and end offsets, records, batches, size, the checkpointed
+    recovery point, high watermark and log start offset held against the log, leader epochs
+    and producer snapshots; per segment: offsets, records, batches, size, time range, codecs,
+    magic and index health. Read from batch headers only (no v2 batch is decompressed). Exit
+    status: 0 consistent, 1 something is inconsistent, 2 usage error or unreadable input.
+    """
+    try:
+        d = describe_path(path, max_message_size)
+    except UsageError as e:
+        fail(e, path)
+    except OSError as e:
+        fail(e, path)
+    for where, e in d.errors:
+        click.echo("kafkalog: " + error_text(e, where), err=True)
+    _Output(fmt).render(d)
+    if d.errors:
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_OK if d.consistent else EXIT_INVALID)
