@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+import os
+import re
 import sys
 
 import click
@@ -9,7 +12,8 @@ import click
 from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
 from ..log import names, verify
 from ..log.files import NoSegmentsError, os_error_text, printable_name
-from ..log.read import SegmentReader, files_to_read
+from ..format.records import Batch
+from ..log.read import BatchRead, SegmentReader, files_to_read
 from ..log.seek import Seek
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from . import decoders
@@ -56,6 +60,78 @@ def _schema_decoders(key_decoder, value_decoder, key_schema, value_schema, schem
                 for decoder, schema in zip(sides, (key_schema, value_schema))]
     except UsageError as e:
         fail(e)
+
+
+# ISO 8601 as people write it: a date, or a date and a time (T or a space between), seconds and
+# their fraction optional, then Z or an offset (+01:00, +0100, +01); without one, UTC.
+_ISO_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})"
+                       r"(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?"
+                       r"([Zz]|[+-]\d{2}(?::?\d{2})?)?)?")
+
+
+def parse_timestamp(text):
+    """Epoch milliseconds from ``text``: an integer (epoch ms, as Kafka's timestamps are) or an
+    ISO 8601 date or time (a time without a zone is UTC; a fraction finer than a millisecond is
+    dropped). ValueError for anything else."""
+    text = text.strip()
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    m = _ISO_TIME.fullmatch(text)
+    if m is None:
+        raise ValueError("not epoch milliseconds nor an ISO 8601 date or time "
+                         "(2024-01-01, 2024-01-01T10:00:00Z, 2024-01-01T10:00:00.250+02:00)")
+    year, month, day, hour, minute, second, fraction, zone = m.groups()
+    tz = datetime.timezone.utc
+    if zone and zone not in "Zz":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        hours, minutes = int(digits[:2]), int(digits[2:] or 0)
+        if hours > 23 or minutes > 59:
+            raise ValueError("the zone offset %s is out of range" % zone)
+        tz = datetime.timezone(sign * datetime.timedelta(hours=hours, minutes=minutes))
+    micros = int(((fraction or "") + "000000")[:6])
+    try:
+        when = datetime.datetime(int(year), int(month), int(day), int(hour or 0),
+                                 int(minute or 0), int(second or 0), micros, tzinfo=tz)
+    except ValueError as e:
+        raise ValueError("not a valid date or time (%s)" % e) from None
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    return (when - epoch) // datetime.timedelta(milliseconds=1)
+
+
+def _timestamp_option(ctx, param, value):
+    """--from-timestamp/--to-timestamp: epoch ms or ISO 8601; a bad value is one line, exit 2."""
+    if value is None:
+        return None
+    try:
+        return _Timestamp(parse_timestamp(value), value)
+    except ValueError as e:
+        fail(UsageError("--%s %r: %s" % (param.name.replace("_", "-"), value, e)))
+
+
+class _Timestamp(int):
+    """Epoch ms, remembering the text it was given as (for messages)."""
+
+    def __new__(cls, ms, text):
+        self = super().__new__(cls, ms)
+        self.text = text.strip()
+        return self
+
+    def shown(self):
+        return self.text if self.text == str(int(self)) else "%s (%d)" % (self.text, self)
+
+
+def _range_check(from_offset, to_offset, from_timestamp, to_timestamp):
+    """An empty range is a mistake in the command line: one line, exit 2."""
+    for low, high, name in ((from_offset, to_offset, "offset"),
+                            (from_timestamp, to_timestamp, "timestamp")):
+        if low is not None and high is not None and low > high:
+            fail(UsageError("--from-%s %s is above --to-%s %s: no record can match"
+                            % (name, _shown(low), name, _shown(high))))
+
+
+def _shown(value):
+    return value.shown() if isinstance(value, _Timestamp) else str(value)
 
 
 def _targets(paths, files):
@@ -130,11 +206,12 @@ def _targets(paths, files):
               help="Only records at this offset or later (found through the offset index).")
 @click.option("--to-offset", type=click.IntRange(0), default=None,
               help="Only records at this offset or earlier.")
-@click.option("--from-timestamp", type=int, default=None, metavar="MS",
-              help="Start at the first record whose timestamp is at least MS (through the time "
-              "index).")
-@click.option("--to-timestamp", type=int, default=None, metavar="MS",
-              help="Only records whose timestamp is at most MS.")
+@click.option("--from-timestamp", default=None, metavar="TIME", callback=_timestamp_option,
+              help="Start at the first record whose timestamp is at least TIME (through the time "
+              "index). TIME: epoch ms, or ISO 8601 (2024-01-01, 2024-01-01T10:00:00Z, "
+              "2024-01-01T12:00:00+02:00); a date or time without a zone is UTC.")
+@click.option("--to-timestamp", default=None, metavar="TIME", callback=_timestamp_option,
+              help="Only records whose timestamp is at most TIME (as --from-timestamp).")
 def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
          max_message_size, key_decoder, value_decoder, key_schema, value_schema, schema_dir,
          cluster_metadata_decoder, offsets_decoder, transaction_log_decoder,
@@ -153,11 +230,7 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     targets = _targets(paths, files_arg)
     if not targets:
         raise click.UsageError("no files given: name segment files or directories, or use --files")
-    for low, high, name in ((from_offset, to_offset, "offset"),
-                            (from_timestamp, to_timestamp, "timestamp")):
-        if low is not None and high is not None and low > high:
-            raise click.UsageError("--from-%s %d is above --to-%s %d: no record can match"
-                                   % (name, low, name, high))
+    _range_check(from_offset, to_offset, from_timestamp, to_timestamp)
     key_decoder = key_decoder or _decoder_from_class(key_decoder_class)
     value_decoder = value_decoder or _decoder_from_class(value_decoder_class)
     key_decoder, value_decoder = _schema_decoders(key_decoder, value_decoder, key_schema,
@@ -184,8 +257,10 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
                    resync=skip_invalid)
     # KRaft snapshots hold metadata records: decoded as such unless a decoder was chosen
     run.metadata_by_default = parser is None and (key_decoder, value_decoder) == (None, None)
+    run.single_files = all(os.path.isfile(t) for t in targets)
     try:
         status = max([run.target(target, bounds) for target in targets])
+        run.past_end_notes()
     finally:
         writer.finish()
     if writer.found_invalid:
@@ -206,6 +281,9 @@ class _DumpRun:
                             fast=writer.fast_path())
         self.parser = writer.opts.parser
         self.metadata_by_default = False
+        # partition directory: [--from-offset, furthest segment read, any batch shown, its end]
+        self.seeks = {}
+        self.single_files = False
 
     def target(self, target, bounds):
         try:
@@ -253,8 +331,72 @@ class _DumpRun:
         self.writer.opts.parser = parser
         with LogFile(path, self.max_message_size) as log:
             reader = SegmentReader(log, base, seek=seek, **self.reading)
-            self.writer.segment(reader)
+            watched = _Watched(reader, self.writer)
+            self.writer.segment(watched)
+            if seek is not None:
+                self._sought(seek, log, reader.base, watched.shown)
         return EXIT_INVALID if reader.invalid else EXIT_OK
+
+    def _sought(self, seek, log, base, shown):
+        """Keep, per partition directory, whether a batch was shown and where the furthest
+        segment read ends, for the note past_end_notes gives."""
+        if seek.from_offset is None:
+            return
+        entry = self.seeks.setdefault(os.path.dirname(log.path), [seek.from_offset, None, False,
+                                                                  None])
+        entry[2] = entry[2] or shown
+        if not entry[2]:
+            end = next_offset(log, seek, base)
+            if entry[3] is None or end >= entry[3]:
+                entry[1], entry[3] = log.path, end
+
+    def past_end_notes(self):
+        """``--from-offset N`` past a partition's log end prints no record: one note on stderr
+        per such partition (the exit status stays 0: an empty answer is not an error, as
+        ``tail -n +N`` past a file's end)."""
+        for directory, (start, path, shown, end) in self.seeks.items():
+            if not shown and end is not None and start >= end:
+                self.writer.warn("%s: no record at or after offset %d: the %s ends at offset %d"
+                                 % (printable_name(path if self.single_files else directory),
+                                    start, "segment" if self.single_files else "log", end))
+
+
+class _Watched:
+    """A SegmentReader as the writer reads it, which also says on stderr each batch whose CRC
+    fails (its line on stdout stays as kafka-dump-log.sh prints it, ``isvalid: false``) and
+    remembers whether a batch was shown."""
+
+    def __init__(self, reader, writer):
+        self._reader = reader
+        self._writer = writer
+        self.shown = False
+
+    def __getattr__(self, name):
+        return getattr(self._reader, name)
+
+    def __iter__(self):
+        for event in self._reader:
+            yield event
+            if isinstance(event, BatchRead) and event.first:
+                self.shown = True
+                batch = event.batch
+                if not batch.is_valid:
+                    self._writer.warn(
+                        "%s: the batch at position %d (offsets %d-%d) is corrupt: its CRC "
+                        "does not match its bytes" % (printable_name(self._reader.log.path),
+                                                       batch.position, batch.base_offset,
+                                                       batch.last_offset))
+
+
+def next_offset(log, seek, base):
+    """The offset after the last valid batch of the segment ``log`` (its base when it has
+    none, as LogSegment.readNextOffset), read from where the seek starts in it."""
+    start = seek.start_position(log)[0]
+    end = base
+    for item in log.entries(start, log.size):
+        if isinstance(item, Batch) and item.is_valid:
+            end = max(end, item.last_offset + 1)
+    return end
 
 
 def _parser(named, kafka_format):
