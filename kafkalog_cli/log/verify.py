@@ -42,6 +42,13 @@ ABORT_WITHOUT_TXN = "abort_without_txn_entry"
 TXN_FIRST_OFFSET = "txn_first_offset_mismatch"
 UNREADABLE = "unreadable"
 MISSING_LOG = "missing_log"
+# a live segment's .log without its .index: LogSegment.sanityCheck throws NoSuchFileException and
+# LogLoader.loadSegmentFiles recovers the segment (an error in the broker's log when the segment
+# is below the recovery point or the shutdown was clean). A problem for a sealed segment; for the
+# active one a note (MISSING_INDEX_NOTE): a crash can leave it so, and the broker's load
+# recovers the segment above the recovery point in any case.
+MISSING_INDEX = "missing_index"
+MISSING_INDEX_NOTE = "missing_active_index"
 # the leader-epoch-checkpoint against the log's batches (LeaderEpochCheck)
 MALFORMED_CHECKPOINT = "malformed_checkpoint"    # not a file LeaderEpochFileCache wrote
 LEADER_EPOCH_MISSING = "leader_epoch_missing"    # batches of an epoch the cache lacks there
@@ -477,6 +484,10 @@ class _SegmentCheck:
         for kind, reader in readers:
             path = self.segment.file(kind)
             if not os.path.lexists(path):
+                if kind == names.INDEX:
+                    report = self.missing_offset_index(path)
+                    if report is not None:
+                        reports.append(report)
                 continue
             index, report = _open_index(kind, path, reader)
             reports.append(report)
@@ -486,6 +497,25 @@ class _SegmentCheck:
                 oindex = index
             self._check_index(index, oindex, report)
         return reports
+
+    def missing_offset_index(self, path: str) -> Optional[FileReport]:
+        """The report on a live segment's missing .index (None: nothing to say): the broker's
+        load recovers such a segment (LogSegment.sanityCheck, LogLoader.loadSegmentFiles)."""
+        if self.log is None or self.segment.suffix or not os.path.lexists(self.segment.log_path):
+            # no log (nothing to index), or a segment being deleted, cleaned or swapped, whose
+            # files go one at a time
+            return None
+        log_name = files.printable_name(os.path.basename(self.segment.log_path))
+        if self.active:
+            note = Problem(path, MISSING_INDEX_NOTE,
+                           "the active segment %s has no offset index: a broker's load recovers "
+                           "the segment and rebuilds it" % log_name)
+            return FileReport(path, names.INDEX, notes=[note])
+        problem = Problem(path, MISSING_INDEX,
+                          "the offset index of the sealed segment %s is missing: a broker's "
+                          "load recovers the segment to rebuild it (kafkalog recover does the "
+                          "same)" % log_name)
+        return FileReport(path, names.INDEX, problems=[problem])
 
     def _check_index(self, index: _AnyIndex, oindex: Optional[OffsetIndex],
                      report: FileReport) -> None:
