@@ -95,6 +95,14 @@ def ok(res):
     return res
 
 
+def dry_ok(res):
+    """A dry run's result: exit 1 when it would delete a segment, 0 when not (as recover
+    --dry-run exits 1 when it would change something)."""
+    would = '"fate": "deleted"' in res.out or ": would be deleted (" in res.out
+    assert res.code == (1 if would else 0), res
+    return res
+
+
 class Plan:
     def __init__(self, objs):
         assert objs and objs[0]["type"] == "partition", objs
@@ -115,7 +123,7 @@ class Plan:
 
 def plans(*args):
     """The dry-run JSON plans (one per partition) for ``retain --dry-run --format json ARGS``."""
-    res = ok(retain("--dry-run", "--format", "json", *args))
+    res = dry_ok(retain("--dry-run", "--format", "json", *args))
     objs = [json.loads(line) for line in res.lines]
     starts = [i for i, o in enumerate(objs) if o["type"] == "partition"] + [len(objs)]
     return [Plan(objs[a:b]) for a, b in zip(starts, starts[1:])]
@@ -349,10 +357,13 @@ def test_a_pass_that_stops_does_not_stop_the_next(tmp_path):
     assert all(p.why(i) == "retention ms 1" for i in range(4))
 
 
-def test_unlimited_and_no_policy(tmp_path):
+def test_unlimited_policy(tmp_path):
+    """-1 is no limit, as in the broker's retention.ms/retention.bytes: nothing is deleted.
+    (No policy at all is a usage error: tests/test_exits_notes.py.)"""
     part = Part(tmp_path)
     before = tree(part.logdir)
-    for args in ([], ["--retention-ms", -1, "--retention-bytes", -1], ["--now", T0 + 10 * HOUR]):
+    for args in (["--retention-ms", -1], ["--retention-ms", -1, "--retention-bytes", -1],
+                 ["--retention-bytes", -1, "--now", T0 + 10 * HOUR]):
         p = plan(part, *args)
         assert p.fates == deleted_n(0, 5)
         res = ok(retain(*args, "--file-delete-delay-ms", 0, part.dir))
@@ -404,7 +415,7 @@ def test_high_watermark_absent_is_log_end_and_plan_says_so(tmp_path):
     src = p.partition["high_watermark_source"]
     assert "log end offset" in src and "replication-offset-checkpoint" in src and "--high-watermark" in src
     assert p.fates == deleted_n(5, 5)
-    res = ok(retain("--dry-run", "--retention-ms", 0, "--now", T0 + HOUR, part.dir))
+    res = dry_ok(retain("--dry-run", "--retention-ms", 0, "--now", T0 + HOUR, part.dir))
     assert res.lines[0] == "%s: high watermark %d (%s), log end offset %d" % (
         os.path.abspath(part.dir), part.leo, src, part.leo)
 
@@ -457,7 +468,7 @@ def test_future_timestamps_hold_back_older_segments(tmp_path):
 
 
 def largest_of(part, i, *args):
-    p = plan(part, "--now", T0 + HOUR, *args)
+    p = plan(part, "--retention-ms", -1, "--now", T0 + HOUR, *args)
     s = p.segments[i]
     return s["largest_timestamp"], s["timestamp_source"]
 
@@ -544,7 +555,7 @@ def test_roll_active_when_everything_expired(tmp_path):
     p = plan(part, "--retention-ms", 1000, "--now", now, "--roll-active")
     assert p.fates == deleted_n(5, 5) and p.partition["roll_first"] is True
     assert p.partition["new_log_start_offset"] == part.leo
-    res = ok(retain("--dry-run", "--retention-ms", 1000, "--now", now, "--roll-active", part.dir))
+    res = dry_ok(retain("--dry-run", "--retention-ms", 1000, "--now", now, "--roll-active", part.dir))
     assert "the active segment is rolled first" in res.lines[0]
     ok(retain("--retention-ms", 1000, "--now", now, "--roll-active", "--file-delete-delay-ms", 0,
               part.dir))
@@ -692,7 +703,7 @@ def test_delete_delay_not_yet_passed(tmp_path):
     time.sleep(0.02)
     ok(retain("--file-delete-delay-ms", 3_600_000, part.dir))
     assert sorted(n for n in os.listdir(part.dir) if n.endswith(DELETED)) == deleted
-    ok(retain("--file-delete-delay-ms", 0, "--dry-run", part.dir))   # a dry run removes nothing
+    dry_ok(retain("--file-delete-delay-ms", 0, "--dry-run", part.dir))   # a dry run removes nothing
     assert sorted(n for n in os.listdir(part.dir) if n.endswith(DELETED)) == deleted
     ok(retain("--file-delete-delay-ms", 0, part.dir))
     assert not [n for n in os.listdir(part.dir) if n.endswith(DELETED)]
@@ -797,7 +808,7 @@ def test_dry_run_changes_nothing_and_explains_every_fate(tmp_path):
     before = tree(part.logdir)
     args = ["--retention-ms", 1000, "--now", part.largest[3] + 1000, "--roll-active",
             "--file-delete-delay-ms", 0, part.dir]
-    res = ok(retain("--dry-run", *args))
+    res = dry_ok(retain("--dry-run", *args))
     assert tree(part.logdir) == before   # no .lock created either
     d = os.path.abspath(part.dir)
     assert res.lines[0].startswith("%s: high watermark 12 (replication-offset-checkpoint)" % d)
@@ -809,7 +820,7 @@ def test_dry_run_changes_nothing_and_explains_every_fate(tmp_path):
     assert res.lines[5] == "%s: kept (active segment)" % os.path.join(d, name(part.bases[4]))
     assert len(res.lines) == 6
     # everything expired: the high watermark holds the last segment (the text says which)
-    res = ok(retain("--dry-run", "--retention-ms", 1000, "--now", T0 + HOUR, "--roll-active", part.dir))
+    res = dry_ok(retain("--dry-run", "--retention-ms", 1000, "--now", T0 + HOUR, "--roll-active", part.dir))
     assert res.lines[1:] == ["%s: would be deleted (retention ms 1000)" % os.path.join(d, name(b))
                              for b in part.bases[:4]] + [
         "%s: kept (above the high watermark 12 (replication-offset-checkpoint))"
@@ -836,7 +847,7 @@ def test_json_output(tmp_path):
     now = part.largest[2] + 1001
     for dry in (True, False):
         args = ["--format", "json", "--retention-ms", 1000, "--now", now, "--file-delete-delay-ms", 0]
-        res = ok(retain(*(["--dry-run"] if dry else []), *args, part.dir))
+        res = (dry_ok if dry else ok)(retain(*(["--dry-run"] if dry else []), *args, part.dir))
         objs = [json.loads(line) for line in res.lines]
         assert "log end offset" in objs[0].pop("high_watermark_source")
         assert objs[0] == {"type": "partition", "directory": os.path.abspath(part.dir),
@@ -949,6 +960,9 @@ def test_random_policies_against_the_contract(tmp_path):
                 kw["retention_ms"] = rng.choice([-1, 0, 1000, 2500])
                 kw["now"] = T0 + rng.randint(0, 12000)
                 args += ["--retention-ms", kw["retention_ms"], "--now", kw["now"]]
+            if not any(k in kw for k in ("log_start", "retention_bytes", "retention_ms")):
+                kw["retention_bytes"] = -1  # no limit: a policy must be named
+                args += ["--retention-bytes", -1]
             hw = part.leo
             if rng.random() < 0.4:
                 hw = rng.randint(0, part.leo + 2)
@@ -1078,7 +1092,7 @@ def test_leader_epochs_truncated_from_the_new_log_start(tmp_path):
     with open(path, encoding="utf-8") as f:
         assert f.read() == ig.leader_epoch_checkpoint([(7, 9)])
     # a dry run changes nothing
-    ok(retain("--log-start-offset", 100, "--dry-run", part.dir))
+    dry_ok(retain("--log-start-offset", 100, "--dry-run", part.dir))
     with open(path, encoding="utf-8") as f:
         assert f.read() == ig.leader_epoch_checkpoint([(7, 9)])
 
@@ -1222,11 +1236,11 @@ def test_recovery_point_dry_run_reports_and_changes_nothing(tmp_path):
     before = tree(part.logdir)
     cp = os.path.join(os.path.abspath(part.logdir), RECOVERY_POINTS)
     args = ["--retention-ms", 1000, "--now", part.largest[2] + 1001, part.dir]
-    res = ok(retain("--dry-run", *args))
+    res = dry_ok(retain("--dry-run", *args))
     assert tree(part.logdir) == before
     assert res.lines[-1] == ("%s: %s-0: recovery point would be raised to the log start offset 9 "
                              "(was 4)" % (cp, TOPIC))
-    res = ok(retain("--dry-run", "--format", "json", *args))
+    res = dry_ok(retain("--dry-run", "--format", "json", *args))
     assert tree(part.logdir) == before
     assert json.loads(res.lines[-1]) == {"type": "recovery_point", "file": cp, "topic": TOPIC,
                                          "partition": 0, "old": 4, "new": 9, "dry_run": True}

@@ -9,16 +9,32 @@ import sys
 
 import click
 
-from ..errors import KafkalogError
+from ..errors import KafkalogError, UsageError
 from ..log.append import AppendError
 from ..log.logdir import LogDir
 from ..log.names import RECOVERY_POINT_CHECKPOINT
 from ..log.partition import Partition
 from ..log.retain import DELETED, Policy, retain_partition
-from .errors import error_text
+from .errors import error_text, fail
 from .targets import partitions_by_log_dir
 
-EXIT_OK, EXIT_ERROR = 0, 2
+# 1: a dry run that would delete something (as `recover --dry-run` exits 1 when it would repair)
+EXIT_OK, EXIT_WOULD_CHANGE, EXIT_ERROR = 0, 1, 2
+
+# The options that say what to delete; without one of them (or an explicit
+# --file-delete-delay-ms: only finish earlier deletions), retain refuses to guess a policy.
+_POLICY_OPTIONS = ("retention_ms", "retention_bytes", "log_start_offset", "file_delete_delay_ms")
+
+
+def _require_policy(ctx):
+    """Exit 2 (one line) unless the command line names a policy: a broker's defaults (7 days,
+    no size limit) are the broker's configuration, not something to assume offline."""
+    given = [name for name in _POLICY_OPTIONS
+             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    if not given:
+        fail(UsageError("retain: no policy given: name --retention-ms, --retention-bytes "
+                        "(-1: no limit) or --log-start-offset, or --file-delete-delay-ms to only "
+                        "finish earlier deletions"))
 
 
 def _iso(ms):
@@ -100,7 +116,7 @@ def _table(rows, dry_run):
     Console(stderr=True).print(table)
 
 
-@click.command()
+@click.command(short_help="Delete expired segments, as a broker's retention does.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("--retention-ms", type=int, default=None,
               help="Delete segments whose largest timestamp is older than now minus this.")
@@ -116,18 +132,23 @@ def _table(rows, dry_run):
               help="When every segment is to go, roll first so that the active one can go too.")
 @click.option("--file-delete-delay-ms", type=click.IntRange(0), default=60000, show_default=True,
               help="Remove .deleted files this long after their deletion (0: at once).")
-@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the plan; change nothing. Exit 1 when something would be deleted.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_watermark,
+@click.pass_context
+def retain(ctx, paths, retention_ms, retention_bytes, log_start_offset, now, high_watermark,
            roll_active, file_delete_delay_ms, dry_run, fmt):
     """Delete expired segments of partitions as a broker's retention does.
 
     PATHS are partition directories or log directories. The high watermark bounds every
     deletion. Deleted segments' files are renamed to .deleted together and removed after
     --file-delete-delay-ms (by this or a later run). Refuses while a broker holds the log
-    directory. Exit status: 0 done or nothing to do, 2 errors.
+    directory. At least one of --retention-ms, --retention-bytes (-1: no limit),
+    --log-start-offset or --file-delete-delay-ms must be given. Exit status: 0 done or
+    nothing to do, 1 a --dry-run that would delete something, 2 usage error or errors.
     """
+    _require_policy(ctx)
     policy = Policy(retention_ms, retention_bytes, log_start_offset, now, high_watermark,
                     roll_active)
     rows = []
@@ -140,6 +161,8 @@ def retain(paths, retention_ms, retention_bytes, log_start_offset, now, high_wat
                 for directory in partitions:
                     plan = retain_partition(directory, policy, dry_run, file_delete_delay_ms)
                     _report(plan, fmt, dry_run, rows)  # what was done, once it is done
+                    if dry_run and plan.deleted:
+                        status = max(status, EXIT_WOULD_CHANGE)
         except AppendError as e:
             click.echo("kafkalog: cannot roll the active segment first: %s" % e, err=True)
             status = EXIT_ERROR
