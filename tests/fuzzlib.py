@@ -527,7 +527,9 @@ def generated_partition(dest, variant):
     else:
         raise ValueError(variant)
     nxt = 1000  # past every seed's offsets
-    second, _ = ig.busy_segment(nxt, n_batches=8)
+    # a new leader epoch for the second segment, above the first's (sample_segment writes epoch
+    # 3, the KRaft batches 0): epochs never go back in a broker's log
+    second = with_leader_epoch(ig.busy_segment(nxt, n_batches=8)[0], SECOND_SEGMENT_EPOCH)
     if variant == "nested":
         # kafka-python refuses to read double compression: no indexes for it (recover builds them)
         kg.write_segment(dest, 0, first)
@@ -535,6 +537,19 @@ def generated_partition(dest, variant):
     else:
         ig.write_partition(dest, [(0, first), (nxt, second)])
     return dest
+
+
+SECOND_SEGMENT_EPOCH = 4
+
+
+def with_leader_epoch(data, epoch):
+    """``data`` (complete v2 batches) with every batch's partition leader epoch set to
+    ``epoch`` (a header field outside the CRC)."""
+    out = []
+    for entry in kg.split_entries(data):
+        assert entry[16] == 2, "not a v2 batch"
+        out.append(bytes(kg.set_v2_header(bytearray(entry), partition_leader_epoch=epoch)))
+    return b"".join(out)
 
 
 def fixture_files(kinds=None):
