@@ -232,3 +232,19 @@ def test_retain_and_recover_dry_runs_share_one_rule(logdir):
     assert kafkalog("recover", "--dry-run", d).code == 1
     assert kafkalog("retain", "--dry-run", "--retention-ms", "1", "--now", str(T0 + 10 ** 9),
                     d).code == 1
+
+
+# -- the top-level help ---------------------------------------------------------------------------
+
+def test_top_level_help_truncates_no_command_description():
+    """Every command's line in `kafkalog --help` is whole (click cuts a long first sentence of
+    a docstring to "..." unless the command has a short help that fits)."""
+    from kafkalog_cli.cli.main import COMMANDS
+    res = kafkalog("--help")
+    assert res.code == 0, res
+    lines = res.out[res.out.index("Commands:"):].splitlines()[1:]
+    listed = [line.split()[0] for line in lines if line.strip()]
+    assert listed == list(COMMANDS)
+    for line in lines:
+        assert "..." not in line, line
+        assert len(line) <= 80, line

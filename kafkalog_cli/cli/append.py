@@ -58,7 +58,7 @@ def _stopped_text(result: AppendResult):
                result.log_end_offset - 1))
 
 
-@click.command()
+@click.command(short_help="Append records from stdin to a partition directory.")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--input-format", type=click.Choice(INPUT_FORMATS), default="lines",
               show_default=True, help="lines: one value per line; jsonl: one JSON object per line "
@@ -147,7 +147,7 @@ def append(directory, input_format, key, batch_records, batch_bytes, codec, magi
     sys.exit(exit_code(result.stopped) if result.stopped is not None else 0)
 
 
-@click.command()
+@click.command(short_help="Seal the active segment; start a new one at the next offset.")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.option("--if-bytes", type=click.IntRange(0), default=None,
               help="Roll only when the active segment holds at least this many bytes.")

@@ -225,7 +225,7 @@ def _tables(d):
         "consistent" if not problems else "[red]%d problems[/red]" % len(problems)))
 
 
-@click.command()
+@click.command(short_help="A log directory, partition or segment at a glance.")
 # readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
 @click.argument("path", type=click.Path(readable=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",

@@ -142,7 +142,7 @@ def _targets(paths, files):
     return targets
 
 
-@click.command()
+@click.command(short_help="Print log, index and snapshot files as kafka-dump-log.sh.")
 # readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
 @click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--files", "files_arg", multiple=True, metavar="A,B,C",

@@ -231,7 +231,7 @@ def _segment_text(r, dry_run):
     return "; ".join(parts)
 
 
-@click.command()
+@click.command(short_help="Recover partitions as a broker's load does, losing nothing.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("--dry-run", is_flag=True, help="Report what would change; change nothing.")
 @click.option("--full", is_flag=True,

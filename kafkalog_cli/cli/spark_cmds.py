@@ -57,7 +57,7 @@ def _job_failed(what, error):
     fail(KafkalogError("%s failed: %s" % (what, lines[0] if lines else type(error).__name__)))
 
 
-@click.command()
+@click.command(short_help="Export records to Parquet, JSON Lines or CSV with Spark.")
 @click.argument("path", type=click.Path())
 @click.option("--output", required=True, type=click.Path(), help="Where to write (a directory).")
 @click.option("--output-format", type=click.Choice(["parquet", "json", "csv"]), default="parquet",
@@ -107,7 +107,7 @@ def _table(rows):
     Console().print(table)
 
 
-@click.command()
+@click.command(short_help="Check every segment with Spark tasks; sum up partitions.")
 @click.argument("path", type=click.Path())
 @click.option("--topics", default="", help="Only these topics (comma-separated).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",

@@ -141,7 +141,7 @@ class _Output:
             click.echo("%s: %s" % (directory, _summary_text(p)))
 
 
-@click.command()
+@click.command(short_help="List the transactions of partitions; find hanging ones.")
 # readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
 @click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("--now", type=int, default=None, metavar="MS",

@@ -49,7 +49,8 @@ def _summary_table(reports):
     Console(stderr=True).print(table)
 
 
-@click.command("verify-index")
+@click.command("verify-index",
+               short_help="Check .index, .timeindex and .txnindex files against logs.")
 # readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
 @click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("--sanity-only", is_flag=True,
