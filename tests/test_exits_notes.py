@@ -248,3 +248,20 @@ def test_top_level_help_truncates_no_command_description():
     for line in lines:
         assert "..." not in line, line
         assert len(line) <= 80, line
+
+
+# -- licence and metadata -------------------------------------------------------------------------
+
+def test_license_file_and_pyproject_metadata():
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(REPO, "LICENSE"), encoding="utf-8") as f:
+        text = f.read()
+    assert text.lstrip().startswith("Apache License\n                           Version 2.0, "
+                                    "January 2004")
+    assert "END OF TERMS AND CONDITIONS" in text
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    assert project["authors"] and project["keywords"] and project["urls"]
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]  # PEP 639
