@@ -17,6 +17,7 @@ COMMANDS = {
     "describe": "describe:describe",
     "verify-index": "verify_index:verify_index",
     "recover": "recover:recover",
+    "quarantine": "quarantine:quarantine",
     "append": "append:append",
     "roll": "append:roll",
     "retain": "retain:retain",

@@ -1,0 +1,274 @@
+"""`kafkalog quarantine`: list, restore and purge what `recover` set aside."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+
+import click
+
+from ..errors import KafkalogError
+from ..log import names
+from ..log.files import printable_name
+from ..log.lock import LogDirLock
+from ..log.logdir import partitions_of
+from ..log.quarantine import (APPEND, DISPLACE, DONE, RETURN, REWRITE, find_run, list_runs,
+                              purge_runs, restore_run)
+from .errors import fail
+
+
+def _partitions(path):
+    try:
+        return partitions_of(path)
+    except (OSError, KafkalogError) as e:
+        fail(e, path)
+
+
+def _topic(partition):
+    topic, number = names.topic_partition(partition)
+    return topic, number
+
+
+def _when(run):
+    return run.time.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if run.time is not None else None
+
+
+def _human(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else "%.1f %s" % (n, unit)
+        n /= 1024.0
+    return str(n)  # not reached
+
+
+def _holds(e):
+    """What a manifest entry holds, in words: bytes, byte range, offsets."""
+    parts = ["missing" if e.size is None else "%d bytes" % e.size]
+    if e.what == "cut":
+        parts.append("bytes %d-%d of the log" % (e.start, e.end))
+    if e.offsets is not None:
+        parts.append("offsets %d-%d" % e.offsets)
+    return ", ".join(parts)
+
+
+def _entry_json(run, e):
+    topic, number = _topic(run.partition)
+    return {"topic": topic, "partition": number, "what": e.what,
+            "file": printable_name(e.file),
+            "earlierName": printable_name(e.earlier) if e.earlier is not None else None,
+            "savedAs": printable_name(e.saved), "bytes": e.size,
+            "range": [e.start, e.end] if e.what == "cut" else None,
+            "firstOffset": e.offsets[0] if e.offsets else None,
+            "lastOffset": e.offsets[1] if e.offsets else None, "why": e.why}
+
+
+def _run_json(run):
+    topic, number = _topic(run.partition)
+    return {"type": "quarantineRun", "topic": topic, "partition": number,
+            "directory": printable_name(run.partition), "run": printable_name(run.id),
+            "time": _when(run), "tool": run.tool or None, "files": run.files,
+            "bytes": run.bytes, "restored": run.restored is not None, "problem": run.problem,
+            "entries": [_entry_json(run, e) for e in run.entries]}
+
+
+@click.group()
+def quarantine():
+    """List, restore or purge what `kafkalog recover` set aside.
+
+    recover keeps every file it removes and every byte it cuts in
+    <partition>/kafkalog-quarantine/<run>/, with a manifest.json; these commands read those
+    manifests. PATH is a log directory or a partition directory.
+    """
+
+
+@quarantine.command("list")
+@click.argument("path", type=click.Path(readable=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="text: a table on a terminal, lines on a pipe; json: one "
+              "object per run.")
+def list_cmd(path, fmt):
+    """Every quarantine run of every partition under PATH: when, what it holds.
+
+    Exit status: 0 (also when there is no run), 2 unreadable PATH or manifest."""
+    try:
+        runs = list_runs(_partitions(path))
+    except OSError as e:
+        fail(e, path)
+    if fmt == "json":
+        for run in runs:
+            click.echo(json.dumps(_run_json(run)))
+    elif sys.stdout.isatty() and runs:
+        _table(runs)
+    else:
+        for run in runs:
+            click.echo("%s: run %s at %s%s: %d files, %d bytes%s"
+                       % (printable_name(run.partition), printable_name(run.id), _when(run),
+                          " (%s)" % run.tool if run.tool else "", run.files, run.bytes,
+                          ", restored" if run.restored is not None else ""))
+            if run.problem:
+                click.echo("  %s" % run.problem)
+            for e in run.entries:
+                click.echo("  %s %s (%s)%s: %s"
+                           % (e.what, printable_name(e.file), _holds(e),
+                              " was " + printable_name(e.earlier) if e.earlier else "", e.why))
+    if not runs:
+        click.echo("kafkalog: no quarantine runs under %s" % printable_name(path), err=True)
+    sys.exit(2 if any(r.problem for r in runs) else 0)
+
+
+def _table(runs):
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="kafkalog quarantine")
+    for column in ("partition", "run", "time", "what", "file", "bytes", "range / offsets",
+                   "why"):
+        table.add_column(column, justify="right" if column == "bytes" else "left",
+                         overflow="fold")
+    for run in runs:
+        part = os.path.basename(run.partition)
+        state = " (restored)" if run.restored is not None else ""
+        if not run.entries:
+            table.add_row(part, run.id + state, _when(run), "", "", "", "", run.problem or "")
+        for e in run.entries:
+            extra = []
+            if e.what == "cut":
+                extra.append("bytes %d-%d" % (e.start, e.end))
+            if e.offsets:
+                extra.append("offsets %d-%d" % e.offsets)
+            table.add_row(part, run.id + state, _when(run), e.what, printable_name(e.file),
+                          "-" if e.size is None else _human(e.size), ", ".join(extra), e.why)
+    Console().print(table)
+
+
+_DONE_TEXT = {DISPLACE: ("set aside in a new quarantine run (it stands where the run's file "
+                         "returns)", "would be set aside in a new quarantine run (it stands "
+                         "where the run's file returns)"),
+              RETURN: ("returned", "would be returned"),
+              APPEND: ("cut bytes appended back", "cut bytes would be appended back"),
+              REWRITE: ("old contents written back", "old contents would be written back"),
+              DONE: ("already back (a restore interrupted after it)",
+                     "already back (a restore interrupted after it)")}
+
+
+def _warn_if_locked(partition):
+    log_dir = os.path.dirname(os.path.abspath(partition))
+    try:
+        with LogDirLock(log_dir, create=False):
+            pass
+    except OSError as e:
+        click.echo("kafkalog: warning: %s; a dry run reads anyway, but the files may change "
+                   "before a real restore" % (e.strerror or e), err=True)
+
+
+@quarantine.command("restore")
+@click.argument("path", type=click.Path(readable=False))
+@click.argument("run_id", metavar="RUN")
+@click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def restore_cmd(path, run_id, dry_run, fmt):
+    """Put back exactly what the quarantine run RUN of a partition under PATH set aside.
+
+    Files moved are renamed back, bytes cut from a .log appended back at the position they
+    were cut from (only when the .log still ends there), rewritten files get their old bytes
+    back; what stands in the way (the indexes, snapshots or checkpoint recover wrote) is set
+    aside first in a new quarantine run, so nothing is lost. Refuses (exit 2, nothing changed)
+    while a broker holds the log directory, and when restoring would overwrite or interleave
+    newer data. Run `kafkalog recover` afterwards, as a broker would. Exit status: 0 restored,
+    2 refused or bad input."""
+    partitions = _partitions(path)
+    try:
+        run = find_run(partitions, run_id)
+        if dry_run:
+            _warn_if_locked(run.partition)
+        plan = restore_run(run, dry_run)
+    except (OSError, KafkalogError) as e:
+        fail(e, path)
+    topic, number = _topic(run.partition)
+    for step in plan.steps:
+        e = step.entry
+        where = os.path.join(run.partition, step.name)
+        if fmt == "json":
+            obj = {"type": "restoreStep", "topic": topic, "partition": number,
+                   "run": run.id, "action": step.kind, "file": printable_name(where),
+                   "bytes": step.size, "dryRun": dry_run}
+            if step.kind == APPEND:
+                obj["position"] = e.start + step.at
+                obj["range"] = [e.start, e.end]
+            click.echo(json.dumps(obj))
+        else:
+            text = _DONE_TEXT[step.kind][1 if dry_run else 0]
+            detail = ""
+            if step.kind == APPEND:
+                detail = " (%d bytes at byte %d%s)" % (
+                    step.size, e.start + step.at,
+                    ", offsets %d-%d" % e.offsets if e.offsets else "")
+            elif step.kind in (RETURN, REWRITE, DISPLACE):
+                detail = " (%d bytes)" % step.size
+            click.echo("%s: %s%s" % (printable_name(where), text, detail))
+    if plan.recovery_point is not None:
+        checkpoint, old, new = plan.recovery_point
+        if fmt == "json":
+            click.echo(json.dumps({"type": "recoveryPoint", "topic": topic, "partition": number,
+                                   "file": printable_name(checkpoint), "old": old, "new": new,
+                                   "dryRun": dry_run}))
+        else:
+            click.echo("%s: %s-%d: recovery point %s to %d (was %d), so that what comes back "
+                       "is recovered again" % (printable_name(checkpoint), topic, number,
+                                               "would be lowered" if dry_run else "lowered",
+                                               new, old))
+    if fmt == "json":
+        click.echo(json.dumps({"type": "restoreSummary", "topic": topic, "partition": number,
+                               "directory": printable_name(run.partition), "run": run.id,
+                               "steps": len(plan.steps), "displacedRun": plan.displaced_run,
+                               "dryRun": dry_run}))
+    elif dry_run:
+        click.echo("%s: run %s would be restored (%d steps); nothing changed"
+                   % (printable_name(run.partition), run.id, len(plan.steps)))
+    else:
+        click.echo("%s: run %s restored%s; run `kafkalog recover` before starting the broker"
+                   % (printable_name(run.partition), run.id,
+                      "; what stood in the way is in run %s" % plan.displaced_run
+                      if plan.displaced_run else ""))
+    sys.exit(0)
+
+
+@quarantine.command("purge")
+@click.argument("path", type=click.Path(readable=False))
+@click.option("--older-than", "days", type=click.FloatRange(0), required=True, metavar="DAYS",
+              help="Delete the runs that started more than this many days ago.")
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def purge_cmd(path, days, dry_run, fmt):
+    """Delete the quarantine runs under PATH older than --older-than DAYS.
+
+    A run's age is the time in its manifest (else in its folder name). Nothing else is
+    touched. Refuses while a broker holds the log directory (a dry run does not). Exit
+    status: 0 done or nothing to do, 2 refused or bad input."""
+    partitions = _partitions(path)
+    try:
+        runs = purge_runs(partitions, datetime.timedelta(days=days), dry_run=dry_run)
+    except (OSError, KafkalogError) as e:
+        fail(e, path)
+    verb = "would be deleted" if dry_run else "deleted"
+    for run in runs:
+        if fmt == "json":
+            topic, number = _topic(run.partition)
+            click.echo(json.dumps({"type": "purgedRun", "topic": topic, "partition": number,
+                                   "directory": printable_name(run.partition), "run": run.id,
+                                   "time": _when(run), "files": run.files, "bytes": run.bytes,
+                                   "dryRun": dry_run}))
+        else:
+            click.echo("%s: run %s at %s (%d files, %d bytes) %s"
+                       % (printable_name(run.partition), printable_name(run.id), _when(run),
+                          run.files, run.bytes, verb))
+    if fmt == "json":
+        click.echo(json.dumps({"type": "purgeSummary", "runs": len(runs),
+                               "bytes": sum(r.bytes for r in runs), "dryRun": dry_run}))
+    elif not runs:
+        click.echo("kafkalog: no quarantine run older than %g days under %s"
+                   % (days, printable_name(path)), err=True)
+    sys.exit(0)

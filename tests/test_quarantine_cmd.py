@@ -1,0 +1,287 @@
+"""`kafkalog quarantine list|restore|purge`: what `recover` set aside, listed from its manifests,
+put back exactly, and purged by age.
+
+The partitions are written by kafka-python (``kafkagen``) with broker-equivalent indexes
+(``indexgen``), damaged, and recovered by `kafkalog recover`; every expectation is the bytes
+read before the recovery.
+"""
+
+import datetime
+import json
+import os
+
+import pytest
+
+import indexgen as ig
+from appendcheck import lock_held
+from dumpcheck import kafkalog
+from test_recover import (make_partition, mut_flipped_bit, mut_garbage_tail, mut_truncated_batch,
+                          name, snapshot_name)
+
+QUARANTINE = "kafkalog-quarantine"
+DERIVED = (".index", ".timeindex", ".txnindex", ".snapshot")
+
+
+def run(*args):
+    res = kafkalog(*args)
+    assert "Traceback" not in res.err + res.out, res
+    return res
+
+
+def state(log_dir):
+    """{relative path: bytes} of every file of the log directory but the quarantine folders
+    (and the .lock, which commands create)."""
+    out = {}
+    for root, dirs, files in os.walk(log_dir):
+        dirs[:] = [d for d in dirs if d != QUARANTINE]
+        for f in files:
+            p = os.path.join(root, f)
+            rel = os.path.relpath(p, log_dir)
+            if rel != ".lock":
+                with open(p, "rb") as fh:
+                    out[rel] = fh.read()
+    return out
+
+
+def runs_of(part_dir):
+    root = os.path.join(part_dir, QUARANTINE)
+    return sorted(os.listdir(root)) if os.path.isdir(root) else []
+
+
+def damage(part, seg_no, mutation):
+    path = part.segs[seg_no].paths["log"]
+    new, _ = mutation(part.segs[seg_no].data)
+    ig.write_file(path, new)
+
+
+# -- the damage kinds of the round trip ----------------------------------------------------------
+
+def torn_tail(part):
+    damage(part, len(part.segs) - 1, mut_truncated_batch)
+
+
+def garbage_tail(part):
+    damage(part, len(part.segs) - 1, mut_garbage_tail)
+
+
+def missing_and_bad_index(part):
+    """A sealed segment's .index gone, another's .timeindex garbled (set aside and rebuilt)."""
+    os.unlink(os.path.join(part.dir, name(part.bases[0], "index")))
+    with open(os.path.join(part.dir, name(part.bases[1], "timeindex")), "r+b") as f:
+        f.write(b"\x7f" * 12)
+
+
+def stray_snapshot(part):
+    ig.write_file(os.path.join(part.dir, snapshot_name(part.bases[0] + 5)), ig.encode_snapshot([]))
+
+
+def later_segments_set_aside(part):
+    """A bit flipped in the first segment: recover cuts it and sets the later ones aside."""
+    damage(part, 0, mut_flipped_bit)
+
+
+DAMAGE = {"torn-tail": torn_tail, "garbage-tail": garbage_tail,
+          "missing-index": missing_and_bad_index, "stray-snapshot": stray_snapshot,
+          "later-segment": later_segments_set_aside}
+
+
+def damaged(tmp_path, kind):
+    log_dir = str(tmp_path / "logdir")
+    part = make_partition(os.path.join(log_dir, "orders-0"))
+    DAMAGE[kind](part)
+    return log_dir, part
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_restore_round_trip(tmp_path, kind):
+    """recover, restore: every file there before recover has its bytes again (the only files
+    left over are indexes and snapshots recover rebuilt from the log where there were none);
+    recover again: the state of the first recover, byte for byte."""
+    log_dir, part = damaged(tmp_path, kind)
+    before = state(log_dir)
+    res = run("recover", log_dir)
+    assert res.code == 1, res
+    recovered = state(log_dir)
+    assert recovered != before
+    (run_id,) = runs_of(part.dir)
+
+    res = run("quarantine", "restore", part.dir, run_id, "--dry-run")
+    assert res.code == 0, res
+    assert "would be" in res.out and state(log_dir) == recovered
+
+    res = run("quarantine", "restore", part.dir, run_id)
+    assert res.code == 0, res
+    assert "restored" in res.out
+    after = state(log_dir)
+    for rel, data in before.items():
+        if rel == "recovery-point-offset-checkpoint":
+            continue
+        assert rel in after, "%s not restored" % rel
+        assert after[rel] == data, "%s: bytes differ from before recover" % rel
+    extra = set(after) - set(before) - {"recovery-point-offset-checkpoint"}
+    assert all(rel.endswith(DERIVED) and rel in recovered for rel in extra), extra
+
+    res = run("recover", log_dir)
+    assert res.code == 1, res
+    assert state(log_dir) == recovered
+
+    # the restored run is marked and cannot be restored twice
+    res = run("quarantine", "restore", part.dir, run_id)
+    assert res.code == 2 and "restored already" in res.err and len(res.err_lines) == 1, res
+
+
+def test_list_after_recover(tmp_path):
+    log_dir, part = damaged(tmp_path, "later-segment")
+    assert run("recover", log_dir).code == 1
+    (run_id,) = runs_of(part.dir)
+    res = run("quarantine", "list", log_dir, "--format", "json")
+    assert res.code == 0, res
+    (obj,) = [json.loads(line) for line in res.out.splitlines()]
+    assert obj["topic"] == "orders" and obj["partition"] == 0 and obj["run"] == run_id
+    assert obj["type"] == "quarantineRun" and not obj["restored"]
+    cuts = [e for e in obj["entries"] if e["what"] == "cut"]
+    assert len(cuts) == 1
+    cut = cuts[0]
+    data = part.segs[0].data
+    new, prefix = mut_flipped_bit(data)
+    assert cut["range"] == [prefix, len(new)] and cut["bytes"] == len(new) - prefix
+    kept = ig.read_log(new[:prefix])
+    assert cut["firstOffset"] == kept[-1].last_offset + 1
+    moved = {e["file"]: e for e in obj["entries"] if e["what"] == "moved"}
+    for seg in part.segs[1:]:
+        e = moved[name(seg.base_offset, "log")]
+        assert e["bytes"] == len(seg.data)
+        batches = ig.read_log(seg.data)
+        assert (e["firstOffset"], e["lastOffset"]) == (seg.base_offset, batches[-1].last_offset)
+    assert obj["files"] == len(obj["entries"])
+    assert obj["bytes"] == sum(e["bytes"] for e in obj["entries"])
+    for e in obj["entries"]:
+        assert e["topic"] == "orders" and e["partition"] == 0
+        assert all(" " not in k and "_" not in k for k in e)
+    # text on a pipe: one line per run, one per entry
+    res = run("quarantine", "list", part.dir)
+    assert res.code == 0, res
+    lines = res.out.splitlines()
+    assert lines[0].startswith(part.dir + ": run " + run_id)
+    assert len(lines) == 1 + len(obj["entries"])
+    assert any(line.strip().startswith("cut %s" % name(0, "log")) and "bytes %d-%d" % (
+        prefix, len(new)) in line for line in lines)
+
+
+def test_restore_refused_while_locked(tmp_path):
+    log_dir, part = damaged(tmp_path, "torn-tail")
+    assert run("recover", log_dir).code == 1
+    (run_id,) = runs_of(part.dir)
+    recovered = state(log_dir)
+    with lock_held(log_dir):
+        res = run("quarantine", "restore", part.dir, run_id)
+        assert res.code == 2 and len(res.err_lines) == 1 and "locked" in res.err, res
+        assert state(log_dir) == recovered
+        # a dry run reads anyway, with a warning
+        res = run("quarantine", "restore", part.dir, run_id, "--dry-run")
+        assert res.code == 0 and "warning" in res.err, res
+        res = run("quarantine", "purge", log_dir, "--older-than", "0")
+        assert res.code == 2 and len(res.err_lines) == 1, res
+    assert state(log_dir) == recovered and runs_of(part.dir) == [run_id]
+
+
+def test_restore_refused_when_the_log_grew(tmp_path):
+    """A tail cut goes back only onto a .log that still ends where it was cut."""
+    log_dir, part = damaged(tmp_path, "garbage-tail")
+    assert run("recover", log_dir).code == 1
+    (run_id,) = runs_of(part.dir)
+    log = part.segs[-1].paths["log"]
+    with open(log, "ab") as f:     # a broker appended since
+        f.write(part.segs[0].data[:61])
+    grown = state(log_dir)
+    res = run("quarantine", "restore", part.dir, run_id)
+    assert res.code == 2 and len(res.err_lines) == 1, res
+    assert "newer data" in res.err and os.path.basename(log) in res.err
+    assert state(log_dir) == grown
+    assert not [r for r in runs_of(part.dir) if r != run_id]  # no displacement run made
+
+
+def test_restore_refused_over_a_newer_segment(tmp_path):
+    """A segment set aside does not come back over a .log written since."""
+    log_dir, part = damaged(tmp_path, "later-segment")
+    assert run("recover", log_dir).code == 1
+    (run_id,) = runs_of(part.dir)
+    newer = os.path.join(part.dir, name(part.bases[1], "log"))
+    ig.write_file(newer, part.segs[1].data[:100])
+    now = state(log_dir)
+    res = run("quarantine", "restore", part.dir, run_id)
+    assert res.code == 2 and len(res.err_lines) == 1 and "newer data" in res.err, res
+    assert state(log_dir) == now
+
+
+def test_interrupted_restore_is_finished_by_a_rerun(tmp_path):
+    """Half the tail appended (a restore killed in the middle): a rerun appends the rest."""
+    log_dir, part = damaged(tmp_path, "garbage-tail")
+    before = state(log_dir)
+    assert run("recover", log_dir).code == 1
+    (run_id,) = runs_of(part.dir)
+    log = part.segs[-1].paths["log"]
+    rel = os.path.relpath(log, log_dir)
+    kept = os.path.getsize(log)
+    with open(log, "ab") as f:
+        f.write(before[rel][kept:kept + 10])
+    res = run("quarantine", "restore", part.dir, run_id)
+    assert res.code == 0, res
+    assert state(log_dir)[rel] == before[rel]
+
+
+def set_run_time(part_dir, run_id, when):
+    path = os.path.join(part_dir, QUARANTINE, run_id, "manifest.json")
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    doc["time"] = when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+
+
+def test_purge_by_age(tmp_path):
+    log_dir, part = damaged(tmp_path, "torn-tail")
+    assert run("recover", log_dir).code == 1
+    stray_snapshot(part)
+    assert run("recover", log_dir).code == 1
+    old, new = runs_of(part.dir)
+    set_run_time(part.dir, old, datetime.datetime.now(datetime.timezone.utc)
+                 - datetime.timedelta(days=10))
+    recovered = state(log_dir)
+    res = run("quarantine", "purge", log_dir, "--older-than", "7", "--dry-run")
+    assert res.code == 0 and "would be deleted" in res.out and old in res.out, res
+    assert new not in res.out and runs_of(part.dir) == [old, new]
+    res = run("quarantine", "purge", log_dir, "--older-than", "7", "--format", "json")
+    assert res.code == 0, res
+    objs = [json.loads(line) for line in res.out.splitlines()]
+    assert [o["run"] for o in objs if o["type"] == "purgedRun"] == [old]
+    assert objs[0]["topic"] == "orders" and objs[0]["partition"] == 0
+    assert runs_of(part.dir) == [new]
+    assert state(log_dir) == recovered   # nothing else touched
+    res = run("quarantine", "purge", log_dir, "--older-than", "7")
+    assert res.code == 0 and runs_of(part.dir) == [new], res
+
+
+@pytest.mark.parametrize("args", [
+    ("restore", "{part}", "20000101T000000.000000Z"),
+    ("restore", "{part}", "../../x"),
+    ("restore", "{tmp}/nowhere", "x"),
+    ("list", "{tmp}/plain"),
+    ("list", "{tmp}/nowhere"),
+])
+def test_bad_input_one_line_exit_2(tmp_path, args):
+    log_dir, part = damaged(tmp_path, "torn-tail")
+    assert run("recover", log_dir).code == 1
+    os.makedirs(str(tmp_path / "plain"))
+    res = run("quarantine", *[a.format(part=part.dir, tmp=tmp_path) for a in args])
+    assert res.code == 2, res
+    assert len(res.err_lines) == 1 and res.err_lines[0].strip(), res
+
+
+@pytest.mark.parametrize("args", [("purge", "{part}", "--older-than", "-1"), ("purge", "{part}"),
+                                  ("restore", "{part}")])
+def test_bad_options_exit_2(tmp_path, args):
+    """click's usage errors: exit 2, the last line says what is wrong."""
+    log_dir, part = damaged(tmp_path, "torn-tail")
+    res = run("quarantine", *[a.format(part=part.dir) for a in args])
+    assert res.code == 2 and res.err_lines[-1].startswith("Error:"), res
