@@ -184,8 +184,11 @@ def _targets(paths, files):
 @click.option("--remote-log-metadata-decoder", is_flag=True,
               help="Payloads as __remote_log_metadata records (tiered storage), printed as "
               "Kafka's RemoteLogSegmentMetadata... objects. Implies --print-data-log.")
-@click.option("--key-decoder-class", default=None, hidden=True)
-@click.option("--value-decoder-class", default=None, hidden=True)
+@click.option("--key-decoder-class", default=None, metavar="CLASS",
+              help="kafka-dump-log.sh's decoder classes: StringDecoder, IntegerDecoder, "
+              "LongDecoder, DefaultDecoder (as --key-decoder string, int, long, hex).")
+@click.option("--value-decoder-class", default=None, metavar="CLASS",
+              help="As --key-decoder-class, for payloads.")
 @click.option("--base-offset", type=click.IntRange(0), default=None,
               help="Base offset of a segment whose file name is not its offset.")
 @click.option("--timestamps", type=click.Choice(["ms", "iso"]), default="ms", show_default=True,
