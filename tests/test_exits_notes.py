@@ -265,3 +265,117 @@ def test_license_file_and_pyproject_metadata():
     assert project["license-files"] == ["LICENSE"]
     assert project["authors"] and project["keywords"] and project["urls"]
     assert not [c for c in project["classifiers"] if c.startswith("License ::")]  # PEP 639
+
+
+# -- README: the kafka-dump-log.sh table, shell completion ----------------------------------------
+
+# DumpLogSegments.DumpLogSegmentsOptions (apache/kafka tools/.../DumpLogSegments.java), and the
+# --help and --version of CommandDefaultOptions
+DUMP_LOG_SEGMENTS_OPTIONS = {
+    "--files", "--print-data-log", "--deep-iteration", "--verify-index-only",
+    "--index-sanity-check", "--value-decoder-class", "--key-decoder-class", "--max-message-size",
+    "--max-bytes", "--offsets-decoder", "--transaction-log-decoder", "--cluster-metadata-decoder",
+    "--remote-log-metadata-decoder", "--share-group-state-decoder", "--skip-record-metadata",
+    "--help", "--version"}
+
+
+def readme_dump_log_table():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("### `kafka-dump-log.sh` options and kafkalog's"):]
+    section = section[:section.index("\n#")]
+    rows = [line for line in section.splitlines() if line.startswith("| `--")]
+    out = {}
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        assert len(cells) == 2, row
+        out[cells[0].strip("`").split()[0]] = cells[1]
+    return out
+
+
+def help_options(*command):
+    res = kafkalog(*command, "--help")
+    assert res.code == 0, res
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", res.out))
+
+
+def test_the_kafka_dump_log_table_covers_every_option_and_holds():
+    from kafkalog_cli.cli.main import COMMANDS
+    table = readme_dump_log_table()
+    assert set(table) == DUMP_LOG_SEGMENTS_OPTIONS
+    for option, ours in table.items():
+        spans = re.findall(r"`([^`]*)`", ours)
+        commands = [s for s in spans if s.startswith("kafkalog ")]
+        assert commands, (option, ours)
+        for span in commands:
+            words = span.split()
+            if words[1].startswith("-"):   # a top-level option
+                assert words[1] in help_options(), span
+                continue
+            assert words[1] in COMMANDS, span
+            known = help_options(words[1])
+            for word in words[2:]:
+                if word.startswith("--"):
+                    assert word in known, (span, word)
+        # the same option name in kafkalog dump, where the row says so
+        if "`kafkalog dump %s" % option in ours:
+            assert option in help_options("dump"), option
+
+
+def test_kafka_decoder_classes_are_accepted(logdir):
+    d = os.path.join(logdir, "orders-1")
+    by_class = dump("--value-decoder-class", "org.apache.kafka.tools.api.LongDecoder",
+                    "--key-decoder-class", "kafka.serializer.StringDecoder", d)
+    by_name = dump("--value-decoder", "long", "--key-decoder", "string", d)
+    assert by_class.code == by_name.code == 0, by_class
+    assert by_class.out == by_name.out and "payload: " in by_class.out
+    res = dump("--value-decoder-class", "com.example.MyDecoder", d)
+    assert res.code == 2 and "MyDecoder" in res.err, res
+
+
+def run_completion(env, timeout=60):
+    import subprocess
+    import sys
+    full = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c",
+                           "from kafkalog_cli.cli.main import main; main()"],
+                          env=full, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_shell_completion_scripts_as_the_readme_gives_them(shell):
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        assert "_KAFKALOG_COMPLETE=%s_source kafkalog" % shell in f.read()
+    p = run_completion({"_KAFKALOG_COMPLETE": shell + "_source"})
+    assert p.returncode == 0, p
+    assert "_KAFKALOG_COMPLETE=%s_complete" % shell in p.stdout, p.stdout
+
+
+def test_bash_completion_completes_commands_and_options():
+    p = run_completion({"_KAFKALOG_COMPLETE": "bash_complete", "COMP_WORDS": "kafkalog ver",
+                        "COMP_CWORD": "1"})
+    assert (p.returncode, p.stdout.split()) == (0, ["plain,verify-index"]), p
+    p = run_completion({"_KAFKALOG_COMPLETE": "bash_complete",
+                        "COMP_WORDS": "kafkalog dump --from-t", "COMP_CWORD": "2"})
+    assert (p.returncode, p.stdout.split()) == (0, ["plain,--from-timestamp"]), p
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_bash_completion_in_a_real_bash(tmp_path):
+    """The script the README sources, loaded in bash, completes `kafkalog du` to dump."""
+    import subprocess
+    import sys
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "kafkalog"
+    exe.write_text("#!%s\nfrom kafkalog_cli.cli.main import main\nmain()\n" % sys.executable)
+    exe.chmod(0o755)
+    script = ('eval "$(_KAFKALOG_COMPLETE=bash_source kafkalog)"\n'
+              'COMP_WORDS=(kafkalog du); COMP_CWORD=1\n'
+              '_kafkalog_completion kafkalog\n'
+              'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ.get("PATH", "")))
+    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p
+    assert p.stdout.split() == ["dump"], p
