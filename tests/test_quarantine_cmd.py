@@ -9,6 +9,10 @@ read before the recovery.
 import datetime
 import json
 import os
+import re
+import select
+import subprocess
+import sys
 
 import pytest
 
@@ -80,7 +84,19 @@ def later_segments_set_aside(part):
     damage(part, 0, mut_flipped_bit)
 
 
-DAMAGE = {"torn-tail": torn_tail, "garbage-tail": garbage_tail,
+def epoch_past_the_end(part):
+    """A torn tail, and the leader-epoch-checkpoint naming an epoch that starts past the log
+    end: recover truncates it (its old bytes copied to quarantine, the file rewritten)."""
+    torn_tail(part)
+    path = os.path.join(part.dir, "leader-epoch-checkpoint")
+    with open(path, "rb") as f:
+        lines = f.read().decode().split()
+    entries = [(int(lines[i]), int(lines[i + 1])) for i in range(2, len(lines), 2)]
+    entries.append((entries[-1][0] + 1 if entries else 1, part.leo - 1))
+    ig.write_file(path, ig.leader_epoch_checkpoint(entries))
+
+
+DAMAGE = {"torn-tail": torn_tail, "epoch-past-the-end": epoch_past_the_end, "garbage-tail": garbage_tail,
           "missing-index": missing_and_bad_index, "stray-snapshot": stray_snapshot,
           "later-segment": later_segments_set_aside}
 
@@ -120,6 +136,18 @@ def test_restore_round_trip(tmp_path, kind):
         assert after[rel] == data, "%s: bytes differ from before recover" % rel
     extra = set(after) - set(before) - {"recovery-point-offset-checkpoint"}
     assert all(rel.endswith(DERIVED) and rel in recovered for rel in extra), extra
+    # what stood in the way is kept, verbatim, in a new run
+    displaced = [r for r in runs_of(part.dir) if r != run_id]
+    for r in displaced:
+        with open(os.path.join(part.dir, QUARANTINE, r, "manifest.json"), "rb") as f:
+            doc = json.load(f)
+        assert doc["tool"] == "kafkalog quarantine restore"
+        for e in doc["entries"]:
+            with open(os.path.join(part.dir, QUARANTINE, r, e["saved_as"]), "rb") as f:
+                assert f.read() == recovered[os.path.join("orders-0", e["file"])]
+    changed = {rel for rel in recovered if rel in before and recovered[rel] != before[rel]
+               and not rel.endswith(".log") and rel != "recovery-point-offset-checkpoint"}
+    assert len(displaced) == (1 if changed else 0)
 
     res = run("recover", log_dir)
     assert res.code == 1, res
@@ -166,6 +194,40 @@ def test_list_after_recover(tmp_path):
     assert len(lines) == 1 + len(obj["entries"])
     assert any(line.strip().startswith("cut %s" % name(0, "log")) and "bytes %d-%d" % (
         prefix, len(new)) in line for line in lines)
+
+
+def on_a_terminal(args):
+    """(exit code, stdout) of ``kafkalog ARGS`` with a pseudo-terminal as its stdout."""
+    import pty
+    master, slave = pty.openpty()
+    env = dict(os.environ, COLUMNS="250", LINES="50", TERM="xterm")
+    proc = subprocess.Popen([sys.executable, "-m", "kafkalog_cli"] + [str(a) for a in args],
+                            stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env)
+    os.close(slave)
+    out = b""
+    while select.select([master], [], [], 30)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    proc.wait(30)
+    return proc.returncode, re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", out.decode("utf-8", "replace"))
+
+
+def test_list_on_a_terminal_is_a_table_once(tmp_path):
+    log_dir, part = damaged(tmp_path, "torn-tail")
+    assert run("recover", log_dir).code == 1
+    (run_id,) = runs_of(part.dir)
+    code, out = on_a_terminal(["quarantine", "list", log_dir])
+    assert code == 0, out
+    assert "━" in out or "─" in out
+    assert ": run " not in out                     # the pipe's lines are not printed too
+    assert out.count(name(part.bases[-1], "log")) == 1 and run_id in out
 
 
 def test_restore_refused_while_locked(tmp_path):

@@ -187,6 +187,17 @@ def restore_cmd(path, run_id, dry_run, fmt):
     except (OSError, KafkalogError) as e:
         fail(e, path)
     topic, number = _topic(run.partition)
+    if plan.recovery_point is not None:
+        checkpoint, old, new = plan.recovery_point
+        if fmt == "json":
+            click.echo(json.dumps({"type": "recoveryPoint", "topic": topic, "partition": number,
+                                   "file": printable_name(checkpoint), "old": old, "new": new,
+                                   "dryRun": dry_run}))
+        else:
+            click.echo("%s: %s-%d: recovery point %s to %d (was %d), so that what comes back "
+                       "is recovered again" % (printable_name(checkpoint), topic, number,
+                                               "would be lowered" if dry_run else "lowered",
+                                               new, old))
     for step in plan.steps:
         e = step.entry
         where = os.path.join(run.partition, step.name)
@@ -208,17 +219,6 @@ def restore_cmd(path, run_id, dry_run, fmt):
             elif step.kind in (RETURN, REWRITE, DISPLACE):
                 detail = " (%d bytes)" % step.size
             click.echo("%s: %s%s" % (printable_name(where), text, detail))
-    if plan.recovery_point is not None:
-        checkpoint, old, new = plan.recovery_point
-        if fmt == "json":
-            click.echo(json.dumps({"type": "recoveryPoint", "topic": topic, "partition": number,
-                                   "file": printable_name(checkpoint), "old": old, "new": new,
-                                   "dryRun": dry_run}))
-        else:
-            click.echo("%s: %s-%d: recovery point %s to %d (was %d), so that what comes back "
-                       "is recovered again" % (printable_name(checkpoint), topic, number,
-                                               "would be lowered" if dry_run else "lowered",
-                                               new, old))
     if fmt == "json":
         click.echo(json.dumps({"type": "restoreSummary", "topic": topic, "partition": number,
                                "directory": printable_name(run.partition), "run": run.id,
