@@ -141,10 +141,12 @@ def quick_check(directory, first_offset, values_from=0):
     return values, expected
 
 
-def check_side_files(directory, start):
+def check_side_files(directory, start, epoch):
     """What a kill leaves beside the segments is whole: every producer snapshot is a valid empty
     one (the input has no producers; written atomically), and the leader-epoch-checkpoint, if
-    written yet, is the one entry the run assigned: epoch 0 from its first offset."""
+    written yet, is the one entry the run assigned: ``epoch`` from its first offset (the epoch
+    of the log's last batch: 1 on the seeded partition, whose busy_segment batches carry 1 and
+    which has no checkpoint; 0 on a new one)."""
     for n in sorted(os.listdir(directory)):
         if n.endswith(".snapshot"):
             with open(os.path.join(str(directory), n), "rb") as f:
@@ -152,7 +154,7 @@ def check_side_files(directory, start):
     path = os.path.join(str(directory), "leader-epoch-checkpoint")
     if os.path.exists(path):
         with open(path) as f:
-            assert f.read() == ig.leader_epoch_checkpoint([(0, start)])
+            assert f.read() == ig.leader_epoch_checkpoint([(epoch, start)])
 
 
 def recover(directory):
@@ -246,7 +248,7 @@ def test_sigkill_during_append(tmp_path, calibrated):
             # what a broker loading the directory as the kill left it would find: index
             # entries of whole batches only, never one past the log
             ac.assert_indexes_within_log(d)
-            check_side_files(d, start)
+            check_side_files(d, start, 1 if start else 0)
             repaired += recover(d) == 1
             values, end = quick_check(d, 0)
             assert values[:len(old_values)] == old_values, ctx
