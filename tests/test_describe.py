@@ -71,9 +71,9 @@ def describe(*args):
     return res
 
 
-def describe_json(path):
-    """(exit code, {type: [objects]}) of ``describe --format json PATH``."""
-    res = describe("--format", "json", path)
+def describe_json(path, *options):
+    """(exit code, {type: [objects]}) of ``describe --format json [OPTIONS] PATH``."""
+    res = describe("--format", "json", *options, path)
     objs = [json.loads(line) for line in res.out.splitlines()]
     assert objs and objs[-1]["type"] == "summary", res.out
     by_type = {}
@@ -107,11 +107,12 @@ CASES = ([(0, c) for c in kg.LEGACY_CODECS] + [(1, c) for c in kg.LEGACY_CODECS]
          + [(2, c) for c in kg.V2_CODECS])
 
 
+@pytest.mark.parametrize("crc", [(), ("--crc",)], ids=["headers", "crc"])
 @pytest.mark.parametrize("magic,codec", CASES)
-def test_segment_figures_match_kafka_python(tmp_path, magic, codec):
+def test_segment_figures_match_kafka_python(tmp_path, magic, codec, crc):
     data = kg.sample_segment(magic, codec)
     write(tmp_path / "t-0", [(0, data)])
-    code, objs = describe_json(tmp_path / "t-0")
+    code, objs = describe_json(tmp_path / "t-0", *crc)
     assert code == 0, objs
     (seg,) = objs["segment"]
     assert segment_figures(seg) == kp_segment(data)
@@ -331,12 +332,53 @@ def test_truncated_segment_is_a_problem(tmp_path):
     assert segment_figures(objs["segment"][0]) == dict(kp, sizeBytes=len(cut))
 
 
-def test_crc_mismatch_is_a_problem(tmp_path):
+def test_crc_mismatch_is_a_problem_with_crc(tmp_path):
+    """--crc reads every byte and computes each batch's CRC; by default only headers are
+    read (the flipped bit lies in a record, outside every header)."""
     data = kg.sample_segment(2, "none")
     write(tmp_path / "t-0", [(0, kg.flip_bit(data, 100))])
-    code, objs = describe_json(tmp_path / "t-0")
+    code, objs = describe_json(tmp_path / "t-0", "--crc")
     assert code == 1
     assert [p["kind"] for p in objs["problem"]] == ["crc_mismatch"]
+    code, objs = describe_json(tmp_path / "t-0")
+    assert code == 0
+    assert segment_figures(objs["segment"][0]) == kp_segment(data)
+
+
+@pytest.mark.parametrize("crc", [(), ("--crc",)], ids=["headers", "crc"])
+def test_offsets_going_back_within_a_segment_are_a_problem(tmp_path, crc):
+    w = kg.SegmentWriter(0)
+    w.add_v2([kg.Rec(b"k%d" % i, b"v", kg.T0 + i) for i in range(5)])
+    w.add_v2([kg.Rec(b"again", b"v", kg.T0 + 9)], gap=-3)  # offset 2 again
+    w.add_v2([kg.Rec(b"k", b"v", kg.T0 + 10)], gap=10)
+    write(tmp_path / "t-0", [(0, w.data())])
+    code, objs = describe_json(tmp_path / "t-0", *crc)
+    assert code == 1
+    (problem,) = objs["problem"]
+    assert problem["kind"] == "offset_order"
+    assert "last offset 2 does not follow offset 4" in problem["message"]
+    seg = objs["segment"][0]
+    assert segment_figures(seg) == dict(kp_segment(w.data()), lastOffset=w.next_offset - 1)
+    assert objs["partition"][0]["logEndOffset"] == w.next_offset
+
+
+@pytest.mark.parametrize("crc", [(), ("--crc",)], ids=["headers", "crc"])
+def test_legacy_and_v2_in_one_segment(tmp_path, crc):
+    """A log whose message format was upgraded: v0 and v1 messages and wrappers, then v2
+    batches, one segment (the header walk hands each legacy entry to the shared scan)."""
+    w = kg.SegmentWriter(0)
+    w.add_legacy(0, [kg.Rec(b"a%d" % i, kg.filler(i), kg.T0 + i) for i in range(3)])
+    w.add_legacy(0, [kg.Rec(b"b%d" % i, kg.filler(i), kg.T0 + i) for i in range(4)], "gzip")
+    w.add_v2([kg.Rec(b"c%d" % i, kg.filler(i), kg.T0 + 20 + i) for i in range(3)], "lz4")
+    w.add_legacy(1, [kg.Rec(b"d%d" % i, kg.filler(i), kg.T0 + 30 + i) for i in range(5)],
+                 "snappy", gap=2)
+    w.add_v2([kg.Rec(b"e%d" % i, kg.filler(i), kg.T0 + 40 + i) for i in range(2)])
+    data = w.data()
+    write(tmp_path / "m-0", [(0, data)])
+    code, objs = describe_json(tmp_path / "m-0", *crc)
+    assert code == 0, objs.get("problem")
+    assert segment_figures(objs["segment"][0]) == kp_segment(data)
+    assert objs["segment"][0]["magic"] == [0, 1, 2]
 
 
 def test_index_failing_the_sanity_check_is_a_problem(tmp_path):

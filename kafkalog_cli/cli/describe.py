@@ -232,19 +232,23 @@ def _tables(d):
               show_default=True,
               help="json: JSON Lines on stdout (partition, segment, problem and note objects, "
                    "then a summary).")
+@click.option("--crc", "check_crc", is_flag=True,
+              help="Also check every batch's CRC: reads every byte (slower); by default only "
+                   "batch headers are read.")
 @click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when opening legacy wrappers.")
-def describe(path, fmt, max_message_size):
+def describe(path, fmt, check_crc, max_message_size):
     """Describe a log directory, a partition directory or a segment's .log at a glance.
 
     Per partition: log start and end offsets, records, batches, size, the checkpointed
     recovery point, high watermark and log start offset held against the log, leader epochs
     and producer snapshots; per segment: offsets, records, batches, size, time range, codecs,
-    magic and index health. Read from batch headers only (no v2 batch is decompressed). Exit
+    magic and index health. Read from batch headers only (no v2 batch is decompressed; legacy
+    compressed wrappers are opened to count their messages; --crc reads every byte). Exit
     status: 0 consistent, 1 something is inconsistent, 2 usage error or unreadable input.
     """
     try:
-        d = describe_path(path, max_message_size)
+        d = describe_path(path, max_message_size, check_crc)
     except UsageError as e:
         fail(e, path)
     except OSError as e:

@@ -2,10 +2,14 @@
 batch counts, sizes, time ranges, codecs, index health, leader epochs, producer snapshots, and
 the log directory's checkpoints held against the logs.
 
-Fast by design: a segment is read batch header by batch header (``LogFile.entries()``, the scan
-every command shares), never decompressing a v2 batch: its record count is the header's
-``recordsCount`` (after compaction ``lastOffsetDelta + 1`` overstates it). A legacy (v0/v1)
-compressed wrapper has no count: its inner messages are decoded and counted. Time ranges come
+Fast by design: a segment is read batch header by batch header, as FileLogInputStream follows
+size fields, and the bytes between headers are never read (no CRC is computed unless asked:
+``check_crc`` reads every byte through ``LogFile.entries()``, the scan every command shares).
+Any entry that is not a plain v2 header goes through that shared scan too, so damage is
+judged by the same rules as in `dump`, `verify-index` and `recover`. No v2 batch is
+decompressed: its record count is the header's ``recordsCount`` (after compaction
+``lastOffsetDelta + 1`` overstates it). A legacy (v0/v1) compressed wrapper has no count: its
+inner messages are decoded and counted. Time ranges come
 from the headers too: a v2 batch spans ``baseTimestamp`` (its first record's timestamp, as
 the producer writes it) to ``maxTimestamp``; a LogAppendTime batch, or one whose
 ``baseTimestamp`` holds a delete horizon, counts as ``maxTimestamp`` alone.
@@ -17,18 +21,22 @@ stride at load (a stale entry it ignores or drops) is a ``note``.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple, Union
 
+from ..format import codecs
 from ..format.errors import CorruptRecordError, LimitExceededError
-from ..format.records import LOG_APPEND_TIME, Batch
-from ..format.scan import InvalidBytes
+from ..format.records import (ATTR_CODEC, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE, INT64_MAX,
+                              INT64_MIN, LOG_APPEND_TIME, LOG_OVERHEAD, V2_HEADER, V2_OVERHEAD,
+                              Batch)
+from ..format.scan import MIN_HEADER, InvalidBytes
 from . import names
 from .files import FileFormatError, printable_name
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import read_checkpoint_strict
 from .logdir import LogDir, partitions_of
 from .partition import Partition
-from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment, order_problem, reach_problem
+from .segment import (DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile, Segment,
+                      order_problem, reach_problem)
 from .snapshot import read_snapshot
 from .verify import sanity_problems
 
@@ -210,25 +218,35 @@ def _v2_time_range(batch: Batch) -> Tuple[int, int]:
     return batch.base_timestamp, batch.max_timestamp
 
 
-def _scan(seg: SegmentDescription, log: LogFile, segment: Segment) -> None:
-    """Sum up ``log``'s batches into ``seg`` from their headers (legacy wrappers opened)."""
-    codecs, magics = set(), set()
-    times = _Range()
-    prev_last: Optional[int] = None
-    name = segment.log_path
-    for item in log.entries():
+class _Scan:
+    """A segment's batches summed up into ``seg`` as they are met."""
+
+    def __init__(self, seg: SegmentDescription, log: LogFile, segment: Segment) -> None:
+        self.seg = seg
+        self.log = log
+        self.segment = segment
+        self.name = segment.log_path
+        self.codec_ids: Set[int] = set()
+        self.magics: Set[int] = set()
+        self.times = _Range()
+        self.prev_last: Optional[int] = None
+
+    def entry(self, item: Union[Batch, InvalidBytes]) -> bool:
+        """Count one entry as the shared scanner (``LogFile.entries``) yields it; False at
+        bytes that hold no batch (where the scan ends)."""
+        seg, name = self.seg, self.name
         if isinstance(item, InvalidBytes):
             seg.problems.append(Finding(
                 INVALID_BYTES, "%d bytes at position %d hold no batch (%s): recovery cuts the "
                 "log there" % (item.size, item.position, item.reason), name,
                 position=item.position, sizeBytes=item.size))
-            break
+            return False
         batch = item
         seg.batches += 1
-        codecs.add(batch.codec_name)
-        magics.add(batch.magic)
+        self.codec_ids.add(batch.codec)
+        self.magics.add(batch.magic)
         first = batch.base_offset
-        if not batch.is_valid:
+        if batch.computed_crc is not None and not batch.is_valid:
             seg.problems.append(Finding(
                 CRC_MISMATCH, "batch at position %d (offsets %d-%d): CRC mismatch (stored %d, "
                 "computed %d)" % (batch.position, batch.base_offset, batch.last_offset, batch.crc,
@@ -237,29 +255,121 @@ def _scan(seg: SegmentDescription, log: LogFile, segment: Segment) -> None:
         if batch.magic >= 2:
             seg.records += batch.count
             if batch.count > 0:
-                times.add(*_v2_time_range(batch))
+                self.times.add(*_v2_time_range(batch))
         elif batch.codec == 0:
             seg.records += 1
-            times.add(batch.max_timestamp, batch.max_timestamp)
+            self.times.add(batch.max_timestamp, batch.max_timestamp)
         else:
-            first = _legacy_wrapper(seg, log, batch, times, name)
+            first = _legacy_wrapper(seg, self.log, batch, self.times, name)
+        self.placed(batch.position, first, batch.last_offset)
+        return True
+
+    def placed(self, position: int, first: int, last: int) -> None:
+        """Offsets ``first``..``last`` of the batch at ``position`` checked against the
+        batches before it and the segment's base offset, and counted."""
+        seg = self.seg
         if seg.first_offset is None:
             seg.first_offset = first
-        why = order_problem(batch.last_offset, prev_last)
-        if why is None and segment.base_offset is not None:
-            why = reach_problem(batch.last_offset, segment.base_offset)
-            if why is None and first < segment.base_offset:
-                why = "first offset %d is below the segment's base offset %d" % (
-                    first, segment.base_offset)
+        why = order_problem(last, self.prev_last)
+        base = self.segment.base_offset
+        if why is None and base is not None:
+            why = reach_problem(last, base)
+            if why is None and first < base:
+                why = "first offset %d is below the segment's base offset %d" % (first, base)
         if why is not None:
             seg.problems.append(Finding(OFFSET_ORDER, "batch at position %d: %s"
-                                        % (batch.position, why), name,
-                                        position=batch.position, lastOffset=batch.last_offset))
-        prev_last = batch.last_offset if prev_last is None else max(prev_last, batch.last_offset)
-        seg.last_offset = prev_last
-    seg.codecs = sorted(codecs)
-    seg.magic = sorted(magics)
-    seg.min_timestamp, seg.max_timestamp = times.low, times.high
+                                        % (position, why), self.name,
+                                        position=position, lastOffset=last))
+        if self.prev_last is None or last > self.prev_last:
+            self.prev_last = last
+        seg.last_offset = self.prev_last
+
+    def finish(self) -> None:
+        seg = self.seg
+        seg.codecs = sorted(codecs.codec_name(c) for c in self.codec_ids)
+        seg.magic = sorted(self.magics)
+        seg.min_timestamp, seg.max_timestamp = self.times.low, self.times.high
+
+
+def _scan_checked(scan: _Scan) -> None:
+    """Every entry through the shared scanner: every byte read, every CRC computed."""
+    for item in scan.log.entries():
+        if not scan.entry(item):
+            break
+
+
+HEADER_WINDOW = 8192  # bytes read at each position where a header must be read
+
+
+def _scan_headers(scan: _Scan) -> None:
+    """The v2 batches' headers only (FileLogInputStream reads a batch's header and follows
+    its size field: so does this), read a window at a time where they lie; the bytes between
+    headers are never read. Any entry that is not a plain v2 batch header (a legacy message, a
+    size field below the minimum, an entry running past the end, an offset range that
+    overflows) goes through the shared scanner (``LogFile.entries``), which judges it by the
+    rules every command shares. CRCs are not computed."""
+    log, seg = scan.log, scan.seg
+    end = log.size
+    buf = bytearray(HEADER_WINDOW)
+    lo = have = 0
+    pos = 0
+    unpack = V2_HEADER.unpack_from
+    base_limit = scan.segment.base_offset
+    ids, times = scan.codec_ids, scan.times
+    records = batches = 0
+    prev = scan.prev_last
+    while end - pos >= MIN_HEADER:
+        if pos + V2_OVERHEAD > lo + have:
+            have = log.read_into(buf, pos)
+            lo = pos
+        rel = pos - lo
+        if have - rel >= V2_OVERHEAD and buf[rel + 16] == 2:
+            (base, size, _, _, _, attrs, delta, base_ts, max_ts, _, _, _,
+             count) = unpack(buf, rel)
+            last = base + delta
+            nxt = pos + LOG_OVERHEAD + size
+            if (size >= V2_OVERHEAD - LOG_OVERHEAD and nxt <= end and INT64_MIN <= last
+                    <= INT64_MAX and (prev is None or last > prev)
+                    and (base_limit is None or 0 <= base - base_limit
+                         and last - base_limit <= MAX_RELATIVE_OFFSET)):
+                batches += 1
+                records += count
+                ids.add(attrs & ATTR_CODEC)
+                if count > 0:
+                    if attrs & (ATTR_TIMESTAMP_TYPE | ATTR_DELETE_HORIZON):
+                        base_ts = max_ts  # see _v2_time_range
+                    times.add(base_ts, max_ts)
+                if seg.first_offset is None:
+                    seg.first_offset = base
+                prev = last
+                pos = nxt
+                continue
+        # anything else: the shared scanner's judgement of the entry here
+        if batches:
+            scan.magics.add(2)
+        seg.batches += batches
+        seg.records += records
+        batches = records = 0
+        scan.prev_last = seg.last_offset = prev
+        for item in log.entries(pos):
+            break
+        else:
+            return
+        if not scan.entry(item):
+            return
+        prev = scan.prev_last
+        pos = item.position + item.size
+        lo = have = 0
+    seg.batches += batches
+    seg.records += records
+    if prev is not None:
+        scan.prev_last = seg.last_offset = prev
+    if batches:
+        scan.magics.add(2)
+    if pos < end:
+        # fewer bytes than a header needs: the scanner names them
+        for item in log.entries(pos):
+            scan.entry(item)
 
 
 def _legacy_wrapper(seg: SegmentDescription, log: LogFile, batch: Batch, times: _Range,
@@ -303,14 +413,17 @@ def _index_health(segment: Segment, kind: str, active: bool) -> Optional[IndexHe
 
 def describe_segment(segment: Segment, active: bool,
                      max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-                     topic: Optional[str] = None,
-                     partition: Optional[int] = None) -> SegmentDescription:
-    """Describe one segment (``active``: its partition's last). Raises OSError when its .log
-    cannot be read."""
+                     topic: Optional[str] = None, partition: Optional[int] = None,
+                     check_crc: bool = False) -> SegmentDescription:
+    """Describe one segment (``active``: its partition's last): from its batch headers, or
+    with ``check_crc`` from every byte, each batch's CRC computed. Raises OSError when its
+    .log cannot be read."""
     seg = SegmentDescription(segment.log_path, segment.base_offset, active, topic, partition)
     with segment.open(max_message_size) as log:
         seg.size = log.size
-        _scan(seg, log, segment)
+        scan = _Scan(seg, log, segment)
+        (_scan_checked if check_crc else _scan_headers)(scan)
+        scan.finish()
     if segment.base_offset is None:
         return seg  # a file named alone whose name holds no offset: its indexes are not known
     for kind in (names.INDEX, names.TIMEINDEX):
@@ -447,8 +560,8 @@ def _snapshots(part: PartitionDescription, partition: Partition) -> None:
 
 
 def describe_partition(directory: str, checkpoints: Optional[_Checkpoints] = None,
-                       max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-                       ) -> PartitionDescription:
+                       max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                       check_crc: bool = False) -> PartitionDescription:
     """Describe the partition directory ``directory``. Raises OSError when the directory or
     a segment's .log cannot be read."""
     if checkpoints is None:
@@ -458,7 +571,7 @@ def describe_partition(directory: str, checkpoints: Optional[_Checkpoints] = Non
     segments = partition.segments()
     for i, segment in enumerate(segments):
         part.segments.append(describe_segment(segment, i == len(segments) - 1, max_message_size,
-                                              part.topic, part.partition))
+                                              part.topic, part.partition, check_crc))
     for prev, nxt in zip(part.segments, part.segments[1:]):
         if (prev.last_offset is not None and nxt.base_offset is not None
                 and prev.last_offset >= nxt.base_offset):
@@ -477,11 +590,13 @@ def describe_partition(directory: str, checkpoints: Optional[_Checkpoints] = Non
     return part
 
 
-def describe(path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Description:
+def describe(path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+             check_crc: bool = False) -> Description:
     """Describe what ``path`` stands for: a log directory (every partition), a partition
     directory, or a segment's .log (that segment alone). Raises UsageError for a file that is
     not a .log, OSError when ``path`` cannot be read or holds no partition; a partition or
-    segment that cannot be read is in ``errors``, the rest still described."""
+    segment that cannot be read is in ``errors``, the rest still described. ``check_crc``:
+    read every byte and check each batch's CRC (by default only batch headers are read)."""
     out = Description()
     if os.path.isfile(path):
         partitions_of(path)  # UsageError for a file that is not a .log
@@ -491,7 +606,8 @@ def describe(path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Des
         live = names.live_log_bases(os.listdir(directory))
         active = segment.base_offset is not None and bool(live) and \
             live[-1] == segment.base_offset and not segment.suffix
-        out.segments.append(describe_segment(segment, active, max_message_size, topic, number))
+        out.segments.append(describe_segment(segment, active, max_message_size, topic, number,
+                                             check_crc))
         return out
     errors: List[Tuple[str, OSError]] = []
     directories = partitions_of(path, errors)
@@ -499,7 +615,8 @@ def describe(path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Des
     checkpoints = _Checkpoints()
     for directory in directories:
         try:
-            out.partitions.append(describe_partition(directory, checkpoints, max_message_size))
+            out.partitions.append(describe_partition(directory, checkpoints, max_message_size,
+                                                     check_crc))
         except OSError as e:
             out.errors.append((e.filename or directory, e))
     out.problems = checkpoints.problems
