@@ -499,3 +499,28 @@ def test_text_on_a_terminal_is_tables_once(tmp_path):
     assert "━" in out or "─" in out
     assert "offsets 42-69, 24 records" not in out  # the pipe's lines are not printed too
     assert out.count("00000000000000000042.log") == 1
+
+
+def test_a_malformed_checkpoint_is_a_problem(tmp_path):
+    _consistent_partition(tmp_path)
+    ig.write_file(str(tmp_path / "recovery-point-offset-checkpoint"),
+                  ig.MALFORMED_OFFSET_CHECKPOINTS["count-too-high"])
+    code, objs = describe_json(tmp_path)
+    assert code == 1
+    (problem,) = objs["problem"]
+    assert problem["kind"] == "unreadable"
+    assert problem["file"].endswith("recovery-point-offset-checkpoint")
+    assert objs["partition"][0]["recoveryPoint"] is None
+
+
+def test_an_unreadable_segment_exits_2_and_the_others_are_described(tmp_path):
+    _consistent_partition(tmp_path)
+    os.makedirs(str(tmp_path / "other-0" / "00000000000000000000.log"))  # not a regular file
+    res = describe("--format", "json", tmp_path)
+    assert res.code == 2
+    (line,) = res.err.strip().splitlines()
+    assert line.startswith("kafkalog: ") and "other-0" in line
+    objs = [json.loads(x) for x in res.out.splitlines()]
+    assert [(o["topic"], o["partition"]) for o in objs if o["type"] == "partition"] == [
+        ("orders", 0)]
+    assert objs[-1]["type"] == "summary" and objs[-1]["unreadable"] == 1

@@ -29,14 +29,16 @@ def _human(n):
     return str(n)  # pragma: no cover
 
 
-def _time(ms):
+def _time(ms, sep="T"):
+    """Epoch ms as ISO 8601 UTC (``sep`` " ": without the T and Z, for a table in UTC)."""
     if ms is None:
         return "-"
     try:
         when = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
     except (OverflowError, OSError, ValueError):
         return str(ms)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (ms % 1000)
+    return when.strftime("%Y-%m-%d" + sep + "%H:%M:%S.") + "%03d%s" % (
+        ms % 1000, "Z" if sep == "T" else "")
 
 
 def _opt(n):
@@ -193,18 +195,20 @@ def _tables(d):
         console.print(table)
     segments = d.all_segments()
     if segments:
-        table = Table(title="segments")
+        table = Table(title="segments (* active; times UTC)")
         for column in ("partition", "segment", "offsets", "records", "batches", "size",
-                       "time range (UTC)", "codecs", "magic", "index", "timeindex"):
-            table.add_column(column, justify="right" if column in (
-                "records", "batches", "size", "index", "timeindex") else "left")
+                       "min time", "max time", "codecs", "magic", "index", "timeindex"):
+            table.add_column(column, no_wrap=column not in ("codecs", "partition"),
+                             justify="right" if column in (
+                                 "records", "batches", "size", "index", "timeindex")
+                             else "left")
         for s in segments:
             table.add_row(escape("%s-%s" % (_opt(s.topic), _opt(s.partition))),
-                          escape(os.path.basename(s.path)) + (" *" if s.active else ""),
+                          escape(os.path.basename(s.path)) + ("*" if s.active else ""),
                           "-" if s.first_offset is None else "%d-%d" % (s.first_offset,
                                                                         s.last_offset),
                           str(s.records), str(s.batches), _human(s.size),
-                          "%s to %s" % (_time(s.min_timestamp), _time(s.max_timestamp)),
+                          _time(s.min_timestamp, " "), _time(s.max_timestamp, " "),
                           ",".join(s.codecs) or "-", ",".join(map(str, s.magic)) or "-",
                           _opt(_index_entries(s.offset_index)),
                           _opt(_index_entries(s.time_index)))
