@@ -73,7 +73,7 @@ def _run_json(run):
             "entries": [_entry_json(run, e) for e in run.entries]}
 
 
-@click.group()
+@click.group(short_help="List, restore or purge what recover set aside.")
 def quarantine():
     """List, restore or purge what `kafkalog recover` set aside.
 
