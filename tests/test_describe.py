@@ -524,3 +524,26 @@ def test_an_unreadable_segment_exits_2_and_the_others_are_described(tmp_path):
     assert [(o["topic"], o["partition"]) for o in objs if o["type"] == "partition"] == [
         ("orders", 0)]
     assert objs[-1]["type"] == "summary" and objs[-1]["unreadable"] == 1
+
+
+def test_what_the_broker_takes_in_its_stride_is_a_note(tmp_path):
+    """A sealed segment without its .index (rebuilt at load), a leader epoch and a producer
+    snapshot past the log end (dropped at load), a cleaner offset past the log end (the
+    cleaner starts over): notes, exit 0."""
+    first, end1 = ig.busy_segment(0, n_batches=10)
+    second, end2 = ig.busy_segment(end1, n_batches=5)
+    part = tmp_path / "orders-0"
+    files = write(part, [(0, first), (end1, second)])
+    os.remove(files[0].paths["index"])
+    ig.write_file(str(part / "leader-epoch-checkpoint"),
+                  ig.leader_epoch_checkpoint([(1, 0), (2, end2 + 5)]))
+    ig.write_snapshots(part, [end1, end2 + 7])
+    write_checkpoints(tmp_path, cleaner=[("orders", 0, end2 + 1)])
+    code, objs = describe_json(tmp_path)
+    assert code == 0, objs.get("problem")
+    assert "problem" not in objs
+    assert sorted(n["kind"] for n in objs["note"]) == [
+        "cleaner_offset_out_of_range", "index_missing", "leader_epoch_past_end",
+        "snapshot_past_end"]
+    assert objs["segment"][0]["indexEntries"] is None
+    assert objs["summary"][0]["notes"] == 4
