@@ -547,3 +547,24 @@ def test_what_the_broker_takes_in_its_stride_is_a_note(tmp_path):
         "snapshot_past_end"]
     assert objs["segment"][0]["indexEntries"] is None
     assert objs["summary"][0]["notes"] == 4
+
+
+@pytest.mark.parametrize("crc", [(), ("--crc",)], ids=["headers", "crc"])
+def test_no_v2_batch_is_decompressed(tmp_path, crc):
+    """A gzip v2 batch whose records area is not gzip at all (its CRC made right): its
+    records are its header's count; nothing tries to inflate it (dump would fail on it)."""
+    plain = kg.v2_batch([kg.Rec(b"k%d" % i, b"v", kg.T0 + i) for i in range(7)])
+    bogus = kg.recompress_v2(plain, "gzip", lambda raw: b"not gzip at all " * 8)
+    data = bogus + kg.v2_batch([kg.Rec(b"z", b"v", kg.T0 + 9)], base_offset=7)
+    kg.write_segment(str(tmp_path / "t-0"), 0, data)  # no indexes: the active segment
+    code, objs = describe_json(tmp_path / "t-0", *crc)
+    assert code == 0, objs.get("problem")
+    seg = objs["segment"][0]
+    kp = kg.kafka_python_read(data, deep=False)
+    assert seg["records"] == sum(kb.batch.records_count for kb in kp) == 8
+    assert (seg["batches"], seg["codecs"], seg["lastOffset"]) == (2, ["gzip", "none"], 7)
+    assert dump_fails(tmp_path / "t-0")
+
+
+def dump_fails(path):
+    return kafkalog("dump", "--deep-iteration", path).code != 0
