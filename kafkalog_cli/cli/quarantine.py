@@ -61,7 +61,8 @@ def _entry_json(run, e):
             "savedAs": printable_name(e.saved), "bytes": e.size,
             "range": [e.start, e.end] if e.what == "cut" else None,
             "firstOffset": e.offsets[0] if e.offsets else None,
-            "lastOffset": e.offsets[1] if e.offsets else None, "why": e.why}
+            "lastOffset": e.offsets[1] if e.offsets else None, "sha256": e.sha256,
+            "why": e.why}
 
 
 def _run_json(run):
@@ -211,6 +212,9 @@ def restore_cmd(path, run_id, dry_run, fmt):
             click.echo(json.dumps(obj))
         else:
             text = _DONE_TEXT[step.kind][1 if dry_run else 0]
+            if step.kind == DISPLACE and e.what == "written":
+                text = ("%s in a new quarantine run (the run wrote it where there was no file)"
+                        % ("would be set aside" if dry_run else "set aside"))
             detail = ""
             if step.kind == APPEND:
                 detail = " (%d bytes at byte %d%s)" % (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -117,6 +118,16 @@ def manifest_entry(what: str, name: str, saved: str, why: str, **extra: Any) -> 
     return entry
 
 
+def written_entry(name: str, data: bytes, why: str) -> Dict[str, Any]:
+    """A manifest entry for a file a run wrote where there was none (nothing saved): its
+    SHA-256 and size, so that a restore can tell it from newer data and set it aside
+    (``kafkalog quarantine restore``). For ``Quarantine.record``."""
+    entry = manifest_entry("written", name, "", why, sha256=hashlib.sha256(data).hexdigest(),
+                           size=len(data))
+    del entry["saved_as"]
+    return entry
+
+
 def copy_range(src: str, start: int, end: int, dst: str) -> None:
     """Save bytes [start, end) of ``src`` to the new file ``dst`` in chunks, flushed and
     renamed into place (never over an existing file)."""
@@ -154,13 +165,15 @@ class RestoreRefused(KafkalogError, OSError):
 
 class RunEntry:
     """One manifest entry: ``what`` ("moved": a whole file, "cut": bytes ``start``-``end`` cut
-    from the end of the .log ``file``, "copied": the old bytes of a file rewritten in place),
+    from the end of the .log ``file``, "copied": the old bytes of a file rewritten in place,
+    "written": a file the run wrote where there was none, nothing saved, ``sha256`` its hash),
     ``file`` (its real name), ``earlier`` (the name it had before the run renamed it from a
     .swap, or None), ``saved`` (the path inside the run folder), ``why``; ``size`` of the saved
     bytes (None: missing), ``offsets`` (first, last) of the batches they hold (None: none
     readable)."""
 
-    __slots__ = ("what", "file", "earlier", "saved", "why", "start", "end", "size", "offsets")
+    __slots__ = ("what", "file", "earlier", "saved", "why", "start", "end", "size", "offsets",
+                 "sha256")
 
     def __init__(self, what: str, file: str, saved: str, why: str) -> None:
         self.what = what
@@ -171,6 +184,7 @@ class RunEntry:
         self.start = self.end = 0
         self.size: Optional[int] = None
         self.offsets: Optional[Tuple[int, int]] = None
+        self.sha256: Optional[str] = None
 
     @property
     def target(self) -> str:
@@ -196,11 +210,12 @@ class Run:
 
     @property
     def files(self) -> int:
-        return len(self.entries)
+        """Files held in the run folder."""
+        return sum(1 for e in self.entries if e.what != "written")
 
     @property
     def bytes(self) -> int:
-        return sum(e.size or 0 for e in self.entries)
+        return sum(e.size or 0 for e in self.entries if e.what != "written")
 
 
 def _entry_name(entry: Dict[str, Any], key: str) -> str:
@@ -264,10 +279,18 @@ def read_run(partition: str, run_id: str) -> Run:
         run.tool = str(doc.get("tool", ""))
         run.time = _parse_time(doc.get("time")) or run.time
         for raw in doc["entries"]:
-            if not isinstance(raw, dict) or raw.get("what") not in ("moved", "cut", "copied"):
+            if not isinstance(raw, dict) or raw.get("what") not in (
+                    "moved", "cut", "copied", "written"):
                 raise ValueError("an entry of unknown kind: %r" % (raw,))
-            e = RunEntry(raw["what"], _entry_name(raw, "file"), str(raw.get("saved_as")),
+            e = RunEntry(raw["what"], _entry_name(raw, "file"), str(raw.get("saved_as", "")),
                          str(raw.get("why", "")))
+            if e.what == "written":
+                sha, size = raw.get("sha256"), raw.get("size")
+                if not isinstance(sha, str) or len(sha) != 64 or not isinstance(size, int):
+                    raise ValueError("written entry without sha256 and size: %r" % (raw,))
+                e.sha256, e.size = sha.lower(), size
+                run.entries.append(e)
+                continue
             path = _saved_path(run, raw.get("saved_as"))
             if "earlier_name" in raw:
                 e.earlier = _entry_name(raw, "earlier_name")
@@ -404,6 +427,23 @@ def _check_occupant(run: Run, name: str, returning: str) -> int:
                   % (size, printable_name(run.id)))
 
 
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(8 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _check_written(run: Run, e: RunEntry) -> int:
+    """A file the run wrote where there was none goes (set aside) when it is still the one the
+    run wrote, or one recover rebuilds from the log anyway; anything else is newer data."""
+    path = os.path.join(run.partition, e.target)
+    if _regular(path) and _sha256(path) == e.sha256:
+        return os.lstat(path).st_size
+    return _check_occupant(run, e.target, e.target)
+
+
 def _newer_segments(run: Run, present: Dict[str, int], exempt: List[str]) -> None:
     """Refuse when a segment (.log) with data was written after the run started and is not
     one the run touched: returning the run's segments or tails beside it would interleave
@@ -455,8 +495,14 @@ def plan_restore(run: Run) -> RestorePlan:
     exempt = [e.file for e in run.entries if e.what == "cut"]
     returns_log = False
     for e in reversed(run.entries):
-        saved = os.path.join(run.path, e.saved)
         target = os.path.join(run.partition, e.target)
+        if e.what == "written":
+            if e.target in present:
+                size = _check_written(run, e)
+                plan.steps.append(RestoreStep(DISPLACE, e.target, e, size=size))
+                del present[e.target]
+            continue
+        saved = os.path.join(run.path, e.saved)
         has_saved = _regular(saved)
         if e.what == "moved":
             if not has_saved:
@@ -599,9 +645,10 @@ def restore_run(run: Run, dry_run: bool = False) -> RestorePlan:
                 rename_noreplace(target, dst)
                 fsync_dir(os.path.dirname(dst))
                 fsync_dir(run.partition)
-                q.record(manifest_entry("moved", step.name, kept, "stood where run %s's %s "
-                                        "returned (kafkalog quarantine restore)"
-                                        % (printable_name(run.id), printable_name(e.target))))
+                why = ("written by run %s where there was no file" if e.what == "written"
+                       else "stood where run %%s's %s returned" % printable_name(e.target))
+                q.record(manifest_entry("moved", step.name, kept, why % printable_name(run.id)
+                                        + " (kafkalog quarantine restore)"))
             elif step.kind == RETURN:
                 rename_noreplace(saved, target)
                 fsync_dir(run.partition)
@@ -611,11 +658,12 @@ def restore_run(run: Run, dry_run: bool = False) -> RestorePlan:
             elif step.kind == REWRITE:
                 write_new(target, read_sized(saved, 64 << 20))
         plan.displaced_run = os.path.basename(q.path) if q.path else None
+        marker.restore()
+        # last: a restore killed before it is finished by a rerun (every step then done)
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         write_new(os.path.join(run.path, RESTORED), json.dumps(
             {"tool": RESTORE_TOOL, "time": now, "displacedTo": plan.displaced_run},
             indent=1).encode())
-        marker.restore()
     return plan
 
 
