@@ -840,3 +840,117 @@ def test_an_empty_last_segment_is_the_log_end(tmp_path):
     p = recover("--full", part.dir)
     assert p.returncode == 0, p.stdout
     assert files_in(part.dir) == before
+
+
+# -- a leader-epoch-checkpoint the broker cannot load -----------------------------------------------
+
+# Files LeaderEpochFileCache's constructor cannot load (CheckpointFile: IOException, the log
+# directory goes offline; assign: IllegalArgumentException for a negative entry), and one whose
+# entries do not increase (no cache wrote it).
+UNLOADABLE = {
+    "malformed-line": b"0\n2\n0 0\nzz 30\n",
+    "version": b"1\n2\n0 0\n2 30\n",
+    "count": b"0\n3\n0 0\n2 30\n",
+    "decreasing": b"0\n2\n2 30\n0 0\n",
+    "negative": b"0\n1\n-1 0\n",
+    "not-text": b"\xff\xfe\x00garbage",
+}
+
+
+def epochs_assigned(part_dir):
+    """The entries LeaderEpochFileCache.assign makes when every v2 batch of the partition is
+    observed in offset order (LogSegment.recover: a batch of a higher epoch starts it at its
+    base offset), the batches read with kafka-python."""
+    entries = []
+    for base, path in sorted((int(n[:20]), os.path.join(part_dir, n))
+                             for n in os.listdir(part_dir) if n.endswith(".log")):
+        for kb in kg.kafka_python_read(read(path), deep=False):
+            epoch = kb.batch.leader_epoch
+            if epoch >= 0 and (not entries or epoch > entries[-1][0]):
+                entries.append((epoch, kb.batch.base_offset))
+    return entries
+
+
+def kafkalog(*args):
+    return subprocess.run([sys.executable, "-m", "kafkalog_cli"] + [str(a) for a in args],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("garbled", sorted(UNLOADABLE))
+def test_a_checkpoint_the_broker_cannot_load_is_set_aside_and_rebuilt(tmp_path, garbled):
+    """The file is moved to quarantine, whole, and the checkpoint rebuilt from every segment's
+    batches, those below the recovery point too (epoch 0 starts in the first segment, which
+    recover does not read otherwise); verify-index then exits 0 and a second run has nothing
+    to do."""
+    import crashcheck as cc
+    part, _ = cc.write_seed(str(tmp_path / "logs"))
+    want = epochs_assigned(part)
+    assert [e for e, _ in want] == [0, 2] and want[0] == (0, 0)
+    path = os.path.join(part, "leader-epoch-checkpoint")
+    ig.write_file(path, UNLOADABLE[garbled])
+    p = recover("--format", "json", part)
+    assert p.returncode == 1, p
+    said = [json.loads(line) for line in p.stdout.splitlines()]
+    assert [o["type"] for o in said if o.get("file") == path] == ["moved", "leader_epochs"], said
+    assert read(path) == ig.leader_epoch_checkpoint(want).encode()
+    runs = os.listdir(os.path.join(part, QUARANTINE))
+    assert len(runs) == 1
+    run = os.path.join(part, QUARANTINE, runs[0])
+    assert read(os.path.join(run, "leader-epoch-checkpoint")) == UNLOADABLE[garbled]
+    manifest = json.loads(read(os.path.join(run, "manifest.json")))
+    assert [(e["what"], e["saved_as"]) for e in manifest["entries"]
+            if e["file"] == "leader-epoch-checkpoint"] == [("moved", "leader-epoch-checkpoint")]
+    v = kafkalog("verify-index", part)
+    assert v.returncode == 0, v
+    before = files_in(part)
+    p = recover(part)
+    assert p.returncode == 0, p
+    assert files_in(part) == before
+
+
+def test_a_checkpoint_the_broker_cannot_load_dry_run(tmp_path):
+    """--dry-run says what would be moved and written, and changes nothing."""
+    import crashcheck as cc
+    part, _ = cc.write_seed(str(tmp_path / "logs"))
+    path = os.path.join(part, "leader-epoch-checkpoint")
+    ig.write_file(path, UNLOADABLE["malformed-line"])
+    before = files_in(part)
+    p = recover("--dry-run", part)
+    assert "%s: would be moved to quarantine" % path in p.stdout, p.stdout
+    assert "%s: would be rewritten" % path in p.stdout, p.stdout
+    assert files_in(part) == before
+
+
+def test_an_unloadable_checkpoint_of_a_log_reset_to_its_start_is_cleared(tmp_path):
+    """Every segment below the log start offset (LogLoader deletes them all): the unloadable
+    file is set aside and an empty checkpoint written, as the broker's cleared cache."""
+    import crashcheck as cc
+    log_dir = str(tmp_path / "logs")
+    part, leo = cc.write_seed(log_dir)
+    ig.write_file(os.path.join(log_dir, "log-start-offset-checkpoint"),
+                  ig.offset_checkpoint([("other", 0, 0), (cc.TOPIC, 0, leo + 10)]))
+    path = os.path.join(part, "leader-epoch-checkpoint")
+    ig.write_file(path, UNLOADABLE["count"])
+    assert recover(log_dir).returncode == 1
+    assert read(path) == ig.leader_epoch_checkpoint([]).encode()
+    runs = os.listdir(os.path.join(part, QUARANTINE))
+    assert read(os.path.join(part, QUARANTINE, runs[0], "leader-epoch-checkpoint")) == \
+        UNLOADABLE["count"]
+
+
+@pytest.mark.slow   # a run killed before each of its file operations
+def test_an_unloadable_checkpoint_rebuilt_by_a_run_killed_before_every_file_operation(tmp_path):
+    """Killed before each file operation, then recover run again: the partition ends as one
+    uninterrupted run leaves it. The recovery point is past the first segment, whose batches
+    start epoch 0: a run that left the partition without a checkpoint (moved away, the new
+    one not yet written) would have the rerun rebuild from the recovered segments only."""
+    import crashcheck as cc
+    seed = str(tmp_path / "seed" / "logs")
+    part, _ = cc.write_seed(seed)
+    ig.write_file(os.path.join(part, "leader-epoch-checkpoint"), UNLOADABLE["malformed-line"])
+    c = cc.Campaign(tmp_path, seed, lambda part: ["recover", part], lambda part, out: None)
+    assert c.want["%s/leader-epoch-checkpoint" % cc.PARTITION] == \
+        ig.leader_epoch_checkpoint(epochs_assigned(part)).encode()
+    c.every_step()
+    print(c.stats)
+    assert not c.failures, "\n".join(c.failures)

@@ -58,7 +58,7 @@ from ..format.records import Batch, Records
 from . import checkpoints, names
 from .files import FileFormatError, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
-from .leader_epochs import LeaderEpochCache
+from .leader_epochs import LeaderEpochCache, read_checkpoint_strict
 from .logdir import CleanShutdownMarker, LogDir
 from .producer_state import (InvalidTxnStateError, ProducerState, end_marker, load_state,
                              stray_snapshots)
@@ -81,12 +81,16 @@ class Action:
     saved to quarantine first), write a rebuilt index file, or split a .log whose offsets
     overflow into the segments ``pieces`` [(base offset, start, end)] (``split_segment``)."""
 
-    __slots__ = ("kind", "name", "why", "target", "start", "end", "data", "pieces")
+    __slots__ = ("kind", "name", "why", "target", "start", "end", "data", "pieces", "in_place")
 
     def __init__(self, kind: str, name: str, why: str, target: str = "", start: int = 0,
                  end: int = 0, data: bytes = b"",
-                 pieces: Optional[List[Tuple[int, int, int]]] = None) -> None:
+                 pieces: Optional[List[Tuple[int, int, int]]] = None,
+                 in_place: bool = False) -> None:
         self.pieces = pieces or []
+        # MOVE: the file stays under its name until the next action (EPOCHS) replaces it (a
+        # hard link to it is made in quarantine, not a rename: see ``_plan_epochs_aside``)
+        self.in_place = in_place
         self.kind = kind
         self.name = name      # file name inside the partition directory
         self.why = why
@@ -546,14 +550,20 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     # Names are Kafka's (a 20-digit offset), so each log has a base offset of its own.
     logs = names.live_log_bases(view)
     _plan_orphan_indexes(plan, view, logs)
-    epochs = _leader_epochs(plan, view)
+    epochs, unloadable = _leader_epochs(plan, view)
     before = list(epochs.entries) if epochs is not None else []
     _plan_segments(plan, view, logs, interval, max_message_size, epochs)
     if plan.split is None and log_start_offset is not None and (
             plan.log_end_offset is None or plan.log_end_offset < log_start_offset):
-        _plan_log_start_reset(plan, view, log_start_offset, epochs)
+        _plan_log_start_reset(plan, view, log_start_offset, epochs, unloadable)
         return plan
-    if epochs is not None and plan.split is None:
+    if unloadable is not None and plan.split is None:
+        rebuilt = _rebuilt_leader_epochs(plan, view, max_message_size, log_start_offset)
+        _plan_epochs_aside(plan, unloadable, rebuilt, "rebuilt from the log: %s (the entries "
+                           "LeaderEpochFileCache.assign gives every v2 batch from the log start, "
+                           "truncated at the log end offset %s)"
+                           % (_entries_text(rebuilt), plan.log_end_offset))
+    elif epochs is not None and plan.split is None:
         _plan_leader_epochs(plan, view, epochs, before)
     if plan.split is None:
         _plan_snapshots(plan, view, logs, max_message_size, log_start_offset)
@@ -614,7 +624,8 @@ def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
 
 
 def _plan_log_start_reset(plan: PartitionPlan, view: Dict[str, str], log_start_offset: int,
-                          epochs: Optional[LeaderEpochCache]) -> None:
+                          epochs: Optional[LeaderEpochCache],
+                          unloadable: Optional[str] = None) -> None:
     """LogLoader.recoverLog when the log end offset is below the log start offset
     (log-start-offset-checkpoint), or no segment is left: every segment goes (set aside), the
     leader epoch cache is cleared, the producer state starts afresh at the log start offset
@@ -636,7 +647,9 @@ def _plan_log_start_reset(plan: PartitionPlan, view: Dict[str, str], log_start_o
         if n not in moved and os.path.lexists(os.path.join(plan.directory, view[n])):
             plan.add(MOVE, n, why)   # (a file recovery meant to write is not there yet)
         del view[n]
-    if epochs is not None and epochs.entries:
+    if unloadable is not None:
+        _plan_epochs_aside(plan, unloadable, LeaderEpochCache(), "leader epochs cleared: " + why)
+    elif epochs is not None and epochs.entries:
         plan.add(EPOCHS, names.LEADER_EPOCH_CHECKPOINT, "leader epochs cleared: " + why,
                  data=LeaderEpochCache().checkpoint_bytes())
     for kind in (names.INDEX, names.TIMEINDEX, names.LOG):
@@ -647,20 +660,80 @@ def _plan_log_start_reset(plan: PartitionPlan, view: Dict[str, str], log_start_o
     plan.log_end_offset = log_start_offset
 
 
-def _leader_epochs(plan: PartitionPlan, view: Dict[str, str]) -> Optional[LeaderEpochCache]:
-    """The partition's leader epoch cache as the broker loads it (empty without a file), or
-    None when the file cannot be used (not a regular file, malformed: reported, left alone)."""
+def _leader_epochs(plan: PartitionPlan, view: Dict[str, str]
+                   ) -> Tuple[Optional[LeaderEpochCache], Optional[str]]:
+    """The partition's leader epoch cache as the broker loads it (empty without a file), and
+    None; or (None, why) for a file the broker cannot load; (None, None) when the name is held
+    by something that is not a regular file (reported, left alone).
+
+    The file is read as LeaderEpochFileCache's constructor reads it and held to what the cache
+    keeps (``read_checkpoint_strict``). A broker that cannot read it (CheckpointFile throws an
+    IOException: a bad version, a malformed line, a wrong count; CheckpointFileWithFailureHandler
+    turns it into a KafkaStorageException and marks the whole log directory offline) or whose
+    cache refuses an entry (LeaderEpochFileCache.assign: IllegalArgumentException for a negative
+    one) never loads the partition; entries that do not increase are ones no cache wrote. Such a
+    file is set aside and rebuilt from the log (``_plan_epochs_aside``)."""
     n = names.LEADER_EPOCH_CHECKPOINT
     if n in plan.blocked:
-        return None
+        return None, None
     if n not in view:
-        return LeaderEpochCache()
+        return LeaderEpochCache(), None
     try:
-        return LeaderEpochCache(checkpoints.read_leader_epochs(os.path.join(plan.directory,
-                                                                             view[n])))
+        return LeaderEpochCache(read_checkpoint_strict(os.path.join(plan.directory,
+                                                                    view[n]))), None
     except (OSError, KafkalogError) as e:
-        plan.notes.append((n, "not read (%s): leader epochs not updated, left alone" % e))
-        return None
+        return None, (e.strerror or str(e)) if isinstance(e, OSError) else _without_path(
+            str(e), os.path.join(plan.directory, view[n]))
+
+
+def _without_path(message: str, path: str) -> str:
+    return message[len(path) + 2:] if message.startswith(path + ": ") else message
+
+
+def _entries_text(cache: LeaderEpochCache) -> str:
+    return ", ".join("%d@%d" % e for e in cache.entries) or "none"
+
+
+def _rebuilt_leader_epochs(plan: PartitionPlan, view: Dict[str, str], max_message_size: int,
+                           log_start_offset: Optional[int]) -> LeaderEpochCache:
+    """The leader epoch cache of the log this plan leaves: every v2 batch of the segments kept
+    (as far as each is kept: a cut segment up to its cut), headers only, observed in offset
+    order as LogSegment.recover observes them (LeaderEpochFileCache.assign of each epoch above
+    the latest, at its batch's base offset); then truncated as LogLoader truncates the cache
+    once the log is loaded: at the log end offset (truncateFromEnd) and at the log start offset
+    of log-start-offset-checkpoint (truncateFromStart)."""
+    cache = LeaderEpochCache()
+    for report in plan.segments:
+        if report.moved or report.name not in view:
+            continue
+        source = Segment.at(os.path.join(plan.directory, view[report.name]))
+        with source.open(max_message_size) as log:
+            for batch in log.batches():
+                if batch.position + batch.size > report.kept:
+                    break
+                if batch.magic >= 2:
+                    cache.observe(batch.partition_leader_epoch, batch.base_offset)
+    if plan.log_end_offset is not None:
+        cache.truncate_from_end(plan.log_end_offset)
+    if log_start_offset is not None:
+        cache.truncate_from_start(log_start_offset)
+    return cache
+
+
+def _plan_epochs_aside(plan: PartitionPlan, problem: str, cache: LeaderEpochCache,
+                       why: str) -> None:
+    """A leader-epoch-checkpoint the broker cannot load is set aside in quarantine (MOVE) and
+    ``cache`` written in its place (EPOCHS). The move is made as a hard link in quarantine and
+    the file stays under its name until the atomic write (a temporary file flushed, then
+    renamed) replaces it: at every instant the name holds the old file or the new one, never
+    nothing. A partition without the file would be loaded with an empty cache filled from the
+    recovered segments only, so a run killed between a plain move and the write would leave a
+    rerun a different result; this way the rerun finds the old file and does it all again."""
+    n = names.LEADER_EPOCH_CHECKPOINT
+    plan.add(MOVE, n, "cannot be loaded by the broker (%s): LeaderEpochFileCache fails to read "
+             "it and the log directory goes offline; set aside, replaced by one rebuilt from "
+             "the log" % problem, in_place=True)
+    plan.add(EPOCHS, n, why, data=cache.checkpoint_bytes())
 
 
 def _plan_leader_epochs(plan: PartitionPlan, view: Dict[str, str], epochs: LeaderEpochCache,
@@ -988,11 +1061,17 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
         return q.path
     directory = plan.directory
     earlier: Dict[str, str] = {}  # name -> the .swap name it had before this run renamed it
+    in_place: Set[str] = set()    # set aside by a link, to be replaced by the next action
     for a in plan.actions:
         src = os.path.join(directory, a.name)
         if a.kind == REMOVE:
             os.unlink(src)  # our own half-written temporary: the real file is intact
             fsync_dir(directory)
+        elif a.kind == MOVE and a.in_place:
+            saved = q.reserve(a.name)
+            _link_aside(src, os.path.join(q.folder(), saved))
+            q.record(manifest_entry("moved", a.name, saved, a.why))
+            in_place.add(a.name)
         elif a.kind == MOVE:
             saved = q.reserve(a.name)
             rename_noreplace(src, os.path.join(q.folder(), saved))
@@ -1019,13 +1098,28 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
         elif a.kind == SPLIT:
             split_segment(directory, a.name, a.pieces)
         elif a.kind == EPOCHS:
-            if os.path.isfile(src):
+            if a.name in in_place:
+                in_place.discard(a.name)  # its old bytes are in quarantine (linked) already
+            elif os.path.isfile(src):
                 # a checkpoint is replaced as the broker replaces it, its old bytes kept
                 saved = q.reserve(a.name)
                 write_new(os.path.join(q.folder(), saved), read_sized(src, MAX_INDEX_READ))
                 q.record(manifest_entry("copied", a.name, saved, a.why))
             write_atomically(src, a.data)
     return q.path
+
+
+def _link_aside(src: str, dst: str) -> None:
+    """Put the file ``src`` at ``dst`` (in quarantine) as a hard link, ``src`` left in place (a
+    copy of its bytes where the file system has no hard links); both directories flushed."""
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
+            raise
+        write_new(dst, read_sized(src, MAX_INDEX_READ))
+    fsync_dir(os.path.dirname(dst))
+    fsync_dir(os.path.dirname(src))
 
 
 # A split leaves segments that fit by construction: one partition is split this many times at
