@@ -263,13 +263,19 @@ def test_restore_refused_when_the_log_grew(tmp_path):
     assert not [r for r in runs_of(part.dir) if r != run_id]  # no displacement run made
 
 
-def test_restore_refused_over_a_newer_segment(tmp_path):
-    """A segment set aside does not come back over a .log written since."""
+@pytest.mark.parametrize("where", ["same-name", "log-end"])
+def test_restore_refused_over_a_newer_segment(tmp_path, where):
+    """Segments set aside do not come back over a .log written since (same-name), nor beside
+    one (log-end: a broker rolled a segment at the log end recover left)."""
     log_dir, part = damaged(tmp_path, "later-segment")
     assert run("recover", log_dir).code == 1
     (run_id,) = runs_of(part.dir)
-    newer = os.path.join(part.dir, name(part.bases[1], "log"))
-    ig.write_file(newer, part.segs[1].data[:100])
+    if where == "same-name":
+        ig.write_file(os.path.join(part.dir, name(part.bases[1], "log")), part.segs[1].data[:100])
+    else:
+        _, prefix = mut_flipped_bit(part.segs[0].data)
+        leo = ig.read_log(part.segs[0].data[:prefix])[-1].last_offset + 1
+        ig.write_file(os.path.join(part.dir, name(leo, "log")), part.segs[0].data[:61])
     now = state(log_dir)
     res = run("quarantine", "restore", part.dir, run_id)
     assert res.code == 2 and len(res.err_lines) == 1 and "newer data" in res.err, res
@@ -290,6 +296,20 @@ def test_interrupted_restore_is_finished_by_a_rerun(tmp_path):
     res = run("quarantine", "restore", part.dir, run_id)
     assert res.code == 0, res
     assert state(log_dir)[rel] == before[rel]
+
+
+def test_unreadable_manifest(tmp_path):
+    log_dir, part = damaged(tmp_path, "torn-tail")
+    assert run("recover", log_dir).code == 1
+    (run_id,) = runs_of(part.dir)
+    with open(os.path.join(part.dir, QUARANTINE, run_id, "manifest.json"), "ab") as f:
+        f.write(b"{")
+    res = run("quarantine", "list", log_dir)
+    assert res.code == 2 and "manifest not read" in res.out, res
+    now = state(log_dir)
+    res = run("quarantine", "restore", log_dir, run_id)
+    assert res.code == 2 and len(res.err_lines) == 1 and "manifest not read" in res.err, res
+    assert state(log_dir) == now
 
 
 def set_run_time(part_dir, run_id, when):
