@@ -84,7 +84,7 @@ def quarantine():
     """
 
 
-@quarantine.command("list")
+@quarantine.command("list", short_help="Every run under PATH: when, what it holds.")
 @click.argument("path", type=click.Path(readable=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="text: a table on a terminal, lines on a pipe; json: one "
@@ -163,7 +163,7 @@ def _warn_if_locked(partition):
                    "before a real restore" % (e.strerror or e), err=True)
 
 
-@quarantine.command("restore")
+@quarantine.command("restore", short_help="Put back what run RUN set aside.")
 @click.argument("path", type=click.Path(readable=False))
 @click.argument("run_id", metavar="RUN")
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
@@ -239,7 +239,7 @@ def restore_cmd(path, run_id, dry_run, fmt):
     sys.exit(0)
 
 
-@quarantine.command("purge")
+@quarantine.command("purge", short_help="Delete the runs older than --older-than DAYS.")
 @click.argument("path", type=click.Path(readable=False))
 @click.option("--older-than", "days", type=click.FloatRange(0), required=True, metavar="DAYS",
               help="Delete the runs that started more than this many days ago.")
