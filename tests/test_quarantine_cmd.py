@@ -496,3 +496,17 @@ def test_restore_then_recover_after_a_clean_shutdown(tmp_path):
     assert run("quarantine", "restore", part.dir, run_id).code == 0
     assert run("recover", log_dir).code == 1
     assert state(log_dir) == recovered
+
+
+def test_a_half_purged_run_is_never_listed_and_the_next_purge_removes_it(tmp_path):
+    log_dir, part = damaged(tmp_path, "torn-tail")
+    assert run("recover", log_dir).code == 1
+    (run_id,) = runs_of(part.dir)
+    root = os.path.join(part.dir, QUARANTINE)
+    # what a purge killed after its rename leaves
+    os.rename(os.path.join(root, run_id), os.path.join(root, "." + run_id + ".purging"))
+    res = run("quarantine", "list", log_dir, "--format", "json")
+    assert res.code == 0 and res.out == "", res
+    res = run("quarantine", "purge", log_dir, "--older-than", "1")
+    assert res.code == 0, res
+    assert os.listdir(root) == []
