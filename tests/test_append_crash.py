@@ -30,7 +30,7 @@ import kafkagen as kg
 # Randomized SIGKILL runs, about a minute: left out of the quick suite (pytest -m "not slow").
 pytestmark = pytest.mark.slow
 
-KILLS = 50
+KILLS = 25   # the 50 random kills of the acceptance are in test_crash_state
 FLUSH = 200
 SEED = int(os.environ.get("KAFKALOG_CRASH_SEED", "20241105"))
 BUDGET_S = 80
