@@ -9,6 +9,7 @@ attribute of kafka-python's own parse is used.
 import base64
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -284,15 +285,34 @@ def b64(x):
     return None if x is None else base64.b64encode(x).decode("ascii")
 
 
+def lossless(x):
+    """The JSON vocabulary's bytes: UTF-8 text when valid, else {"base64": ...}."""
+    if x is None:
+        return None
+    try:
+        return x.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(x).decode("ascii")}
+
+
+def topic_partition_of(path):
+    """(topic, partition) from the name of the directory holding ``path``: <topic>-<n>."""
+    name = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    m = re.fullmatch(r"(.+)-([0-9]+)", name)
+    return (m.group(1), int(m.group(2))) if m else (None, None)
+
+
 def expected_json_batch(kb, path):
     b = kb.batch
     legacy = b.magic < 2
     attrs = b.attributes & 0xFF if not legacy else 0
+    topic, partition = topic_partition_of(path)
     return {
-        "type": "batch", "file": path, "position": kb.position, "size": b.size_in_bytes,
+        "type": "batch", "topic": topic, "partition": partition,
+        "file": path, "position": kb.position, "size": b.size_in_bytes,
         "magic": b.magic, "baseOffset": b.base_offset,
         "lastOffset": b.base_offset if legacy else b.last_offset,
-        "crc": b._crc if legacy else b.crc, "isvalid": kb.crc_ok,
+        "crc": b._crc if legacy else b.crc, "isValid": kb.crc_ok,
         "compresscodec": codec_name(b), "timestampType": ts_label(b),
         "maxTimestamp": _legacy_ts(b) if legacy else b.max_timestamp,
         "producerId": -1 if legacy else b.producer_id,
@@ -313,17 +333,22 @@ def expected_json_record(kb, r, path):
         valid, crc = kb.crc_ok, b.crc
     else:
         valid, crc = r.validate_crc(), r.checksum
-    obj = {"type": "record", "file": path, "offset": r.offset, "position": kb.position,
+    topic, partition = topic_partition_of(path)
+    obj = {"type": "record", "topic": topic, "partition": partition, "file": path,
+           "offset": r.offset, "position": kb.position,
            "timestamp": -1 if r.timestamp is None else r.timestamp, "timestampType": ts_label(b),
            "keySize": size_of(r.key), "valueSize": size_of(r.value),
-           "headers": [{"key": k, "value": b64(v)} for k, v in (r.headers or [])],
-           "sequence": record_sequence(b, r), "isvalid": valid, "crc": crc}
+           "key": lossless(r.key), "value": lossless(r.value),
+           "headers": [[k, lossless(v)] for k, v in (r.headers or [])],
+           "sequence": record_sequence(b, r), "isValid": valid, "crc": crc}
     if b.magic >= 2 and b.is_control_batch:
         name, epoch = control_fields(r)
         obj.update({"controlType": name, "controlTypeId": r.type, "coordinatorEpoch": epoch})
     else:
-        obj["key"] = b64(r.key)
-        obj["payload"] = b64(r.value)
+        obj["keyDecoded"] = b64(r.key)
+        obj["valueDecoded"] = b64(r.value)
+    if r.headers:
+        obj["headersDecoded"] = [[k, b64(v)] for k, v in r.headers]
     return obj
 
 
@@ -356,6 +381,12 @@ def check_json_dump(res, path, data, deep=True):
             "invalid_bytes", path, len(data) - trailing, trailing)
         assert isinstance(inv["reason"], str) and inv["reason"]
         i += 1
+    summary = objs[i]
+    assert summary["type"] == "summary" and summary["command"] == "dump", summary
+    assert summary["batches"] == len(kbs), summary
+    assert summary["records"] == (sum(len(kb.records) for kb in kbs) if deep else 0), summary
+    assert summary["invalidBytes"] == trailing, summary
+    i += 1
     assert i == len(objs), objs[i:]
 
 

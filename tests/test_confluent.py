@@ -112,7 +112,7 @@ def test_value_schema_decodes_avro_text_and_json(tmp_path):
     res = dump("--value-schema", schema, "--format", "json", seg)
     assert res.code == 0, res
     recs = json_records(res)
-    assert [r["payload"] for r in recs] == [
+    assert [r["valueDecoded"] for r in recs] == [
         {"schemaId": 7, "format": "avro", "body": as_json(u)} for u in users]
 
 
@@ -123,7 +123,7 @@ def test_non_finite_doubles_are_strings_in_strict_json(tmp_path):
     res = dump("--value-schema", schema, "--format", "json", seg)
     assert res.code == 0, res
     assert "NaN" not in res.out.replace('"NaN"', "")
-    assert [r["payload"]["body"]["score"] for r in json_records(res)] == [
+    assert [r["valueDecoded"]["body"]["score"] for r in json_records(res)] == [
         "NaN", "Infinity", "-Infinity"]
 
 
@@ -135,9 +135,9 @@ def test_key_schema_and_value_schema_together(tmp_path):
     res = dump("--key-schema", kschema, "--value-schema", vschema, "--format", "json", seg)
     assert res.code == 0, res
     recs = json_records(res)
-    assert [r["key"] for r in recs] == [
+    assert [r["keyDecoded"] for r in recs] == [
         {"schemaId": 3, "format": "avro", "body": {"tenant": "t%d" % i}} for i in range(3)]
-    assert [r["payload"]["body"] for r in recs] == [as_json(user1(i)) for i in range(3)]
+    assert [r["valueDecoded"]["body"] for r in recs] == [as_json(user1(i)) for i in range(3)]
 
 
 # -- --schema-dir ----------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def test_schema_dir_several_ids_and_kinds(tmp_path):
 
     res = dump("--value-decoder", "confluent", "--schema-dir", schemas, "--format", "json", seg)
     assert res.code == 0, res
-    got = [r["payload"] for r in json_records(res)]
+    got = [r["valueDecoded"] for r in json_records(res)]
     assert got[0] == {"schemaId": 1, "format": "avro", "body": as_json(user1(1))}
     assert got[1] == {"schemaId": 2, "format": "avro", "body": v2}
     assert got[2] == {"schemaId": 3, "format": "protobuf", "messageIndexes": [0],
@@ -200,8 +200,8 @@ def test_value_schema_wins_over_schema_dir_for_values(tmp_path):
                "--format", "json", seg)
     assert res.code == 0, res
     (rec,) = json_records(res)
-    assert rec["key"] == {"schemaId": 3, "format": "avro", "body": {"tenant": "k"}}
-    assert rec["payload"] == {"schemaId": 77, "format": "avro", "body": v2}
+    assert rec["keyDecoded"] == {"schemaId": 3, "format": "avro", "body": {"tenant": "k"}}
+    assert rec["valueDecoded"] == {"schemaId": 77, "format": "avro", "body": v2}
 
 
 # -- Protobuf message indexes without a schema directory ------------------------------------------
@@ -214,7 +214,7 @@ def test_protobuf_message_indexes(tmp_path, indexes):
     res = dump("--value-schema", proto, "--format", "json", seg)
     assert res.code == 0, res
     (rec,) = json_records(res)
-    assert rec["payload"] == {"schemaId": 12, "format": "protobuf", "messageIndexes": indexes,
+    assert rec["valueDecoded"] == {"schemaId": 12, "format": "protobuf", "messageIndexes": indexes,
                               "body": b64(body)}
     res = dump("--value-schema", proto, "--format", "messages", seg)
     assert res.code == 0, res
@@ -232,7 +232,7 @@ def test_protobuf_message_indexes_that_do_not_decode(tmp_path):
     seg = segment(tmp_path, values)
     res = dump("--value-schema", proto, "--format", "json", seg)
     assert res.code == 0, res
-    got = [r["payload"] for r in json_records(res)]
+    got = [r["valueDecoded"] for r in json_records(res)]
     for bad, value in zip(got[:4], values):
         assert bad["schemaId"] == 5 and bad["error"] and bad["bytes"] == b64(value), bad
         assert "format" not in bad
@@ -253,7 +253,7 @@ def test_confluent_without_schema_shows_id_and_body(tmp_path):
                              "schemaId: -1 bytes: "]
     assert " key: plain payload: schemaId: 21 " in res.lines[3]
     res = dump("--value-decoder", "confluent", "--format", "json", seg)
-    assert [r["payload"] for r in json_records(res)] == [
+    assert [r["valueDecoded"] for r in json_records(res)] == [
         {"schemaId": 21, "format": "bytes", "body": b64(avro_body)},
         {"schemaId": 22, "format": "json", "body": {"k": {"n": None}}},
         {"schemaId": -1, "format": "bytes", "body": ""}]
@@ -264,7 +264,8 @@ def test_header_values_stay_strings(tmp_path):
     res = dump("--value-decoder", "confluent", "--format", "json", seg)
     assert res.code == 0, res
     (rec,) = json_records(res)
-    assert rec["headers"] == [{"key": "trace", "value": "abc"}, {"key": "none", "value": None}]
+    assert rec["headersDecoded"] == [["trace", "abc"], ["none", None]]
+    assert rec["headers"] == [["trace", "abc"], ["none", None]]
 
 
 # -- per-record errors ---------------------------------------------------------------------------
@@ -302,7 +303,7 @@ def test_bad_records_are_said_in_their_line_and_the_dump_goes_on(tmp_path):
 
     res = dump("--value-schema", schema, "--format", "json", seg)
     assert res.code == 0, res
-    got = [r["payload"] for r in json_records(res)]
+    got = [r["valueDecoded"] for r in json_records(res)]
     for obj, value in zip(got[:7], values):
         assert set(obj) <= {"schemaId", "error", "bytes"} and obj["error"], obj
         assert obj["bytes"] == b64(value)
@@ -397,7 +398,7 @@ def test_every_avro_type_and_logical_types(tmp_path):
     res = dump("--value-schema", schema, "--format", "json", seg)
     assert res.code == 0, res
     (rec,) = json_records(res)
-    body = rec["payload"]["body"]
+    body = rec["valueDecoded"]["body"]
     assert body["e"] == "GREEN" and body["e2"] == "RED" and body["flag"] is True
     assert body["fx"] == b64(b"\x00\x01\x02\x03")
     assert body["m"] == {"a": None, "b": 1.5, "c": "RED"}
@@ -417,7 +418,7 @@ def test_array_blocks_with_byte_sizes(tmp_path):
     seg = segment(tmp_path, [frame(1, body)])
     res = dump("--value-schema", schema, "--format", "json", seg)
     assert res.code == 0, res
-    assert json_records(res)[0]["payload"]["body"] == [1, -300, 7]
+    assert json_records(res)[0]["valueDecoded"]["body"] == [1, -300, 7]
 
 
 @pytest.mark.parametrize("sch,body", [
@@ -440,7 +441,7 @@ def test_hostile_avro_bodies_are_per_record_errors(tmp_path, sch, body):
                                                  else b"")])
     res = dump("--value-schema", schema, "--format", "json", seg)
     assert res.code == 0, res
-    first = json_records(res)[0]["payload"]
+    first = json_records(res)[0]["valueDecoded"]
     assert first["schemaId"] == 1 and "Avro body does not decode" in first["error"], first
     assert first["bytes"] == b64(frame(1, body))
 
@@ -451,10 +452,10 @@ def test_json_schema_body_that_is_not_json(tmp_path):
     seg = segment(tmp_path, values)
     res = dump("--value-schema", schema, "--format", "json", seg)
     assert res.code == 0, res
-    got = [r["payload"] for r in json_records(res)]
+    got = [r["valueDecoded"] for r in json_records(res)]
     for obj, value in zip(got[:3], values):
         assert obj["schemaId"] == 8 and obj["error"] and obj["bytes"] == b64(value), obj
     # a number no float holds, written as it was (strict JSON has no Infinity)
-    assert '"payload":{"schemaId":8,"format":"json","body":[1e999]}' in res.out
+    assert '"valueDecoded":{"schemaId":8,"format":"json","body":[1e999]}' in res.out
     res = dump("--value-schema", schema, seg)
     assert payloads(res)[3] == "schemaId: 8 json: [1e999]"

@@ -408,11 +408,11 @@ def test_dump_offsets_decoder_json_embeds_objects(tmp_path):
     recs = [o for o in json_objects(res) if o["type"] == "record"]
     assert recs[0]["keyDecoded"] == {"type": "1", "data": {"group": "g1", "topic": "orders",
                                                            "partition": 0}}
-    assert recs[0]["payloadDecoded"]["data"]["offset"] == 100
-    assert recs[1]["payloadDecoded"] == "<DELETE>"
+    assert recs[0]["valueDecoded"]["data"]["offset"] == 100
+    assert recs[1]["valueDecoded"] == "<DELETE>"
     assert recs[2]["keyError"] == "Unknown record type 42 at offset 2, skipping."
-    assert "payloadDecoded" not in recs[2]
-    assert isinstance(recs[3]["payloadDecoded"]["data"]["members"][0]["subscription"], dict)
+    assert "valueDecoded" not in recs[2]
+    assert isinstance(recs[3]["valueDecoded"]["data"]["members"][0]["subscription"], dict)
 
 
 def test_dump_transaction_log_decoder_and_precedence(tmp_path):

@@ -1,6 +1,7 @@
 """`kafkalog dump` against an independent reader: every printed field is compared with what
 kafka-python parses from the same bytes (files written by kafka-python through kafkagen)."""
 
+import base64
 import json
 import os
 import struct
@@ -8,6 +9,7 @@ import struct
 import pytest
 from crc32c import crc32c
 
+import dumpcheck as dc
 import kafkagen as kg
 from dumpcheck import (batch_pairs, check_json_dump, check_kafka_dump, check_messages_dump, dump,
                        dump_subprocess, expected_nonconsecutive, kafka_python_read, pairs,
@@ -94,7 +96,7 @@ def test_json_batches_only(segment):
 
 
 def test_json_string_decoder(segment):
-    """Default (string) decoding in JSON: text decoded as UTF-8 with replacement."""
+    """Default decoding in JSON: UTF-8 text when valid, {"base64": ...} otherwise (lossless)."""
     path, data, _, _, _ = segment
     res = dump("--format", "json", "--deep-iteration", path)
     assert res.code == 0, res
@@ -105,8 +107,8 @@ def test_json_string_decoder(segment):
     assert len(got) == len(expected)
     for o, r in zip(got, expected):
         assert o["offset"] == r.offset
-        assert o["key"] == (None if r.key is None else r.key.decode("utf-8", "replace"))
-        assert o["payload"] == (None if r.value is None else r.value.decode("utf-8", "replace"))
+        assert o["key"] == dc.lossless(r.key)
+        assert o["value"] == dc.lossless(r.value)
 
 
 def test_messages(segment):
@@ -301,7 +303,12 @@ def test_malformed_utf8_is_replaced(tmp_path, raw, text):
     assert res.lines[3].endswith("headerKeys: [] key: %s payload: %s" % (text, text))
     res = dump("--format", "json", "--print-data-log", path)
     rec = [o for o in map(json.loads, res.lines) if o["type"] == "record"][0]
-    assert (rec["key"], rec["payload"]) == (text, text)
+    # JSON is lossless: malformed UTF-8 comes out as base64, valid UTF-8 as its text
+    try:
+        expected = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        expected = {"base64": base64.b64encode(raw).decode("ascii")}
+    assert (rec["key"], rec["value"]) == (expected, expected)
 
 
 def test_binary_payload_with_newlines_is_printed_raw(tmp_path):
@@ -311,7 +318,8 @@ def test_binary_payload_with_newlines_is_printed_raw(tmp_path):
     res = dump("--print-data-log", path)
     assert res.code == 0, res
     assert res.out.endswith(" payload: line1\nline2\r\n\x00\x01end\n")
-    res = dump("--format", "json", "--print-data-log", "--value-decoder", "base64", path)
+    res = dump("--format", "json", "--print-data-log", "--key-decoder", "base64",
+               "--value-decoder", "base64", path)
     check_json_dump(res, path, data)
 
 
@@ -479,7 +487,7 @@ def test_unknown_codec_id_is_invalid(tmp_path, codec_id, flags):
     if "json" in flags:
         objs = [json.loads(line) for line in res.lines]
         assert [o["type"] for o in objs if o["type"] == "batch"] == ["batch"] * 3
-        assert objs[1]["position"] == len(before) and objs[1]["isvalid"] is True
+        assert objs[1]["position"] == len(before) and objs[1]["isValid"] is True
         return
     batch_lines = [line for line in res.lines if line.startswith("baseOffset")]
     assert len(batch_lines) == 3

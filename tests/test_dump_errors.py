@@ -105,7 +105,8 @@ def test_zero_filled_tail(tmp_path, n):
     assert res.lines[-1] == "Found %d invalid bytes at the end of %s" % (n, os.path.basename(path))
     res = dump("--format", "json", path)
     assert res.code == 1
-    inv = json.loads(res.lines[-1])
+    inv = json.loads(res.lines[-2])
+    assert json.loads(res.lines[-1])["invalidBytes"] == n
     assert (inv["type"], inv["position"], inv["size"]) == ("invalid_bytes", len(good), n)
 
 
@@ -149,7 +150,9 @@ def test_flipped_bit_is_a_crc_mismatch(tmp_path, index, offset_in_batch):
     assert res.code == 1, res
     assert "Traceback" not in res.err
     res = dump("--format", "json", path)
-    assert [json.loads(line)["isvalid"] for line in res.lines] == [i != index for i in range(len(kbs))]
+    objs = [json.loads(line) for line in res.lines]
+    assert [o["isValid"] for o in objs[:-1]] == [i != index for i in range(len(kbs))]
+    assert objs[-1]["type"] == "summary" and objs[-1]["invalidBatches"] == 1
 
 
 def test_flipped_bit_in_uncompressed_records_is_printed_as_read(tmp_path):
@@ -272,7 +275,7 @@ def test_empty_file(tmp_path):
     assert res.lines == ["Dumping %s" % path, "Log starting offset: 0"]
     assert res.err == ""
     res = dump("--format", "json", path)
-    assert (res.code, res.out) == (0, "")
+    assert res.code == 0 and [json.loads(line)["type"] for line in res.lines] == ["summary"]
 
 
 @pytest.mark.slow
@@ -355,7 +358,7 @@ def test_decompression_bomb_json(bombs):
                bombs["v2-gzip"])
     assert res.code == 0, res
     objs = [json.loads(line) for line in res.lines]
-    assert [o["type"] for o in objs] == ["batch", "records_not_decoded"]
+    assert [o["type"] for o in objs] == ["batch", "records_not_decoded", "summary"]
     assert objs[1]["inflateLimit"] == 16 * 1024
     assert (objs[1]["baseOffset"], objs[1]["lastOffset"]) == (0, 0)
 

@@ -10,7 +10,7 @@ import pytest
 
 import kafkagen as kg
 from dumpcheck import (batch_pairs, check_kafka_dump, dump, expected_nonconsecutive,
-                       kafka_file_lines_check, kafka_python_read, pairs, record_meta_pairs,
+                       kafka_file_lines_check, kafka_python_read, lossless, pairs, record_meta_pairs,
                        record_offsets, split_record_line)
 
 pytestmark = pytest.mark.usefixtures("implementation")
@@ -258,9 +258,11 @@ def test_decoders_in_json(typed_segment):
     assert res.code == 0, res
     recs = [json.loads(line) for line in res.lines if '"type":"record"' in line]
     exp = [r for kb in kafka_python_read(data) for r in kb.records]
-    assert [(o["key"], o["payload"], o["headers"]) for o in recs] == [
+    assert [(o["keyDecoded"], o["valueDecoded"], o["headersDecoded"]) for o in recs] == [
         (struct.unpack(">i", r.key)[0], struct.unpack(">q", r.value)[0],
-         [{"key": "h", "value": struct.unpack(">q", r.headers[0][1])[0]}]) for r in exp]
+         [["h", struct.unpack(">q", r.headers[0][1])[0]]]) for r in exp]
+    # the bytes themselves, lossless (binary: base64)
+    assert [o["value"] for o in recs] == [lossless(r.value) for r in exp]
 
 
 def test_json_decoder(tmp_path):
@@ -274,8 +276,9 @@ def test_json_decoder(tmp_path):
                            "key: plain payload: not json {"]
     res = dump("--format", "json", "--value-decoder", "json", path)
     recs = [json.loads(line) for line in res.lines if '"type":"record"' in line]
-    assert recs[0]["payload"] == {"a": [1, 2, {"b": None}], "s": "é"}
-    assert recs[1]["payload"] == "not json {"
+    assert recs[0]["valueDecoded"] == {"a": [1, 2, {"b": None}], "s": "é"}
+    assert recs[1]["valueDecoded"] == "not json {"
+    assert recs[0]["value"] == '{"a": [1, 2, {"b": null}], "s": "\\u00e9"}'
 
 
 def test_kafka_decoder_class_names(typed_segment):
@@ -421,7 +424,8 @@ def test_skip_invalid_json_reports_invalid_bytes_object(tmp_path):
     res = dump("--skip-invalid", "--format", "json", path)
     assert res.code == 1, res
     objs = [json.loads(line) for line in res.lines]
-    assert [o["type"] for o in objs] == ["batch", "invalid_bytes", "batch", "batch", "batch"]
+    assert [o["type"] for o in objs] == ["batch", "invalid_bytes", "batch", "batch", "batch",
+                                         "summary"]
     inv = objs[1]
     assert (inv["file"], inv["position"], inv["size"]) == (path, len(c[0]), len(junk))
     assert [o["position"] for o in objs if o["type"] == "batch"] == [

@@ -46,17 +46,17 @@ def test_json_lines_are_strict_json(segment, decoders):
     assert len(recs) == len(PAYLOADS)
     by_payload = dict(zip(PAYLOADS, recs))
     # valid JSON: embedded with its value exact, however large
-    assert by_payload[b"1e999"]["payload"] == Decimal("1e999")
-    assert by_payload[b"-1e999"]["headers"][0]["value"] == Decimal("-1e999")
-    assert by_payload[b'{"a": [1e400, 2.5, -1E+999], "b": "x"}']["payload"] == {
+    assert by_payload[b"1e999"]["valueDecoded"] == Decimal("1e999")
+    assert by_payload[b"-1e999"]["headersDecoded"][0][1] == Decimal("-1e999")
+    assert by_payload[b'{"a": [1e400, 2.5, -1E+999], "b": "x"}']["valueDecoded"] == {
         "a": [Decimal("1e400"), Decimal("2.5"), Decimal("-1E+999")], "b": "x"}
-    assert by_payload[b"12"]["payload"] == 12
-    assert by_payload[b'"text"']["payload"] == "text"
-    assert by_payload[b"1.5e308"]["payload"] == Decimal("1.5e308")
+    assert by_payload[b"12"]["valueDecoded"] == 12
+    assert by_payload[b'"text"']["valueDecoded"] == "text"
+    assert by_payload[b"1.5e308"]["valueDecoded"] == Decimal("1.5e308")
     # not JSON: the text as a string
     for p in (b"NaN", b"Infinity", b"-Infinity", b"[1, NaN]", b"not json"):
-        assert by_payload[p]["payload"] == p.decode()
-    deep = by_payload[PAYLOADS[-1]]["payload"]
+        assert by_payload[p]["valueDecoded"] == p.decode()
+    deep = by_payload[PAYLOADS[-1]]["valueDecoded"]
     assert deep == PAYLOADS[-1].decode() or isinstance(deep, list)
 
 
@@ -77,4 +77,4 @@ def test_json_output_of_a_real_process(segment):
     assert res.code == 0, res
     for line in res.out.splitlines():
         strict_loads(line)
-    assert '"payload":1e999' in res.out
+    assert '"valueDecoded":1e999' in res.out

@@ -231,7 +231,7 @@ def test_snapshot_payloads_decoded_as_metadata_records_by_default(tmp_path):
          "data": {"name": "kraft.version", "featureLevel": 1}}]
     assert all(" key: " not in line for line in res.lines)
     res = dump("--format", "json", "--print-data-log", path)
-    decoded = [o["payloadDecoded"] for o in json_objects(res) if "payloadDecoded" in o]
+    decoded = [o["valueDecoded"] for o in json_objects(res) if "valueDecoded" in o]
     assert [d["data"]["featureLevel"] for d in decoded] == [8, 1]
     # a decoder chosen applies instead
     res = dump("--value-decoder", "hex", path)

@@ -188,7 +188,7 @@ def test_json_embeds_the_decoded_record(tmp_path):
     r = dump("--remote-log-metadata-decoder", "--format", "json", path)
     assert r.code == 0, r
     rows = [json.loads(x) for x in r.out.splitlines() if '"type":"record"' in x]
-    assert [row["payloadDecoded"] for row in rows] == [obj for _, _, obj in recs]
+    assert [row["valueDecoded"] for row in rows] == [obj for _, _, obj in recs]
 
 
 def bad_records():
@@ -246,7 +246,7 @@ def test_a_record_that_does_not_decode_is_an_error_line_and_the_dump_goes_on(tmp
     want.append(null_text)
     if fmt == "json":
         rows = [json.loads(x) for x in r.out.splitlines() if '"type":"record"' in x]
-        got = [row.get("payloadError") or row["payloadDecoded"] for row in rows]
+        got = [row.get("valueError") or row["valueDecoded"] for row in rows]
         for g, w in zip(got, want):
             if isinstance(g, dict):
                 assert g["type"] == "REMOTE_PARTITION_DELETE_METADATA_RECORD"
@@ -255,7 +255,7 @@ def test_a_record_that_does_not_decode_is_an_error_line_and_the_dump_goes_on(tmp
                 assert g == w
         assert len(got) == len(want)
         # the reason Kafka's "Failed to deserialize" leaves out is kept aside
-        assert rows[2]["payloadErrorCause"]
+        assert rows[2]["valueErrorCause"]
         return
     assert payloads(r.out) == want
     assert " key: " not in r.out

@@ -190,7 +190,7 @@ def test_real_segment_decodes_without_error(tmp_path):
     # JSON Lines: the decoded record embedded as an object
     r = _dump("--cluster-metadata-decoder", "--format", "json", str(path))
     recs = [json.loads(x) for x in r.stdout.splitlines() if '"type":"record"' in x]
-    assert [x["payloadDecoded"] for x in recs] == objs
+    assert [x["valueDecoded"] for x in recs] == objs
 
 
 @pytest.mark.parametrize("fmt", ["kafka", "messages", "json"])
@@ -205,14 +205,14 @@ def test_dump_goes_on_after_a_record_that_does_not_decode(tmp_path, fmt):
     assert r.returncode == 0, r.stderr
     if fmt == "json":
         rows = [json.loads(x) for x in r.stdout.splitlines() if '"type":"record"' in x]
-        assert rows[0]["payloadDecoded"]["type"] == "TOPIC_RECORD"
-        assert rows[1]["payloadError"].startswith("Error at 6, skipping. ")
-        assert "Unknown metadata id 127" in rows[1]["payloadError"]
-        assert rows[2]["payloadError"] == ("Error at 7, skipping. Failed to deserialize record "
+        assert rows[0]["valueDecoded"]["type"] == "TOPIC_RECORD"
+        assert rows[1]["valueError"].startswith("Error at 6, skipping. ")
+        assert "Unknown metadata id 127" in rows[1]["valueError"]
+        assert rows[2]["valueError"] == ("Error at 7, skipping. Failed to deserialize record "
                                            "with type 2")
-        assert rows[2]["payloadErrorCause"]
-        assert rows[4]["payloadError"] == "Error at 9, skipping. Error while reading frame version"
-        assert rows[3]["payloadDecoded"]["type"] == "REMOVE_TOPIC_RECORD"
+        assert rows[2]["valueErrorCause"]
+        assert rows[4]["valueError"] == "Error at 9, skipping. Error while reading frame version"
+        assert rows[3]["valueDecoded"]["type"] == "REMOVE_TOPIC_RECORD"
         return
     lines = [x for x in r.stdout.splitlines() if "payload" in x]
     assert len(lines) == 5

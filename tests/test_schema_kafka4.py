@@ -257,11 +257,11 @@ def test_dump_offsets_decoder_names_kafka4_record_types(tmp_path):
     recs = [json.loads(x) for x in r.stdout.splitlines() if '"type":"record"' in x]
     assert recs[0]["keyDecoded"] == {"type": "16", "data": {"groupId": "g",
                                                             "regularExpression": "a.*"}}
-    assert recs[0]["payloadDecoded"]["data"] == {"topics": ["ab"], "version": 1,
+    assert recs[0]["valueDecoded"]["data"] == {"topics": ["ab"], "version": 1,
                                                  "timestamp": T0}
     assert recs[1]["keyDecoded"] == {"type": "17", "data": {"groupId": "app"}}
-    assert recs[1]["payloadDecoded"]["version"] == "0"
-    assert recs[2]["payloadDecoded"] == {"version": "0", "data": {"epoch": 1,
+    assert recs[1]["valueDecoded"]["version"] == "0"
+    assert recs[2]["valueDecoded"] == {"version": "0", "data": {"epoch": 1,
                                                                   "subtopologies": []}}
     assert recs[3]["keyError"] == "Unknown record type 18 at offset 3, skipping."
 

@@ -20,7 +20,7 @@ from ..format.records import record_sequence
 from ..log import names, verify
 from ..log.files import printable_name
 from ..log.read import MISPLACED, NOT_DECODED, BatchProblem, BatchRead, BytesProblem
-from . import decoders
+from . import decoders, jsonvocab
 
 _BOOL = ("false", "true")
 _FLUSH_LINES = 32
@@ -648,36 +648,58 @@ class MessagesWriter(Writer):
 # -- json --------------------------------------------------------------------------------------
 
 class JsonWriter(Writer):
-    """JSON Lines: a "batch" object per batch, a "record" object per record."""
+    """JSON Lines in the shared vocabulary (jsonvocab.py, README "JSON output"): a "batch"
+    object per batch, a "record" object per record, a "summary" object at the end."""
 
     def __init__(self, out, err, opts):
         super().__init__(out, err, opts)
-        self._key_json = decoders.json_function(opts.key_decoder)
-        self._value_json = decoders.json_function(opts.value_decoder)
-        self._header_json = decoders.header_json_function(opts.value_decoder)
+        # key and value are always the bytes (lossless); a decoder other than the default
+        # string adds its reading as keyDecoded/valueDecoded
+        self._key_json = (None if opts.key_decoder == "string"
+                          else decoders.json_function(opts.key_decoder))
+        self._value_json = (None if opts.value_decoder == "string"
+                            else decoders.json_function(opts.value_decoder))
+        self._header_json = (None if opts.value_decoder == "string"
+                             else decoders.header_json_function(opts.value_decoder))
         self._dumps = decoders.StrictEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self._topic = self._partition = None
+        self._counts = {"files": 0, "batches": 0, "invalidBatches": 0, "records": 0,
+                        "invalidBytes": 0, "problems": 0}
 
     def _emit(self, obj):
         self._lines.append(self._dumps(obj))
+
+    def _where(self, path):
+        self._topic, self._partition = jsonvocab.partition_of(path)
+        self._counts["files"] += 1
 
     def _emit_record(self, obj, k, v, hdrs):
         try:
             self._emit(obj)
         except RecursionError:
             # a payload parsed (--*-decoder json) that nests too deep to write back: as text
-            if "key" in obj:
-                obj["key"] = None if k is None else decoders.TEXT["string"](k)
-                obj["payload"] = None if v is None else decoders.TEXT["string"](v)
-            obj["headers"] = [{"key": hk, "value": None if hv is None else
-                               decoders.TEXT["string"](hv)} for hk, hv in hdrs]
+            for name, data in (("keyDecoded", k), ("valueDecoded", v)):
+                if name in obj:
+                    obj[name] = None if data is None else decoders.TEXT["string"](data)
+            if "headersDecoded" in obj:
+                obj["headersDecoded"] = [[hk, None if hv is None else decoders.TEXT["string"](hv)]
+                                         for hk, hv in hdrs]
             self._emit(obj)
+
+    def begin_file(self, path, base_offset, buf=None):
+        super().begin_file(path, base_offset, buf)
+        self._where(path)
 
     def batch(self, b, recs):
         tst = b.timestamp_type_name
+        self._counts["batches"] += 1
+        if not b.is_valid:
+            self._counts["invalidBatches"] += 1
         self._emit({
-            "type": "batch", "file": self.path, "position": b.position, "size": b.size,
+            "type": "batch", "topic": self._topic, "partition": self._partition,
+            "file": self.path, "position": b.position, "size": b.size,
             "magic": b.magic, "baseOffset": b.base_offset, "lastOffset": b.last_offset,
-            "count": b.count, "crc": b.crc, "isvalid": b.is_valid, "compresscodec": b.codec_name,
+            "count": b.count, "crc": b.crc, "isValid": b.is_valid, "compresscodec": b.codec_name,
             "timestampType": tst, "maxTimestamp": b.max_timestamp, "producerId": b.producer_id,
             "producerEpoch": b.producer_epoch, "baseSequence": b.base_sequence,
             "lastSequence": b.last_sequence, "partitionLeaderEpoch": b.partition_leader_epoch,
@@ -690,25 +712,35 @@ class JsonWriter(Writer):
         tst = b.timestamp_type_name
         kj = self._key_json
         vj = self._value_json
+        parser = self.opts.parser
+        topic, partition = self._topic, self._partition
+        bj = jsonvocab.bytes_json
+        self._counts["records"] += len(recs.offsets)
         for i, off in enumerate(recs.offsets):
             k = recs.keys[i]
             v = recs.values[i]
             valid, crc = record_validity(b, recs, i)
             seq = -1 if b.magic < 2 else record_sequence(b.base_sequence, off - b.base_offset)
-            obj = {"type": "record", "file": self.path, "offset": off, "position": b.position,
-                   "timestamp": recs.timestamps[i], "timestampType": tst,
-                   "keySize": -1 if k is None else len(k), "valueSize": -1 if v is None else len(v)}
+            obj = {"type": "record", "topic": topic, "partition": partition, "file": self.path,
+                   "offset": off, "position": b.position, "timestamp": recs.timestamps[i],
+                   "timestampType": tst, "keySize": -1 if k is None else len(k),
+                   "valueSize": -1 if v is None else len(v), "key": bj(k), "value": bj(v)}
             if not b.is_control:
-                obj["key"] = None if k is None else kj(k)
-                obj["payload"] = None if v is None else vj(v)
-                if self.opts.parser is not None:
-                    obj.update(self.opts.parser.json(off, k, v))
+                if kj is not None:
+                    obj["keyDecoded"] = None if k is None else kj(k)
+                if vj is not None:
+                    obj["valueDecoded"] = None if v is None else vj(v)
+                if parser is not None:
+                    for name, field in parser.json(off, k, v).items():
+                        obj[_PARSER_FIELDS.get(name, name)] = field
             hdrs = recs.headers[i] if recs.headers is not None else ()
-            hj = self._header_json
-            obj["headers"] = [{"key": hk, "value": None if hv is None else hj(hv)}
-                              for hk, hv in hdrs]
+            obj["headers"] = jsonvocab.headers_json(hdrs)
+            if self._header_json is not None and hdrs:
+                hj = self._header_json
+                obj["headersDecoded"] = [[hk, None if hv is None else hj(hv)]
+                                         for hk, hv in hdrs]
             obj["sequence"] = seq
-            obj["isvalid"] = valid
+            obj["isValid"] = valid
             obj["crc"] = crc
             if b.is_control:
                 try:
@@ -721,7 +753,8 @@ class JsonWriter(Writer):
 
     def records_not_decoded(self, batch, limit):
         super().records_not_decoded(batch, limit)
-        self._emit({"type": "records_not_decoded", "file": self.path, "position": batch.position,
+        self._emit({"type": "records_not_decoded", "topic": self._topic,
+                    "partition": self._partition, "file": self.path, "position": batch.position,
                     "baseOffset": batch.base_offset, "lastOffset": batch.last_offset,
                     "inflateLimit": limit})
 
@@ -732,10 +765,11 @@ class JsonWriter(Writer):
 
     def begin_aux(self, path):
         self.path = path
+        self._where(path)
 
     def entry(self, kind, fields):
         obj = {"type": kind.replace("-", "_") + "_entry", "file": self.path}
-        obj.update(fields)
+        obj.update(jsonvocab.camel_keys(fields))
         self._emit(obj)
         self._maybe_flush()
 
@@ -744,18 +778,29 @@ class JsonWriter(Writer):
 
     def problems(self, problems):
         for p in problems:
-            self._emit(p.as_dict())
+            self._counts["problems"] += 1
+            self._emit(jsonvocab.camel_keys(p.as_dict()))
 
     def unreadable(self, problem):
-        self._emit(problem.as_dict())
+        self._counts["problems"] += 1
+        self._emit(jsonvocab.camel_keys(problem.as_dict()))
         super().unreadable(problem)
-
 
     def invalid(self, inv, counted):
         super().invalid(inv, counted)
         if counted:
+            self._counts["invalidBytes"] += inv.size
             self._emit({"type": "invalid_bytes", "file": self.path, "position": inv.position,
                         "size": inv.size, "reason": inv.reason})
+
+    def finish(self):
+        self._emit(jsonvocab.summary("dump", **self._counts))
+        super().finish()
+
+
+# the parsers' (--cluster-metadata-decoder...) names for the value side, in the vocabulary's
+_PARSER_FIELDS = {"payloadDecoded": "valueDecoded", "payloadError": "valueError",
+                  "payloadErrorCause": "valueErrorCause"}
 
 
 WRITERS = {"kafka": KafkaWriter, "messages": MessagesWriter, "json": JsonWriter}
