@@ -167,6 +167,23 @@ def test_the_active_segments_missing_index_is_a_note(logdir):
     assert len(res.err_lines) == 1, res
 
 
+@pytest.mark.parametrize("base", [0, 42])
+def test_a_missing_time_index_is_a_note(logdir, base):
+    """The broker creates a missing .timeindex empty (LogSegment.sanityCheck) and goes on; it
+    was not mentioned at all."""
+    d = os.path.join(logdir, "orders-0")
+    tindex = os.path.join(d, kg.segment_name(base)[:-len(".log")] + ".timeindex")
+    os.unlink(tindex)
+    res = kafkalog("verify-index", d)
+    assert res.code == 0, res
+    assert res.err_lines == [res.err_lines[0]] and res.err_lines[0].startswith(
+        tindex + ": note: "), res
+    assert "creates it empty" in res.err, res
+    res = kafkalog("verify-index", "--format", "json", d)
+    assert ('{"type": "note", "file": "%s", "kind": "missing_time_index"' % tindex
+            in res.out), res
+
+
 # -- dump: a batch whose CRC fails ----------------------------------------------------------------
 
 def test_a_bad_crc_is_said_on_stderr(tmp_path):

@@ -49,6 +49,9 @@ MISSING_LOG = "missing_log"
 # recovers the segment above the recovery point in any case.
 MISSING_INDEX = "missing_index"
 MISSING_INDEX_NOTE = "missing_active_index"
+# a note: a live segment's .log without its .timeindex, which the broker creates empty
+# (LogSegment.sanityCheck) without recovering the segment
+MISSING_TIME_INDEX_NOTE = "missing_time_index"
 # the leader-epoch-checkpoint against the log's batches (LeaderEpochCheck)
 MALFORMED_CHECKPOINT = "malformed_checkpoint"    # not a file LeaderEpochFileCache wrote
 LEADER_EPOCH_MISSING = "leader_epoch_missing"    # batches of an epoch the cache lacks there
@@ -484,10 +487,10 @@ class _SegmentCheck:
         for kind, reader in readers:
             path = self.segment.file(kind)
             if not os.path.lexists(path):
-                if kind == names.INDEX:
-                    report = self.missing_offset_index(path)
-                    if report is not None:
-                        reports.append(report)
+                report = (self.missing_offset_index(path) if kind == names.INDEX
+                          else self.missing_time_index(path))
+                if report is not None:
+                    reports.append(report)
                 continue
             index, report = _open_index(kind, path, reader)
             reports.append(report)
@@ -497,6 +500,20 @@ class _SegmentCheck:
                 oindex = index
             self._check_index(index, oindex, report)
         return reports
+
+    def missing_time_index(self, path: str) -> Optional[FileReport]:
+        """A note on a live segment's missing .timeindex: the broker's load creates it empty and
+        goes on (LogSegment.sanityCheck), without recovering the segment; the segment's time
+        lookups then find nothing in it, and time retention falls back to the .log's
+        modification time (LogSegment.largestTimestamp). None when there is nothing to say."""
+        if self.log is None or self.segment.suffix or not os.path.lexists(self.segment.log_path):
+            return None
+        log_name = files.printable_name(os.path.basename(self.segment.log_path))
+        note = Problem(path, MISSING_TIME_INDEX_NOTE,
+                       "the segment %s has no time index: a broker's load creates it empty "
+                       "(time retention of the segment then goes by the file's modification "
+                       "time); kafkalog recover --full rebuilds it" % log_name)
+        return FileReport(path, names.TIMEINDEX, notes=[note])
 
     def missing_offset_index(self, path: str) -> Optional[FileReport]:
         """The report on a live segment's missing .index (None: nothing to say): the broker's
