@@ -391,8 +391,8 @@ def test_txn_index_first_offset_mismatch_in_a_file_named_without_an_offset(part,
     path = ig.write_file(tmp_path / "foo.txnindex", ig.encode_txn_index(bogus))
     _, mine = assert_problem_for(path, path)
     assert [p["kind"] for p in mine] == ["txn_first_offset_mismatch"], mine
-    assert mine[0]["first_offset"] == t.first_offset + 1, mine
-    assert mine[0]["log_first_offset"] == t.first_offset, mine
+    assert mine[0]["firstOffset"] == t.first_offset + 1, mine
+    assert mine[0]["logFirstOffset"] == t.first_offset, mine
 
 
 def test_library_verify_target(part, tmp_path):

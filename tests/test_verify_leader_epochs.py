@@ -58,6 +58,8 @@ def verify_json(*args):
     res = verify("--format", "json", *args)
     objs = [json.loads(line) for line in res.lines]
     by_type = {t: [o for o in objs if o["type"] == t] for t in ("problem", "note", "file")}
+    assert objs[-1]["type"] == "summary" and objs[-1]["command"] == "verify-index", objs
+    assert objs[-1]["problems"] == len(by_type["problem"]), objs
     return res.code, by_type["problem"], by_type["note"], by_type["file"]
 
 
@@ -96,7 +98,7 @@ def test_legacy_batches_and_batches_without_an_epoch_are_not_judged(part):
     write_checkpoint(part, "0\n1\n3 5\n")
     code, problems, _, _ = verify_json(str(part))
     assert code == 1
-    assert [(p["kind"], p["offset"], p["epoch"], p["cache_epoch"]) for p in problems] == [
+    assert [(p["kind"], p["offset"], p["epoch"], p["cacheEpoch"]) for p in problems] == [
         ("leader_epoch_missing", 5, 4, 3)]
 
 
@@ -196,8 +198,8 @@ def test_epoch_missing_from_cache(part):
     code, problems, _, _ = verify_json(str(part))
     assert code == 1
     # consecutive batches with one finding are one problem, across segments
-    assert [(p["kind"], p["offset"], p["last_offset"], p["batches"], p["epoch"],
-             p["cache_epoch"], p["cache_start_offset"]) for p in problems] == [
+    assert [(p["kind"], p["offset"], p["lastOffset"], p["batches"], p["epoch"],
+             p["cacheEpoch"], p["cacheStartOffset"]) for p in problems] == [
         ("leader_epoch_missing", 5, 9, 2, 3, 0, 0)]
 
 
@@ -212,13 +214,13 @@ def test_batches_before_the_first_entry_of_no_later_epoch_are_a_note(part):
                               "0, before the cache's first entry (epoch 3 at offset 5)"), res
     code, problems, notes, _ = verify_json(str(part))
     assert (code, problems) == (0, [])
-    assert [(n["kind"], n["offset"], n["last_offset"], n["epoch"], n["cache_epoch"])
+    assert [(n["kind"], n["offset"], n["lastOffset"], n["epoch"], n["cacheEpoch"])
             for n in notes] == [("leader_epoch_before_cache", 0, 4, 0, 3)]
     # an empty cache covers none of them either
     write_checkpoint(part, "0\n0\n")
     code, problems, notes, _ = verify_json(str(part))
     assert (code, problems) == (0, [])
-    assert [(n["kind"], n["offset"], n["epoch"], n["cache_epoch"]) for n in notes] == [
+    assert [(n["kind"], n["offset"], n["epoch"], n["cacheEpoch"]) for n in notes] == [
         ("leader_epoch_before_cache", 0, 0, None), ("leader_epoch_before_cache", 5, 3, None)]
 
 
@@ -231,7 +233,7 @@ def test_later_epoch_before_the_first_entry(part):
     assert code == 1
     assert [(p["kind"], p["offset"], p["epoch"]) for p in problems] == [
         ("leader_epoch_missing", 0, 4), ("leader_epoch_backwards", 5, 3)]
-    assert problems[0]["cache_epoch"] is None
+    assert problems[0]["cacheEpoch"] is None
     assert "its first entry starts at offset 5" in problems[0]["message"]
 
 
@@ -241,7 +243,7 @@ def test_cache_gives_a_later_epoch(part):
     write_checkpoint(part, "0\n2\n0 0\n5 5\n")
     code, problems, _, _ = verify_json(str(part))
     assert code == 1
-    assert [(p["kind"], p["offset"], p["epoch"], p["cache_epoch"]) for p in problems] == [
+    assert [(p["kind"], p["offset"], p["epoch"], p["cacheEpoch"]) for p in problems] == [
         ("leader_epoch_mismatch", 5, 3, 5)]
 
 
@@ -250,7 +252,7 @@ def test_epoch_starting_late_in_the_cache(part):
     build(part, [[(0, 3), (2, 3), (2, 3)]])
     write_checkpoint(part, "0\n2\n0 0\n2 6\n")
     code, problems, _, _ = verify_json(str(part))
-    assert [(p["kind"], p["offset"], p["last_offset"]) for p in problems] == [
+    assert [(p["kind"], p["offset"], p["lastOffset"]) for p in problems] == [
         ("leader_epoch_missing", 3, 5)]
 
 
@@ -264,7 +266,7 @@ def test_epoch_going_backwards(part):
                        "epoch 1, below epoch 2 of the batch at offset 3 before: a partition's "
                        "epochs only increase\n" % path)
     code, problems, _, _ = verify_json(str(part))
-    assert [(p["kind"], p["offset"], p["epoch"], p["previous_epoch"], p["previous_offset"])
+    assert [(p["kind"], p["offset"], p["epoch"], p["previousEpoch"], p["previousOffset"])
             for p in problems] == [("leader_epoch_backwards", 6, 1, 2, 3)]
 
 
@@ -284,7 +286,7 @@ def test_cache_entry_past_log_end_is_a_note(part):
         % (path, e, o) for e, o in ((3, 10), (7, 25))]
     code, problems, notes, files = verify_json(str(part))
     assert (code, problems) == (0, [])
-    assert [(n["kind"], n["epoch"], n["offset"], n["log_end_offset"]) for n in notes] == [
+    assert [(n["kind"], n["epoch"], n["offset"], n["logEndOffset"]) for n in notes] == [
         ("leader_epoch_past_end", 3, 10, 10), ("leader_epoch_past_end", 7, 25, 10)]
     assert epoch_file_lines(files)[0]["problems"] == 0
 
@@ -295,7 +297,7 @@ def test_empty_active_segment_is_the_log_end(part):
     write_checkpoint(part, "0\n2\n0 0\n1 4\n")
     code, problems, notes, _ = verify_json(str(part))
     assert (code, problems) == (0, [])
-    assert [(n["kind"], n["offset"], n["log_end_offset"]) for n in notes] == [
+    assert [(n["kind"], n["offset"], n["logEndOffset"]) for n in notes] == [
         ("leader_epoch_past_end", 4, 4)]
 
 
@@ -385,7 +387,7 @@ def test_batches_are_not_decompressed(part):
     write_checkpoint(part, "0\n1\n0 0\n")
     code, problems, _, _ = verify_json(str(part))
     assert code == 1
-    assert [(p["kind"], p["offset"], p["last_offset"], p["epoch"]) for p in problems] == [
+    assert [(p["kind"], p["offset"], p["lastOffset"], p["epoch"]) for p in problems] == [
         ("leader_epoch_missing", 3, 5, 2)]
     write_checkpoint(part, "0\n2\n0 0\n2 3\n")
     code, problems, _, _ = verify_json(str(part))

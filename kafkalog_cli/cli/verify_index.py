@@ -10,6 +10,7 @@ import click
 from ..log.files import printable_name
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.verify import TargetError, UnknownFile, verify_target
+from . import jsonvocab
 from .errors import error_text
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -25,7 +26,7 @@ def _file_lines(r, fmt):
     lines = []
     for item, label in [(p, p.kind) for p in r.problems] + [(n, "note") for n in r.notes]:
         if fmt == "json":
-            obj = item.as_dict()
+            obj = jsonvocab.camel_keys(item.as_dict())
             if label == "note":
                 obj["type"] = "note"
             lines.append(json.dumps(obj))
@@ -94,6 +95,12 @@ def verify_index(paths, sanity_only, fmt, max_message_size):
             click.echo("\n".join(lines), err=fmt != "json")
         if r.problems:
             status = max(status, EXIT_PROBLEMS)
+    if fmt == "json":
+        click.echo(json.dumps(jsonvocab.summary(
+            "verify-index", files=len(reports),
+            entries=sum(r.entries or 0 for r in reports if r.error is None),
+            problems=sum(len(r.problems) for r in reports if r.error is None),
+            unreadable=sum(1 for r in reports if r.error is not None))))
     if fmt == "text" and reports and sys.stderr.isatty():
         _summary_table(reports)
     sys.exit(status)
