@@ -540,12 +540,12 @@ def assert_recover_keeps_everything(directory):
     objs = json_lines(res)
     segments = [o for o in objs if o["type"] == "segment"]
     assert segments, res
-    active = max(o["base_offset"] for o in segments)
+    active = max(o["baseOffset"] for o in segments)
     for o in segments:
-        assert o["cut"] == 0 and not o["moved"], o
-        if o["base_offset"] != active:
-            assert not o.get("indexes_replaced"), o
-    bases = sorted(o["base_offset"] for o in segments)
+        assert o["bytesCut"] == 0 and not o["setAside"], o
+        if o["baseOffset"] != active:
+            assert not o.get("indexesReplaced"), o
+    bases = sorted(o["baseOffset"] for o in segments)
     for o in objs:
         if o["type"] == "moved":
             n = os.path.basename(o["file"])
@@ -554,7 +554,7 @@ def assert_recover_keeps_everything(directory):
                 continue  # the broker's LogLoader deletes it too: at or below the log start
                 # offset (ProducerStateManager.truncateAndReload) or a stray (removeStraySnapshots)
             assert n.startswith("%020d." % active), o
-    assert objs[-1]["type"] == "summary" and objs[-1]["bytes_cut"] == 0, objs[-1]
+    assert objs[-1]["type"] == "summary" and objs[-1]["bytesCut"] == 0 and objs[-1]["bytesSetAside"] == 0, objs[-1]
     return objs
 
 

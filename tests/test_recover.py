@@ -1056,18 +1056,20 @@ def check_json_report(exp, res):
         mine = [o for o in segs if os.path.basename(o["file"]) == log]
         assert len(mine) == 1, (log, segs)
         o = mine[0]
-        assert o["kept"] == start, o
-        assert o["cut"] == len(orig) - start, o
-        assert o["first_bad_position"] == start, o
+        assert o["bytesKept"] == start, o
+        assert o["bytesCut"] == len(orig) - start, o
+        assert o["firstBadPosition"] == start, o
         assert isinstance(o["reason"], str) and o["reason"].strip(), o
     for log in exp.logs:
         mine = [o for o in segs if os.path.basename(o["file"]) == log]
         assert len(mine) == 1, (log, segs)   # an object per segment
         if log in exp.cuts:
             continue
-        assert mine[0]["cut"] == 0, mine
-        assert mine[0]["kept"] == len(exp.logs[log]), mine
-    moved_objs = [o for o in objs if o["type"] == "moved"]
+        assert mine[0]["bytesCut"] == 0, mine
+        assert mine[0]["bytesKept"] == len(exp.logs[log]), mine
+    # a file set aside: a "moved" object, or a segment's .log set aside whole
+    moved_objs = [o for o in objs if o["type"] == "moved"
+                  or (o["type"] == "segment" and o["setAside"])]
     for n in exp.moved:
         assert any(isinstance(v, str) and os.path.basename(v) == n
                    for o in moved_objs for v in o.values()), (n, moved_objs)
@@ -1158,7 +1160,7 @@ def assert_nothing_to_do(directory, *args):
     assert jres.code == 0, jres
     for o in json_objects(jres):
         if o.get("type") == "segment":
-            assert o["cut"] == 0, o
+            assert o["bytesCut"] == 0 and not o["setAside"], o
         assert o.get("type") != "moved", o
     assert_same_tree(before, tree(directory))
     return res

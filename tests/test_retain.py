@@ -107,15 +107,15 @@ class Plan:
     def __init__(self, objs):
         assert objs and objs[0]["type"] == "partition", objs
         self.partition = objs[0]
-        self.segments = objs[1:]
-        assert all(s["type"] == "segment" for s in self.segments), objs
+        self.segments = [o for o in objs[1:] if o["type"] == "segment"]
+        assert all(o["type"] in ("segment", "recoveryPoint", "note") for o in objs[1:]), objs
 
     @property
     def fates(self):
         return [s["fate"] for s in self.segments]
 
     def deleted_bases(self):
-        return [s["base_offset"] for s in self.segments if s["fate"] == "deleted"]
+        return [s["baseOffset"] for s in self.segments if s["fate"] == "deleted"]
 
     def why(self, i):
         return self.segments[i]["why"]
@@ -125,6 +125,8 @@ def plans(*args):
     """The dry-run JSON plans (one per partition) for ``retain --dry-run --format json ARGS``."""
     res = dry_ok(retain("--dry-run", "--format", "json", *args))
     objs = [json.loads(line) for line in res.lines]
+    assert objs[-1]["type"] == "summary", objs   # a run ends with its summary
+    objs = objs[:-1]
     starts = [i for i, o in enumerate(objs) if o["type"] == "partition"] + [len(objs)]
     return [Plan(objs[a:b]) for a, b in zip(starts, starts[1:])]
 
@@ -132,8 +134,17 @@ def plans(*args):
 def plan(part, *args):
     (p,) = plans(*args, part.dir)
     assert p.partition["directory"] == os.path.abspath(part.dir)
-    assert [s["base_offset"] for s in p.segments] == part.bases
+    assert [s["baseOffset"] for s in p.segments] == part.bases
     return p
+
+
+def seg_line(part, i, fate):
+    """retain's line for segment ``i`` of ``part`` (one-record batches), ``fate`` its
+    "would be deleted (why)" or "kept (why)"."""
+    b, nxt = part.bases[i], part.upper(i)
+    return "%s: %s: offsets %d-%d, %d record%s, %d bytes" % (
+        os.path.join(os.path.abspath(part.dir), name(b)), fate, b, nxt - 1, nxt - b,
+        "" if nxt - b == 1 else "s", part.sizes[i])
 
 
 def deleted_n(n, total):
@@ -304,7 +315,10 @@ def test_log_start_offset_boundary(tmp_path, start, n):
         assert p.why(i) == "log start offset %d" % start
     if n < 4:
         assert p.why(n) == "holds offsets at or above the log start offset %d" % start
-    assert p.partition["new_log_start_offset"] == part.bases[n]
+    # the new log start offset: the first kept segment's base, or the policy's offset when
+    # higher, bounded by the high watermark (UnifiedLog.maybeIncrementLogStartOffset)
+    assert p.partition["logStartOffset"] == max(part.bases[n] if n < 5 else part.leo,
+                                                min(start, p.partition["highWatermark"]))
 
 
 @pytest.mark.parametrize("start,roll,n", [(14, True, 4), (15, True, 5), (16, True, 5),
@@ -315,7 +329,7 @@ def test_log_start_offset_last_segment(tmp_path, start, roll, n):
     args = ["--log-start-offset", start] + (["--roll-active"] if roll else [])
     p = plan(part, *args)
     assert p.fates == deleted_n(n, 5)
-    assert p.partition["roll_first"] == (n == 5)
+    assert p.partition["rollFirst"] == (n == 5)
     if n == 4:
         assert p.why(4) == ("holds offsets at or above the log start offset %d" % start if roll
                             else "active segment (--roll-active lets it go)")
@@ -338,7 +352,7 @@ def test_policies_combined_in_broker_order(tmp_path):
     assert p.why(1) == p.why(2) == "retention bytes %d" % size_limit
     assert p.why(3) == p.why(4) == "retention ms %d" % r
     assert "too recent" in p.why(5)
-    assert p.partition["new_log_start_offset"] == part.bases[5]
+    assert p.partition["logStartOffset"] == part.bases[5]
     # the size pass works on what the log start pass left: with the total of all segments it
     # would have taken segment 1 only
     p = plan(part, "--log-start-offset", part.bases[1], "--retention-bytes", size_limit)
@@ -377,13 +391,13 @@ def test_high_watermark_from_replication_checkpoint(tmp_path):
     part = Part(tmp_path)
     part.checkpoint("replication-offset-checkpoint", [(TOPIC, 1, 0), (TOPIC, 0, 6), ("x", 0, 0)])
     p = plan(part, "--retention-ms", 0, "--now", T0 + HOUR, "--roll-active")
-    assert p.partition["high_watermark"] == 6
-    assert p.partition["high_watermark_source"] == "replication-offset-checkpoint"
+    assert p.partition["highWatermark"] == 6
+    assert p.partition["highWatermarkSource"] == "replication-offset-checkpoint"
     assert p.fates == deleted_n(2, 5)   # upper bounds 3 and 6 are ≤ 6; 9 is not
     assert p.why(2) == "above the high watermark 6 (replication-offset-checkpoint)"
     # the checkpoint wins over --high-watermark
     p = plan(part, "--retention-ms", 0, "--now", T0 + HOUR, "--high-watermark", 12)
-    assert p.partition["high_watermark"] == 6 and p.fates == deleted_n(2, 5)
+    assert p.partition["highWatermark"] == 6 and p.fates == deleted_n(2, 5)
     # one below a boundary
     part.checkpoint("replication-offset-checkpoint", [(TOPIC, 0, 5)])
     p = plan(part, "--retention-ms", 0, "--now", T0 + HOUR, "--roll-active")
@@ -401,8 +415,8 @@ def test_high_watermark_option(tmp_path, hw, n):
     # a checkpoint without an entry for this partition: the option is used
     part.checkpoint("replication-offset-checkpoint", [(TOPIC, 1, 0)])
     p = plan(part, "--retention-bytes", 0, "--high-watermark", hw, "--roll-active")
-    assert p.partition["high_watermark"] == hw
-    assert p.partition["high_watermark_source"] == "--high-watermark"
+    assert p.partition["highWatermark"] == hw
+    assert p.partition["highWatermarkSource"] == "--high-watermark"
     assert p.fates == deleted_n(n, 5)
     if n < 5:
         assert p.why(n) == "above the high watermark %d (--high-watermark)" % hw
@@ -411,24 +425,26 @@ def test_high_watermark_option(tmp_path, hw, n):
 def test_high_watermark_absent_is_log_end_and_plan_says_so(tmp_path):
     part = Part(tmp_path)
     p = plan(part, "--retention-ms", 0, "--now", T0 + HOUR, "--roll-active")
-    assert p.partition["high_watermark"] == part.leo
-    src = p.partition["high_watermark_source"]
+    assert p.partition["highWatermark"] == part.leo
+    src = p.partition["highWatermarkSource"]
     assert "log end offset" in src and "replication-offset-checkpoint" in src and "--high-watermark" in src
     assert p.fates == deleted_n(5, 5)
     res = dry_ok(retain("--dry-run", "--retention-ms", 0, "--now", T0 + HOUR, part.dir))
-    assert res.lines[0] == "%s: high watermark %d (%s), log end offset %d" % (
-        os.path.abspath(part.dir), part.leo, src, part.leo)
+    assert res.lines[0] == ("%s: high watermark %d (%s), log end offset %d; offsets 0-11 (12 "
+                            "records, 4 segments, %d bytes) would be deleted; new log start "
+                            "offset would be 12" % (os.path.abspath(part.dir), part.leo, src,
+                                                    part.leo, sum(part.sizes[:4])))
 
 
 def test_high_watermark_clamped(tmp_path):
     part = Part(tmp_path, first_offset=100)
     part.checkpoint("replication-offset-checkpoint", [(TOPIC, 0, 10 ** 9)])
     p = plan(part, "--retention-ms", 0, "--now", T0 + HOUR, "--roll-active")
-    assert p.partition["high_watermark"] == part.leo
+    assert p.partition["highWatermark"] == part.leo
     assert p.fates == deleted_n(5, 5)
     part.checkpoint("replication-offset-checkpoint", [(TOPIC, 0, 0)])
     p = plan(part, "--retention-ms", 0, "--now", T0 + HOUR, "--roll-active")
-    assert p.partition["high_watermark"] == 100
+    assert p.partition["highWatermark"] == 100
     assert p.fates == deleted_n(0, 5)
     assert p.why(0) == "above the high watermark 100 (replication-offset-checkpoint)"
 
@@ -470,7 +486,7 @@ def test_future_timestamps_hold_back_older_segments(tmp_path):
 def largest_of(part, i, *args):
     p = plan(part, "--retention-ms", -1, "--now", T0 + HOUR, *args)
     s = p.segments[i]
-    return s["largest_timestamp"], s["timestamp_source"]
+    return s["largestTimestamp"], s["timestampSource"]
 
 
 def test_largest_timestamp_from_time_index(tmp_path):
@@ -541,8 +557,8 @@ def test_v0_segments_fall_back_to_mtime(tmp_path, delta, n, timeindex):
     now = T0 + 1000 + 123 + r + delta
     p = plan(part, "--retention-ms", r, "--now", now)
     for i in range(5):
-        assert p.segments[i]["largest_timestamp"] == T0 + 1000 * i + 123
-        assert p.segments[i]["timestamp_source"] == "file mtime"
+        assert p.segments[i]["largestTimestamp"] == T0 + 1000 * i + 123
+        assert p.segments[i]["timestampSource"] == "file mtime"
     assert p.fates == deleted_n(n, 5)
     assert "file mtime" in p.why(n)
 
@@ -553,8 +569,8 @@ def test_roll_active_when_everything_expired(tmp_path):
     part = Part(tmp_path, snapshots=True)
     now = T0 + HOUR
     p = plan(part, "--retention-ms", 1000, "--now", now, "--roll-active")
-    assert p.fates == deleted_n(5, 5) and p.partition["roll_first"] is True
-    assert p.partition["new_log_start_offset"] == part.leo
+    assert p.fates == deleted_n(5, 5) and p.partition["rollFirst"] is True
+    assert p.partition["logStartOffset"] == part.leo
     res = dry_ok(retain("--dry-run", "--retention-ms", 1000, "--now", now, "--roll-active", part.dir))
     assert "the active segment is rolled first" in res.lines[0]
     ok(retain("--retention-ms", 1000, "--now", now, "--roll-active", "--file-delete-delay-ms", 0,
@@ -569,13 +585,13 @@ def test_roll_active_when_everything_expired(tmp_path):
     # a second run: the empty active segment is never deleted
     (p,) = plans("--retention-ms", 0, "--now", now, "--roll-active", part.dir)
     assert p.fates == ["kept"] and p.why(0) == "active segment, empty"
-    assert p.segments[0]["base_offset"] == part.leo
+    assert p.segments[0]["baseOffset"] == part.leo
 
 
 def test_without_roll_active_the_active_segment_stays(tmp_path):
     part = Part(tmp_path)
     p = plan(part, "--retention-ms", 1000, "--now", T0 + HOUR)
-    assert p.fates == deleted_n(4, 5) and p.partition["roll_first"] is False
+    assert p.fates == deleted_n(4, 5) and p.partition["rollFirst"] is False
     assert p.why(4) == "active segment (--roll-active lets it go)"
     ok(retain("--retention-ms", 1000, "--now", T0 + HOUR, "--file-delete-delay-ms", 0, part.dir))
     assert live_bases(part.dir) == [part.bases[4]]
@@ -587,7 +603,7 @@ def test_roll_active_but_active_not_expired(tmp_path):
     part = Part(tmp_path)
     now = part.largest[4] + 1000
     p = plan(part, "--retention-ms", 1000, "--now", now, "--roll-active")
-    assert p.fates == deleted_n(4, 5) and p.partition["roll_first"] is False
+    assert p.fates == deleted_n(4, 5) and p.partition["rollFirst"] is False
     assert "too recent" in p.why(4)
     ok(retain("--retention-ms", 1000, "--now", now, "--roll-active", "--file-delete-delay-ms", 0,
               part.dir))
@@ -609,7 +625,7 @@ def test_empty_active_segment_is_never_deleted(tmp_path):
     part = Part(tmp_path, DEFAULT_LAYOUT[:3] + [[]])
     assert part.original[name(part.bases[3])] == b""
     p = plan(part, "--retention-ms", 0, "--now", T0 + HOUR, "--roll-active")
-    assert p.fates == deleted_n(3, 4) and p.partition["roll_first"] is False
+    assert p.fates == deleted_n(3, 4) and p.partition["rollFirst"] is False
     assert p.why(3) == "active segment, empty"
     ok(retain("--retention-ms", 0, "--now", T0 + HOUR, "--roll-active", "--file-delete-delay-ms", 0,
               part.dir))
@@ -625,7 +641,7 @@ def test_empty_partition_nothing_to_do(tmp_path):
                  ["--log-start-offset", 100, "--roll-active"]):
         p = plan(part, *args)
         assert p.fates == ["kept"]
-        assert p.partition["log_end_offset"] == 0 and p.partition["high_watermark"] == 0
+        assert p.partition["logEndOffset"] == 0 and p.partition["highWatermark"] == 0
         ok(retain(*args, part.dir))
     assert tree(part.logdir, keep_lock=False) == before
 
@@ -812,19 +828,19 @@ def test_dry_run_changes_nothing_and_explains_every_fate(tmp_path):
     assert tree(part.logdir) == before   # no .lock created either
     d = os.path.abspath(part.dir)
     assert res.lines[0].startswith("%s: high watermark 12 (replication-offset-checkpoint)" % d)
-    expect = ["%s: would be deleted (retention ms 1000)" % os.path.join(d, name(b)) for b in part.bases[:3]]
+    expect = [seg_line(part, i, "would be deleted (retention ms 1000)") for i in range(3)]
     assert res.lines[1:4] == expect
     assert res.lines[4].startswith("%s: kept (newest timestamp %d (from the time index) too recent"
                                    % (os.path.join(d, name(part.bases[3])), part.largest[3]))
     # the time pass stopped before the last segment: it is kept as the active segment
-    assert res.lines[5] == "%s: kept (active segment)" % os.path.join(d, name(part.bases[4]))
-    assert len(res.lines) == 6
+    assert res.lines[5] == seg_line(part, 4, "kept (active segment)")
+    assert res.lines[6].startswith("1 partition: 3 segments (9 records, ")   # the summary
+    assert len(res.lines) == 7
     # everything expired: the high watermark holds the last segment (the text says which)
     res = dry_ok(retain("--dry-run", "--retention-ms", 1000, "--now", T0 + HOUR, "--roll-active", part.dir))
-    assert res.lines[1:] == ["%s: would be deleted (retention ms 1000)" % os.path.join(d, name(b))
-                             for b in part.bases[:4]] + [
-        "%s: kept (above the high watermark 12 (replication-offset-checkpoint))"
-        % os.path.join(d, name(part.bases[4]))]
+    assert res.lines[1:-1] == [seg_line(part, i, "would be deleted (retention ms 1000)")
+                               for i in range(4)] + [
+        seg_line(part, 4, "kept (above the high watermark 12 (replication-offset-checkpoint))")]
     assert tree(part.logdir) == before
     # the real run does what the plan said
     res = ok(retain(*args))
@@ -849,22 +865,35 @@ def test_json_output(tmp_path):
         args = ["--format", "json", "--retention-ms", 1000, "--now", now, "--file-delete-delay-ms", 0]
         res = (dry_ok if dry else ok)(retain(*(["--dry-run"] if dry else []), *args, part.dir))
         objs = [json.loads(line) for line in res.lines]
-        assert "log end offset" in objs[0].pop("high_watermark_source")
-        assert objs[0] == {"type": "partition", "directory": os.path.abspath(part.dir),
-                           "high_watermark": part.leo, "log_end_offset": part.leo,
-                           "new_log_start_offset": part.bases[3], "roll_first": False,
-                           "dry_run": dry}
-        assert len(objs) == 6
-        for i, (s, b) in enumerate(zip(objs[1:], part.bases)):
-            assert s["type"] == "segment"
+        assert "log end offset" in objs[0].pop("highWatermarkSource")
+        gone = sum(part.sizes[:3])
+        assert objs[0] == {"type": "partition", "topic": TOPIC, "partition": 0,
+                           "directory": os.path.abspath(part.dir),
+                           "highWatermark": part.leo, "logEndOffset": part.leo,
+                           "previousLogStartOffset": 0, "logStartOffset": part.bases[3],
+                           "segmentsDeleted": 3, "recordsRemoved": part.bases[3],
+                           "bytesRemoved": gone, "firstOffsetRemoved": 0,
+                           "lastOffsetRemoved": part.bases[3] - 1, "rollFirst": False,
+                           "dryRun": dry}
+        assert len(objs) == 7
+        for i, (s, b) in enumerate(zip(objs[1:6], part.bases)):
+            assert s["type"] == "segment" and (s["topic"], s["partition"]) == (TOPIC, 0)
             assert s["file"] == os.path.join(os.path.abspath(part.dir), name(b))
-            assert s["base_offset"] == b and s["next_offset"] == part.upper(i)
-            assert s["size"] == part.sizes[i]
-            assert s["first_timestamp"] == part.layout[i][0]
-            assert s["largest_timestamp"] == part.largest[i]
-            assert s["timestamp_source"] == "time index"
+            assert s["baseOffset"] == b and s["nextOffset"] == part.upper(i)
+            assert (s["firstOffset"], s["lastOffset"]) == (b, part.upper(i) - 1)
+            assert s["records"] == part.upper(i) - b   # one-record batches
+            assert s["sizeBytes"] == part.sizes[i]
+            assert s["firstTimestamp"] == part.layout[i][0]
+            assert s["largestTimestamp"] == part.largest[i]
+            assert s["timestampSource"] == "time index"
             assert s["fate"] == ("deleted" if i < 3 else "kept")
-            assert isinstance(s["why"], str) and s["why"]
+            assert isinstance(s["why"], str) and s["why"] and s["dryRun"] is dry
+        assert objs[6] == {"type": "summary", "command": "retain", "partitions": 1,
+                           "segmentsDeleted": 3, "recordsRemoved": part.bases[3],
+                           "bytesRemoved": gone,
+                           "logStartOffsets": [{"topic": TOPIC, "partition": 0,
+                                                "logStartOffset": part.bases[3]}],
+                           "dryRun": dry}
     assert live_bases(part.dir) == part.bases[3:]
 
 
@@ -897,11 +926,16 @@ def test_refuses_while_a_live_process_holds_the_lock(tmp_path):
     args = ["--retention-ms", 0, "--now", T0 + HOUR, "--file-delete-delay-ms", 0, part.dir]
     with LockHolder(part.logdir) as holder:
         before = tree(part.logdir)
-        for dry in ([], ["--dry-run"]):
-            res = retain(*dry, *args)
-            assert res.code == 2, res
-            assert ".lock" in res.err and str(holder.p.pid) in res.err, res
-            assert tree(part.logdir) == before
+        res = retain(*args)
+        assert res.code == 2, res
+        assert ".lock" in res.err and str(holder.p.pid) in res.err, res
+        assert tree(part.logdir) == before
+        # a dry run only reads: it goes on, with a one-line warning naming the holder
+        res = retain("--dry-run", *args)
+        assert res.code == 1 and "would be deleted" in res.out, res
+        assert len(res.err_lines) == 1 and "warning" in res.err, res
+        assert ".lock" in res.err and str(holder.p.pid) in res.err, res
+        assert tree(part.logdir) == before
     # the holder is gone; its .lock file stays (as after a broker crash) and means nothing
     assert os.path.exists(os.path.join(part.logdir, ".lock"))
     ok(retain(*args))
@@ -971,7 +1005,7 @@ def test_random_policies_against_the_contract(tmp_path):
             want = expected_fates(part.sizes, part.bases, nexts, part.largest, hw, **kw)
             p = plan(part, *args)
             assert p.fates == want, (layout, args)
-            assert p.partition["high_watermark"] == hw
+            assert p.partition["highWatermark"] == hw
             checked += 1
         # the last plan, for real
         ok(retain(*args, "--file-delete-delay-ms", 0, part.dir))
@@ -1042,7 +1076,7 @@ def test_active_segment_with_a_stale_time_index(tmp_path):
     ig.write_file(os.path.join(d, name(base, "timeindex")),
                   ig.preallocated_time_index(ig.encode_time_index(live.time_entries, base)))
     (p,) = plans("--retention-ms", HOUR, "--now", now, "--roll-active", d)
-    assert (p.segments[1]["largest_timestamp"], p.segments[1]["timestamp_source"]) == (now, "batches")
+    assert (p.segments[1]["largestTimestamp"], p.segments[1]["timestampSource"]) == (now, "batches")
     assert p.fates == ["deleted", "kept"]
     ok(retain("--retention-ms", HOUR, "--now", now, "--roll-active", "--file-delete-delay-ms", 0, d))
     assert live_bases(d) == [base]
@@ -1163,7 +1197,7 @@ def test_recovery_point_below_the_new_log_start_is_raised(tmp_path):
                     part.dir))
     assert live_bases(part.dir) == [12]
     assert read_bytes(cp) == checkpoint_bytes([("other", 1, 4), (TOPIC, 0, 12), (TOPIC, 1, 0)])
-    assert res.lines[-1] == "%s: %s-0: recovery point raised to the log start offset 12 (was 2)" % (
+    assert res.lines[-2] == "%s: %s-0: recovery point raised to the log start offset 12 (was 2)" % (
         os.path.join(os.path.abspath(part.logdir), RECOVERY_POINTS), TOPIC)
     assert not [n for n in os.listdir(part.logdir) if "tmp" in n]
     check_consistent_after(part)
@@ -1238,15 +1272,15 @@ def test_recovery_point_dry_run_reports_and_changes_nothing(tmp_path):
     args = ["--retention-ms", 1000, "--now", part.largest[2] + 1001, part.dir]
     res = dry_ok(retain("--dry-run", *args))
     assert tree(part.logdir) == before
-    assert res.lines[-1] == ("%s: %s-0: recovery point would be raised to the log start offset 9 "
+    assert res.lines[-2] == ("%s: %s-0: recovery point would be raised to the log start offset 9 "
                              "(was 4)" % (cp, TOPIC))
     res = dry_ok(retain("--dry-run", "--format", "json", *args))
     assert tree(part.logdir) == before
-    assert json.loads(res.lines[-1]) == {"type": "recovery_point", "file": cp, "topic": TOPIC,
-                                         "partition": 0, "old": 4, "new": 9, "dry_run": True}
+    assert json.loads(res.lines[-2]) == {"type": "recoveryPoint", "topic": TOPIC, "partition": 0,
+                                         "file": cp, "old": 4, "new": 9, "dryRun": True}
     res = ok(retain("--format", "json", *args))
-    assert json.loads(res.lines[-1]) == {"type": "recovery_point", "file": cp, "topic": TOPIC,
-                                         "partition": 0, "old": 4, "new": 9, "dry_run": False}
+    assert json.loads(res.lines[-2]) == {"type": "recoveryPoint", "topic": TOPIC, "partition": 0,
+                                         "file": cp, "old": 4, "new": 9, "dryRun": False}
     assert read_checkpoint(cp) == {("other", 3): 3, (TOPIC, 0): 9}
 
 
@@ -1259,7 +1293,7 @@ def test_recovery_point_unreadable_checkpoint_is_left_and_said(tmp_path):
     res = ok(retain("--retention-ms", 0, "--now", T0 + HOUR, part.dir))
     assert live_bases(part.dir) == [12]
     assert read_bytes(cp) == b"0\n2\n%s 0 1\n" % TOPIC.encode()
-    assert "not read" in res.lines[-1] and RECOVERY_POINTS in res.lines[-1], res.lines
+    assert "not read" in res.lines[-2] and RECOVERY_POINTS in res.lines[-2], res.lines
 
 
 @pytest.mark.slow

@@ -10,7 +10,9 @@ import click
 
 from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
-from ..log.names import CLEAN_SHUTDOWN_FILE, LOG, SNAPSHOT, partition_file_kind
+from ..log.lock import preview_warning
+from ..log.names import (CLEAN_SHUTDOWN_FILE, LOG, SNAPSHOT, partition_file_kind,
+                         topic_partition)
 from ..log.recover import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW, RULE_CLEAN,
                            RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT, RULE_TXN_BELOW_BASE,
                            SPLIT, WRITE, LogDirRecovery)
@@ -38,15 +40,126 @@ def _rule_text(r, plan):
     }[r.rule]
 
 
+def human_bytes(n):
+    """Bytes as a short figure for a terminal (1024-based units: 1.2 MiB); JSON keeps the
+    exact integer."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return ("%d B" % n) if unit == "B" else ("%.1f %s" % (size, unit))
+        size /= 1024
+    return str(n)  # pragma: no cover
+
+
+def table_output(fmt):
+    """One layout per output: a rich table on a terminal, plain lines on a pipe (or JSON)."""
+    return fmt == "text" and sys.stdout.isatty()
+
+
+def plural(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def offsets_text(first, last, records):
+    """"offsets 290-299, 10 records", or "no batch"."""
+    if first is None or last is None:
+        return "no batch"
+    return "offsets %d-%d, %s" % (first, last, plural(records, "record"))
+
+
+def _removed_text(r):
+    """What a cut tail (or a segment set aside whole) holds: the whole batches' offsets and
+    records, its bytes, and the bytes at its end that hold no batch."""
+    if r.removed_first is None:
+        return "no whole batch, %d bytes" % r.cut
+    text = "%s, %d bytes" % (offsets_text(r.removed_first, r.removed_last, r.removed_records),
+                             r.cut)
+    if r.torn_bytes:
+        text += " (the last %d hold no batch)" % r.torn_bytes
+    return text
+
+
+def _where(directory):
+    topic, number = topic_partition(directory)
+    return {"topic": topic, "partition": number}
+
+
+def _segment_json(plan, r, path, dry_run):
+    obj = dict(type="segment", **_where(plan.directory))
+    obj.update(file=path, baseOffset=r.base_offset, rule=r.rule,
+               ruleText=_rule_text(r, plan), recovered=r.recovered, sizeBytes=r.size,
+               bytesKept=r.kept, bytesCut=r.bytes_cut, setAside=r.moved,
+               bytesSetAside=r.bytes_set_aside, recordsRemoved=r.removed_records,
+               firstOffsetRemoved=r.removed_first, lastOffsetRemoved=r.removed_last,
+               bytesWithoutBatch=r.torn_bytes, dryRun=dry_run)
+    if r.records is not None:
+        obj.update(records=r.records, firstOffset=r.first_offset,
+                   lastOffset=None if r.next_offset is None else r.next_offset - 1,
+                   nextOffset=r.next_offset)
+    if r.first_bad is not None:
+        obj.update(firstBadPosition=r.first_bad, reason=r.reason, firstBadOffset=r.bad_offset)
+    for key, value in (("indexEntries", r.index_entries),
+                       ("timeIndexEntries", r.timeindex_entries),
+                       ("txnIndexEntries", r.txn_entries)):
+        if value is not None:
+            obj[key] = value
+    if r.recovered:
+        obj["indexesReplaced"] = r.indexes_replaced
+    if r.timeindex_created:
+        obj["timeIndexCreated"] = True
+    if r.split_into:
+        obj["splitInto"] = r.split_into
+    return obj
+
+
+def _partition_json(plan, dry_run):
+    removed = plan.removed_offsets
+    obj = dict(type="partition", **_where(plan.directory))
+    obj.update(directory=printable_name(plan.directory), recoveryPoint=plan.recovery_point,
+               cleanShutdown=plan.clean_shutdown, full=plan.full,
+               logEndOffset=plan.log_end_offset, recordsRemoved=plan.records_removed,
+               firstOffsetRemoved=None if removed is None else removed[0],
+               lastOffsetRemoved=None if removed is None else removed[1],
+               bytesCut=plan.bytes_cut, segmentsSetAside=plan.segments_set_aside,
+               bytesSetAside=plan.bytes_set_aside, changed=plan.changes, dryRun=dry_run)
+    return obj
+
+
+def _removal_text(plan, dry_run):
+    """"removed offsets 290-599 (310 records): 793 bytes cut, 1 segment (60225 bytes) set
+    aside", in the conditional for a dry run; "" when nothing is removed."""
+    if not plan.bytes_cut and not plan.segments_set_aside:
+        return ""
+    removed = plan.removed_offsets
+    parts = []
+    if plan.bytes_cut:
+        parts.append("%d bytes %s" % (plan.bytes_cut, "would be cut" if dry_run else "cut"))
+    if plan.segments_set_aside:
+        parts.append("%s (%d bytes) %s" % (plural(plan.segments_set_aside, "segment"),
+                                            plan.bytes_set_aside,
+                                            "would be set aside" if dry_run else "set aside"))
+    if removed is None:  # bytes holding no whole batch
+        return ", ".join(parts) + " (no whole batch)"
+    return "%s offsets %d-%d (%s): %s" % ("would remove" if dry_run else "removed", removed[0],
+                                          removed[1], plural(plan.records_removed, "record"),
+                                          ", ".join(parts))
+
+
 class _Report:
+    """JSON Lines, plain lines (a pipe), or a rich table (a terminal): one of them."""
+
     def __init__(self, fmt, dry_run):
         self.fmt = fmt
         self.dry_run = dry_run
-        self.rows = []
+        self.table = table_output(fmt)
+        self.rows = []       # (plan, path, SegmentReport): the table's segments
+        self.others = []     # (file, what): the table's other lines, in order
 
     def emit(self, obj, text):
         if self.fmt == "json":
             click.echo(json.dumps(obj))
+        elif self.table:
+            self.others.append(text)
         else:
             click.echo(text)
 
@@ -54,80 +167,75 @@ class _Report:
         d = plan.directory
         dry_run = self.dry_run
         would = "would be " if dry_run else ""
-        self.emit({"type": "partition", "directory": printable_name(d),
-                   "recovery_point": plan.recovery_point, "clean_shutdown": plan.clean_shutdown,
-                   "full": plan.full, "log_end_offset": plan.log_end_offset},
-                  "%s: recovery point %s%s%s; log end offset %s" % (
+        where = _where(d)
+        removal = _removal_text(plan, dry_run)
+        self.emit(_partition_json(plan, dry_run),
+                  "%s: recovery point %s%s%s; %slog end offset %s%s" % (
                       printable_name(d),
                       "none recorded" if plan.recovery_point is None else plan.recovery_point,
                       ", clean shutdown" if plan.clean_shutdown else "",
-                      ", --full" if plan.full else "", plan.log_end_offset))
+                      ", --full" if plan.full else "",
+                      "new " if plan.changes else "", plan.log_end_offset,
+                      "; " + removal if removal else ""))
+        # a segment's .log moved whole or split is said once, by its segment line
+        said = {r.name for r in plan.segments if r.moved or r.split_into}
+        said.update(name for name, _ in plan.splits)
         for a in plan.actions:
             path = printable_name(os.path.join(d, a.name))
+            base = dict(where, file=path, why=a.why, dryRun=dry_run)
             if a.kind == MOVE:
-                self.emit({"type": "moved", "file": path, "why": a.why},
+                if a.name in said:
+                    continue
+                self.emit(dict(type="moved", **base),
                           "%s: %smoved to quarantine (%s)" % (path, would, a.why))
             elif a.kind == REMOVE:
-                self.emit({"type": "removed", "file": path, "why": a.why},
+                self.emit(dict(type="removed", **base),
                           "%s: %sremoved (%s)" % (path, would, a.why))
             elif a.kind == RENAME:
                 target = printable_name(a.target)
-                self.emit({"type": "renamed", "file": path, "to": target, "why": a.why},
+                self.emit(dict(type="renamed", to=target, **base),
                           "%s: %srenamed to %s (%s)" % (path, would, target, a.why))
             elif a.kind == WRITE and partition_file_kind(a.name) in (SNAPSHOT, LOG):
-                self.emit({"type": "written", "file": path, "why": a.why},
+                self.emit(dict(type="written", **base),
                           "%s: %swritten (%s)" % (path, would, a.why))
             elif a.kind == EPOCHS:
-                self.emit({"type": "leader_epochs", "file": path, "why": a.why},
+                self.emit(dict(type="leaderEpochs", **base),
                           "%s: %srewritten: %s" % (path, would, a.why))
             elif a.kind == SPLIT:
-                self.emit({"type": "split", "file": path, "into": [b for b, _, _ in a.pieces],
-                           "why": a.why},
+                if a.name in said:
+                    continue
+                self.emit(dict(type="split", into=[b for b, _, _ in a.pieces], **base),
                           "%s: %ssplit (%s)" % (path, would, a.why))
         if dry_run and plan.split is not None:
             path = printable_name(os.path.join(d, plan.split.name))
-            self.emit({"type": "note", "file": path,
-                       "note": "the segments from this one on are checked after the split"},
+            self.emit(dict(type="note", **where, file=path,
+                           note="the segments from this one on are checked after the split"),
                       "%s: the segments from this one on would be checked after the split"
                       % path)
         for name, text in plan.notes:
             path = printable_name(os.path.join(d, name))
-            self.emit({"type": "note", "file": path, "note": text}, "%s: %s" % (path, text))
+            self.emit(dict(type="note", **where, file=path, note=text), "%s: %s" % (path, text))
         for r in plan.segments:
             path = printable_name(os.path.join(d, r.name))
             for text in r.notes:
-                self.emit({"type": "note", "file": path, "note": text}, "%s: %s" % (path, text))
-            obj = {"type": "segment", "file": path, "rule": r.rule,
-                   "rule_text": _rule_text(r, plan), "recovered": r.recovered,
-                   "base_offset": r.base_offset, "size": r.size, "kept": r.kept, "cut": r.cut,
-                   "moved": r.moved}
-            if r.records is not None:
-                obj.update(records=r.records, first_offset=r.first_offset,
-                           next_offset=r.next_offset)
-            if r.first_bad is not None:
-                obj.update(first_bad_position=r.first_bad, reason=r.reason,
-                           first_bad_offset=r.bad_offset)
-            for key, value in (("index_entries", r.index_entries),
-                               ("timeindex_entries", r.timeindex_entries),
-                               ("txnindex_entries", r.txn_entries)):
-                if value is not None:
-                    obj[key] = value
-            if r.recovered:
-                obj["indexes_replaced"] = r.indexes_replaced
-            if r.timeindex_created:
-                obj["timeindex_created"] = True
-            if r.split_into:
-                obj["split_into"] = r.split_into
-            self.emit(obj, "%s: %s: %s" % (path, _rule_text(r, plan), _segment_text(r, dry_run)))
-            self.rows.append((path, r))
+                self.emit(dict(type="note", **where, file=path, note=text),
+                          "%s: %s" % (path, text))
+            obj = _segment_json(plan, r, path, dry_run)
+            if self.fmt == "json":
+                click.echo(json.dumps(obj))
+            elif self.table:
+                self.rows.append((plan, path, r))
+            else:
+                click.echo("%s: %s: %s" % (path, _rule_text(r, plan),
+                                           _segment_text(r, dry_run)))
         for name, bases in plan.splits:
             path = printable_name(os.path.join(d, name))
-            self.emit({"type": "split_done", "file": path, "into": bases},
+            self.emit(dict(type="splitDone", **where, file=path, into=bases),
                       "%s: split into segments at offsets %s (offset overflow)"
                       % (path, ", ".join(map(str, bases))))
         if plan.quarantine is not None:
             qdir = printable_name(plan.quarantine)
-            self.emit({"type": "quarantine", "directory": qdir},
+            self.emit(dict(type="quarantine", **where, directory=qdir),
                       "%s: what was removed is kept in %s" % (printable_name(d), qdir))
 
     def log_dir(self, run):
@@ -136,15 +244,17 @@ class _Report:
         for tmp in run.temporary_files:
             note = ("temporary file of an interrupted kafkalog write: %s"
                     % ("would be removed" if self.dry_run else "removed"))
-            self.emit({"type": "note", "file": printable_name(tmp), "note": note},
+            self.emit({"type": "note", "topic": None, "partition": None,
+                       "file": printable_name(tmp), "note": note},
                       "%s: %s" % (printable_name(tmp), note))
         if run.checkpoint_problem is not None:
-            self.emit({"type": "note", "file": path, "note": run.checkpoint_problem},
+            self.emit({"type": "note", "topic": None, "partition": None, "file": path,
+                       "note": run.checkpoint_problem},
                       run.checkpoint_problem)
         for (topic, number), (old, new) in sorted(run.checkpoint_updates.items()):
             verb = "would be set" if self.dry_run else "set"
-            self.emit({"type": "recovery_point", "file": path, "topic": topic,
-                       "partition": number, "old": old, "new": new, "dry_run": self.dry_run},
+            self.emit({"type": "recoveryPoint", "topic": topic, "partition": number,
+                       "file": path, "old": old, "new": new, "dryRun": self.dry_run},
                       "%s: %s-%d: recovery point %s to the log end offset %d (was %s)"
                       % (path, topic, number, verb, new, "none" if old is None else old))
         if run.marker is not None:
@@ -158,53 +268,118 @@ class _Report:
                                      "change, then written back",
                     "would-remove": "clean shutdown marker: would be removed (a partition "
                                     "could not be recovered)"}
-            self.emit({"type": "clean_shutdown_marker", "file": marker, "state": run.marker},
+            self.emit({"type": "cleanShutdownMarker", "topic": None, "partition": None,
+                       "file": marker, "state": run.marker},
                       "%s: %s" % (marker, text[run.marker]))
 
     def summary(self, plans):
         dry_run = self.dry_run
         changed = sum(1 for p in plans if p.changes)
         cut = sum(p.bytes_cut for p in plans)
-        self.emit({"type": "summary", "partitions": len(plans), "changed": changed,
-                   "bytes_cut": cut, "dry_run": dry_run},
-                  "%d partition%s, %d %s, %d bytes cut%s" % (
-                      len(plans), "" if len(plans) == 1 else "s", changed,
-                      "to repair" if dry_run else "repaired", cut,
-                      " (dry run: nothing changed)" if dry_run else ""))
-        if self.fmt == "text" and sys.stderr.isatty() and self.rows:
+        aside = sum(p.bytes_set_aside for p in plans)
+        segments_cut = sum(1 for p in plans for r in p.segments if r.bytes_cut)
+        segments_aside = sum(p.segments_set_aside for p in plans)
+        records = sum(p.records_removed for p in plans)
+        ends = [{"topic": topic_partition(p.directory)[0],
+                 "partition": topic_partition(p.directory)[1],
+                 "logEndOffset": p.log_end_offset} for p in plans if p.changes]
+        obj = {"type": "summary", "command": "recover", "partitions": len(plans),
+               "changed": changed, "recordsRemoved": records, "bytesCut": cut,
+               "segmentsCut": segments_cut, "segmentsSetAside": segments_aside,
+               "bytesSetAside": aside, "logEndOffsets": ends, "dryRun": dry_run}
+        cond = (lambda now, then: then) if dry_run else (lambda now, then: now)
+        text = "%s, %d %s" % (plural(len(plans), "partition"), changed,
+                              cond("repaired", "to repair"))
+        if cut or segments_aside:
+            parts = ["%s %s" % (plural(records, "record"), cond("removed", "would be removed"))]
+            if cut:
+                parts.append("%s %s from %s" % (
+                    human_bytes(cut) if self.table else "%d bytes" % cut,
+                    cond("cut", "would be cut"), plural(segments_cut, "segment")))
+            if segments_aside:
+                parts.append("%s (%s) %s" % (
+                    plural(segments_aside, "segment"),
+                    human_bytes(aside) if self.table else "%d bytes" % aside,
+                    cond("set aside", "would be set aside")))
+            text += ": " + "; ".join(parts)
+        if len(ends) == 1:
+            text += "; new log end offset %s" % ends[0]["logEndOffset"]
+        elif ends:
+            text += "; new log end offsets %s" % ", ".join(
+                "%s-%s %s" % (e["topic"], e["partition"], e["logEndOffset"]) for e in ends)
+        if dry_run:
+            text += " (dry run: nothing changed)"
+        if self.fmt == "json":
+            click.echo(json.dumps(obj))
+            return
+        if self.table:
+            for line in self.others:
+                click.echo(line)
             self._table()
+        click.echo(text)
 
     def _table(self):
         from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
-        table = Table(title="kafkalog recover")
-        for column in ("segment", "rule", "kept", "cut", "first bad", "indexes"):
-            table.add_column(column, justify="left" if column in ("segment", "rule", "first bad")
-                             else "right")
-        for path, r in self.rows:
-            table.add_row(escape(path), r.rule, str(r.kept),
-                          ("[red]%d[/red]" % r.cut) if r.cut else "0",
-                          "moved" if r.moved else ("" if r.first_bad is None else
-                                                   escape("%d: %s" % (r.first_bad, r.reason))),
-                          "" if not r.recovered else (
-                              "rebuilt (%d/%d)" % (r.index_entries, r.timeindex_entries)
-                              if r.indexes_replaced else "as rebuilt"))
-        Console(stderr=True).print(table)
+        dry_run = self.dry_run
+        console = Console()
+        by_partition = {}
+        for plan, path, r in self.rows:
+            by_partition.setdefault(plan.directory, (plan, []))[1].append(r)
+        for directory, (plan, reports) in by_partition.items():
+            table = Table(title="%s%s: new log end offset %s" % (
+                escape(printable_name(directory)), " (dry run)" if dry_run else "",
+                plan.log_end_offset))
+            for column in ("segment", "rule", "kept",
+                           "would be removed" if dry_run else "removed", "why", "indexes"):
+                table.add_column(column, no_wrap=column == "segment")
+            for r in reports:
+                table.add_row(escape(r.name), r.rule, _kept_cell(r),
+                              _removed_cell(r, dry_run),
+                              "" if r.first_bad is None else escape(
+                                  "position %d: %s" % (r.first_bad, r.reason)),
+                              "" if not r.recovered else (
+                                  "rebuilt (%d/%d)" % (r.index_entries, r.timeindex_entries)
+                                  if r.indexes_replaced else "as rebuilt"))
+            console.print(table)
 
 
-def _offsets(r):
-    if r.records is None or r.first_offset is None:
-        return "no batch"
-    return "offsets %d-%d, %d record%s" % (r.first_offset, r.next_offset - 1, r.records,
-                                         "" if r.records == 1 else "s")
+def _kept_cell(r):
+    if r.moved:
+        return "-"
+    if r.records is None:
+        return "not read\n%s" % human_bytes(r.kept)
+    if r.first_offset is None or r.next_offset is None:
+        return "no batch\n%s" % human_bytes(r.kept)
+    return "offsets %d-%d\n%s\n%s" % (r.first_offset, r.next_offset - 1,
+                                      plural(r.records, "record"), human_bytes(r.kept))
+
+
+def _removed_cell(r, dry_run):
+    if r.split_into:
+        return "%s at offsets %s" % ("would be split" if dry_run else "split",
+                                     ", ".join(map(str, r.split_into)))
+    if not r.cut:
+        return "-"
+    lines = ["[red]%s[/red]" % ("set aside" if r.moved else "cut")]
+    if r.removed_first is not None:
+        lines.append("offsets %d-%d" % (r.removed_first, r.removed_last))
+        lines.append(plural(r.removed_records, "record"))
+    else:
+        lines.append("no whole batch")
+    lines.append(human_bytes(r.cut))
+    if r.torn_bytes and r.removed_first is not None:
+        lines.append("(%s without a batch)" % human_bytes(r.torn_bytes))
+    return "\n".join(lines)
 
 
 def _segment_text(r, dry_run):
     """What happened to a segment (in the conditional for a dry run)."""
     w = (lambda now, then: then) if dry_run else (lambda now, then: now)
     if r.moved:
-        return "%s to quarantine (%d bytes)" % (w("moved", "would be moved"), r.size)
+        return "%s: %s" % (w("moved to quarantine", "would be moved to quarantine"),
+                           _removed_text(r))
     if r.split_into:
         return "%s into segments at offsets %s (offset overflow), %d bytes" % (
             w("split", "would be split"), ", ".join(map(str, r.split_into)), r.size)
@@ -214,13 +389,15 @@ def _segment_text(r, dry_run):
             text += "; missing time index %s empty" % w("created", "would be created")
         return text
     parts = []
+    kept = offsets_text(r.first_offset, None if r.next_offset is None else r.next_offset - 1,
+                        r.records or 0)
     if r.first_bad is None:
-        parts.append("valid: %s, %d bytes" % (_offsets(r), r.size))
+        parts.append("valid: %s, %d bytes" % (kept, r.size))
     else:
         at = "" if r.bad_offset is None else ", offset %d on" % r.bad_offset
-        parts.append("%s %s, %d bytes; %s %d bytes at position %d%s (%s)"
-                     % (w("kept", "would keep"), _offsets(r), r.kept, w("cut", "would cut"),
-                        r.cut, r.first_bad, at, r.reason))
+        parts.append("%s %s, %d bytes; %s %s, at position %d%s (%s)"
+                     % (w("kept", "would keep"), kept, r.kept, w("cut:", "would be cut:"),
+                        _removed_text(r), r.first_bad, at, r.reason))
     if r.indexes_replaced:
         parts.append("indexes rebuilt, %s %s: %d offset index entries, %d time index entries, "
                      "%d aborted transactions"
@@ -257,7 +434,8 @@ def recover(paths, dry_run, full, fmt, index_interval_bytes, max_message_size):
     is split; .swap, .cleaned and .deleted files are dealt with as the broker's loader does.
     The recovery point is then written back at the log end offset. Whatever is removed goes
     verbatim into kafkalog-quarantine/<UTC time>/ in the partition directory, with a
-    manifest.json. Refuses to run while a broker holds the log directory. Exit status: 0
+    manifest.json. Refuses to run while a broker holds the log directory (--dry-run reads
+    anyway, with a warning). Exit status: 0
     nothing to do, 1 repaired (or, with --dry-run, would repair), 2 errors.
     """
     report = _Report(fmt, dry_run)
@@ -267,8 +445,12 @@ def recover(paths, dry_run, full, fmt, index_interval_bytes, max_message_size):
     for log_dir, partitions in by_log_dir.items():
         run = LogDirRecovery(log_dir, partitions, index_interval_bytes, max_message_size,
                              dry_run, full)
+        warned = False
         try:
             for result in run.run():
+                if run.lock_held is not None and not warned:
+                    warned = True
+                    click.echo("kafkalog: warning: " + preview_warning(run.lock_held), err=True)
                 if result.error is not None:
                     # This partition's error: said, and the log directory's others go on.
                     click.echo("kafkalog: " + error_text(result.error, result.directory),
@@ -286,6 +468,8 @@ def recover(paths, dry_run, full, fmt, index_interval_bytes, max_message_size):
                 plans.append(plan)
                 if plan.changes:
                     status = max(status, EXIT_REPAIRED)
+            if run.lock_held is not None and not warned:
+                click.echo("kafkalog: warning: " + preview_warning(run.lock_held), err=True)
             report.log_dir(run)
         except OSError as e:  # the log directory's: held by a broker (LockHeld), unreadable
             click.echo("kafkalog: " + error_text(e, log_dir), err=True)

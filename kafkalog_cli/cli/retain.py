@@ -11,11 +11,12 @@ import click
 
 from ..errors import KafkalogError, UsageError
 from ..log.append import AppendError
-from ..log.logdir import LogDir
-from ..log.names import RECOVERY_POINT_CHECKPOINT
+from ..log.lock import LogDirLock, preview_warning
+from ..log.names import RECOVERY_POINT_CHECKPOINT, topic_partition
 from ..log.partition import Partition
 from ..log.retain import DELETED, Policy, retain_partition
 from .errors import error_text, fail
+from .recover import human_bytes, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir
 
 # 1: a dry run that would delete something (as `recover --dry-run` exits 1 when it would repair)
@@ -47,73 +48,163 @@ def _iso(ms):
         return str(ms)
 
 
-def _report(plan, fmt, dry_run, rows):
-    d = plan.directory
-    verb = "would be deleted" if dry_run else "deleted"
-    if fmt == "json":
-        click.echo(json.dumps({"type": "partition", "directory": d,
-                               "high_watermark": plan.high_watermark,
-                               "high_watermark_source": plan.hw_source,
-                               "log_end_offset": plan.log_end,
-                               "new_log_start_offset": plan.new_log_start,
-                               "roll_first": plan.roll_first, "dry_run": dry_run}))
-    else:
-        click.echo("%s: high watermark %d (%s), log end offset %d%s"
-                   % (d, plan.high_watermark, plan.hw_source, plan.log_end,
-                      "; the active segment is rolled first" if plan.roll_first else ""))
-    for s in plan.segments:
-        path = os.path.join(d, s.name)
-        if fmt == "json":
-            click.echo(json.dumps({"type": "segment", "file": path, "base_offset": s.base,
-                                   "next_offset": s.next_offset, "size": s.size,
-                                   "first_timestamp": s.first_ts,
-                                   "largest_timestamp": s.largest_ts,
-                                   "timestamp_source": s.ts_source, "fate": s.fate,
-                                   "why": s.why}))
+def _where(directory):
+    topic, number = topic_partition(directory)
+    return {"topic": topic, "partition": number}
+
+
+def _segment_json(plan, s, path, dry_run):
+    return dict(type="segment", **_where(plan.directory), file=path, baseOffset=s.base,
+                firstOffset=s.first_offset, lastOffset=s.last_offset, nextOffset=s.next_offset,
+                records=s.records, sizeBytes=s.size, firstTimestamp=s.first_ts,
+                largestTimestamp=s.largest_ts, timestampSource=s.ts_source, fate=s.fate,
+                why=s.why, dryRun=dry_run)
+
+
+def _partition_json(plan, dry_run):
+    removed = plan.removed_offsets
+    return dict(type="partition", **_where(plan.directory), directory=plan.directory,
+                highWatermark=plan.high_watermark, highWatermarkSource=plan.hw_source,
+                logEndOffset=plan.log_end, previousLogStartOffset=plan.old_log_start,
+                logStartOffset=plan.log_start_offset, segmentsDeleted=len(plan.deleted),
+                recordsRemoved=plan.records_removed, bytesRemoved=plan.bytes_removed,
+                firstOffsetRemoved=None if removed is None else removed[0],
+                lastOffsetRemoved=None if removed is None else removed[1],
+                rollFirst=plan.roll_first, dryRun=dry_run)
+
+
+def _size(n, human):
+    return human_bytes(n) if human else "%d bytes" % n
+
+
+def _removal_text(plan, dry_run, human=False):
+    """"offsets 0-299 (300 records, 2 segments, 117.6 KiB) deleted; new log start offset 300",
+    in the conditional for a dry run."""
+    removed = plan.removed_offsets
+    if not plan.deleted:
+        return "nothing to delete; log start offset %d" % plan.log_start_offset
+    what = ("offsets %d-%d" % removed) if removed is not None else "no batch"
+    return "%s (%s, %s, %s) %s; new log start offset %s%d" % (
+        what, plural(plan.records_removed, "record"), plural(len(plan.deleted), "segment"),
+        _size(plan.bytes_removed, human), "would be deleted" if dry_run else "deleted",
+        "would be " if dry_run else "", plan.log_start_offset)
+
+
+class _Output:
+    """JSON Lines, plain lines (a pipe), or rich tables (a terminal): one of them."""
+
+    def __init__(self, fmt, dry_run):
+        self.fmt = fmt
+        self.dry_run = dry_run
+        self.table = table_output(fmt)
+        self.plans = []
+        self.lines = []   # a terminal's lines beside the tables (notes, recovery points)
+
+    def emit(self, obj, text):
+        if self.fmt == "json":
+            click.echo(json.dumps(obj))
+        elif self.table:
+            self.lines.append(text)
         else:
-            click.echo("%s: %s (%s)" % (path, verb if s.fate == DELETED else "kept",
-                                        s.why or "-"))
-        rows.append((path, s))
-    _recovery_point(plan, fmt, dry_run)
+            click.echo(text)
 
+    def partition(self, plan):
+        """A partition's plan, once it is carried out."""
+        d = plan.directory
+        dry_run = self.dry_run
+        self.plans.append(plan)
+        verb = "would be deleted" if dry_run else "deleted"
+        if not self.table:
+            self.emit(_partition_json(plan, dry_run),
+                      "%s: high watermark %d (%s), log end offset %d%s; %s"
+                      % (d, plan.high_watermark, plan.hw_source, plan.log_end,
+                         "; the active segment is rolled first" if plan.roll_first else "",
+                         _removal_text(plan, dry_run)))
+            for s in plan.segments:
+                path = os.path.join(d, s.name)
+                self.emit(_segment_json(plan, s, path, dry_run),
+                          "%s: %s (%s): %s, %d bytes"
+                          % (path, verb if s.fate == DELETED else "kept", s.why or "-",
+                             offsets_text(s.first_offset, s.last_offset, s.records), s.size))
+        self._recovery_point(plan)
 
-def _recovery_point(plan, fmt, dry_run):
-    """The partition's recovery point raised to the new log start offset (or why not read),
-    said as recover says a recovery point it sets."""
-    if plan.recovery_point_problem is not None:
-        if fmt == "json":
-            click.echo(json.dumps({"type": "note", "directory": plan.directory,
-                                   "note": plan.recovery_point_problem}))
+    def _recovery_point(self, plan):
+        """The partition's recovery point raised to the new log start offset (or why not read),
+        said as recover says a recovery point it sets."""
+        dry_run = self.dry_run
+        where = _where(plan.directory)
+        if plan.recovery_point_problem is not None:
+            self.emit(dict(type="note", **where, directory=plan.directory,
+                           note=plan.recovery_point_problem), plan.recovery_point_problem)
+        if plan.recovery_point_raise is None:
+            return
+        old, new = plan.recovery_point_raise
+        partition = Partition(plan.directory)
+        path = os.path.join(partition.log_dir, RECOVERY_POINT_CHECKPOINT)
+        topic, number = partition.topic, partition.number
+        self.emit(dict(type="recoveryPoint", **where, file=path, old=old, new=new,
+                       dryRun=dry_run),
+                  "%s: %s-%d: recovery point %s to the log start offset %d (was %d)"
+                  % (path, topic, number, "would be raised" if dry_run else "raised", new, old))
+
+    def summary(self):
+        plans, dry_run = self.plans, self.dry_run
+        deleted = sum(len(p.deleted) for p in plans)
+        records = sum(p.records_removed for p in plans)
+        size = sum(p.bytes_removed for p in plans)
+        starts = [dict(_where(p.directory), logStartOffset=p.log_start_offset)
+                  for p in plans if p.deleted]
+        if self.fmt == "json":
+            click.echo(json.dumps({"type": "summary", "command": "retain",
+                                   "partitions": len(plans), "segmentsDeleted": deleted,
+                                   "recordsRemoved": records, "bytesRemoved": size,
+                                   "logStartOffsets": starts, "dryRun": dry_run}))
+            return
+        if self.table:
+            _tables(plans, dry_run)
+            for line in self.lines:
+                click.echo(line)
+        if deleted:
+            text = "%s: %s (%s, %s) %s" % (
+                plural(len(plans), "partition"), plural(deleted, "segment"),
+                plural(records, "record"), _size(size, self.table),
+                "would be deleted" if dry_run else "deleted")
         else:
-            click.echo(plan.recovery_point_problem)
-    if plan.recovery_point_raise is None:
-        return
-    old, new = plan.recovery_point_raise
-    partition = Partition(plan.directory)
-    path = os.path.join(partition.log_dir, RECOVERY_POINT_CHECKPOINT)
-    topic, number = partition.topic, partition.number
-    if fmt == "json":
-        click.echo(json.dumps({"type": "recovery_point", "file": path, "topic": topic,
-                               "partition": number, "old": old, "new": new,
-                               "dry_run": dry_run}))
-    else:
-        click.echo("%s: %s-%d: recovery point %s to the log start offset %d (was %d)"
-                   % (path, topic, number, "would be raised" if dry_run else "raised", new, old))
+            text = "%s: nothing to delete" % plural(len(plans), "partition")
+        if len(starts) == 1:
+            text += "; new log start offset %d" % starts[0]["logStartOffset"]
+        elif starts:
+            text += "; new log start offsets %s" % ", ".join(
+                "%s-%s %d" % (e["topic"], e["partition"], e["logStartOffset"]) for e in starts)
+        if dry_run:
+            text += " (dry run: nothing changed)"
+        click.echo(text)
 
 
-def _table(rows, dry_run):
+def _tables(plans, dry_run):
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
-    table = Table(title="kafkalog retain" + (" (dry run)" if dry_run else ""))
-    for column in ("segment", "offsets", "bytes", "first timestamp", "largest timestamp", "fate",
-                   "why"):
-        table.add_column(column, justify="right" if column == "bytes" else "left")
-    for path, s in rows:
-        table.add_row(path, "%d-%d" % (s.base, s.next_offset - 1)
-                      if s.next_offset > s.base else "empty",
-                      str(s.size), _iso(s.first_ts), _iso(s.largest_ts),
-                      "[red]deleted[/red]" if s.fate == DELETED else "kept", s.why or "")
-    Console(stderr=True).print(table)
+    console = Console()
+    for plan in plans:
+        table = Table(title="%s%s: high watermark %d (%s), log end offset %d; %s" % (
+            escape(plan.directory), " (dry run)" if dry_run else "", plan.high_watermark,
+            escape(plan.hw_source), plan.log_end,
+            escape(_removal_text(plan, dry_run, human=True))))
+        for column in ("segment", "offsets", "records", "size", "first timestamp",
+                       "largest timestamp", "fate", "why"):
+            # the segment's name (its base offset) is never cut short
+            table.add_column(column, no_wrap=column in ("segment", "offsets"),
+                             justify="right" if column in ("records", "size") else "left")
+        for s in plan.segments:
+            table.add_row(escape(s.name),
+                          "-" if s.first_offset is None else "%d-%d" % (s.first_offset,
+                                                                        s.last_offset),
+                          str(s.records), human_bytes(s.size), _iso(s.first_ts),
+                          _iso(s.largest_ts),
+                          ("[red]%s[/red]" % ("would be deleted" if dry_run else "deleted"))
+                          if s.fate == DELETED else "kept", escape(s.why or ""))
+        console.print(table)
 
 
 @click.command(short_help="Delete expired segments, as a broker's retention does.")
@@ -144,23 +235,27 @@ def retain(ctx, paths, retention_ms, retention_bytes, log_start_offset, now, hig
     PATHS are partition directories or log directories. The high watermark bounds every
     deletion. Deleted segments' files are renamed to .deleted together and removed after
     --file-delete-delay-ms (by this or a later run). Refuses while a broker holds the log
-    directory. At least one of --retention-ms, --retention-bytes (-1: no limit),
-    --log-start-offset or --file-delete-delay-ms must be given. Exit status: 0 done or
+    directory (--dry-run reads anyway, with a warning). At least one of --retention-ms,
+    --retention-bytes (-1: no limit), --log-start-offset or --file-delete-delay-ms must be
+    given. Exit status: 0 done or
     nothing to do, 1 a --dry-run that would delete something, 2 usage error or errors.
     """
     _require_policy(ctx)
     policy = Policy(retention_ms, retention_bytes, log_start_offset, now, high_watermark,
                     roll_active)
-    rows = []
+    out = _Output(fmt, dry_run)
     by_log_dir, ok = partitions_by_log_dir(paths)
     status = EXIT_OK if ok else EXIT_ERROR
     for log_dir, partitions in by_log_dir.items():
         directory = log_dir  # where an error without a file name is said to be
         try:
-            with LogDir(log_dir).lock(create=not dry_run):
+            # a dry run only reads: beside a broker it goes on, with a warning
+            with LogDirLock(log_dir, create=not dry_run, preview=dry_run) as lock:
+                if lock.held is not None:
+                    click.echo("kafkalog: warning: " + preview_warning(lock.held), err=True)
                 for directory in partitions:
                     plan = retain_partition(directory, policy, dry_run, file_delete_delay_ms)
-                    _report(plan, fmt, dry_run, rows)  # what was done, once it is done
+                    out.partition(plan)  # what was done, once it is done
                     if dry_run and plan.deleted:
                         status = max(status, EXIT_WOULD_CHANGE)
         except AppendError as e:
@@ -169,6 +264,5 @@ def retain(ctx, paths, retention_ms, retention_bytes, log_start_offset, now, hig
         except (OSError, KafkalogError) as e:  # LockHeld: a broker holds the log directory
             click.echo("kafkalog: " + error_text(e, directory), err=True)
             status = EXIT_ERROR
-    if fmt == "text" and rows and sys.stderr.isatty():
-        _table(rows, dry_run)
+    out.summary()
     sys.exit(status)

@@ -33,11 +33,18 @@ def _holder_pid(fd: int) -> Optional[int]:
 class LogDirLock:
     """Take the log directory's lock for the whole of an operation, as a broker would, so that
     none can start beside us and we never run beside one. A .lock nobody holds (left by a crash)
-    is normal and simply taken. Use as a context manager."""
+    is normal and simply taken. Use as a context manager.
 
-    def __init__(self, log_dir: str, create: bool = True) -> None:
+    ``preview``: a read-only preview (a dry run), which changes nothing and so may read beside
+    a broker: a lock held by another process is not an error then; ``held`` says who holds it
+    (the LockHeld a real run would raise), for the caller to warn that the files may change
+    under the preview."""
+
+    def __init__(self, log_dir: str, create: bool = True, preview: bool = False) -> None:
         self.path = os.path.join(log_dir, LOCK_FILE)
         self.create = create
+        self.preview = preview
+        self.held: Optional[LockHeld] = None
         self._fd: Optional[int] = None
 
     def __enter__(self) -> "LogDirLock":
@@ -51,9 +58,13 @@ class LogDirLock:
             self._release()
             if e.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
-            raise LockHeld(errno.EAGAIN, "%s is locked by a running process%s: a live broker, or "
-                           "another kafkalog command writing there; let it finish first"
-                           % (self.path, " (pid %d)" % pid if pid else "")) from None
+            held = LockHeld(errno.EAGAIN, "%s is locked by a running process%s: a live broker, or "
+                            "another kafkalog command writing there; let it finish first"
+                            % (self.path, " (pid %d)" % pid if pid else ""))
+            if self.preview:
+                self.held = held
+                return self
+            raise held from None
         return self
 
     def _release(self) -> None:
@@ -67,3 +78,10 @@ class LogDirLock:
 
     def __exit__(self, *exc: Any) -> None:
         self._release()
+
+
+def preview_warning(held: LockHeld) -> str:
+    """The one line a dry run says when it reads beside the process holding the lock."""
+    text = str(held.strerror or held).split(": a live broker")[0]
+    return ("%s: a dry run reads anyway (it changes nothing), but the files may change under it, "
+            "and before a real run" % text)

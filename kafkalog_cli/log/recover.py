@@ -59,6 +59,7 @@ from . import checkpoints, names
 from .files import FileFormatError, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import LeaderEpochCache, read_checkpoint_strict
+from .lock import LockHeld, LogDirLock
 from .logdir import CleanShutdownMarker, LogDir
 from .producer_state import (InvalidTxnStateError, ProducerState, end_marker, load_state,
                              stray_snapshots)
@@ -122,7 +123,8 @@ class SegmentReport:
     __slots__ = ("name", "size", "kept", "first_bad", "reason", "index_entries",
                  "timeindex_entries", "txn_entries", "moved", "notes", "rule", "base_offset",
                  "records", "first_offset", "next_offset", "bad_offset", "split_into",
-                 "indexes_replaced", "timeindex_created")
+                 "indexes_replaced", "timeindex_created", "removed_records", "removed_first",
+                 "removed_last", "torn_bytes")
 
     def __init__(self, name: str, size: int, rule: str = RULE_RECOVERY_POINT) -> None:
         self.name = name
@@ -144,10 +146,28 @@ class SegmentReport:
         self.split_into: List[int] = []
         self.indexes_replaced: List[str] = []   # kinds whose file the rebuilt one replaces
         self.timeindex_created = False
+        # What the cut tail (or, for a segment set aside, the whole file) holds: the whole
+        # batches' records and offset range (None: no whole batch), and the bytes after the
+        # last of them that hold no batch (a torn write, garbage)
+        self.removed_records = 0
+        self.removed_first: Optional[int] = None
+        self.removed_last: Optional[int] = None
+        self.torn_bytes = 0
 
     @property
     def cut(self) -> int:
+        """Bytes removed: the tail cut, or the whole file of a segment set aside."""
         return self.size - self.kept
+
+    @property
+    def bytes_cut(self) -> int:
+        """Bytes cut from the end of a segment kept (0 for one set aside whole)."""
+        return 0 if self.moved else self.size - self.kept
+
+    @property
+    def bytes_set_aside(self) -> int:
+        """The size of a segment set aside whole (0 for one kept)."""
+        return self.size if self.moved else 0
 
     @property
     def recovered(self) -> bool:
@@ -183,7 +203,28 @@ class PartitionPlan:
     @property
     def bytes_cut(self) -> int:
         """Bytes cut from the segments kept (the segments moved away whole not counted)."""
-        return sum(r.cut for r in self.segments if not r.moved)
+        return sum(r.bytes_cut for r in self.segments)
+
+    @property
+    def bytes_set_aside(self) -> int:
+        """Bytes of the segments set aside whole."""
+        return sum(r.bytes_set_aside for r in self.segments)
+
+    @property
+    def segments_set_aside(self) -> int:
+        return sum(1 for r in self.segments if r.moved)
+
+    @property
+    def records_removed(self) -> int:
+        """Records of the whole batches cut or set aside."""
+        return sum(r.removed_records for r in self.segments)
+
+    @property
+    def removed_offsets(self) -> Optional[Tuple[int, int]]:
+        """(first, last) offset of the whole batches cut or set aside (None: none)."""
+        firsts = [r.removed_first for r in self.segments if r.removed_first is not None]
+        lasts = [r.removed_last for r in self.segments if r.removed_last is not None]
+        return (min(firsts), max(lasts)) if firsts and lasts else None
 
     def add(self, kind: str, name: str, why: str, **kw: Any) -> None:
         self.actions.append(Action(kind, name, why, **kw))
@@ -637,6 +678,8 @@ def _plan_log_start_reset(plan: PartitionPlan, view: Dict[str, str], log_start_o
     for report in plan.segments:
         if not report.moved:
             report.moved, report.kept = True, 0
+            if report.name in view:
+                _count_removed(report, os.path.join(plan.directory, view[report.name]), 0)
     # what recovery meant to cut or write in the segments is moot: they go whole
     plan.actions = [a for a in plan.actions
                     if not (a.kind in (WRITE, CUT) and _kind(a.name) in names.SEGMENT_KINDS)]
@@ -907,6 +950,7 @@ def _plan_cut(plan: PartitionPlan, view: Dict[str, str], source: Segment, scan: 
     name = report.name
     report.kept, report.first_bad, report.reason = scan.valid_end, scan.first_bad, scan.reason
     report.bad_offset = scan.bad_offset
+    _count_removed(report, source.log_path, scan.valid_end)
     for base in later:
         later_log = names.offset_name(base, names.LOG)
         plan.segments.append(_moved_report(plan.directory, view, later_log))
@@ -930,11 +974,34 @@ def _refuse_symlink(source: Segment, what: str) -> None:
 
 
 def _moved_report(directory: str, view: Dict[str, str], name: str) -> SegmentReport:
-    report = SegmentReport(name, os.path.getsize(os.path.join(directory, view[name])),
-                           RULE_AFTER_CUT)
+    path = os.path.join(directory, view[name])
+    report = SegmentReport(name, os.path.getsize(path), RULE_AFTER_CUT)
     report.kept = 0
     report.moved = True
+    _count_removed(report, path, 0)
     return report
+
+
+def _count_removed(report: SegmentReport, path: str, start: int) -> None:
+    """What the bytes of the .log ``path`` from ``start`` on (a tail cut, or a whole segment set
+    aside) hold, into ``report``: the records and offset range of the whole batches there (by
+    their headers, valid or not: what a reader of the quarantined bytes finds), and the bytes
+    after the last of them that hold no batch. Headers only, as LogFile.batches reads them."""
+    end = start
+    first: Optional[int] = None
+    last: Optional[int] = None
+    records = 0
+    with Segment.at(path).open() as log:
+        for batch in log.batches(start):
+            first = batch.base_offset if first is None else min(first, batch.base_offset)
+            last = batch.last_offset if last is None else max(last, batch.last_offset)
+            records += (batch.count if batch.count is not None
+                        else batch.last_offset - batch.base_offset + 1)
+            end = batch.position + batch.size
+        size = log.size
+    report.removed_first, report.removed_last = first, last
+    report.removed_records = records
+    report.torn_bytes = max(0, size - end)
 
 
 def _plan_indexes(plan: PartitionPlan, view: Dict[str, str], base: int, scan: SegmentScan,
@@ -1208,12 +1275,16 @@ class LogDirRecovery:
         self.checkpoint_updates: Dict[Tuple[str, int], Tuple[Optional[int], int]] = {}
         self.checkpoint_problem: Optional[str] = None
         self.temporary_files: List[str] = []  # ours, of an interrupted write: removed
+        self.lock_held: Optional[LockHeld] = None  # a dry run's: who holds the lock
         self._marker = CleanShutdownMarker(log_dir)
 
     def run(self) -> Iterator[PartitionResult]:
         """Take the log directory's lock (OSError when a broker holds it), recover each
         partition, then write the recovery points and settle the marker."""
-        with LogDir(self.log_dir).lock(create=not self.dry_run):
+        # A dry run only reads: beside a broker holding the lock it goes on (``lock_held``
+        # says so, for the caller's warning); a real run refuses.
+        with LogDirLock(self.log_dir, create=not self.dry_run, preview=self.dry_run) as lock:
+            self.lock_held = lock.held
             self.temporary_files = remove_temporary_files(self.log_dir, self.dry_run)
             self.clean_shutdown = self._marker.present()
             if self.clean_shutdown:

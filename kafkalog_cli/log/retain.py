@@ -41,7 +41,7 @@ class RetainedSegment:
     DELETED) with the reason."""
 
     __slots__ = ("segment", "base", "size", "next_offset", "largest_ts", "ts_source", "first_ts",
-                 "fate", "why")
+                 "fate", "why", "records", "first_offset")
 
     def __init__(self, segment: Segment) -> None:
         if segment.base_offset is None:
@@ -55,6 +55,13 @@ class RetainedSegment:
         self.ts_source = ""
         self.fate = KEPT
         self.why: Optional[str] = None
+        self.records = 0                      # records of its batches (from their headers)
+        self.first_offset: Optional[int] = None  # the first batch's base offset
+
+    @property
+    def last_offset(self) -> Optional[int]:
+        """The last offset of its last batch (None: it holds none)."""
+        return None if self.first_offset is None else self.next_offset - 1
 
     @property
     def name(self) -> str:
@@ -63,12 +70,18 @@ class RetainedSegment:
 
 
 def _read_batches(seg: RetainedSegment) -> int:
-    """Set the next offset and the first batch's max timestamp from the batches' headers; return
-    the largest max timestamp of the batches (-1 when none has one)."""
+    """Set the next offset, the first offset, the record count and the first batch's max
+    timestamp from the batches' headers; return the largest max timestamp of the batches (-1
+    when none has one)."""
     largest = -1
     with seg.segment.open() as log:
         for batch in log.batches():
             seg.next_offset = batch.last_offset + 1
+            if seg.first_offset is None:
+                seg.first_offset = batch.base_offset
+            # a legacy entry's header has no count: its offsets say how many messages it holds
+            seg.records += (batch.count if batch.count is not None
+                            else batch.last_offset - batch.base_offset + 1)
             largest = max(largest, batch.max_timestamp)
             if seg.first_ts is None:
                 seg.first_ts = batch.max_timestamp
@@ -146,6 +159,27 @@ class RetentionPlan:
     @property
     def deleted(self) -> List[RetainedSegment]:
         return [s for s in self.segments if s.fate == DELETED]
+
+    @property
+    def records_removed(self) -> int:
+        """Records of the segments deleted."""
+        return sum(s.records for s in self.deleted)
+
+    @property
+    def bytes_removed(self) -> int:
+        return sum(s.size for s in self.deleted)
+
+    @property
+    def removed_offsets(self) -> Optional[Tuple[int, int]]:
+        """(first, last) offset of the batches of the segments deleted (None: none)."""
+        firsts = [s.first_offset for s in self.deleted if s.first_offset is not None]
+        lasts = [s.last_offset for s in self.deleted if s.last_offset is not None]
+        return (min(firsts), max(lasts)) if firsts and lasts else None
+
+    @property
+    def old_log_start(self) -> int:
+        """The first segment's base offset before the deletion."""
+        return self.segments[0].base if self.segments else self.log_end
 
     @property
     def new_log_start(self) -> int:
