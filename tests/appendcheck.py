@@ -143,7 +143,7 @@ def appended_obj(res):
     objs = json_lines(res)
     assert objs, res
     last = objs[-1]
-    assert last.get("type") == "appended", objs
+    assert last.get("type") == "summary", objs
     return last
 
 

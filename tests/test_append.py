@@ -183,7 +183,7 @@ def test_roundtrip_jsonl(tmp_path, codec):
                     "--format", "json", input=ac.jsonl_input(objs)))
     after = ac.now_ms()
     last = ac.appended_obj(res)
-    assert (last["first_offset"], last["last_offset"], last["records"]) == (0, 63, 64)
+    assert (last["firstOffset"], last["lastOffset"], last["records"]) == (0, 63, 64)
     segs, recs = check_partition(d)
     check_rich(recs, exp, before, after)
     for s in segs:
@@ -460,9 +460,9 @@ def test_json_output_and_flush_reports(tmp_path):
                     input=ac.lines_input(["f%d" % i for i in range(1000)])))
     objs = ac.json_lines(res)
     last = objs[-1]
-    assert last["type"] == "appended"
-    assert (last["first_offset"], last["last_offset"], last["records"]) == (0, 999, 1000)
-    flushed = [o["last_offset"] for o in objs if o.get("type") == "flushed"]
+    assert last["type"] == "summary" and last["command"] == "append"
+    assert (last["firstOffset"], last["lastOffset"], last["records"]) == (0, 999, 1000)
+    flushed = [o["lastOffset"] for o in objs if o.get("type") == "flushed"]
     # the broker's rule: flush once LEO - recovery point >= flush.messages, checked after each batch
     assert flushed[:4] == [199, 399, 599, 799], flushed
     assert flushed == sorted(set(flushed))
@@ -486,7 +486,7 @@ def test_json_output_continuing_offsets(tmp_path):
     ok(append(d, input=ac.lines_input(["a"] * 5)))
     res = ok(append(d, "--format", "json", input=ac.lines_input(["b"] * 3)))
     last = ac.appended_obj(res)
-    assert (last["first_offset"], last["last_offset"], last["records"]) == (5, 7, 3)
+    assert (last["firstOffset"], last["lastOffset"], last["records"]) == (5, 7, 3)
 
 
 def test_empty_input_appends_nothing(tmp_path):
@@ -529,7 +529,7 @@ def test_append_to_kafka_python_partition(tmp_path, preallocate, fmt):
     res = ok(append(d, "--input-format", fmt, "--format", "json", "--batch-records", "4",
                     input=inp))
     last = ac.appended_obj(res)
-    assert (last["first_offset"], last["last_offset"], last["records"]) == (leo, leo + n - 1, n)
+    assert (last["firstOffset"], last["lastOffset"], last["records"]) == (leo, leo + n - 1, n)
     after = ac.file_bytes(d)
     # sealed segments untouched, byte for byte (logs and indexes)
     for s in segs[:-1]:
@@ -563,7 +563,7 @@ def test_append_after_kafka_python_sample_segment(tmp_path, magic, codec):
     leo = max(r.offset for kb in kg.kafka_python_read(data) for r in kb.records) + 1
     res = ok(append(d, "--format", "json", input=ac.lines_input(["after-%d" % i
                                                                  for i in range(7)])))
-    assert (ac.appended_obj(res)["first_offset"], ac.appended_obj(res)["last_offset"]) == (
+    assert (ac.appended_obj(res)["firstOffset"], ac.appended_obj(res)["lastOffset"]) == (
         leo, leo + 6)
     segs, recs = check_partition(d, first_offset=None, gaps=True)
     assert (d / "00000000000000000050.log").read_bytes()[:len(data)] == data
@@ -874,7 +874,7 @@ def test_invalid_line_after_flushes(tmp_path):
                  "--format", "json", input=b"\n".join(lines) + b"\n")
     assert res.code == 2, res
     assert "438" in res.err_lines[-1]
-    flushed = [o["last_offset"] for o in ac.json_lines(res) if o.get("type") == "flushed"]
+    flushed = [o["lastOffset"] for o in ac.json_lines(res) if o.get("type") == "flushed"]
     _, recs = check_partition(d)
     # batches of 20: lines 1-420 complete; the batch of lines 421-440 holds the bad line
     assert [r.value for r in recs] == [b"v%d" % i for i in range(420)]
@@ -1070,7 +1070,7 @@ def test_flush_reported_after_fsync(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fdatasync", fdatasync)
     res = ok(append(d, "--format", "json", "--flush-messages", "100", "--batch-records", "10",
                     input=ac.lines_input(["d%04d" % i for i in range(500)])))
-    flushed = [o["last_offset"] for o in ac.json_lines(res) if o.get("type") == "flushed"]
+    flushed = [o["lastOffset"] for o in ac.json_lines(res) if o.get("type") == "flushed"]
     assert flushed, res
     segs, _ = check_partition(d)
     log_path = os.path.realpath(segs[0].path)
@@ -1084,7 +1084,7 @@ def test_flush_reported_after_fsync(tmp_path, monkeypatch):
     for x in flushed:
         # the report of flush X is not in stdout yet when the fsync covering X's batch happens
         needed = end_of[x]
-        pattern = re.compile(rb'"last_offset":\s*%d\b' % x)
+        pattern = re.compile(rb'"lastOffset":\s*%d\b' % x)
         covering = [i for i, e in enumerate(events) if e in log_syncs and e[1] >= needed]
         assert covering, "no fsync of the log covered offset %d" % x
         for e in events[:covering[0] + 1]:

@@ -102,7 +102,7 @@ class Run:
         return out
 
     def flushed(self):
-        return [o["last_offset"] for o in self.objects() if o.get("type") == "flushed"]
+        return [o["lastOffset"] for o in self.objects() if o.get("type") == "flushed"]
 
 
 def quick_check(directory, first_offset, values_from=0):
@@ -279,7 +279,7 @@ def test_sigkill_during_append(tmp_path, calibrated):
                         input=ac.lines_input(more))
         assert res.code == 0, (ctx, res)
         last = ac.appended_obj(res)
-        assert (last["first_offset"], last["last_offset"]) == (start + k, start + k + 149), ctx
+        assert (last["firstOffset"], last["lastOffset"]) == (start + k, start + k + 149), ctx
         values, end = quick_check(d, 0, values_from=start + k)
         assert end == start + k + 150, ctx
         assert values == more, ctx

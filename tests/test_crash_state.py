@@ -73,7 +73,7 @@ def append_campaign(tmp_path, seed, n_lines):
     def check_killed(part, out):
         # every offset reported flushed is in the log after recover
         end = ac.next_offset(part)
-        flushed = [o["last_offset"] for o in cc.json_objects(out) if o.get("type") == "flushed"]
+        flushed = [o["lastOffset"] for o in cc.json_objects(out) if o.get("type") == "flushed"]
         assert not flushed or max(flushed) < end, (flushed, end)
 
     def resume(part, out):

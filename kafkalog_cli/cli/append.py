@@ -21,6 +21,7 @@ from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.names import topic_partition
 from ..log.produce import AppendResult, AppendSettings, append_records
+from . import jsonvocab
 from .errors import error_text, exit_code, fail
 
 
@@ -31,23 +32,29 @@ def _print(fmt, obj, text):
 
 def _report_flush(fmt):
     def report(last_offset):
-        _print(fmt, {"type": "flushed", "last_offset": last_offset},
+        _print(fmt, {"type": "flushed", "lastOffset": last_offset},
                "flushed through offset %d" % last_offset)
     return report
 
 
 def _report_appended(fmt, result: AppendResult):
+    """The run's last line; in JSON the summary object (README, "JSON output")."""
+    topic, partition = topic_partition(result.directory)
+    obj = jsonvocab.summary("append", topic=topic, partition=partition,
+                            directory=result.directory, records=result.records)
     if result.records:
-        _print(fmt, {"type": "appended", "directory": result.directory, "records": result.records,
-                     "first_offset": result.first_offset, "last_offset": result.last_offset},
+        obj.update(firstOffset=result.first_offset, lastOffset=result.last_offset)
+    if result.stopped is not None:
+        obj.update(stoppedAtLine=result.stopped.line, dropped=result.dropped)
+    if result.records:
+        _print(fmt, obj,
                "appended %d record%s at offset%s %s to %s"
                % (result.records, "" if result.records == 1 else "s",
                   "" if result.records == 1 else "s",
                   result.first_offset if result.records == 1
                   else "%d-%d" % (result.first_offset, result.last_offset), result.directory))
     else:
-        _print(fmt, {"type": "appended", "directory": result.directory, "records": 0},
-               "appended 0 records to %s" % result.directory)
+        _print(fmt, obj, "appended 0 records to %s" % result.directory)
 
 
 def _stopped_text(result: AppendResult):
