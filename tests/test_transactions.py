@@ -35,7 +35,13 @@ def run_process(*args):
 
 
 def json_lines(out):
-    return [json.loads(line) for line in out.splitlines()]
+    objs = [json.loads(line) for line in out.splitlines()]
+    # the run ends with its summary object (README, "JSON output"); the tests read the rest
+    assert objs and objs[-1]["type"] == "summary" and objs[-1]["command"] == "transactions", objs
+    parts = [o for o in objs if o["type"] == "partition"]
+    assert objs[-1]["partitions"] == len(parts), objs
+    assert objs[-1]["hanging"] == sum(o["hanging"] for o in parts), objs
+    return objs[:-1]
 
 
 def _records(prefix, n, ts):

@@ -10,18 +10,22 @@ import click
 
 from ..errors import UsageError
 from ..log.files import printable_name
+from ..log.names import topic_partition
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.read import Note
 from ..log.transactions import (ABORT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN, Transaction,
                                 transactions_of)
 from ..log.verify import TargetError
+from . import jsonvocab
 from .errors import error_text, fail
 
 EXIT_OK, EXIT_HANGING, EXIT_USAGE = 0, 1, 2
 
 
 def _txn_json(directory, t):
-    return {"type": "transaction", "directory": directory, "producerId": t.producer_id,
+    topic, partition = topic_partition(t.directory)
+    return {"type": "transaction", "topic": topic, "partition": partition,
+            "directory": directory, "producerId": t.producer_id,
             "producerEpoch": t.producer_epoch, "state": t.state,
             "firstOffset": t.first_offset, "endOffset": t.end_offset,
             "firstTimestamp": t.first_timestamp, "batches": t.batches, "records": t.records,
@@ -33,7 +37,9 @@ def _txn_json(directory, t):
 
 
 def _partition_json(directory, p):
-    return {"type": "partition", "directory": directory, "transactions": p.transactions,
+    topic, partition = topic_partition(p.directory)
+    return {"type": "partition", "topic": topic, "partition": partition,
+            "directory": directory, "transactions": p.transactions,
             "committed": p.committed, "aborted": p.aborted, "empty": p.empty, "open": p.open,
             "hanging": p.hanging, "missingFromTxnIndex": p.missing_from_txn_index,
             "logEndOffset": p.log_end_offset, "lastStableOffset": p.last_stable_offset,
@@ -120,6 +126,8 @@ class _Output:
         self.fmt = fmt
         self.table = fmt == "text" and sys.stdout.isatty()
         self.rows = []
+        self.totals = {"partitions": 0, "transactions": 0, "committed": 0, "aborted": 0,
+                       "open": 0, "hanging": 0, "problems": 0}
 
     def transaction(self, t):
         directory = printable_name(t.directory)
@@ -132,6 +140,10 @@ class _Output:
 
     def partition(self, p):
         directory = printable_name(p.directory)
+        totals = self.totals
+        totals["partitions"] += 1
+        for name in ("transactions", "committed", "aborted", "open", "hanging", "problems"):
+            totals[name] += getattr(p, name)
         if self.fmt == "json":
             click.echo(json.dumps(_partition_json(directory, p)))
         elif self.table:
@@ -188,4 +200,6 @@ def transactions(paths, now, hanging_after_ms, fmt, max_message_size):
                         status = max(status, EXIT_HANGING)
         except UsageError as e:
             fail(e)
+    if fmt == "json":
+        click.echo(json.dumps(jsonvocab.summary("transactions", **output.totals)))
     sys.exit(status)
