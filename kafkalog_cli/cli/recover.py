@@ -125,7 +125,7 @@ def _partition_json(plan, dry_run):
     return obj
 
 
-def _removal_text(plan, dry_run):
+def _removal_text(plan, dry_run, human=False):
     """"removed offsets 290-599 (310 records): 793 bytes cut, 1 segment (60225 bytes) set
     aside", in the conditional for a dry run; "" when nothing is removed."""
     if not plan.bytes_cut and not plan.segments_set_aside:
@@ -133,11 +133,13 @@ def _removal_text(plan, dry_run):
     removed = plan.removed_offsets
     parts = []
     if plan.bytes_cut:
-        parts.append("%d bytes %s" % (plan.bytes_cut, "would be cut" if dry_run else "cut"))
+        parts.append("%s %s" % (human_bytes(plan.bytes_cut) if human else
+                                "%d bytes" % plan.bytes_cut, "would be cut" if dry_run else "cut"))
     if plan.segments_set_aside:
-        parts.append("%s (%d bytes) %s" % (plural(plan.segments_set_aside, "segment"),
-                                            plan.bytes_set_aside,
-                                            "would be set aside" if dry_run else "set aside"))
+        parts.append("%s (%s) %s" % (plural(plan.segments_set_aside, "segment"),
+                                      human_bytes(plan.bytes_set_aside) if human else
+                                      "%d bytes" % plan.bytes_set_aside,
+                                      "would be set aside" if dry_run else "set aside"))
     if removed is None:  # bytes holding no whole batch
         return ", ".join(parts) + " (no whole batch)"
     return "%s offsets %d-%d (%s): %s" % ("would remove" if dry_run else "removed", removed[0],
@@ -168,7 +170,7 @@ class _Report:
         dry_run = self.dry_run
         would = "would be " if dry_run else ""
         where = _where(d)
-        removal = _removal_text(plan, dry_run)
+        removal = _removal_text(plan, dry_run, self.table)
         self.emit(_partition_json(plan, dry_run),
                   "%s: recovery point %s%s%s; %slog end offset %s%s" % (
                       printable_name(d),
