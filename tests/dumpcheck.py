@@ -378,7 +378,7 @@ def check_json_dump(res, path, data, deep=True):
     if trailing:
         inv = objs[i]
         assert (inv["type"], inv["file"], inv["position"], inv["size"]) == (
-            "invalid_bytes", path, len(data) - trailing, trailing)
+            "invalidBytes", path, len(data) - trailing, trailing)
         assert isinstance(inv["reason"], str) and inv["reason"]
         i += 1
     summary = objs[i]

@@ -107,7 +107,7 @@ def test_zero_filled_tail(tmp_path, n):
     assert res.code == 1
     inv = json.loads(res.lines[-2])
     assert json.loads(res.lines[-1])["invalidBytes"] == n
-    assert (inv["type"], inv["position"], inv["size"]) == ("invalid_bytes", len(good), n)
+    assert (inv["type"], inv["position"], inv["size"]) == ("invalidBytes", len(good), n)
 
 
 def test_zero_filled_tail_with_skip_invalid(tmp_path):
@@ -358,7 +358,7 @@ def test_decompression_bomb_json(bombs):
                bombs["v2-gzip"])
     assert res.code == 0, res
     objs = [json.loads(line) for line in res.lines]
-    assert [o["type"] for o in objs] == ["batch", "records_not_decoded", "summary"]
+    assert [o["type"] for o in objs] == ["batch", "recordsNotDecoded", "summary"]
     assert objs[1]["inflateLimit"] == 16 * 1024
     assert (objs[1]["baseOffset"], objs[1]["lastOffset"]) == (0, 0)
 

@@ -424,7 +424,7 @@ def test_skip_invalid_json_reports_invalid_bytes_object(tmp_path):
     res = dump("--skip-invalid", "--format", "json", path)
     assert res.code == 1, res
     objs = [json.loads(line) for line in res.lines]
-    assert [o["type"] for o in objs] == ["batch", "invalid_bytes", "batch", "batch", "batch",
+    assert [o["type"] for o in objs] == ["batch", "invalidBytes", "batch", "batch", "batch",
                                          "summary"]
     inv = objs[1]
     assert (inv["file"], inv["position"], inv["size"]) == (path, len(c[0]), len(junk))

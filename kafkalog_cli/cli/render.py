@@ -753,7 +753,7 @@ class JsonWriter(Writer):
 
     def records_not_decoded(self, batch, limit):
         super().records_not_decoded(batch, limit)
-        self._emit({"type": "records_not_decoded", "topic": self._topic,
+        self._emit({"type": "recordsNotDecoded", "topic": self._topic,
                     "partition": self._partition, "file": self.path, "position": batch.position,
                     "baseOffset": batch.base_offset, "lastOffset": batch.last_offset,
                     "inflateLimit": limit})
@@ -768,7 +768,7 @@ class JsonWriter(Writer):
         self._where(path)
 
     def entry(self, kind, fields):
-        obj = {"type": kind.replace("-", "_") + "_entry", "file": self.path}
+        obj = {"type": jsonvocab.camel(kind.replace("-", "_") + "_entry"), "file": self.path}
         obj.update(jsonvocab.camel_keys(fields))
         self._emit(obj)
         self._maybe_flush()
@@ -790,7 +790,7 @@ class JsonWriter(Writer):
         super().invalid(inv, counted)
         if counted:
             self._counts["invalidBytes"] += inv.size
-            self._emit({"type": "invalid_bytes", "file": self.path, "position": inv.position,
+            self._emit({"type": "invalidBytes", "file": self.path, "position": inv.position,
                         "size": inv.size, "reason": inv.reason})
 
     def finish(self):
