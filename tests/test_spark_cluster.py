@@ -47,3 +47,63 @@ def test_export_on_a_standalone_cluster(cluster, tmp_path):
     assert len([e for e, n in tasks.items() if n > 0]) >= 2, tasks
     state = cluster.state()
     assert state["aliveworkers"] == 2 and len(state["completedapps"]) >= 1, state
+
+
+def kafkalog_proc(*args, timeout=600, env=None):
+    return subprocess.run([sys.executable, "-m", "kafkalog_cli", *[str(a) for a in args]],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_executors_run_the_interpreter_the_user_names(cluster, tmp_path):
+    """spark.pyspark.python given with --spark-conf wins (the driver's own interpreter is only
+    the default): a wrapper that notes each start, then runs this Python, is what the
+    executors start."""
+    calls = tmp_path / "calls"
+    wrapper = tmp_path / "python"
+    wrapper.write_text('#!/bin/sh\necho started >> "%s"\nexec "%s" "$@"\n' % (calls, sys.executable))
+    wrapper.chmod(0o755)
+    p = kafkalog_proc("scan", FIXTURES, "--master", cluster.url,
+                      "--spark-conf", "spark.ui.enabled=false",
+                      "--spark-conf", "spark.pyspark.python=%s" % wrapper)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert calls.exists() and calls.read_text().count("started") >= 1
+
+
+def test_an_interpreter_that_cannot_run_is_one_line(tmp_path):
+    p = kafkalog_proc("scan", FIXTURES, "--master", "local[1]",
+                      "--spark-conf", "spark.ui.enabled=false",
+                      "--spark-conf", "spark.pyspark.python=%s" % (tmp_path / "no-python"))
+    assert p.returncode == 2, p
+    lines = [x for x in p.stderr.splitlines() if x.startswith("kafkalog:")]
+    assert len(lines) == 1 and "failed" in lines[0], p.stderr[-3000:]
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("master,words", [
+    ("spark://127.0.0.1:%d" % sparkcluster.free_port(), "cannot reach the Spark master"),
+    ("bogus", "not a Spark master URL"),
+    ("spark://nohostport", "expected spark://HOST:PORT"),
+])
+def test_a_master_that_cannot_be_used_is_one_line_fast(master, words):
+    """Checked before a JVM starts: one line, exit 2, in seconds (it took 88 s and printed
+    three Java stack traces and a Python traceback)."""
+    import time
+    t = time.monotonic()
+    p = kafkalog_proc("scan", FIXTURES, "--master", master, timeout=120)
+    assert time.monotonic() - t < 20
+    assert p.returncode == 2, p
+    assert p.stderr.splitlines() == [p.stderr.strip()] and words in p.stderr, p.stderr
+    p = kafkalog_proc("export", FIXTURES, "--output", "/nonexistent-out", "--master", master,
+                      timeout=120)
+    assert p.returncode == 2 and words in p.stderr and len(p.stderr.splitlines()) == 1, p
+
+
+def test_spark_starts_quietly(tmp_path):
+    """No log4j start-up lines and no Spark warnings on stderr (only with --verbose); what
+    stays is the JVM's own note on the incubator module Spark asks for."""
+    p = kafkalog_proc("scan", FIXTURES, "--master", "local[1]",
+                      "--spark-conf", "spark.ui.enabled=false")
+    assert p.returncode == 0, p.stderr
+    noise = [x for x in p.stderr.splitlines()
+             if x.strip() and "incubator modules" not in x]
+    assert noise == [], noise

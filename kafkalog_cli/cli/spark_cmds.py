@@ -15,6 +15,8 @@ from .errors import fail
 
 
 def _spark_options(f):
+    f = click.option("--verbose", is_flag=True,
+                     help="Show Spark's own warnings (by default only its errors).")(f)
     f = click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
                      help="A Spark setting (repeatable), e.g. spark.executor.memory=4g.")(f)
     f = click.option("--master", default="local[*]", show_default=True,
@@ -50,6 +52,16 @@ def _check_path(path):
     return os.path.abspath(path)
 
 
+def _session(master, conf, app, verbose):
+    """The Spark session, or one line on stderr and exit 2 (a master URL Spark does not take,
+    a master that cannot be reached, a JVM or cluster that would not start)."""
+    from ..spark import jobs
+    try:
+        return jobs.session(master, conf, app, verbose)
+    except KafkalogError as e:
+        fail(e)
+
+
 def _job_failed(what, error):
     """Stop at a failed Spark job: Spark reports analysis and job errors as Java exceptions
     of many lines, of which the first says what went wrong."""
@@ -68,7 +80,8 @@ def _job_failed(what, error):
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="A kafkalog data source option (includeControl=true, fromOffset=N, ...).")
 @_spark_options
-def export(path, output, output_format, partition_by, mode, options, master, spark_conf):
+def export(path, output, output_format, partition_by, mode, options, master, spark_conf,
+           verbose):
     """Export the records of a log directory, partition directory or segment to Parquet, JSON
     Lines or CSV, with Spark (local by default; any cluster with --master)."""
     _need_pyspark()
@@ -77,7 +90,7 @@ def export(path, output, output_format, partition_by, mode, options, master, spa
     opts = dict(_conf(options))
     cols = [c for c in partition_by.split(",") if c]
     from ..spark import jobs
-    spark = jobs.session(master, conf, "kafkalog export")
+    spark = _session(master, conf, "kafkalog export", verbose)
     try:
         with jobs.Progress(spark, sys.stderr.isatty()):
             jobs.export(spark, path, os.path.abspath(output), output_format, cols, mode, opts)
@@ -113,7 +126,7 @@ def _table(rows):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @_spark_options
-def scan(path, topics, fmt, master, spark_conf):
+def scan(path, topics, fmt, master, spark_conf, verbose):
     """Check every segment under PATH with Spark tasks and sum up each partition: segments,
     batches, records, bytes, offset and time ranges, codecs, invalid batches and bytes.
     Exit status: 0 all valid, 1 anything invalid, 2 errors."""
@@ -121,7 +134,7 @@ def scan(path, topics, fmt, master, spark_conf):
     path = _check_path(path)
     conf = _conf(spark_conf)
     from ..spark import jobs
-    spark = jobs.session(master, conf, "kafkalog scan")
+    spark = _session(master, conf, "kafkalog scan", verbose)
     try:
         with jobs.Progress(spark, sys.stderr.isatty()):
             result = jobs.scan(spark, path, [t for t in topics.split(",") if t])

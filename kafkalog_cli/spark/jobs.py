@@ -1,38 +1,116 @@
 """Spark sessions and the jobs behind `kafkalog export` and `kafkalog scan`."""
 
+import atexit
 import os
+import re
 import shutil
+import socket
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..errors import KafkalogError
+from ..errors import KafkalogError, UsageError
 from ..log.files import os_error_text
 from ..log.summary import summarize_segment
 from . import register
 from .source import Options, SegmentSlice, partition_logs, slices
 
 
-def session(master="local[*]", conf=(), app="kafkalog"):
-    """A Spark session whose Python workers run this very interpreter (a virtual environment
-    included), with the kafkalog data source registered."""
-    # Workers must import kafkalog_cli and its dependencies: the same Python as ours, not
-    # whatever python3 is first on PATH.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# The master URLs Spark takes (SparkContext.createTaskScheduler and the cluster managers)
+MASTER_URL = re.compile(r"^(local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?"
+                        r"|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
+                        r"|spark://[^/\s]+|yarn|k8s://\S+)$")
+CONNECT_TIMEOUT_S = 5.0
+
+# Spark's own log4j2 configuration prints its start-up lines and warnings on stderr before a
+# session can lower the level: the driver's JVM gets this one from the start instead (the REPL
+# logger at the root's level: otherwise Spark announces "Setting default log level").
+LOG4J2 = """rootLogger.level = %(level)s
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = %(level)s
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = %(level)s
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = spark: %%p %%c{1}: %%m%%n%%ex
+"""
+
+
+class SparkUnavailable(KafkalogError):
+    """Spark could not be started or reached (exit 2)."""
+
+
+def check_master(master: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Before a JVM starts: UsageError for a master URL Spark does not take, SparkUnavailable
+    when no master of a ``spark://`` URL accepts a connection within ``timeout`` seconds
+    (Spark itself retries for over a minute, printing Java stack traces)."""
+    if not MASTER_URL.match(master):
+        raise UsageError("--master %r: not a Spark master URL (local, local[N], local[*], "
+                         "local-cluster[N,C,M], spark://HOST:PORT, yarn, k8s://...)" % master)
+    if not master.startswith("spark://"):
+        return
+    errors = []
+    for hostport in master[len("spark://"):].split(","):
+        host, _, port = hostport.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError("--master %r: expected spark://HOST:PORT" % master)
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout).close()
+            return
+        except OSError as e:
+            errors.append("%s: %s" % (hostport, e.strerror or e))
+    raise SparkUnavailable("cannot reach the Spark master (%s)" % "; ".join(errors))
+
+
+def _log4j2_file(verbose: bool) -> str:
+    fd, path = tempfile.mkstemp(prefix="kafkalog-log4j2-", suffix=".properties")
+    with os.fdopen(fd, "w") as f:
+        f.write(LOG4J2 % {"level": "warn" if verbose else "error"})
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    return path
+
+
+def session(master="local[*]", conf=(), app="kafkalog", verbose=False):
+    """A Spark session with the kafkalog data source registered, its Python workers running
+    the interpreter the user chose (``spark.pyspark.python`` in ``conf``, else the environment's
+    PYSPARK_PYTHON) or else this very one (a virtual environment included, which has
+    kafkalog_cli: not whatever python3 is first on PATH). SparkUnavailable when Spark cannot
+    start; UsageError for a master URL it does not take."""
+    check_master(master)
+    given = dict(conf)
+    python = given.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON") \
+        or sys.executable
+    driver = given.get("spark.pyspark.driver.python") \
+        or os.environ.get("PYSPARK_DRIVER_PYTHON") or sys.executable
+    # pyspark takes the executors' interpreter from the environment (SparkContext.pythonExec)
+    os.environ["PYSPARK_PYTHON"] = python
+    os.environ["PYSPARK_DRIVER_PYTHON"] = driver
+    java_options = "-Dlog4j2.configurationFile=file:%s" % _log4j2_file(verbose)
+    if given.get("spark.driver.extraJavaOptions"):
+        java_options += " " + given["spark.driver.extraJavaOptions"]
     from pyspark.sql import SparkSession
     builder = (SparkSession.builder.master(master).appName(app)
-               .config("spark.pyspark.python", sys.executable)
-               .config("spark.pyspark.driver.python", sys.executable)
+               .config("spark.pyspark.python", python)
+               .config("spark.pyspark.driver.python", driver)
                .config("spark.ui.showConsoleProgress", "false")
                # base64() without line breaks every 76 characters (CSV export)
                .config("spark.sql.chunkBase64String.enabled", "false"))
     for key, value in conf:
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    builder = builder.config("spark.driver.extraJavaOptions", java_options)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as e:  # a JVM that did not start, a cluster that refused the application
+        lines = str(e).strip().splitlines()
+        raise SparkUnavailable("Spark could not start: %s"
+                               % (lines[0] if lines else type(e).__name__)) from None
+    spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     return register(spark)
 
 
