@@ -14,6 +14,7 @@ command's ``getOrCreate`` returns the module's session (its ``stop`` is disabled
 
 import base64
 import csv
+import datetime
 import functools
 import glob
 import json
@@ -34,6 +35,8 @@ from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 import indexgen as ig  # noqa: E402
+import jsonschema  # noqa: E402
+from kafkalog_cli.schema import load as load_output_schema  # noqa: E402
 import kafkagen as kg  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,6 +46,10 @@ T0 = 1704067200000  # the fixtures' first timestamp (fixtures/make_fixtures.py)
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
            "segment", "batchPosition", "magic", "codec", "producerId", "isTransactional",
            "isControl", "isValid"]
+# export --output-format csv: dump's record names (README, "JSON output")
+CSV_COLUMNS = ["topic", "partition", "file", "offset", "position", "timestamp", "timestampType",
+               "key", "keyEncoding", "value", "valueEncoding", "headers", "magic",
+               "compresscodec", "producerId", "isTransactional", "isControl", "isValid"]
 SCHEMA = ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
           "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>,"
           "segment:string,batchPosition:bigint,magic:int,codec:string,producerId:bigint,"
@@ -590,11 +597,45 @@ def test_export_json(spark, tmp_path, full_rows):
     assert res.exit_code == 0, res.output
     objs = [json.loads(line) for f in part_files(out, ".json") for line in open(f, encoding="utf-8")]
     assert len(objs) == len(full_rows)
-    got = sorted((o["topic"], o["partition"], o["offset"], _unb64(o.get("key")),
-                  _unb64(o.get("value")), o["isControl"]) for o in objs)
-    want = sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"], r["isControl"])
-                  for r in full_rows)
+    # dump's vocabulary (README, "JSON output"): bytes as text or {"base64": ...}, epoch ms,
+    # timestampType names, headers as [key, value] pairs
+    got = sorted((o["topic"], o["partition"], o["offset"], _vocab_bytes(o["key"]),
+                  _vocab_bytes(o["value"]), o["isControl"], o["timestamp"], o["timestampType"],
+                  [(k, _vocab_bytes(v)) for k, v in o["headers"]]) for o in objs)
+    want = sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"], r["isControl"],
+                   _epoch_ms(r["timestamp"]), TIMESTAMP_TYPES[r["timestampType"]],
+                   [tuple(h) for h in r["headers"]]) for r in full_rows)
     assert got == want
+    validator = jsonschema.Draft202012Validator(load_output_schema())
+    for o in objs:
+        assert not list(validator.iter_errors(o)), o
+    assert all(o["type"] == "record" for o in objs)
+    text = [o for o in objs if isinstance(o["value"], str)]
+    assert text and all(isinstance(o["key"], (str, type(None))) or "base64" in o["key"]
+                        for o in objs)
+
+
+TIMESTAMP_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime", None: "NoTimestampType"}
+
+
+def _vocab_bytes(v):
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        assert list(v) == ["base64"], v
+        return base64.b64decode(v["base64"])
+    return v.encode("utf-8")
+
+
+def _epoch_ms(ts):
+    if ts is None:
+        return -1
+    if isinstance(ts, int):
+        return ts
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=datetime.timezone.utc)
+    return (ts - epoch) // datetime.timedelta(milliseconds=1)
 
 
 @pytest.fixture(scope="module")
@@ -615,18 +656,23 @@ def test_export_csv(csv_export, default_rows):
         with open(f, newline="", encoding="utf-8") as fh:
             rows += list(csv.DictReader(fh))  # RFC 4180: quotes doubled
     assert len(rows) == len(default_rows)
-    assert list(rows[0]) == COLUMNS
+    assert list(rows[0]) == CSV_COLUMNS
 
-    def b64(s):  # no empty keys or values in the fixtures: an empty field is a null
-        return base64.b64decode(s) if s else None
+    def cell(r, side):  # text, or base64 with its marker; an empty encoding is a null
+        enc = r[side + "Encoding"]
+        if enc == "":
+            return None
+        return base64.b64decode(r[side]) if enc == "base64" else r[side].encode("utf-8")
 
     def headers(s):
-        return [(h["key"], b64(h.get("value"))) for h in json.loads(s)]
+        return [(k, _vocab_bytes(v)) for k, v in json.loads(s)]
 
-    got = sorted((r["topic"], int(r["partition"]), int(r["offset"]), b64(r["key"]),
-                  b64(r["value"]), headers(r["headers"])) for r in rows)
-    want = sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"], r["headers"])
-                  for r in default_rows)
+    got = sorted((r["topic"], int(r["partition"]), int(r["offset"]), cell(r, "key"),
+                  cell(r, "value"), headers(r["headers"]), int(r["timestamp"]),
+                  r["timestampType"]) for r in rows)
+    want = sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"],
+                   [tuple(h) for h in r["headers"]], _epoch_ms(r["timestamp"]),
+                   TIMESTAMP_TYPES[r["timestampType"]]) for r in default_rows)
     assert got == want
 
 
@@ -663,16 +709,23 @@ def kafka_python_partition_summary(partition_dir):
                     recs += len(records)
                     offsets += [r.offset for r in records]
     return {"records": recs, "batches": batches, "codecs": sorted(codecs),
-            "first_offset": min(offsets), "last_offset": max(offsets),
+            "firstOffset": min(offsets), "lastOffset": max(offsets),
             "segments": len(glob.glob(os.path.join(str(partition_dir), "*.log"))),
-            "bytes": sum(os.path.getsize(p) for p in glob.glob(os.path.join(str(partition_dir),
+            "sizeBytes": sum(os.path.getsize(p) for p in glob.glob(os.path.join(str(partition_dir),
                                                                              "*.log")))}
 
 
 def scan_objects(res):
     objs = [json.loads(line) for line in res.stdout.splitlines()]
-    assert all(o["type"] == "partition" for o in objs)
-    return {"%s-%d" % (o["topic"], o["partition"]): o for o in objs}
+    validator = jsonschema.Draft202012Validator(load_output_schema())
+    for o in objs:
+        assert not list(validator.iter_errors(o)), o
+    assert all(o["type"] == "partition" for o in objs[:-1])
+    summary = objs[-1]
+    assert (summary["type"], summary["command"], summary["partitions"]) == (
+        "summary", "scan", len(objs) - 1)
+    assert summary["records"] == sum(o["records"] for o in objs[:-1])
+    return {"%s-%d" % (o["topic"], o["partition"]): o for o in objs[:-1]}
 
 
 def test_scan_fixtures(spark):
@@ -684,7 +737,7 @@ def test_scan_fixtures(spark):
     for name, o in objs.items():
         want = kafka_python_partition_summary(os.path.join(FIXTURES, name))
         assert {k: o[k] for k in want} == want, name  # records include the control records
-        assert (o["invalid_batches"], o["invalid_bytes"], o["problems"]) == (0, 0, [])
+        assert (o["invalidBatches"], o["invalidBytes"], o["problems"]) == (0, 0, 0)
 
 
 def test_scan_corrupted_copy(spark, corrupt_copy):
@@ -693,10 +746,10 @@ def test_scan_corrupted_copy(spark, corrupt_copy):
     assert res.exit_code == 1, res.output
     objs = scan_objects(res)
     broken = objs[BROKEN_PARTITION]
-    assert broken["invalid_batches"] == 1
-    assert broken["invalid_bytes"] > 0
+    assert broken["invalidBatches"] == 1
+    assert broken["invalidBytes"] > 0
     assert broken["records"] == kafka_python_partition_summary(root / BROKEN_PARTITION)["records"]
-    assert all(o["invalid_batches"] == o["invalid_bytes"] == 0
+    assert all(o["invalidBatches"] == o["invalidBytes"] == 0
                for name, o in objs.items() if name != BROKEN_PARTITION)
     assert "kafkalog: orders-1: " in res.stderr
 

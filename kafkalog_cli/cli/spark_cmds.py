@@ -11,6 +11,7 @@ import sys
 import click
 
 from ..errors import EXIT_INVALID, EXIT_OK, KafkalogError, UsageError
+from . import jsonvocab
 from .errors import fail
 
 
@@ -120,6 +121,20 @@ def _table(rows):
     Console().print(table)
 
 
+def _scan_json(r):
+    """A partition's totals in the JSON vocabulary (README, "JSON output"), as describe's:
+    sizeBytes, the problems counted (each is also a line on stderr)."""
+    unnamed = r["partition"] == -1  # a directory not named <topic>-<n>
+    return {"type": "partition", "topic": None if unnamed else r["topic"],
+            "partition": None if unnamed else r["partition"],
+            "segments": r["segments"], "batches": r["batches"], "records": r["records"],
+            "sizeBytes": r["bytes"], "firstOffset": r["first_offset"],
+            "lastOffset": r["last_offset"], "minTimestamp": r["min_timestamp"],
+            "maxTimestamp": r["max_timestamp"], "codecs": r["codecs"],
+            "invalidBatches": r["invalid_batches"], "invalidBytes": r["invalid_bytes"],
+            "problems": len(r["problems"])}
+
+
 @click.command(short_help="Check every segment with Spark tasks; sum up partitions.")
 @click.argument("path", type=click.Path())
 @click.option("--topics", default="", help="Only these topics (comma-separated).")
@@ -145,7 +160,14 @@ def scan(path, topics, fmt, master, spark_conf, verbose):
     rows = result.partitions
     if fmt == "json":
         for r in rows:
-            click.echo(json.dumps(dict(r, type="partition")))
+            click.echo(json.dumps(_scan_json(r)))
+        click.echo(json.dumps(jsonvocab.summary(
+            "scan", partitions=len(rows),
+            **{name: sum(r[key] for r in rows) for name, key in (
+                ("segments", "segments"), ("batches", "batches"), ("records", "records"),
+                ("sizeBytes", "bytes"), ("invalidBatches", "invalid_batches"),
+                ("invalidBytes", "invalid_bytes"))},
+            problems=sum(len(r["problems"]) for r in rows))))
     elif sys.stdout.isatty():
         _table(rows)
     else:

@@ -10,7 +10,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import KafkalogError, UsageError
 from ..log.files import os_error_text
@@ -162,25 +162,13 @@ def export(spark, path, output, fmt, partition_by=(), mode="errorifexists", opti
     the records never go through the JVM's row format, which costs more than decoding them
     (and a task then keeps one core busy, not two). The result is the dataset Spark writes:
     part files, hive-style ``col=value`` directories for ``partition_by``, a _SUCCESS marker.
-    JSON and CSV go through a DataFrame of the data source.
+    JSON Lines and CSV are written by the tasks too (write_text_slice), in the JSON vocabulary
+    `kafkalog dump` uses (README, "JSON output"): epoch-ms timestamps, timestampType names,
+    keys and values as UTF-8 text or base64 with a marker, headers as [key, value] pairs.
     """
     if fmt == "parquet":
         return _export_parquet(spark, path, output, list(partition_by), mode, options or {})
-    df = spark.read.format("kafkalog").options(**(options or {})).load(path)
-    if fmt == "csv":
-        from pyspark.sql import functions as F
-        # CSV holds no binary or nested columns: bytes as base64, headers as JSON
-        df = (df.withColumn("key", F.base64("key")).withColumn("value", F.base64("value"))
-              .withColumn("headers", F.to_json(F.transform(
-                  "headers", lambda h: F.struct(h["key"].alias("key"),
-                                                F.base64(h["value"]).alias("value"))))))
-    writer = df.write.mode(mode)
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    if fmt == "csv":
-        # quotes doubled, as in RFC 4180
-        writer = writer.option("header", "true").option("escape", '"')
-    getattr(writer, fmt)(output)
+    return _export_text(spark, path, output, fmt, list(partition_by), mode, options or {})
 
 
 def _prepare_output(output, mode):
@@ -193,6 +181,18 @@ def _prepare_output(output, mode):
 
 
 def _export_parquet(spark, path, output, partition_by, mode, options):
+    _export_tasks(spark, path, output, mode, options,
+                  lambda task, opts, run: write_parquet_slice(task, output, partition_by, opts,
+                                                              run))
+
+
+def _export_text(spark, path, output, fmt, partition_by, mode, options):
+    _export_tasks(spark, path, output, mode, options,
+                  lambda task, opts, run: write_text_slice(task, output, fmt, partition_by, opts,
+                                                           run))
+
+
+def _export_tasks(spark, path, output, mode, options, write):
     opts = Options(options)
     parts = slices(path, opts)
     _prepare_output(output, mode)
@@ -200,8 +200,100 @@ def _export_parquet(spark, path, output, partition_by, mode, options):
         run = uuid.uuid4().hex
         tasks = list(enumerate(parts))
         spark.sparkContext.parallelize(tasks, len(tasks)).map(
-            lambda task: write_parquet_slice(task, output, partition_by, opts, run)).collect()
+            lambda task: write(task, opts, run)).collect()
     open(os.path.join(output, "_SUCCESS"), "w").close()
+
+
+# The columns of a JSON or CSV export, in dump's record vocabulary (README, "JSON output"):
+# name in the export, column of the data source
+EXPORT_COLUMNS = (("topic", "topic"), ("partition", "partition"), ("file", "segment"),
+                  ("offset", "offset"), ("position", "batchPosition"),
+                  ("timestamp", "timestamp"), ("timestampType", "timestampType"),
+                  ("key", "key"), ("value", "value"), ("headers", "headers"),
+                  ("magic", "magic"), ("compresscodec", "codec"), ("producerId", "producerId"),
+                  ("isTransactional", "isTransactional"), ("isControl", "isControl"),
+                  ("isValid", "isValid"))
+CSV_COLUMNS = [name for name, _ in EXPORT_COLUMNS[:8]] + ["keyEncoding", "value",
+                                                          "valueEncoding"] + \
+    [name for name, _ in EXPORT_COLUMNS[9:]]
+
+
+def export_rows(batch) -> Iterator[Dict[str, Any]]:
+    """The rows of one Arrow batch of the data source as dump's record objects."""
+    import pyarrow as pa
+    from ..cli.jsonvocab import bytes_json, headers_json
+    from ..format.records import TIMESTAMP_TYPE_NAMES
+    cols = {name: batch.column(source) for name, source in EXPORT_COLUMNS}
+    cols["timestamp"] = cols["timestamp"].cast(pa.int64())  # microseconds
+    values = {name: col.to_pylist() for name, col in cols.items()}
+    for i in range(batch.num_rows):
+        row = {name: values[name][i] for name, _ in EXPORT_COLUMNS}
+        ts = row["timestamp"]
+        row["timestamp"] = -1 if ts is None else ts // 1000
+        tt = row["timestampType"]
+        row["timestampType"] = TIMESTAMP_TYPE_NAMES.get(-1 if tt is None else tt, str(tt))
+        if row["partition"] == -1:  # a directory not named <topic>-<n>
+            row["topic"] = row["partition"] = None
+        row["key"] = bytes_json(row["key"])
+        row["value"] = bytes_json(row["value"])
+        row["headers"] = headers_json((h["key"], h["value"]) for h in row["headers"] or ())
+        yield row
+
+
+def _csv_row(row: Dict[str, Any]) -> Dict[str, Any]:
+    """A record object as a CSV row: key and value as their text, or base64 with
+    keyEncoding/valueEncoding "base64" ("text" for text, empty for null); headers as JSON."""
+    import json
+    out = dict(row)
+    for side in ("key", "value"):
+        v = row[side]
+        if isinstance(v, dict):
+            out[side], out[side + "Encoding"] = v["base64"], "base64"
+        else:
+            out[side], out[side + "Encoding"] = v, "" if v is None else "text"
+    out["headers"] = json.dumps(row["headers"], ensure_ascii=False, separators=(",", ":"))
+    return out
+
+
+def write_text_slice(task: "tuple[int, SegmentSlice]", output: str, fmt: str,
+                     partition_by: Sequence[str], options: Options, run: str) -> int:
+    """One task: the rows of one slice as JSON Lines or CSV part files (one per partition_by
+    value, in hive-style ``col=value`` directories as Spark writes them)."""
+    import csv
+    import json
+    from .source import read_slice
+    number, piece = task
+    files: Dict[tuple, Any] = {}
+    writers: Dict[tuple, Any] = {}
+    rows = 0
+    columns = [c for c in CSV_COLUMNS if c not in partition_by]
+    try:
+        for batch in read_slice(piece, options):
+            for row in export_rows(batch):
+                rows += 1
+                key = tuple(row[c] for c in partition_by)
+                if key not in files:
+                    directory = os.path.join(output, *("%s=%s" % (c, v) for c, v in
+                                                       zip(partition_by, key)))
+                    os.makedirs(directory, exist_ok=True)
+                    name = "part-%05d-%s.%s" % (number, run, fmt)
+                    f = files[key] = open(os.path.join(directory, name), "w", encoding="utf-8",
+                                          newline="")
+                    if fmt == "csv":
+                        writers[key] = csv.DictWriter(f, columns, extrasaction="ignore")
+                        writers[key].writeheader()
+                for c in partition_by:
+                    del row[c]
+                if fmt == "csv":
+                    writers[key].writerow(_csv_row(row))
+                else:
+                    row = dict(type="record", **row)
+                    files[key].write(json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+                                     + "\n")
+    finally:
+        for f in files.values():
+            f.close()
+    return rows
 
 
 def write_parquet_slice(task: "tuple[int, SegmentSlice]", output: str,
