@@ -159,11 +159,41 @@ def test_append_json(tmp_path):
     assert (objs[-1]["topic"], objs[-1]["partition"]) == ("t", 0)
 
 
-def test_quarantine_list(logdir):
-    res = kafkalog_in("quarantine", "list", "--format", "json", logdir)
-    assert res.code == 0, res
-    for o in objects(res):
-        assert not list(VALIDATOR.iter_errors(o)), o
+def valid_lines(res, codes=(0,)):
+    """Commands whose JSON ends without a summary object (quarantine's)."""
+    assert res.code in codes, res
+    objs = objects(res)
+    for o in objs:
+        errors = list(VALIDATOR.iter_errors(o))
+        assert not errors, (o, [e.message for e in errors])
+    return objs
+
+
+def test_recover_retain_quarantine(logdir):
+    """recover of a log directory whose active segments were cut mid-batch (files moved to the
+    quarantine, indexes and snapshots written, recovery points set), quarantine list, restore
+    and purge of that run, retain dry runs and a real one."""
+    for p in ("orders-0", "events-0"):
+        seg = max(n for n in os.listdir(logdir / p) if n.endswith(".log"))
+        with open(logdir / p / seg, "r+b") as f:
+            f.truncate(os.path.getsize(logdir / p / seg) - 30)
+    check(kafkalog_in("recover", "--dry-run", "--format", "json", logdir), "recover",
+          codes=(1,))
+    objs = check(kafkalog_in("recover", "--format", "json", logdir), "recover", codes=(0, 1))
+    assert {"moved", "quarantine", "recoveryPoint", "segment", "partition"} <= {
+        o["type"] for o in objs}
+    runs = valid_lines(kafkalog_in("quarantine", "list", "--format", "json", logdir))
+    assert [o["type"] for o in runs] == ["quarantineRun"] * 2
+    valid_lines(kafkalog_in("quarantine", "restore", "--dry-run", "--format", "json",
+                            runs[0]["directory"], runs[0]["run"]), codes=(0, 1))
+    valid_lines(kafkalog_in("quarantine", "purge", "--dry-run", "--older-than", "0",
+                            "--format", "json", logdir))
+    for args in (["--retention-ms", "1"], ["--retention-bytes", "1", "--roll-active"]):
+        check(kafkalog_in("retain", "--dry-run", "--format", "json", *args, logdir), "retain",
+              codes=(0, 1))
+    objs = check(kafkalog_in("retain", "--retention-ms", "1", "--format", "json", logdir),
+                 "retain")
+    assert {"segment", "partition"} <= {o["type"] for o in objs}
 
 
 # -- the schema itself refuses what the vocabulary does not have ---------------------------------
