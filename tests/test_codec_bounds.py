@@ -436,7 +436,7 @@ def test_a_level_22_zstd_batch_is_read(tmp_path):
     log.write_bytes(batch)
     code, out, err, peak = run_cli("dump", "--format", "json", "--deep-iteration", log)
     assert code == 0, (code, out, err)
-    values = [json.loads(line).get("payload") for line in out.splitlines()
+    values = [json.loads(line).get("value") for line in out.splitlines()
               if json.loads(line)["type"] == "record"]
     assert values == [r.value.decode() for r in recs]
     assert peak < 100 * MiB, peak
