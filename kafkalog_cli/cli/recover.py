@@ -18,6 +18,7 @@ from ..log.recover import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BE
                            SPLIT, WRITE, LogDirRecovery)
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text
+from .render import human_bytes, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir
 
 EXIT_OK, EXIT_REPAIRED, EXIT_ERROR = 0, 1, 2
@@ -38,33 +39,6 @@ def _rule_text(r, plan):
         RULE_TXN_BELOW_BASE: "transaction index entry below the base offset: recovered",
         RULE_AFTER_CUT: "after a corrupt segment",
     }[r.rule]
-
-
-def human_bytes(n):
-    """Bytes as a short figure for a terminal (1024-based units: 1.2 MiB); JSON keeps the
-    exact integer."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return ("%d B" % n) if unit == "B" else ("%.1f %s" % (size, unit))
-        size /= 1024
-    return str(n)  # pragma: no cover
-
-
-def table_output(fmt):
-    """One layout per output: a rich table on a terminal, plain lines on a pipe (or JSON)."""
-    return fmt == "text" and sys.stdout.isatty()
-
-
-def plural(n, word):
-    return "%d %s%s" % (n, word, "" if n == 1 else "s")
-
-
-def offsets_text(first, last, records):
-    """"offsets 290-299, 10 records", or "no batch"."""
-    if first is None or last is None:
-        return "no batch"
-    return "offsets %d-%d, %s" % (first, last, plural(records, "record"))
 
 
 def _removed_text(r):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from crc32c import crc32c
 
@@ -804,3 +805,32 @@ _PARSER_FIELDS = {"payloadDecoded": "valueDecoded", "payloadError": "valueError"
 
 
 WRITERS = {"kafka": KafkaWriter, "messages": MessagesWriter, "json": JsonWriter}
+
+
+# -- the reports of recover and retain: one layout per output --------------------------------------
+
+def human_bytes(n):
+    """Bytes as a short figure for a terminal (1024-based units: 1.2 MiB); JSON keeps the
+    exact integer."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return ("%d B" % n) if unit == "B" else ("%.1f %s" % (size, unit))
+        size /= 1024
+    return str(n)  # pragma: no cover
+
+
+def table_output(fmt):
+    """One layout per output: a rich table on a terminal, plain lines on a pipe (or JSON)."""
+    return fmt == "text" and sys.stdout.isatty()
+
+
+def plural(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def offsets_text(first, last, records):
+    """"offsets 290-299, 10 records", or "no batch"."""
+    if first is None or last is None:
+        return "no batch"
+    return "offsets %d-%d, %s" % (first, last, plural(records, "record"))

@@ -16,7 +16,7 @@ from ..log.names import RECOVERY_POINT_CHECKPOINT, topic_partition
 from ..log.partition import Partition
 from ..log.retain import DELETED, Policy, retain_partition
 from .errors import error_text, fail
-from .recover import human_bytes, offsets_text, plural, table_output
+from .render import human_bytes, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir
 
 # 1: a dry run that would delete something (as `recover --dry-run` exits 1 when it would repair)
