@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUARANTINE = "kafkalog-quarantine"
-KILLS = 25   # the 50 random kills of the acceptance are in test_crash_state
+KILLS = 50
 SEED = 20241025
 BUDGET_S = 35           # kills beyond the first KILLS stop once the loop has run this long
 T0 = kg.T0
