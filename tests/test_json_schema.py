@@ -234,3 +234,16 @@ def test_schema_refuses_a_wrong_key(generated, change):
 def test_schema_refuses_an_unknown_type():
     assert not VALIDATOR.is_valid({"type": "records_not_decoded", "file": "x"})
     assert not VALIDATOR.is_valid({"file": "x"})
+
+
+@pytest.mark.xfail(strict=True, reason="recover's and retain's notes carry their text as 'note' "
+                   "where the vocabulary (dump, verify-index, describe) says 'message': "
+                   "recover.py and retain.py are converted by another change")
+@pytest.mark.parametrize("command", [["recover", "--dry-run"],
+                                     ["retain", "--dry-run", "--retention-ms", "1"]])
+def test_recover_and_retain_notes(logdir, command):
+    with open(logdir / "recovery-point-offset-checkpoint", "w") as f:
+        f.write("garbage\n")  # not read: each command says so in a note
+    res = kafkalog_in(*command, "--format", "json", logdir)
+    assert any(o["type"] == "note" for o in objects(res)), res
+    check(res, command[0], codes=(0, 1))
