@@ -1230,7 +1230,7 @@ def test_sigkill_part_way_leaves_indexes_of_what_is_written(tmp_path):
     (b'{"value": 5}', b"5"),
     (b'{"value": -1.5e3}', b"-1500.0"),
     (b'{"value": true}', b"true"),
-    (b'{"value": {"a": [1, "b\u00e9"], "c": null}}', '{"a":[1,"b\u00e9"],"c":null}'.encode()),
+    (rb'{"value": {"a": [1, "b\u00e9"], "c": null}}', '{"a":[1,"b\u00e9"],"c":null}'.encode()),
     (b'{"value": [1, 2]}', b"[1,2]"),
     (b'{"value": {"base64": 12}}', b'{"base64":12}'),
     (b'{"value": {"base64": "aGk=", "x": 1}}', b'{"base64":"aGk=","x":1}'),
