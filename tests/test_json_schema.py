@@ -236,9 +236,6 @@ def test_schema_refuses_an_unknown_type():
     assert not VALIDATOR.is_valid({"file": "x"})
 
 
-@pytest.mark.xfail(strict=True, reason="recover's and retain's notes carry their text as 'note' "
-                   "where the vocabulary (dump, verify-index, describe) says 'message': "
-                   "recover.py and retain.py are converted by another change")
 @pytest.mark.parametrize("command", [["recover", "--dry-run"],
                                      ["retain", "--dry-run", "--retention-ms", "1"]])
 def test_recover_and_retain_notes(logdir, command):

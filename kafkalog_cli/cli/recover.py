@@ -185,16 +185,16 @@ class _Report:
         if dry_run and plan.split is not None:
             path = printable_name(os.path.join(d, plan.split.name))
             self.emit(dict(type="note", **where, file=path,
-                           note="the segments from this one on are checked after the split"),
+                           message="the segments from this one on are checked after the split"),
                       "%s: the segments from this one on would be checked after the split"
                       % path)
         for name, text in plan.notes:
             path = printable_name(os.path.join(d, name))
-            self.emit(dict(type="note", **where, file=path, note=text), "%s: %s" % (path, text))
+            self.emit(dict(type="note", **where, file=path, message=text), "%s: %s" % (path, text))
         for r in plan.segments:
             path = printable_name(os.path.join(d, r.name))
             for text in r.notes:
-                self.emit(dict(type="note", **where, file=path, note=text),
+                self.emit(dict(type="note", **where, file=path, message=text),
                           "%s: %s" % (path, text))
             obj = _segment_json(plan, r, path, dry_run)
             if self.fmt == "json":
@@ -221,11 +221,11 @@ class _Report:
             note = ("temporary file of an interrupted kafkalog write: %s"
                     % ("would be removed" if self.dry_run else "removed"))
             self.emit({"type": "note", "topic": None, "partition": None,
-                       "file": printable_name(tmp), "note": note},
+                       "file": printable_name(tmp), "message": note},
                       "%s: %s" % (printable_name(tmp), note))
         if run.checkpoint_problem is not None:
             self.emit({"type": "note", "topic": None, "partition": None, "file": path,
-                       "note": run.checkpoint_problem},
+                       "message": run.checkpoint_problem},
                       run.checkpoint_problem)
         for (topic, number), (old, new) in sorted(run.checkpoint_updates.items()):
             verb = "would be set" if self.dry_run else "set"

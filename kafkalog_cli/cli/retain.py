@@ -134,8 +134,8 @@ class _Output:
         dry_run = self.dry_run
         where = _where(plan.directory)
         if plan.recovery_point_problem is not None:
-            self.emit(dict(type="note", **where, directory=plan.directory,
-                           note=plan.recovery_point_problem), plan.recovery_point_problem)
+            self.emit(dict(type="note", **where, file=plan.directory,
+                           message=plan.recovery_point_problem), plan.recovery_point_problem)
         if plan.recovery_point_raise is None:
             return
         old, new = plan.recovery_point_raise
