@@ -389,7 +389,9 @@ def test_sigkill_during_transactional_append(tmp_path):
         recover(d)
         quick_check(d, 0)
         after = check_txn_side_files(d, complete=True)
-        assert after["snapshots"] >= 1, os.listdir(d)
+        # recover's snapshot at the log end offset (none for an empty log: a snapshot at the
+        # log start offset is one ProducerStateManager.truncateAndReload removes)
+        assert after["snapshots"] >= 1 or ac.next_offset(d) == 0, os.listdir(d)
         shutil.rmtree(d.parent)
     # the kills landed after snapshots and aborted transactions were written
     assert checked["snapshots"] >= TXN_KILLS and checked["aborts"] >= TXN_KILLS, checked
