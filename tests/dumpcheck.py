@@ -412,3 +412,36 @@ def files_in(directory):
             with open(p, "rb") as f:
                 out[n] = f.read()
     return out
+
+
+def on_a_terminal(args, columns=200, stderr_too=False, timeout=60):
+    """(exit code, output) of ``python -m kafkalog_cli ARGS`` with a pseudo-terminal of
+    ``columns`` columns as its stdout (and its stderr with ``stderr_too``), escape sequences
+    removed."""
+    import fcntl
+    import pty
+    import re
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = dict(os.environ, COLUMNS=str(columns), LINES="50", TERM="xterm")
+    proc = subprocess.Popen([sys.executable, "-m", "kafkalog_cli"] + [str(a) for a in args],
+                            stdout=slave, stderr=slave if stderr_too else subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=env, cwd=REPO)
+    os.close(slave)
+    out = b""
+    while select.select([master], [], [], timeout)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:   # the other end closed (Linux: EIO)
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    proc.wait(30)
+    return proc.returncode, re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", out.decode("utf-8", "replace"))

@@ -6,16 +6,13 @@ here; inconsistent checkpoints and damaged files exit 1, unreadable input exits 
 import json
 import os
 import re
-import select
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 import indexgen as ig
 import kafkagen as kg
-from dumpcheck import kafkalog
+from dumpcheck import kafkalog, on_a_terminal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures", "logdir")
@@ -466,34 +463,8 @@ def test_text_on_a_pipe_is_lines(tmp_path):
     assert lines[-1].endswith("consistent")
 
 
-def _run_on_a_terminal(args):
-    """stdout of ``kafkalog ARGS`` run with a pseudo-terminal as its stdout."""
-    import pty
-    master, slave = pty.openpty()
-    env = dict(os.environ, COLUMNS="200", LINES="50", TERM="xterm")
-    proc = subprocess.Popen([sys.executable, "-m", "kafkalog_cli"] + [str(a) for a in args],
-                            stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            env=env)
-    os.close(slave)
-    out = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 30)
-        if not ready:
-            break
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(master)
-    proc.wait(30)
-    return proc.returncode, re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", out.decode("utf-8", "replace"))
-
-
 def test_text_on_a_terminal_is_tables_once(tmp_path):
-    code, out = _run_on_a_terminal(["describe", FIXTURES])
+    code, out = on_a_terminal(["describe", FIXTURES])
     assert code == 0
     assert "segments" in out and "topic orders" in out
     assert "━" in out or "─" in out

@@ -9,16 +9,12 @@ read before the recovery.
 import datetime
 import json
 import os
-import re
-import select
-import subprocess
-import sys
 
 import pytest
 
 import indexgen as ig
 from appendcheck import lock_held
-from dumpcheck import kafkalog
+from dumpcheck import kafkalog, on_a_terminal
 from test_recover import (make_partition, mut_flipped_bit, mut_garbage_tail, mut_truncated_batch,
                           name, snapshot_name)
 
@@ -196,34 +192,11 @@ def test_list_after_recover(tmp_path):
         prefix, len(new)) in line for line in lines)
 
 
-def on_a_terminal(args):
-    """(exit code, stdout) of ``kafkalog ARGS`` with a pseudo-terminal as its stdout."""
-    import pty
-    master, slave = pty.openpty()
-    env = dict(os.environ, COLUMNS="250", LINES="50", TERM="xterm")
-    proc = subprocess.Popen([sys.executable, "-m", "kafkalog_cli"] + [str(a) for a in args],
-                            stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            env=env)
-    os.close(slave)
-    out = b""
-    while select.select([master], [], [], 30)[0]:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(master)
-    proc.wait(30)
-    return proc.returncode, re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", out.decode("utf-8", "replace"))
-
-
 def test_list_on_a_terminal_is_a_table_once(tmp_path):
     log_dir, part = damaged(tmp_path, "torn-tail")
     assert run("recover", log_dir).code == 1
     (run_id,) = runs_of(part.dir)
-    code, out = on_a_terminal(["quarantine", "list", log_dir])
+    code, out = on_a_terminal(["quarantine", "list", log_dir], columns=250)
     assert code == 0, out
     assert "━" in out or "─" in out
     assert ": run " not in out                     # the pipe's lines are not printed too

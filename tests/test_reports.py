@@ -9,14 +9,13 @@ never from ``kafkalog_cli``.
 import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys
 
 import kafkagen as kg
 from appendcheck import lock_held
-from dumpcheck import kafkalog
+from dumpcheck import kafkalog, on_a_terminal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures", "logdir")
@@ -224,36 +223,6 @@ def test_retain_reports_offsets_records_and_the_new_log_start(tmp_path):
 
 # -- one layout per output ----------------------------------------------------------------------
 
-def on_a_terminal(args, columns=200):
-    """Output (stdout and stderr) of ``kafkalog ARGS`` run on a pseudo-terminal, escapes
-    removed."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = dict(os.environ, COLUMNS=str(columns), LINES="50", TERM="xterm")
-    proc = subprocess.Popen([sys.executable, "-m", "kafkalog_cli"] + [str(a) for a in args],
-                            stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=env)
-    os.close(slave)
-    out = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(master)
-    proc.wait(30)
-    return proc.returncode, re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", out.decode("utf-8", "replace"))
-
-
 def on_a_pipe(args):
     p = subprocess.run([sys.executable, "-m", "kafkalog_cli"] + [str(a) for a in args],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -270,7 +239,7 @@ def named(out, name):
 def test_recover_shows_its_output_once_on_a_terminal_and_on_a_pipe(tmp_path):
     d, part, *_ = torn_metrics(tmp_path)
     args = ["recover", "--full", "--dry-run", part]
-    code, out = on_a_terminal(args)
+    code, out = on_a_terminal(args, stderr_too=True)
     assert code == 1, out
     assert "━" in out or "─" in out, out          # a table
     assert named(out, SEG0) == 1 and named(out, SEG1) == 1, out
@@ -288,7 +257,7 @@ def test_retain_shows_its_output_once_on_a_terminal_and_on_a_pipe(tmp_path):
     part = d / "metrics-0"
     args = ["retain", "--dry-run", "--log-start-offset", 300, part]
     # a narrow terminal: the segment's name (its base offset) is never cut short
-    code, out = on_a_terminal(args, columns=100)
+    code, out = on_a_terminal(args, columns=100, stderr_too=True)
     assert code == 1, out
     assert "━" in out or "─" in out, out
     assert out.count(SEG0) == 1 and out.count(SEG1) == 1, out
