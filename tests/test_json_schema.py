@@ -216,6 +216,7 @@ def _valid_objects(generated):
     ("record", "set", "headers", [{"key": "h", "value": "v"}]),
     ("record", "set", "partition", "3"),
     ("summary", "add", "invalid_bytes", 0),
+    ("summary", "drop", "command", None),
 ])
 def test_schema_refuses_a_wrong_key(generated, change):
     batch, record, summary = _valid_objects(generated)

@@ -146,7 +146,8 @@ class _Output:
         records = sum(s.records for s in segments)
         batches = sum(s.batches for s in segments)
         size = sum(s.size for s in segments)
-        self.emit({"type": "summary", "topics": len(topics), "partitions": len(d.partitions),
+        self.emit({"type": "summary", "command": "describe", "topics": len(topics),
+                   "partitions": len(d.partitions),
                    "segments": len(segments), "records": records, "batches": batches,
                    "sizeBytes": size, "problems": len(problems), "notes": len(notes),
                    "unreadable": len(d.errors), "consistent": not problems},
