@@ -18,7 +18,7 @@ from ..log.recover import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BE
                            SPLIT, WRITE, LogDirRecovery)
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text
-from .render import human_bytes, offsets_text, plural, table_output
+from .render import human_bytes, new_offsets_text, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir
 
 EXIT_OK, EXIT_REPAIRED, EXIT_ERROR = 0, 1, 2
@@ -278,11 +278,7 @@ class _Report:
                     human_bytes(aside) if self.table else "%d bytes" % aside,
                     cond("set aside", "would be set aside")))
             text += ": " + "; ".join(parts)
-        if len(ends) == 1:
-            text += "; new log end offset %s" % ends[0]["logEndOffset"]
-        elif ends:
-            text += "; new log end offsets %s" % ", ".join(
-                "%s-%s %s" % (e["topic"], e["partition"], e["logEndOffset"]) for e in ends)
+        text += new_offsets_text("log end offset", ends, "logEndOffset")
         if dry_run:
             text += " (dry run: nothing changed)"
         if self.fmt == "json":

@@ -834,3 +834,14 @@ def offsets_text(first, last, records):
     if first is None or last is None:
         return "no batch"
     return "offsets %d-%d, %s" % (first, last, plural(records, "record"))
+
+
+def new_offsets_text(label, objs, key):
+    """The summary's tail naming each partition's new offset (``key`` of its JSON object):
+    "; new log end offset 290", or one per partition when there are several."""
+    if len(objs) == 1:
+        return "; new %s %s" % (label, objs[0][key])
+    if objs:
+        return "; new %ss %s" % (label, ", ".join(
+            "%s-%s %s" % (o["topic"], o["partition"], o[key]) for o in objs))
+    return ""

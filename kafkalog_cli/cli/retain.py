@@ -16,7 +16,7 @@ from ..log.names import RECOVERY_POINT_CHECKPOINT, topic_partition
 from ..log.partition import Partition
 from ..log.retain import DELETED, Policy, retain_partition
 from .errors import error_text, fail
-from .render import human_bytes, offsets_text, plural, table_output
+from .render import human_bytes, new_offsets_text, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir
 
 # 1: a dry run that would delete something (as `recover --dry-run` exits 1 when it would repair)
@@ -171,11 +171,7 @@ class _Output:
                 "would be deleted" if dry_run else "deleted")
         else:
             text = "%s: nothing to delete" % plural(len(plans), "partition")
-        if len(starts) == 1:
-            text += "; new log start offset %d" % starts[0]["logStartOffset"]
-        elif starts:
-            text += "; new log start offsets %s" % ", ".join(
-                "%s-%s %d" % (e["topic"], e["partition"], e["logStartOffset"]) for e in starts)
+        text += new_offsets_text("log start offset", starts, "logStartOffset")
         if dry_run:
             text += " (dry run: nothing changed)"
         click.echo(text)
