@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
-"""Benchmark `kafkalog dump` against kafka-python's v2 record parser.
+"""Benchmark `kafkalog dump` against kafka-python's and aiokafka's v2 record readers.
 
-Builds v2 segment files with kafka-python's batch builder (cached under --workdir), then
-times, best of --repeat:
+Builds v2 segment files with kafka-python's batch builder (cached under --workdir), one per data
+set (default: 1 KiB values uncompressed, 100-byte values uncompressed, 1 KiB values with lz4,
+1 KiB values with zstd), then times each reader in a whole process of its own (interpreter
+start-up and imports included, output to /dev/null), best of --repeat:
 
-  deep dump    kafkalog dump --deep-iteration --print-data-log FILE > /dev/null   (subprocess)
-  batch dump   kafkalog dump FILE > /dev/null                                     (subprocess)
-  kp full      kafka-python: MemoryRecords over the file, every record's offset,
-               timestamp, key, value and headers                                  (in-process)
-  kp crc       kafka-python: every batch, batch.validate_crc()                    (in-process)
+  deep dump   kafkalog dump --deep-iteration --print-data-log FILE
+              kafka-python / aiokafka: read the file, every batch's CRC checked, every record's
+              offset, timestamp, key, value and headers read
+  batch dump  kafkalog dump FILE
+              kafka-python / aiokafka: read the file, every batch's header fields read (base
+              and last offset, producer id and epoch, base sequence, max timestamp, attributes,
+              crc) and its CRC checked
 
-Subprocess times include interpreter start-up; the "startup" line (a dump of an empty
-segment) shows how much that is. --rss instead dumps a ~1 GiB segment once each way and
-checks each child's own peak RSS against 150 MB. Units: MB = 10^6 bytes, GB = 10^9 bytes;
---size-mb options are MiB.
+The comparison is of equal work: kafkalog checks every batch's CRC in both dumps (it prints
+isvalid), so the peers do too; the peers write nothing while kafkalog renders and writes text
+(to /dev/null). aiokafka is read with its Cython reader (aiokafka.record._crecords:
+MemoryRecords, DefaultRecordBatch), checked to be the one loaded; kafka-python with its pure
+Python one. A peer imports what a user of it would (aiokafka's package imports its client).
 
-    .venv/bin/python benchmarks/bench_dump.py [--quick] [--rss] [--repeat N] [--codec C]
+The "startup" line (a dump of an empty segment) shows how much of a time is start-up. --rss
+instead dumps a ~1 GiB segment once each way and checks each child's own peak RSS against
+150 MB. Units: MB = 10^6 bytes, GB = 10^9 bytes; --size-mb options are MiB.
+
+    .venv/bin/python benchmarks/bench_dump.py [--quick] [--rss] [--repeat N] [--sets A,B]
 """
 
 import argparse
@@ -91,12 +100,18 @@ def run_child(args, argv=None):
     return elapsed, usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
 
 
+def _checked(path, ok, base_offset):
+    if not ok:
+        sys.exit("%s: bad CRC in batch at offset %d" % (path, base_offset))
+
+
 def kp_full_parse(path):
-    """kafka-python: parse every record and touch its fields; return the record count."""
+    """kafka-python: check every batch's CRC, touch every record's fields; return the count."""
     with open(path, "rb") as f:
         data = f.read()
     count = 0
     for batch in MemoryRecords(data):
+        _checked(path, batch.validate_crc(), batch.base_offset)
         for record in batch:
             record.offset, record.timestamp, record.key, record.value, record.headers
             count += 1
@@ -104,15 +119,72 @@ def kp_full_parse(path):
 
 
 def kp_batch_crc(path):
-    """kafka-python: iterate the batches, checking each one's CRC; return the batch count."""
+    """kafka-python: iterate the batches, reading their header fields and checking each one's
+    CRC; return the batch count."""
     with open(path, "rb") as f:
         data = f.read()
     count = 0
     for batch in MemoryRecords(data):
-        if not batch.validate_crc():
-            sys.exit("%s: bad CRC in batch at offset %d" % (path, batch.base_offset))
+        (batch.base_offset, batch.last_offset, batch.producer_id, batch.producer_epoch,
+         batch.base_sequence, batch.max_timestamp, batch.attributes, batch.crc)
+        _checked(path, batch.validate_crc(), batch.base_offset)
         count += 1
     return count
+
+
+def _aiokafka_records():
+    """aiokafka's MemoryRecords, as its users get it, checked to be the Cython reader."""
+    from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
+    from aiokafka.record.default_records import DefaultRecordBatch
+    for cls in (AioMemoryRecords, DefaultRecordBatch):
+        if not cls.__module__.startswith("aiokafka.record._crecords"):
+            sys.exit("aiokafka's Cython reader is not loaded (%s is %s.%s)"
+                     % (cls.__name__, cls.__module__, cls.__name__))
+    return AioMemoryRecords
+
+
+def aio_full_parse(path):
+    """aiokafka (Cython): as kp_full_parse."""
+    records_type = _aiokafka_records()
+    with open(path, "rb") as f:
+        data = f.read()
+    records = records_type(data)
+    count = 0
+    while True:
+        batch = records.next_batch()
+        if batch is None:
+            break
+        _checked(path, batch.validate_crc(), batch.base_offset)
+        for record in batch:
+            record.offset, record.timestamp, record.key, record.value, record.headers
+            count += 1
+    return count
+
+
+def aio_batch_crc(path):
+    """aiokafka (Cython): as kp_batch_crc."""
+    records_type = _aiokafka_records()
+    with open(path, "rb") as f:
+        data = f.read()
+    records = records_type(data)
+    count = 0
+    while True:
+        batch = records.next_batch()
+        if batch is None:
+            break
+        (batch.base_offset, batch.next_offset, batch.producer_id, batch.producer_epoch,
+         batch.base_sequence, batch.max_timestamp, batch.attributes, batch.crc)
+        _checked(path, batch.validate_crc(), batch.base_offset)
+        count += 1
+    return count
+
+
+PEERS = {("kp", "deep"): kp_full_parse, ("kp", "batch"): kp_batch_crc,
+         ("aio", "deep"): aio_full_parse, ("aio", "batch"): aio_batch_crc}
+# data set name: (layout, codec)
+DATA_SETS = {"1k-none": ("1k", "none"), "small-none": ("small", "none"),
+             "1k-lz4": ("1k", "lz4"), "1k-zstd": ("1k", "zstd")}
+READERS = (("kafkalog", None), ("kafka-python", "kp"), ("aiokafka", "aio"))
 
 
 def best_of(repeat, fn, *args):
@@ -125,42 +197,62 @@ def best_of(repeat, fn, *args):
     return best, result
 
 
-def bench_file(path, repeat, startup):
-    size = os.path.getsize(path)
-    times = {}
-    times["kp full parse"], records = best_of(repeat, kp_full_parse, path)
-    times["kp batch+crc"], batches = best_of(repeat, kp_batch_crc, path)
-    deep = ["dump", "--deep-iteration", "--print-data-log", path]
-    times["our deep dump"] = min(run_child(deep)[0] for _ in range(repeat))
-    times["our batch dump"] = min(run_child(["dump", path])[0] for _ in range(repeat))
-    # kafka-python in a process of its own too, so that both sides pay interpreter start-up.
-    for name, job in (("kp full (proc)", "full"), ("kp crc (proc)", "crc")):
-        argv = [sys.executable, os.path.abspath(__file__), "--kp-child", job, path]
-        times[name] = min(run_child(None, argv)[0] for _ in range(repeat))
+def time_reader(reader, job, path, repeat):
+    """Best-of-`repeat` wall time of one reader's whole process doing `job` on `path`."""
+    if reader is None:
+        args = ["dump", "--deep-iteration", "--print-data-log", path] if job == "deep" \
+            else ["dump", path]
+        return min(run_child(args)[0] for _ in range(repeat))
+    argv = [sys.executable, os.path.abspath(__file__), "--peer", reader, job, path]
+    return min(run_child(None, argv)[0] for _ in range(repeat))
 
-    print("\n%s: %.1f MB, %d records, %d batches (best of %d)"
-          % (path, size / 1e6, records, batches, repeat))
-    print("  %-15s %9s %13s %10s" % ("", "seconds", "records/s", "MB/s"))
-    for name in ("our deep dump", "kp full parse", "kp full (proc)", "our batch dump",
-                 "kp batch+crc", "kp crc (proc)"):
-        secs = times[name]
-        print("  %-15s %9.3f %13s %10.1f" % (name, secs, format(round(records / secs), ","),
-                                              size / secs / 1e6))
-    print("  deep dump records/s / kp full parse records/s = %.2fx"
-          % (times["kp full parse"] / times["our deep dump"]))
-    print("  batch dump MB/s / kp batch+crc MB/s          = %.2fx"
-          % (times["kp batch+crc"] / times["our batch dump"]))
-    print("  the same, kafka-python in its own process: deep %.2fx, batch %.2fx"
-          % (times["kp full (proc)"] / times["our deep dump"],
-             times["kp crc (proc)"] / times["our batch dump"]))
-    print("  batch dump throughput                        = %.2f GB/s"
-          % (size / times["our batch dump"] / 1e9))
-    # kafka-python is timed in-process, so it pays no interpreter start-up; these compare the
-    # engines alone, our subprocess times less the start-up measured on an empty segment.
-    deep, batch = (max(times[k] - startup, 1e-9) for k in ("our deep dump", "our batch dump"))
-    print("  without our start-up (%.3f s): deep %.2fx, batch %.2fx, batch %.2f GB/s"
-          % (startup, times["kp full parse"] / deep, times["kp batch+crc"] / batch,
-             size / batch / 1e9))
+
+def bench_file(name, path, repeat):
+    """Time every reader on one data set; return {(reader, job): seconds}."""
+    size = os.path.getsize(path)
+    records = kp_full_parse(path)
+    times = {}
+    for job in ("deep", "batch"):
+        for reader, peer in READERS:
+            times[reader, job] = time_reader(peer, job, path, repeat)
+    print("\n%s: %s, %.1f MB, %d records (best of %d, whole processes)"
+          % (name, path, size / 1e6, records, repeat))
+    print("  %-11s %12s %12s %12s %10s %10s" % ("", "kafkalog s", "kafka-py s", "aiokafka s",
+                                               "ours/kp", "ours/aio"))
+    for job, label in (("deep", "deep dump"), ("batch", "batch dump")):
+        ours, kp, aio = (times[reader, job] for reader, _ in READERS)
+        print("  %-11s %12.3f %12.3f %12.3f %10.2f %10.2f"
+              % (label, ours, kp, aio, ours / kp, ours / aio))
+    print("  kafkalog: deep %.0f records/s, batch dump %.2f GB/s"
+          % (records / times["kafkalog", "deep"], size / times["kafkalog", "batch"] / 1e9))
+    return times
+
+
+def geomean(values):
+    values = list(values)
+    product = 1.0
+    for v in values:
+        product *= v
+    return product ** (1 / len(values)) if values else float("nan")
+
+
+def print_ratios(results):
+    """The time ratios kafkalog / peer per data set, and their geometric means."""
+    print("\ntime ratio kafkalog / peer (below 1: kafkalog faster)")
+    print("  %-11s %12s %12s %12s %12s" % ("data set", "deep/aio", "batch/aio", "deep/kp",
+                                             "batch/kp"))
+    columns = [("deep", "aiokafka"), ("batch", "aiokafka"), ("deep", "kafka-python"),
+               ("batch", "kafka-python")]
+    ratios = {c: [] for c in columns}
+    for name, times in results:
+        row = []
+        for job, peer in columns:
+            r = times["kafkalog", job] / times[peer, job]
+            ratios[job, peer].append(r)
+            row.append(r)
+        print("  %-11s %12.2f %12.2f %12.2f %12.2f" % (name, *row))
+    print("  %-11s %12.2f %12.2f %12.2f %12.2f"
+          % ("geo. mean", *(geomean(ratios[c]) for c in columns)))
 
 
 def bench_rss(path):
@@ -182,40 +274,57 @@ def main():
     parser.add_argument("--workdir", default=os.path.join(here, "data"),
                         help="where segment files are built and cached (default: benchmarks/data)")
     parser.add_argument("--size-mb", type=int,
-                        help="size of the 1 KiB-value file, MiB (default 256)")
+                        help="size of the 1 KiB-value files, MiB (default 256)")
     parser.add_argument("--small-size-mb", type=int,
                         help="size of the 100-byte-value file, MiB (default 64)")
     parser.add_argument("--rss-size-mb", type=int,
                         help="size of the --rss file, MiB (default 1024)")
-    parser.add_argument("--codec", choices=CODECS, default="none", help="batch compression")
-    parser.add_argument("--repeat", type=int, default=3, help="best of N (default 3)")
+    parser.add_argument("--sets", default=",".join(DATA_SETS),
+                        help="data sets, comma-separated (default: %(default)s)")
+    parser.add_argument("--codec", choices=CODECS,
+                        help="instead of --sets: the 1k and small layouts with this codec; "
+                        "for --rss, the codec of its file (default none)")
+    parser.add_argument("--repeat", type=int, help="best of N (default 3, 1 with --quick)")
     parser.add_argument("--quick", action="store_true", help="small files, for a smoke test")
     parser.add_argument("--rss", action="store_true",
                         help="only check the dumps' peak RSS on a ~1 GiB segment")
-    parser.add_argument("--kp-child", nargs=2, metavar=("full|crc", "FILE"),
-                        help=argparse.SUPPRESS)  # one kafka-python pass, timed by the parent
+    parser.add_argument("--peer", nargs=3, metavar=("kp|aio", "deep|batch", "FILE"),
+                        help=argparse.SUPPRESS)  # one peer pass, timed by the parent
     args = parser.parse_args()
-    if args.kp_child:
-        job, path = args.kp_child
-        (kp_full_parse if job == "full" else kp_batch_crc)(path)
+    if args.peer:
+        reader, job, path = args.peer
+        PEERS[reader, job](path)
         return
+    repeat = args.repeat or (1 if args.quick else 3)
 
-    print("Python %s, kafka-python %s, codec %s"
-          % (sys.version.split()[0], version("kafka-python"), args.codec))
+    print("Python %s, kafka-python %s, aiokafka %s; load average %s"
+          % (sys.version.split()[0], version("kafka-python"), version("aiokafka"),
+             " ".join("%.2f" % x for x in os.getloadavg())))
     if args.rss:
         size = args.rss_size_mb or (32 if args.quick else 1024)
-        sys.exit(0 if bench_rss(build_segment(args.workdir, "1k", size, args.codec)) else 1)
+        sys.exit(0 if bench_rss(build_segment(args.workdir, "1k", size, args.codec or "none"))
+                 else 1)
 
-    files = [build_segment(args.workdir, "1k", args.size_mb or (16 if args.quick else 256),
-                           args.codec),
-             build_segment(args.workdir, "small", args.small_size_mb or (8 if args.quick else 64),
-                           args.codec)]
-    empty = build_segment(args.workdir, "1k", 0, args.codec)
-    startup = min(run_child(["dump", empty])[0] for _ in range(args.repeat))
-    print("startup: %.3f s (best-of-%d dump of an empty segment, included in subprocess times)"
-          % (startup, args.repeat))
-    for path in files:
-        bench_file(path, args.repeat, startup)
+    if args.codec is not None:
+        sets = [("1k-" + args.codec, ("1k", args.codec)),
+                ("small-" + args.codec, ("small", args.codec))]
+    else:
+        sets = []
+        for name in args.sets.split(","):
+            if name not in DATA_SETS:
+                parser.error("unknown data set %r (known: %s)" % (name, ", ".join(DATA_SETS)))
+            sets.append((name, DATA_SETS[name]))
+    sizes = {"1k": args.size_mb or (8 if args.quick else 256),
+             "small": args.small_size_mb or (4 if args.quick else 64)}
+    files = [(name, build_segment(args.workdir, layout, sizes[layout], codec))
+             for name, (layout, codec) in sets]
+    empty = build_segment(args.workdir, "1k", 0, "none")
+    startup = min(run_child(["dump", empty])[0] for _ in range(repeat))
+    print("startup: %.3f s (best-of-%d dump of an empty segment, included in the times)"
+          % (startup, repeat))
+    results = [(name, bench_file(name, path, repeat)) for name, path in files]
+    print_ratios(results)
+    print("load average at the end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
 
 
 if __name__ == "__main__":
