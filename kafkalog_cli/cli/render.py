@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from crc32c import crc32c
+from ..format.crc import crc32c
 
 from ..format import control
 from ..format.errors import CorruptRecordError

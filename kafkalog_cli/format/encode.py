@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from crc32c import crc32c
+from .crc import crc32c
 
 from . import codecs
 from .control import ABORT, COMMIT

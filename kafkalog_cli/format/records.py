@@ -13,7 +13,7 @@ import struct
 import zlib
 from typing import Iterable, Iterator, Optional
 
-from crc32c import crc32c
+from .crc import crc32c
 
 from . import codecs
 from .errors import CorruptRecordError, LimitExceededError

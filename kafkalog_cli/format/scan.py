@@ -17,7 +17,7 @@ import re
 import zlib
 from typing import Callable, Optional
 
-from crc32c import crc32c
+from .crc import crc32c
 
 from .records import (LEGACY_MIN_SIZE, LOG_OVERHEAD, PREFIX, V2_OVERHEAD, read_batch,
                       v2_offset_problem_at)

@@ -22,7 +22,7 @@ from collections import deque
 from typing import (Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional,
                     Sequence, Tuple)
 
-from crc32c import crc32c
+from ..format.crc import crc32c
 
 from ..errors import InvalidDataError
 from ..format import control

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from typing import Union
 
-from crc32c import crc32c
+from ..format.crc import crc32c
 
 from .entries import LazyEntries
 from .files import FileFormatError, read_sized
