@@ -407,8 +407,14 @@ def test_offset_overflow_is_split_not_cut(tmp_path):
         assert files[name(base, "timeindex")] == ig.encode_time_index(idx.time_entries, base)
     assert sorted(n for n in files if n.endswith(".log")) == [name(b, "log") for b, _, _ in
                                                               pieces]
-    # nothing was quarantined for it: no byte was removed
-    assert not os.path.exists(os.path.join(d, QUARANTINE))
+    # nothing was quarantined for it: no byte was removed (the manifest records only the
+    # files written where there were none: the new segments' indexes and snapshots)
+    (run,) = os.listdir(os.path.join(d, QUARANTINE))
+    assert os.listdir(os.path.join(d, QUARANTINE, run)) == ["manifest.json"]
+    with open(os.path.join(d, QUARANTINE, run, "manifest.json"), encoding="utf-8") as f:
+        entries = json.load(f)["entries"]
+    assert {e["what"] for e in entries} == {"written"}
+    assert {name(b, "index") for b, _, _ in pieces} <= {e["file"] for e in entries}
     with open(os.path.join(str(tmp_path), "logdir", CHECKPOINT), encoding="utf-8") as f:
         assert f.read() == ig.offset_checkpoint([("o", 0, leo)])
     assert recover(d).returncode == 0

@@ -67,13 +67,17 @@ def check_manifest_and_names(directory):
     """Saved names are unique per run folder, each manifest entry names an existing file, and
     every file (but the manifest) has exactly one entry."""
     files = quarantine_files(directory)
+    from test_recover import check_written_entry
     for run, m in manifests(directory).items():
-        saved = [e["saved_as"] for e in m["entries"]]
+        for i, e in enumerate(m["entries"]):
+            if e["what"] == "written":   # a file the run wrote where there was none
+                check_written_entry(e, m["entries"][:i])
+        saved = [e["saved_as"] for e in m["entries"] if e["what"] != "written"]
         assert len(saved) == len(set(saved)), "a saved name used twice: %r" % saved
         on_disk = {rel for r, rel, _ in files if r == run and rel != "manifest.json"}
         assert set(saved) == on_disk, (sorted(saved), sorted(on_disk))
         for e in m["entries"]:
-            assert e["what"] in ("moved", "cut") and e["why"].strip(), e
+            assert e["what"] in ("moved", "cut", "written") and e["why"].strip(), e
     return files
 
 

@@ -13,6 +13,7 @@ left untouched (bytes and mtime) and the ``.swap`` renames. The same builders fe
 """
 
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -96,18 +97,37 @@ def quarantine_dirs(part_dir):
     return [os.path.join(q, n) for n in sorted(os.listdir(q))]
 
 
-def read_manifest(qdir):
+def check_written_entry(e, earlier, part_dir=None):
+    """A ``written`` manifest entry (a file the run wrote where there was none): nothing saved,
+    the hash and size of what was written, a name no earlier entry of the run set aside; with
+    ``part_dir``, the file there holds exactly those bytes."""
+    assert e["what"] == "written" and "saved_as" not in e, e
+    assert isinstance(e["why"], str) and e["why"].strip(), e
+    assert re.fullmatch(r"[0-9a-f]{64}", e["sha256"]) and e["size"] >= 0, e
+    assert not [x for x in earlier if x["what"] == "moved" and x["file"] == e["file"]], e
+    if part_dir is not None:
+        with open(os.path.join(part_dir, e["file"]), "rb") as f:
+            data = f.read()
+        assert len(data) == e["size"] and hashlib.sha256(data).hexdigest() == e["sha256"], e
+
+
+def read_manifest(qdir, kinds=("cut", "moved")):
+    """The entries of a run's manifest of the kinds given (by default those that hold bytes
+    in the run folder: cut and moved), every entry checked."""
     with open(os.path.join(qdir, "manifest.json"), encoding="utf-8") as f:
         m = json.load(f)
     assert isinstance(m, dict) and isinstance(m.get("entries"), list), m
-    for e in m["entries"]:
+    for i, e in enumerate(m["entries"]):
+        if e["what"] == "written":
+            check_written_entry(e, m["entries"][:i])
+            continue
         assert e["what"] in ("cut", "moved"), e
         assert isinstance(e["file"], str) and isinstance(e["saved_as"], str), e
         assert isinstance(e["why"], str) and e["why"].strip(), e
         assert os.path.isfile(os.path.join(qdir, e["saved_as"])), e
         if e["what"] == "cut":
             assert len(e["range"]) == 2 and e["range"][0] < e["range"][1], e
-    return m["entries"]
+    return [e for e in m["entries"] if e["what"] in kinds]
 
 
 def cut_files(qdir, log_name):
@@ -981,6 +1001,16 @@ def check_quarantine(exp, qdirs):
         assert cut_entries, entries
         assert min(e["range"][0] for e in cut_entries) == start
         assert max(e["range"][1] for e in cut_entries) == len(orig)
+    # every file the run wrote where there was none has a ``written`` entry (its hash), so
+    # that `kafkalog quarantine restore` can take it away again
+    written = {}
+    for q in qdirs:
+        for e in read_manifest(q, ("written",)):
+            written[e["file"]] = e
+    new = set(files_in(exp.dir)) - set(exp.original) - set(exp.renamed.values())
+    assert new <= set(written), "written, not in a manifest: %s" % sorted(new - set(written))
+    for n in new:
+        check_written_entry(written[n], [], exp.dir)
 
 
 def check_recovered(exp, res, text=True):

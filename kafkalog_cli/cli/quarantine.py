@@ -45,6 +45,9 @@ def _human(n):
 
 def _holds(e):
     """What a manifest entry holds, in words: bytes, byte range, offsets."""
+    if e.what == "written":
+        return "%d bytes written where there was no file, sha256 %s; nothing kept" % (
+            e.size, e.sha256[:12] if e.sha256 else "?")
     parts = ["missing" if e.size is None else "%d bytes" % e.size]
     if e.what == "cut":
         parts.append("bytes %d-%d of the log" % (e.start, e.end))

@@ -67,7 +67,7 @@ from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, Index
                          fsync_dir, rename_noreplace, txn_index_bytes,
                          write_atomically, write_new)
 from .snapshot import read_snapshot
-from .quarantine import Quarantine, copy_range, manifest_entry
+from .quarantine import Quarantine, copy_range, manifest_entry, written_entry
 from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile,
                       Segment, order_problem, reach_problem)
 from .txnindex import TransactionIndex
@@ -1161,6 +1161,10 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
                 f.flush()
                 os.fsync(f.fileno())
         elif a.kind == WRITE:
+            if _new_name(q, a.name):
+                # recorded first: a run killed before the write leaves an entry whose file is
+                # not there, which a restore passes over
+                q.record(written_entry(a.name, a.data, a.why))
             write_new(src, a.data)
         elif a.kind == SPLIT:
             split_segment(directory, a.name, a.pieces)
@@ -1172,8 +1176,20 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
                 saved = q.reserve(a.name)
                 write_new(os.path.join(q.folder(), saved), read_sized(src, MAX_INDEX_READ))
                 q.record(manifest_entry("copied", a.name, saved, a.why))
+            elif _new_name(q, a.name):
+                q.record(written_entry(a.name, a.data, a.why))
             write_atomically(src, a.data)
     return q.path
+
+
+def _new_name(q: Quarantine, name: str) -> bool:
+    """Is ``name`` one no file held when the run started (none set aside under it in this
+    run)? A file the run writes there is recorded as a ``written`` manifest entry (its hash):
+    ``kafkalog quarantine restore`` sets it aside, so that the partition is again what it was
+    (a segment without its .index is recovered again after a clean shutdown, as the run did).
+    The segments a split writes are not: the segment they replace is not kept to go back."""
+    shown = printable_name(name)
+    return not any(e.get("file") == shown and e.get("what") == "moved" for e in q.entries)
 
 
 def _link_aside(src: str, dst: str) -> None:
