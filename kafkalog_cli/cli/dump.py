@@ -10,7 +10,7 @@ import sys
 import click
 
 from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
-from ..log import names, verify
+from ..log import names
 from ..log.files import NoSegmentsError, os_error_text, printable_name
 from ..format.records import Batch
 from ..log.read import BatchRead, SegmentReader, files_to_read
@@ -20,6 +20,9 @@ from . import decoders
 from .dump_aux import IndexOptions, dump_aux
 from .errors import fail
 from .render import WRITERS, DumpOptions, java_tool
+from .._lazy import lazy_module
+
+verify = lazy_module("kafkalog_cli.log.verify")  # its notes, read when a file vanishes
 
 KAFKA_MAX_BYTES = 2147483647
 KAFKA_FORMATS = ("3.x", "4.0", "4.1", "4.2", "4.3")

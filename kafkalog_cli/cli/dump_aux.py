@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import os
 
+from .._lazy import lazy_module
 from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE
-from ..log import checkpoints, files, names, verify
+from ..log import files, names
 from ..log.files import FileFormatError
 from ..log.index import OffsetIndex, TimeIndex
 from ..log.segment import LogFile
 from ..log.snapshot import parse_snapshot
 from ..log.txnindex import TransactionIndex
+
+# Read only when a file beside the logs is dumped: a dump of logs does without their imports.
+checkpoints = lazy_module("kafkalog_cli.log.checkpoints")
+verify = lazy_module("kafkalog_cli.log.verify")
 
 
 class IndexOptions:
@@ -46,8 +51,12 @@ def _check_time_index(tindex, log):
     return verify.check_time_index(tindex, oindex, log)
 
 
+def _check_offset_index(index, log):
+    return verify.check_offset_index(index, log)
+
+
 # kind: (reader, check against the log, names of an entry's fields in print order)
-_INDEXES = {names.INDEX: (OffsetIndex, verify.check_offset_index, ("offset", "position")),
+_INDEXES = {names.INDEX: (OffsetIndex, _check_offset_index, ("offset", "position")),
             names.TIMEINDEX: (TimeIndex, _check_time_index, ("timestamp", "offset"))}
 
 

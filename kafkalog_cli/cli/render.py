@@ -18,10 +18,13 @@ from ..format.crc import crc32c
 from ..format import control
 from ..format.errors import CorruptRecordError
 from ..format.records import record_sequence
-from ..log import names, verify
+from ..log import names
 from ..log.files import printable_name
 from ..log.read import MISPLACED, NOT_DECODED, BatchProblem, BatchRead, BytesProblem
 from . import decoders, jsonvocab
+from .._lazy import lazy_module
+
+verify = lazy_module("kafkalog_cli.log.verify")  # its problem kinds, read when there are problems
 
 _BOOL = ("false", "true")
 _FLUSH_LINES = 32
@@ -234,6 +237,9 @@ class Writer:
     def _print_problems(self):
         """Kafka's end-of-run summaries for index mismatches and time index errors, in its
         order and wording; any other finding as a line of its own."""
+        if not self._problems:  # nothing to group: verify (its problem kinds) is not imported
+            self.err.flush()
+            return
         by_kind = {}
         for p in self._problems:
             by_kind.setdefault(p.kind, []).append(p)

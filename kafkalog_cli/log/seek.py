@@ -15,10 +15,20 @@ from ..format.records import Batch, Records
 from . import names
 from .files import FileFormatError
 from .index import OffsetIndex, TimeIndex
-from .verify import batch_at
 
 if TYPE_CHECKING:
+    from typing import Union
+
+    from ..format.scan import InvalidBytes
     from .segment import LogFile
+
+
+def batch_at(log: "LogFile", position: int) -> "Optional[Union[Batch, InvalidBytes]]":
+    """verify.batch_at, imported on the first seek: reading a log needs none of verify's own
+    imports (checkpoints, leader epochs, indexes), and start-up time counts."""
+    from .verify import batch_at as at
+    return at(log, position)
+
 
 AnyIndex = TypeVar("AnyIndex", OffsetIndex, TimeIndex)
 
