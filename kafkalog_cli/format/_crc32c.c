@@ -115,14 +115,10 @@ checksum(PyObject *args, PyObject *kwargs, uint32_t (*fn)(uint32_t, const unsign
 {
     static char *keywords[] = {"data", "value", NULL};
     Py_buffer view;
-    unsigned long value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|k", keywords, &view, &value))
+    /* "I": the value's low 32 bits, unchecked, as the crc32c package reads it */
+    unsigned int value = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|I", keywords, &view, &value))
         return NULL;
-    if (value > 0xFFFFFFFFul) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_OverflowError, "value must be a 32-bit unsigned CRC");
-        return NULL;
-    }
     uint32_t crc = ~(uint32_t)value;
     const unsigned char *p = (const unsigned char *)view.buf;
     size_t n = (size_t)view.len;
