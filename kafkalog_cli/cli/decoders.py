@@ -21,7 +21,7 @@ from ..format import confluent
 DECODER_NAMES = ("string", "hex", "base64", "int", "long", "json", "confluent")
 
 
-def _string(b):
+def _string(b, offset=None):
     # Java's new String(bytes, UTF_8) replaces each maximal malformed subsequence with U+FFFD,
     # as Python's "replace" handler does.
     return b.decode("utf-8", "replace")
@@ -33,13 +33,13 @@ def _fixed_int(size, name):
             return None
         return int.from_bytes(b, "big", signed=True)
 
-    def text(b):
+    def text(b, offset=None):
         v = decode(b)
         if v is None:
             return "<not a %d-byte %s: %s>" % (size, name, binascii.hexlify(b).decode())
         return str(v)
 
-    def as_json(b):
+    def as_json(b, offset=None):
         v = decode(b)
         return text(b) if v is None else v
 
@@ -99,7 +99,7 @@ class StrictEncoder:
 _compact = StrictEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def _json_value(b):
+def _json_value(b, offset=None):
     """The payload parsed as strict JSON, to embed in JSON output; text that is not strict JSON
     (or nests too deep to parse) is embedded as a string, as the string decoder gives it."""
     try:
@@ -108,18 +108,91 @@ def _json_value(b):
         return _string(b)
 
 
-def _json_text(b):
+def _json_text(b, offset=None):
     try:
         return _compact(_strict_loads(b))
     except (ValueError, RecursionError):
         return _string(b)
 
 
-def _b64(b: Bytes) -> str:
+class JsonDecoder:
+    """``--key-decoder json`` or ``--value-decoder json`` (``side``: "key" or "value") for one
+    run: as ``_json_text``/``_json_value``, a payload that is not strict JSON shows as text,
+    as the string decoder shows it, and is counted with its offset, so that the run can say so
+    once at its end (``note``): keys, values and (under the value decoder) header values
+    apart."""
+
+    def __init__(self, side: str) -> None:
+        self.side = side
+        # "key", "value", "header value" -> [count, lowest offset, highest offset]
+        self.misses: Dict[str, list] = {}
+
+    def _miss(self, what: str, offset: Optional[int]) -> None:
+        m = self.misses.get(what)
+        if m is None:
+            self.misses[what] = [1, offset, offset]
+            return
+        m[0] += 1
+        if offset is not None:
+            m[1] = offset if m[1] is None else min(m[1], offset)
+            m[2] = offset if m[2] is None else max(m[2], offset)
+
+    def text(self, b: Bytes, offset: Optional[int] = None) -> str:
+        try:
+            return _compact(_strict_loads(b))
+        except (ValueError, RecursionError):
+            self._miss(self.side, offset)
+            return _string(b)
+
+    def _value(self, b: Bytes, offset: Optional[int], what: str) -> Any:
+        try:
+            return _strict_loads(b)
+        except (ValueError, RecursionError):
+            self._miss(what, offset)
+            return _string(b)
+
+    def json(self, b: Bytes, offset: Optional[int] = None) -> Any:
+        return self._value(b, offset, self.side)
+
+    def header_json(self, b: Bytes, offset: Optional[int] = None) -> Any:
+        return self._value(b, offset, "header value")
+
+
+def fallback_note(*decoders_: Any) -> Optional[str]:
+    """The line a run under ``--key-decoder json``/``--value-decoder json`` ends with when some
+    payloads were not JSON (None: every one was, or no decoder is a JsonDecoder), e.g. ``note:
+    2 keys (offsets 4..9) and 1 value (offset 7) were not valid JSON; shown as text``."""
+    parts = []
+    for d in decoders_:
+        if not isinstance(d, JsonDecoder):
+            continue
+        for what in ("key", "value", "header value"):
+            m = d.misses.get(what)
+            if m is None:
+                continue
+            count, low, high = m
+            text = "%d %s%s" % (count, what, "" if count == 1 else "s")
+            if low is not None:
+                text += " (offset %d)" % low if low == high else " (offsets %d..%d)" % (low, high)
+            parts.append(text)
+    if not parts:
+        return None
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    verb = "was" if len(parts) == 1 and parts[0].startswith("1 ") else "were"
+    return "note: %s %s not valid JSON; shown as text" % (listed, verb)
+
+
+def tracked(decoder: Any, side: str) -> Any:
+    """The decoder a run uses for ``side`` ("key", "value"): ``json`` becomes a JsonDecoder of
+    its own, which counts what it shows as text (``fallback_note``); any other is as given."""
+    return JsonDecoder(side) if decoder == "json" else decoder
+
+
+def _b64(b: Bytes, offset: Optional[int] = None) -> str:
     return base64.b64encode(b).decode("ascii")
 
 
-def _hex(b: Bytes) -> str:
+def _hex(b: Bytes, offset: Optional[int] = None) -> str:
     return b.hex()
 
 
@@ -280,10 +353,10 @@ class Confluent:
             out = {"schemaId": schema_id, "error": str(e), "bytes": show_bytes(b)}
         return out
 
-    def json(self, b: Bytes) -> Dict[str, Any]:
+    def json(self, b: Bytes, offset: Optional[int] = None) -> Dict[str, Any]:
         return self.decode(b)
 
-    def text(self, b: Bytes) -> str:
+    def text(self, b: Bytes, offset: Optional[int] = None) -> str:
         """One line: ``schemaId: <id> avro: <JSON>`` (or ``json: <JSON>``, ``messageIndexes:
         [..] protobuf: <hex>``, ``bytes: <hex>``); ``<why: hex of the bytes>`` when it does not
         decode."""
@@ -355,8 +428,9 @@ def confluent_decoder(schema_file: Optional[str] = None, schema_dir: Optional[st
 
 
 _plain_confluent = Confluent()
-# A decoder as the writers take it: a name of DECODER_NAMES, or a Confluent with its schemas.
-Decoder = Union[str, Confluent]
+# A decoder as the writers take it: a name of DECODER_NAMES, a Confluent with its schemas, or
+# a run's JsonDecoder. Each function of one takes the bytes and, optionally, the record's offset.
+Decoder = Union[str, Confluent, JsonDecoder]
 
 TEXT = {"string": _string, "hex": _hex, "base64": _b64, "int": _int_text, "long": _long_text,
         "json": _json_text, "confluent": _plain_confluent.text}
@@ -366,12 +440,12 @@ JSON = {"string": _string, "hex": _hex, "base64": _b64, "int": _int_json, "long"
 
 def text_function(decoder: Decoder) -> Callable[[Bytes], str]:
     """``bytes -> str`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
-    return decoder.text if isinstance(decoder, Confluent) else TEXT[decoder]
+    return decoder.text if isinstance(decoder, (Confluent, JsonDecoder)) else TEXT[decoder]
 
 
 def json_function(decoder: Decoder) -> Callable[[Bytes], Any]:
     """``bytes -> JSON value`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
-    return decoder.json if isinstance(decoder, Confluent) else JSON[decoder]
+    return decoder.json if isinstance(decoder, (Confluent, JsonDecoder)) else JSON[decoder]
 
 
 def header_json_function(decoder: Decoder) -> Callable[[Bytes], Any]:
@@ -380,6 +454,8 @@ def header_json_function(decoder: Decoder) -> Callable[[Bytes], Any]:
     strings."""
     if isinstance(decoder, Confluent) or decoder == "confluent":
         return JSON["string"]
+    if isinstance(decoder, JsonDecoder):
+        return decoder.header_json
     return JSON[decoder]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)

@@ -241,6 +241,9 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     value_decoder = value_decoder or _decoder_from_class(value_decoder_class)
     key_decoder, value_decoder = _schema_decoders(key_decoder, value_decoder, key_schema,
                                                   value_schema, schema_dir)
+    # json: a decoder of this run's, which counts the payloads it shows as text
+    key_decoder = decoders.tracked(key_decoder, "key")
+    value_decoder = decoders.tracked(value_decoder, "value")
     parser = _parser([name for name, given in (
         ("cluster-metadata", cluster_metadata_decoder), ("offsets", offsets_decoder),
         ("transaction-log", transaction_log_decoder),
@@ -267,6 +270,9 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     try:
         status = max([run.target(target, bounds) for target in targets])
         run.past_end_notes()
+        fallbacks = decoders.fallback_note(key_decoder, value_decoder)
+        if fallbacks is not None:
+            writer.warn(fallbacks)   # (the exit status stays: the dump showed every record)
     finally:
         writer.finish()
     if writer.found_invalid:

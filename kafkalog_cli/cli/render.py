@@ -503,8 +503,8 @@ class KafkaWriter(Writer):
             if print_data:
                 add(f"{head}{off}{tl}{ts} keySize: {-1 if k is None else len(k)} valueSize: "
                     f"{-1 if v is None else len(v)} sequence: {seq} headerKeys: [{hk}]"
-                    f"{'' if k is None else ' key: ' + kt(k)}"
-                    f"{'' if v is None else ' payload: ' + vt(v)}")
+                    f"{'' if k is None else ' key: ' + kt(k, off)}"
+                    f"{'' if v is None else ' payload: ' + vt(v, off)}")
             else:
                 add(f"{head}{off}{tl}{ts} keySize: {-1 if k is None else len(k)} valueSize: "
                     f"{-1 if v is None else len(v)} sequence: {seq} headerKeys: [{hk}]")
@@ -567,8 +567,8 @@ class KafkaWriter(Writer):
                     # DumpLogSegments' MessageParser: each part printed when it gives one
                     kt, vt = opts.parser.text(off, k, v)
                 else:
-                    kt = None if k is None else self._key_text(k)
-                    vt = None if v is None else self._value_text(v)
+                    kt = None if k is None else self._key_text(k, off)
+                    vt = None if v is None else self._value_text(v, off)
                 if kt is not None:
                     parts.append("%skey: %s" % (prefix, kt))
                     prefix = " "
@@ -645,9 +645,9 @@ class MessagesWriter(Writer):
                     line += " payload: " + payload_text
             else:
                 if k is not None:
-                    line += " key: " + kt(k)
+                    line += " key: " + kt(k, off)
                 if v is not None:
-                    line += " payload: " + vt(v)
+                    line += " payload: " + vt(v, off)
             add(line)
         self._maybe_flush()
 
@@ -734,9 +734,9 @@ class JsonWriter(Writer):
                    "valueSize": -1 if v is None else len(v), "key": bj(k), "value": bj(v)}
             if not b.is_control:
                 if kj is not None:
-                    obj["keyDecoded"] = None if k is None else kj(k)
+                    obj["keyDecoded"] = None if k is None else kj(k, off)
                 if vj is not None:
-                    obj["valueDecoded"] = None if v is None else vj(v)
+                    obj["valueDecoded"] = None if v is None else vj(v, off)
                 if parser is not None:
                     for name, field in parser.json(off, k, v).items():
                         obj[_PARSER_FIELDS.get(name, name)] = field
@@ -744,7 +744,7 @@ class JsonWriter(Writer):
             obj["headers"] = jsonvocab.headers_json(hdrs)
             if self._header_json is not None and hdrs:
                 hj = self._header_json
-                obj["headersDecoded"] = [[hk, None if hv is None else hj(hv)]
+                obj["headersDecoded"] = [[hk, None if hv is None else hj(hv, off)]
                                          for hk, hv in hdrs]
             obj["sequence"] = seq
             obj["isValid"] = valid
