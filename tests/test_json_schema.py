@@ -159,20 +159,11 @@ def test_append_json(tmp_path):
     assert (objs[-1]["topic"], objs[-1]["partition"]) == ("t", 0)
 
 
-def valid_lines(res, codes=(0,)):
-    """Commands whose JSON ends without a summary object (quarantine's)."""
-    assert res.code in codes, res
-    objs = objects(res)
-    for o in objs:
-        errors = list(VALIDATOR.iter_errors(o))
-        assert not errors, (o, [e.message for e in errors])
-    return objs
-
-
 def test_recover_retain_quarantine(logdir):
     """recover of a log directory whose active segments were cut mid-batch (files moved to the
     quarantine, indexes and snapshots written, recovery points set), quarantine list, restore
-    and purge of that run, retain dry runs and a real one."""
+    (dry and real) and purge (dry and real) of those runs, each ending with its summary,
+    retain dry runs and a real one."""
     for p in ("orders-0", "events-0"):
         seg = max(n for n in os.listdir(logdir / p) if n.endswith(".log"))
         with open(logdir / p / seg, "r+b") as f:
@@ -182,12 +173,28 @@ def test_recover_retain_quarantine(logdir):
     objs = check(kafkalog_in("recover", "--format", "json", logdir), "recover", codes=(0, 1))
     assert {"moved", "quarantine", "recoveryPoint", "segment", "partition"} <= {
         o["type"] for o in objs}
-    runs = valid_lines(kafkalog_in("quarantine", "list", "--format", "json", logdir))
+    objs = check(kafkalog_in("quarantine", "list", "--format", "json", logdir),
+                 "quarantine list")
+    runs = objs[:-1]
     assert [o["type"] for o in runs] == ["quarantineRun"] * 2
-    valid_lines(kafkalog_in("quarantine", "restore", "--dry-run", "--format", "json",
-                            runs[0]["directory"], runs[0]["run"]), codes=(0, 1))
-    valid_lines(kafkalog_in("quarantine", "purge", "--dry-run", "--older-than", "0",
-                            "--format", "json", logdir))
+    assert (objs[-1]["runs"], objs[-1]["partitions"], objs[-1]["files"], objs[-1]["bytes"]) == (
+        2, 2, sum(r["files"] for r in runs), sum(r["bytes"] for r in runs))
+    for dry in (["--dry-run"], []):
+        objs = check(kafkalog_in("quarantine", "restore", *dry, "--format", "json",
+                                 runs[0]["directory"], runs[0]["run"]), "quarantine restore")
+        steps = [o for o in objs if o["type"] == "restoreStep"]
+        assert steps and objs[-1]["steps"] == len(steps) and objs[-1]["dryRun"] == bool(dry)
+        assert (objs[-1]["topic"], objs[-1]["run"]) == (runs[0]["topic"], runs[0]["run"])
+    for dry in (["--dry-run"], []):
+        objs = check(kafkalog_in("quarantine", "purge", *dry, "--older-than", "0", "--format",
+                                 "json", logdir), "quarantine purge")
+        purged = [o for o in objs if o["type"] == "purgedRun"]
+        assert len(purged) >= 2 and objs[-1]["runs"] == len(purged)
+        assert objs[-1]["bytes"] == sum(o["bytes"] for o in purged)
+    # none left: the list is its summary alone
+    objs = check(kafkalog_in("quarantine", "list", "--format", "json", logdir),
+                 "quarantine list")
+    assert len(objs) == 1 and objs[0]["runs"] == 0
     for args in (["--retention-ms", "1"], ["--retention-bytes", "1", "--roll-active"]):
         check(kafkalog_in("retain", "--dry-run", "--format", "json", *args, logdir), "retain",
               codes=(0, 1))
@@ -217,6 +224,7 @@ def _valid_objects(generated):
     ("record", "set", "partition", "3"),
     ("summary", "add", "invalid_bytes", 0),
     ("summary", "drop", "command", None),
+    ("summary", "set", "command", "quarantine"),
 ])
 def test_schema_refuses_a_wrong_key(generated, change):
     batch, record, summary = _valid_objects(generated)
@@ -245,3 +253,24 @@ def test_recover_and_retain_notes(logdir, command):
     res = kafkalog_in(*command, "--format", "json", logdir)
     assert any(o["type"] == "note" for o in objects(res)), res
     check(res, command[0], codes=(0, 1))
+
+
+def test_quarantine_summaries_refused_without_their_counts():
+    """The quarantine commands' summaries carry what each says (the schema requires it)."""
+    good = [
+        {"type": "summary", "command": "quarantine list", "partitions": 1, "runs": 1,
+         "restored": 0, "files": 2, "bytes": 10, "problems": 0},
+        {"type": "summary", "command": "quarantine restore", "topic": "t", "partition": 0,
+         "directory": "/d/t-0", "run": "r", "steps": 3, "displacedRun": None, "dryRun": False},
+        {"type": "summary", "command": "quarantine purge", "runs": 1, "bytes": 10,
+         "dryRun": True},
+    ]
+    for obj in good:
+        assert VALIDATOR.is_valid(obj), obj
+        for key in obj:
+            if key not in ("type", "command"):
+                broken = {k: v for k, v in obj.items() if k != key}
+                assert not VALIDATOR.is_valid(broken), broken
+    assert not VALIDATOR.is_valid({"type": "restoreSummary", "topic": "t", "partition": 0,
+                                   "directory": "/d/t-0", "run": "r", "steps": 3,
+                                   "dryRun": False})

@@ -161,7 +161,9 @@ def test_list_after_recover(tmp_path):
     (run_id,) = runs_of(part.dir)
     res = run("quarantine", "list", log_dir, "--format", "json")
     assert res.code == 0, res
-    (obj,) = [json.loads(line) for line in res.out.splitlines()]
+    obj, summary = [json.loads(line) for line in res.out.splitlines()]
+    assert summary["type"] == "summary" and summary["command"] == "quarantine list"
+    assert (summary["runs"], summary["files"], summary["bytes"]) == (1, obj["files"], obj["bytes"])
     assert obj["topic"] == "orders" and obj["partition"] == 0 and obj["run"] == run_id
     assert obj["type"] == "quarantineRun" and not obj["restored"]
     cuts = [e for e in obj["entries"] if e["what"] == "cut"]
@@ -320,6 +322,8 @@ def test_purge_by_age(tmp_path):
     assert res.code == 0, res
     objs = [json.loads(line) for line in res.out.splitlines()]
     assert [o["run"] for o in objs if o["type"] == "purgedRun"] == [old]
+    assert objs[-1] == {"type": "summary", "command": "quarantine purge", "runs": 1,
+                        "bytes": objs[0]["bytes"], "dryRun": False}
     assert objs[0]["topic"] == "orders" and objs[0]["partition"] == 0
     assert runs_of(part.dir) == [new]
     assert state(log_dir) == recovered   # nothing else touched
@@ -446,7 +450,7 @@ def test_written_entries_are_set_aside(tmp_path):
     log_dir, part, run_id, before, recovered = marker_case(tmp_path)
     index = name(part.bases[0], "index")
     res = run("quarantine", "list", part.dir, "--format", "json")
-    (obj,) = [json.loads(line) for line in res.out.splitlines()]
+    obj, _ = [json.loads(line) for line in res.out.splitlines()]
     written = [e["file"] for e in obj["entries"] if e["what"] == "written"]
     assert index in written and len(set(written)) == len(written)
     for n in written:
@@ -488,7 +492,9 @@ def test_a_half_purged_run_is_never_listed_and_the_next_purge_removes_it(tmp_pat
     # what a purge killed after its rename leaves
     os.rename(os.path.join(root, run_id), os.path.join(root, "." + run_id + ".purging"))
     res = run("quarantine", "list", log_dir, "--format", "json")
-    assert res.code == 0 and res.out == "", res
+    assert res.code == 0, res
+    (summary,) = [json.loads(line) for line in res.out.splitlines()]
+    assert summary["type"] == "summary" and summary["runs"] == 0, summary
     res = run("quarantine", "purge", log_dir, "--older-than", "1")
     assert res.code == 0, res
     assert os.listdir(root) == []

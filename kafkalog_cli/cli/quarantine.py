@@ -16,6 +16,7 @@ from ..log.lock import LogDirLock
 from ..log.logdir import partitions_of
 from ..log.quarantine import (APPEND, DISPLACE, DONE, RETURN, REWRITE, find_run, list_runs,
                               purge_runs, restore_run)
+from . import jsonvocab
 from .errors import fail
 
 
@@ -103,6 +104,11 @@ def list_cmd(path, fmt):
     if fmt == "json":
         for run in runs:
             click.echo(json.dumps(_run_json(run)))
+        click.echo(json.dumps(jsonvocab.summary(
+            "quarantine list", partitions=len({r.partition for r in runs}), runs=len(runs),
+            restored=sum(1 for r in runs if r.restored is not None),
+            files=sum(r.files for r in runs), bytes=sum(r.bytes for r in runs),
+            problems=sum(1 for r in runs if r.problem))))
     elif sys.stdout.isatty() and runs:
         _table(runs)
     else:
@@ -227,10 +233,10 @@ def restore_cmd(path, run_id, dry_run, fmt):
                 detail = " (%d bytes)" % step.size
             click.echo("%s: %s%s" % (printable_name(where), text, detail))
     if fmt == "json":
-        click.echo(json.dumps({"type": "restoreSummary", "topic": topic, "partition": number,
-                               "directory": printable_name(run.partition), "run": run.id,
-                               "steps": len(plan.steps), "displacedRun": plan.displaced_run,
-                               "dryRun": dry_run}))
+        click.echo(json.dumps(jsonvocab.summary(
+            "quarantine restore", topic=topic, partition=number,
+            directory=printable_name(run.partition), run=run.id, steps=len(plan.steps),
+            displaced_run=plan.displaced_run, dry_run=dry_run)))
     elif dry_run:
         click.echo("%s: run %s would be restored (%d steps); nothing changed"
                    % (printable_name(run.partition), run.id, len(plan.steps)))
@@ -273,8 +279,9 @@ def purge_cmd(path, days, dry_run, fmt):
                        % (printable_name(run.partition), printable_name(run.id), _when(run),
                           run.files, run.bytes, verb))
     if fmt == "json":
-        click.echo(json.dumps({"type": "purgeSummary", "runs": len(runs),
-                               "bytes": sum(r.bytes for r in runs), "dryRun": dry_run}))
+        click.echo(json.dumps(jsonvocab.summary(
+            "quarantine purge", runs=len(runs), bytes=sum(r.bytes for r in runs),
+            dry_run=dry_run)))
     elif not runs:
         click.echo("kafkalog: no quarantine run older than %g days under %s"
                    % (days, printable_name(path)), err=True)
