@@ -665,3 +665,59 @@ def test_batch_lines_stop_where_offsets_go_back():
     assert stopped == n and last == 12
     text, stopped = kafkatext.batch_lines(data, 0, n, n, crc32c, 0)
     assert stopped == n
+
+
+# -- encode_lines: the records area of `append --input-format lines` ----------------------------
+
+def both_line_encoders(*args):
+    from kafkalog_cli.format.encode import encode_lines as py_encode_lines
+    outcomes = []
+    for fn in (py_encode_lines, speedups.encode_lines):
+        try:
+            outcomes.append(("ok", fn(*args)))
+        except Exception as e:  # the class and the text are what is compared
+            outcomes.append((type(e), str(e)))
+    assert outcomes[1] == outcomes[0], args
+    return outcomes[0]
+
+
+@needs_speedups
+@pytest.mark.parametrize("data", [b"", b"\n", b"\r\n", b"\r", b"a\r", b"a\rb\n", b"\n\n\r\n",
+                                  b"one\ntwo\r\nthree", b"x" * 200 + b"\n" + b"y" * 16400 + b"\n"])
+@pytest.mark.parametrize("key", [None, b"", b"k" * 130])
+@pytest.mark.parametrize("ts_delta, count", [(0, 0), (-1, 5), (INT64_MAX, INT32_MAX),
+                                             (INT64_MIN, 127), (63, 128)])
+@pytest.mark.parametrize("batch_records, batch_bytes", [(1000000, 16384), (1, 16384), (2, 30),
+                                                        (3, 1)])
+def test_encode_lines_edges(data, key, ts_delta, count, batch_records, batch_bytes):
+    result = both_line_encoders(data, 0, len(data), key, ts_delta, count, 0, batch_records,
+                                batch_bytes)
+    assert result[0] == "ok"
+
+
+@needs_speedups
+@pytest.mark.parametrize("pos, end", [(-1, 3), (2, 1), (0, 99)])
+def test_encode_lines_positions_outside_the_data(pos, end):
+    assert both_line_encoders(b"abc\n", pos, end, None, 0, 0, 0, 10, 100)[0] is ValueError
+
+
+@needs_speedups
+@fuzz
+@given(lines=st.lists(st.binary(max_size=40), max_size=12), tail=st.binary(max_size=5),
+       key=st.one_of(st.none(), st.binary(max_size=140)), pos=st.integers(0, 30),
+       ts_delta=_int64,
+       count=st.integers(0, INT32_MAX), pending=st.integers(0, 200),
+       batch_records=st.integers(1, 20), batch_bytes=st.integers(1, 400))
+def test_encode_lines_random(lines, tail, key, pos, ts_delta, count, pending, batch_records,
+                             batch_bytes):
+    data = b"\n".join(lines) + tail
+    pos = min(pos, len(data))
+    while True:  # batch after batch, as RecordAppender.append_lines calls it
+        result = both_line_encoders(data, pos, len(data), key, ts_delta, count, pending,
+                                    batch_records, batch_bytes)
+        _, pos, taken, pending, full = result[1]
+        count += taken
+        if full:
+            count = pending = 0
+        elif pos == len(data):
+            return

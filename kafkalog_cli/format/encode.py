@@ -17,6 +17,7 @@ from .varint import encode_varint
 _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 _SNAPPY_BLOCK = 32 * 1024  # snappy-java's default block size
 _LZ4_BLOCK = 64 * 1024
+_CRC = struct.Struct(">I")
 
 
 def _varint_cache():
@@ -112,23 +113,82 @@ def encode_v2_batch(records, base_offset, codec=codecs.NONE, timestamp_type=0,
         raise ValueError("a batch needs at least one record")
     base_ts = records[0].timestamp
     area = b"".join(_v2_record(r, i, base_ts) for i, r in enumerate(records))
+    return encode_v2_area(area, len(records), base_offset, base_ts,
+                          max(r.timestamp for r in records), codec, timestamp_type,
+                          log_append_time, producer_id, producer_epoch, base_sequence,
+                          transactional, control, partition_leader_epoch)
+
+
+def encode_v2_area(area, count, base_offset, base_ts, max_ts, codec=codecs.NONE,
+                   timestamp_type=0, log_append_time=None, producer_id=-1, producer_epoch=-1,
+                   base_sequence=-1, transactional=False, control=False,
+                   partition_leader_epoch=-1):
+    """The v2 batch of ``count`` records whose uncompressed records area (the records one
+    after another, as ``encode_lines`` or ``encode_v2_batch`` writes them) is ``area``:
+    compressed with ``codec``, under its header and CRC. ``base_ts`` is the first record's
+    timestamp, ``max_ts`` the largest (replaced by ``log_append_time`` for LogAppendTime)."""
     area = compress(codec, area)
     attrs = codec
     if timestamp_type == LOG_APPEND_TIME:
         attrs |= ATTR_TIMESTAMP_TYPE
         max_ts = log_append_time
-    else:
-        max_ts = max(r.timestamp for r in records)
     if transactional:
         attrs |= ATTR_TRANSACTIONAL
     if control:
         attrs |= ATTR_CONTROL
-    header = bytearray(V2_HEADER.pack(base_offset, 49 + len(area), partition_leader_epoch, 2, 0,
-                                      attrs, len(records) - 1, base_ts, max_ts, producer_id,
-                                      producer_epoch, base_sequence, len(records)))
-    crc = crc32c(area, crc32c(bytes(header[21:])))
-    struct.pack_into(">I", header, 17, crc)
-    return bytes(header) + area
+    header = V2_HEADER.pack(base_offset, 49 + len(area), partition_leader_epoch, 2, 0, attrs,
+                            count - 1, base_ts, max_ts, producer_id, producer_epoch,
+                            base_sequence, count)
+    crc = crc32c(area, crc32c(header[21:]))
+    return b"".join((header[:17], _CRC.pack(crc), header[21:], area))
+
+
+def encode_lines(data, pos, end, key, timestamp_delta, count, pending_bytes, batch_records,
+                 batch_bytes):
+    """The v2 records of the lines of ``data[pos:end]`` (each line a value, ``key`` the key of
+    all, bytes or None; a line ends at b"\n", which is dropped with a b"\r" before it; the last
+    one may have no newline), appended to a batch being gathered that holds ``count`` records
+    of about ``pending_bytes`` bytes: the records' offset deltas go on from ``count``, their
+    timestamp delta is ``timestamp_delta``. Lines are taken as a producer's RecordAccumulator
+    and RecordAppender.add take records: a record that would take the batch past
+    ``batch_bytes`` (counting Record.size_estimate) waits for the next batch, unless the batch
+    is empty; the batch is full once it holds ``batch_records`` records or ``batch_bytes``.
+
+    Returns (records area, position after the lines taken, records taken, pending bytes,
+    full): ``full`` says the batch is complete (write it, then go on from the position).
+    ``_speedups.encode_lines`` is the C mirror of this function."""
+    if not 0 <= pos <= end <= len(data):
+        raise ValueError("positions outside the data")
+    out = []
+    taken = 0
+    fixed = (len(key) if key is not None else 0) + 21
+    key_part = b"\x01" if key is None else encode_varint(len(key)) + key
+    ts_part = encode_varint(timestamp_delta)
+    full = False
+    while pos < end:
+        nl = data.find(b"\n", pos, end)
+        if nl < 0:
+            stop = nxt = end
+        else:
+            nxt = nl + 1
+            stop = nl - 1 if nl > pos and data[nl - 1] == 13 else nl
+        size = fixed + stop - pos
+        if count and pending_bytes + size > batch_bytes:
+            full = True
+            break
+        value = data[pos:stop]
+        body = b"".join((b"\x00", ts_part, _varint(count), key_part, _varint(len(value)), value,
+                         b"\x00"))
+        out.append(_varint(len(body)))
+        out.append(body)
+        count += 1
+        taken += 1
+        pending_bytes += size
+        pos = nxt
+        if count >= batch_records or pending_bytes >= batch_bytes:
+            full = True
+            break
+    return b"".join(out), pos, taken, pending_bytes, full
 
 
 def encode_control_batch(marker, base_offset, producer_id, producer_epoch, coordinator_epoch,
