@@ -8,8 +8,10 @@ The active segment's .index and .timeindex are kept trimmed to their entries and
 Every write goes straight to the kernel (no user-space buffer), in LogSegment.append's order:
 the batch to the .log first, then its index entries. A broker's memory-mapped index holds its
 entries in the page cache the moment they are written; ours do too, so after a kill at any
-instant the index holds the entries of the batches written, or one fewer, and never an entry
-past the log. `kafkalog recover` rebuilds what a kill left short.
+instant the index holds the entries of the batches written, or fewer, and never an entry
+past the log. `kafkalog recover` rebuilds what a kill left short. Plain batches (no producer)
+may be gathered (``append_plain``) and written a run at a time, in the same order: the run's
+batches to the .log, then their index entries (``write_out``, called before any other write).
 """
 
 from __future__ import annotations
@@ -150,6 +152,20 @@ class _Active:
                 f.close()
 
 
+def _write_parts(f: Optional[BinaryIO], parts: List[bytes]) -> None:
+    """Write ``parts`` one after another to the unbuffered file ``f`` (writev, at most
+    _IOV_MAX parts a call; a short write is completed)."""
+    assert f is not None, "the active segment's files are open while it is written"
+    for i in range(0, len(parts), _IOV_MAX):
+        group = parts[i:i + _IOV_MAX]
+        n = os.writev(f.fileno(), group)
+        if n < sum(map(len, group)):
+            _write(f, b"".join(group)[n:])
+
+
+_IOV_MAX = 512
+
+
 def _write(f: Optional[BinaryIO], data: bytes) -> None:
     """Write all of ``data`` to the unbuffered file ``f`` (a raw write may take fewer bytes)."""
     assert f is not None, "the active segment's files are open while it is written"
@@ -181,6 +197,10 @@ class PartitionWriter:
         self._active_epoch: Optional[Tuple[int, int]] = None
         # lifted while the writer is open (a kill leaves none: the next load recovers)
         self._marker = CleanShutdownMarker(Partition(directory).log_dir)
+        # what append_plain gathered for write_out: batches, offset and time index entries
+        self._out: List[bytes] = []
+        self._out_index: List[bytes] = []
+        self._out_time: List[bytes] = []
 
     @property
     def active(self) -> _Active:
@@ -211,6 +231,7 @@ class PartitionWriter:
     def __exit__(self, *exc: object) -> None:
         try:
             if self._active is not None:
+                self.write_out()
                 self._active.flush()
                 self._active.close()
             if exc[0] is None:
@@ -350,6 +371,7 @@ class PartitionWriter:
         """The partition's producer state at the log end offset, as ProducerStateManager keeps
         it: loaded when first asked for, then kept up to date by ``append``."""
         if self._producers is None:
+            self.write_out()  # the log as appended so far is read
             # ProducerStateManager's loading (UnifiedLog.rebuildProducerState): the newest
             # readable snapshot in range, then the log after it; no snapshot written or removed
             partition = Partition(self.directory)
@@ -421,6 +443,7 @@ class PartitionWriter:
         and, for an ABORT marker ending a transaction, the .txnindex entry with the last stable
         offset (ProducerStateManager.lastStableOffset). ``marker``: a control batch's end
         transaction marker."""
+        self.write_out()
         batch = _header(data)
         if batch is not None:
             if self.epochs.observe(batch.partition_leader_epoch, batch.base_offset):
@@ -450,21 +473,73 @@ class PartitionWriter:
         if self._producers is not None:
             self._producers.end_offset = self.next_offset  # updateMapEndOffset
 
-    def _maybe_time_entry(self) -> None:
-        """TimeIndex.maybeAppend: an entry only when the max timestamp has grown."""
+    def append_plain(self, data: bytes, base_offset: int, last_offset: int, max_timestamp: int,
+                     leader_epoch: int) -> None:
+        """``append`` of a v2 batch of no producer whose header the caller wrote (base offset,
+        partition leader epoch): the same steps, but the batch and its index entries are
+        gathered, to be written by ``write_out`` a run of batches at a time (one write per
+        file; before anything else is written, and at a flush or roll)."""
+        if self.epochs.observe(leader_epoch, base_offset):
+            self.write_out()
+            self.epochs.write(self.directory)
+        if self.should_roll(len(data), max_timestamp, last_offset):
+            self.roll()
+        a = self.active
+        position = a.size
+        self._out.append(data)
+        a.note_batch(max_timestamp, last_offset)
+        if a.bytes_since_index > self.policy.index_interval:
+            self._out_index.append(OffsetIndex.entry.pack(last_offset - a.base, position))
+            a.index_entries += 1
+            entry = self._time_entry()
+            if entry is not None:
+                self._out_time.append(entry)
+            a.bytes_since_index = 0
+        a.bytes_since_index += len(data)
+        a.size += len(data)
+        self.next_offset = last_offset + 1
+        if self._producers is not None:
+            self._producers.end_offset = self.next_offset  # updateMapEndOffset
+
+    def write_out(self) -> None:
+        """Write what ``append_plain`` gathered: the batches to the .log, then their offset
+        and time index entries (LogSegment.append's order)."""
+        if not self._out:
+            return
+        a = self.active
+        out, index, times = self._out, self._out_index, self._out_time
+        self._out, self._out_index, self._out_time = [], [], []
+        _write_parts(a.log, out)
+        if index:
+            _write_parts(a.index, index)
+        if times:
+            _write_parts(a.timeindex, times)
+
+    def _time_entry(self) -> Optional[bytes]:
+        """TimeIndex.maybeAppend: an entry only when the max timestamp has grown (None
+        otherwise), counted as written."""
         a = self.active
         if a.max_ts > a.last_time_ts:
-            _write(a.timeindex, TimeIndex.entry.pack(a.max_ts, a.max_ts_offset - a.base))
             a.time_entries += 1
             a.last_time_ts = a.max_ts
+            return TimeIndex.entry.pack(a.max_ts, a.max_ts_offset - a.base)
+        return None
+
+    def _maybe_time_entry(self) -> None:
+        """TimeIndex.maybeAppend: an entry only when the max timestamp has grown."""
+        entry = self._time_entry()
+        if entry is not None:
+            _write(self.active.timeindex, entry)
 
     def flush(self) -> None:
+        self.write_out()
         self.active.flush()
 
     def roll(self) -> None:
         """UnifiedLog.roll: seal the active segment (LogSegment.onBecomeInactiveSegment writes
         its final time index entry; its indexes are already trimmed) and start an empty one
         named by the next offset."""
+        self.write_out()
         self._maybe_time_entry()
         self.active.flush()
         self.active.close()

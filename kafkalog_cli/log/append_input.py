@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from ..format.encode import Record
 from .append import now_ms
@@ -158,6 +158,36 @@ def _strip_newline(line: bytes) -> bytes:
     return line
 
 
+READ_SIZE = 1 << 20  # bytes asked for a read of ``lines``' fast path
+
+
+def _line_chunks(read: Callable[[int], bytes]) -> Iterator[Tuple[bytes, int, int]]:
+    """The pieces of InputLines.line_chunks: a line cut by a read's end is completed from the
+    next read (the bytes of that one line are copied), the rest is given in place."""
+    rest: List[bytes] = []  # the start of a line cut by the end of a read
+    while True:
+        data = read(READ_SIZE)
+        if not data:
+            if rest:
+                line = b"".join(rest)
+                yield line, 0, len(line)
+            return
+        start = 0
+        if rest:
+            nl = data.find(b"\n")
+            if nl < 0:
+                rest.append(data)
+                continue
+            rest.append(data[:nl + 1])
+            line = b"".join(rest)
+            yield line, 0, len(line)
+            start = nl + 1
+        cut = data.rfind(b"\n") + 1
+        if cut > start:
+            yield data, start, cut
+        rest = [data[max(cut, start):]] if len(data) > max(cut, start) else []
+
+
 class InputLines:
     """The items of stdin ``lines``: each line a value (``lines``, with ``key``, the current
     time), or a JSON object (``jsonl``, blank lines skipped). A line that makes nothing raises
@@ -173,6 +203,16 @@ class InputLines:
         self.key = key
         self.ignore_unknown_fields = ignore_unknown_fields
         self.line: Optional[int] = None
+
+    def line_chunks(self) -> Optional[Iterator[Tuple[bytes, int, int]]]:
+        """For ``lines`` read from a binary stream (``read1``, as sys.stdin.buffer): the input
+        as (data, start, end) pieces of whole lines, ``data[start:end]``, each taken as it
+        arrives (one read at a time, so a slow writer's lines are not held back), the last
+        line of the input maybe without its newline; None otherwise (iterate instead)."""
+        read = getattr(self.lines, "read1", None)
+        if self.input_format != "lines" or read is None:
+            return None
+        return _line_chunks(read)
 
     def __iter__(self) -> Iterator[Item]:
         for number, line in enumerate(self.lines, start=1):

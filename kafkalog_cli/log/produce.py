@@ -17,12 +17,19 @@ from typing import Callable, Iterable, List, Optional, Tuple, Union
 from ..errors import KafkalogError, UsageError
 from ..format import codecs
 from ..format.control import ABORT, COMMIT
-from ..format.encode import Record, encode_control_batch, encode_legacy, encode_v2_batch
+from ..format.encode import (Record, encode_control_batch, encode_legacy, encode_lines,
+                             encode_v2_area, encode_v2_batch)
 from ..format.records import CREATE_TIME, LOG_APPEND_TIME, TIMESTAMP_TYPE_NAMES
 from .append import PartitionWriter, RollPolicy, now_ms
 from .partition import Partition
 from .producer_state import (CoordinatorFencedError, EndMarker, InvalidProducerEpochError,
                              OutOfOrderSequenceError, ProducerStateEntry)
+
+if not os.environ.get("KAFKALOG_PURE_PYTHON"):
+    try:  # its C mirror (format/_speedups.c)
+        from ..format._speedups import encode_lines  # type: ignore[no-redef]  # noqa: F811
+    except ImportError:
+        pass
 
 SEQUENCE_MODULUS = 2 ** 31  # a producer's sequence numbers wrap to 0 past Integer.MAX_VALUE
 INT16_MAX = 2 ** 15 - 1
@@ -336,6 +343,56 @@ class RecordAppender:
                            EndMarker(not marker.commit, marker.coordinator_epoch, timestamp))
         self._written(base, 1)
 
+    def append_lines(self, chunks: Iterable[Tuple[bytes, int, int]],
+                     key: Optional[bytes]) -> None:
+        """Append the lines of ``chunks`` ((data, start, end): whole lines of
+        ``data[start:end]``, the last of the input maybe without its newline) as plain Records
+        of ``key`` (InputLines' ``lines``) stamped with the time each chunk is read, batched
+        exactly as ``add`` batches such Records, but encoded a chunk at a time
+        (format.encode.encode_lines) with no Record per line. For message format 2 without a
+        producer (``lines_fast_path``)."""
+        s = self.settings
+        lat = s.timestamp_type_id == LOG_APPEND_TIME
+        parts: List[bytes] = []
+        count = pending = base_ts = max_ts = 0
+        for data, pos, end in chunks:
+            ts = now_ms()
+            while pos < end:
+                if not count:
+                    base_ts = max_ts = ts
+                area, pos, n, pending, full = encode_lines(
+                    data, pos, end, key, ts - base_ts, count, pending, s.batch_records,
+                    s.batch_bytes)
+                if n:
+                    parts.append(area)
+                    count += n
+                    max_ts = max(max_ts, ts)
+                if full:
+                    self._write_area(parts, count, base_ts, max_ts, lat)
+                    parts, count, pending = [], 0, 0
+            self.writer.write_out()
+        if count:
+            self._write_area(parts, count, base_ts, max_ts, lat)
+
+    def _write_area(self, parts: List[bytes], count: int, base_ts: int, max_ts: int,
+                    log_append_time: bool) -> None:
+        """Write the batch of ``count`` plain records whose records area is ``parts``."""
+        s = self.settings
+        base = self.writer.next_offset
+        append_time = now_ms() if log_append_time else None
+        data = encode_v2_area(parts[0] if len(parts) == 1 else b"".join(parts), count, base,
+                              base_ts, max_ts, s.codec_id, s.timestamp_type_id, append_time,
+                              partition_leader_epoch=self.leader_epoch)
+        self.writer.append_plain(data, base, base + count - 1,
+                                 append_time if append_time is not None else max_ts,
+                                 self.leader_epoch)
+        self._written(base, count)
+
+    @property
+    def lines_fast_path(self) -> bool:
+        """Can plain Records go through ``append_lines`` (message format 2, no producer)?"""
+        return self.settings.magic == 2 and self.settings.producer_id < 0
+
     def drop_pending(self) -> int:
         """Forget the batch being gathered; how many records it held."""
         dropped = len(self.pending)
@@ -353,7 +410,15 @@ class RecordAppender:
         ``items`` or by the checks of an item, ends the input there: the batch being gathered
         is dropped and what was written is flushed. Returns (that error or None, the records
         dropped). An error of the checks takes the line number of ``items.line`` when the
-        iterable says where it is."""
+        iterable says where it is. Items that offer ``line_chunks()`` (InputLines of
+        ``lines``: values, no item can fail) go through ``append_lines`` when it applies."""
+        line_chunks = getattr(items, "line_chunks", None)
+        if line_chunks is not None and self.lines_fast_path:
+            chunks = line_chunks()
+            if chunks is not None:
+                self.append_lines(chunks, getattr(items, "key", None))
+                self.flush()
+                return None, 0
         try:
             for item in items:
                 try:
