@@ -100,6 +100,16 @@ def run_child(args, argv=None):
     return elapsed, usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
 
 
+def startup_times(empty, repeat):
+    """Best wall times of a dump of the empty segment ``empty`` and of `python -c pass` (the
+    interpreter's own start-up, the floor of ours), the two interleaved."""
+    ours = alone = float("inf")
+    for _ in range(repeat):
+        ours = min(ours, run_child(["dump", empty])[0])
+        alone = min(alone, run_child(None, [sys.executable, "-c", "pass"])[0])
+    return ours, alone
+
+
 def _checked(path, ok, base_offset):
     if not ok:
         sys.exit("%s: bad CRC in batch at offset %d" % (path, base_offset))
@@ -319,9 +329,10 @@ def main():
     files = [(name, build_segment(args.workdir, layout, sizes[layout], codec))
              for name, (layout, codec) in sets]
     empty = build_segment(args.workdir, "1k", 0, "none")
-    startup = min(run_child(["dump", empty])[0] for _ in range(repeat))
-    print("startup: %.3f s (best-of-%d dump of an empty segment, included in the times)"
-          % (startup, repeat))
+    startup, alone = startup_times(empty, repeat)
+    print("startup: %.3f s (best-of-%d dump of an empty segment, included in the times); "
+          "python -c pass: %.3f s; ratio %.2fx (goal: 2.5x; benchmarks/bench_startup.py)"
+          % (startup, repeat, alone, startup / alone))
     results = [(name, bench_file(name, path, repeat)) for name, path in files]
     print_ratios(results)
     print("load average at the end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
