@@ -754,6 +754,96 @@ def test_scan_corrupted_copy(spark, corrupt_copy):
     assert "kafkalog: orders-1: " in res.stderr
 
 
+# -- 6b. export and invalid data ------------------------------------------------------------------
+
+GARBAGE_TAIL = 1000  # bytes appended to a copy of a fixture segment
+
+
+@pytest.fixture(scope="module")
+def garbage_copy(tmp_path_factory):
+    """A copy of the fixtures whose orders-1 segment has 1000 garbage bytes after its last
+    batch. Returns (root, the segment's size before)."""
+    root = tmp_path_factory.mktemp("garbage") / "logdir"
+    shutil.copytree(FIXTURES, root)
+    path = root / BROKEN_PARTITION / BROKEN_SEGMENT
+    data = path.read_bytes()
+    path.write_bytes(kg.garbage_tail(data, GARBAGE_TAIL, seed=7))
+    return root, len(data)
+
+
+def problem_lines(stderr):
+    """The lines naming invalid data (kafkalog: <topic>-<n>: <segment>: ...)."""
+    return [x for x in stderr.splitlines() if x.startswith("kafkalog: ") and
+            not x.startswith("kafkalog: export: ")]
+
+
+def export_parquet_rows(out):
+    return order(arrow_rows(pq.read_table(part_files(out, ".parquet"))))
+
+
+def test_export_reports_invalid_data_as_scan(spark, garbage_copy, tmp_path):
+    """1000 garbage bytes after a segment's last batch: export says them as scan does (same
+    lines on stderr: partition, segment, size and position), counts them, exits 1; the valid
+    records are exported all the same (it wrote them and exited 0 without a word)."""
+    root, size = garbage_copy
+    scan = run_cli(spark, "scan", root, "--format", "json", "--master", "local[2]")
+    assert scan.exit_code == 1
+    want = problem_lines(scan.stderr)
+    assert want == ["kafkalog: orders-1: %s: %d bytes at %d: %s" % (
+        BROKEN_SEGMENT, GARBAGE_TAIL, size, want[0].rsplit(": ", 1)[1])], scan.stderr
+    out = tmp_path / "out"
+    res = run_cli(spark, "export", root, "--output", out, "--master", "local[2]")
+    assert res.exit_code == 1, res.output
+    assert problem_lines(res.stderr) == want
+    assert res.stderr.splitlines()[-1].startswith(
+        "kafkalog: export: 0 invalid batches and %d invalid bytes not exported" % GARBAGE_TAIL)
+    assert export_parquet_rows(out) == order(kafka_python_dir_rows(str(root)))
+    assert (out / "_SUCCESS").exists()
+
+
+def test_export_reports_a_bad_batch_as_scan(spark, corrupt_copy, tmp_path):
+    """A batch failing its CRC and a garbage tail, in JSON Lines: the same lines as scan's."""
+    root = corrupt_copy[0]
+    scan = run_cli(spark, "scan", root, "--master", "local[2]")
+    res = run_cli(spark, "export", root, "--output", tmp_path / "out", "--output-format",
+                  "json", "--master", "local[2]")
+    assert (scan.exit_code, res.exit_code) == (1, 1), res.output
+    assert len(problem_lines(scan.stderr)) == 2
+    assert problem_lines(res.stderr) == problem_lines(scan.stderr)
+    assert "1 invalid batches and %d invalid bytes" % GARBAGE in res.stderr.splitlines()[-1]
+
+
+def test_export_skip_invalid_is_quiet(spark, garbage_copy, tmp_path):
+    root, _ = garbage_copy
+    out = tmp_path / "out"
+    res = run_cli(spark, "export", root, "--output", out, "--master", "local[2]",
+                  "--skip-invalid")
+    assert res.exit_code == 0 and res.stderr == "", res.output
+    assert export_parquet_rows(out) == order(kafka_python_dir_rows(str(root)))
+
+
+def test_export_include_invalid_writes_rows(spark, garbage_copy, tmp_path):
+    root, size = garbage_copy
+    out = tmp_path / "out"
+    res = run_cli(spark, "export", root, "--output", out, "--master", "local[2]",
+                  "--include-invalid")
+    assert res.exit_code == 0, res.output
+    assert res.stderr.splitlines() == [
+        "kafkalog: export: 0 invalid batches and %d invalid bytes written as rows with "
+        "isValid=false" % GARBAGE_TAIL]
+    rows = arrow_rows(pq.read_table(part_files(out, ".parquet")))
+    assert [(r["topic"], r["partition"], r["segment"], r["batchPosition"], r["offset"])
+            for r in rows if not r["isValid"]] == [("orders", 1, BROKEN_SEGMENT, size, None)]
+    assert order([r for r in rows if r["isValid"]]) == order(kafka_python_dir_rows(str(root)))
+
+
+def test_export_invalid_flags_exclude_each_other(spark, tmp_path):
+    res = run_cli(spark, "export", FIXTURES, "--output", tmp_path / "out", "--include-invalid",
+                  "--skip-invalid")
+    assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1, res.output
+    assert not (tmp_path / "out").exists()
+
+
 # -- 7. the workers' interpreter --------------------------------------------------------------------
 
 def test_workers_run_this_interpreter(spark):

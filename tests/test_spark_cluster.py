@@ -2,12 +2,14 @@
 tests/sparkcluster.py): the rows equal kafka-python's reading of the same segments, and both
 workers' executors run tasks (from the application's event log)."""
 
+import shutil
 import subprocess
 import sys
 
 import pyarrow.parquet as pq
 import pytest
 
+import kafkagen as kg
 import sparkcluster
 from dumpcheck import REPO
 from test_spark import FIXTURES, arrow_rows, kafka_python_dir_rows, order, part_files
@@ -47,6 +49,31 @@ def test_export_on_a_standalone_cluster(cluster, tmp_path):
     assert len([e for e, n in tasks.items() if n > 0]) >= 2, tasks
     state = cluster.state()
     assert state["aliveworkers"] == 2 and len(state["completedapps"]) >= 1, state
+
+
+def test_export_reports_invalid_data_on_a_cluster(cluster, tmp_path):
+    """1000 garbage bytes after a segment's last batch, exported on the cluster: the executors'
+    findings come back to the driver: one line naming them, the counts, exit 1; nothing else
+    on stderr."""
+    root = tmp_path / "logdir"
+    shutil.copytree(FIXTURES, root)
+    path = root / "orders-1" / "00000000000000000000.log"
+    size = path.stat().st_size
+    path.write_bytes(kg.garbage_tail(path.read_bytes(), 1000, seed=7))
+    out = tmp_path / "out"
+    p = kafkalog_proc("export", root, "--output", out, "--master", cluster.url,
+                      "--spark-conf", "spark.ui.enabled=false")
+    assert p.returncode == 1, p.stderr[-3000:]
+    lines = [x for x in p.stderr.splitlines() if "incubator modules" not in x]
+    assert len(lines) == 2, p.stderr
+    assert lines[0].startswith("kafkalog: orders-1: 00000000000000000000.log: 1000 bytes at %d: "
+                               % size), lines
+    assert lines[1].startswith("kafkalog: export: 0 invalid batches and 1000 invalid bytes "
+                               "not exported"), lines
+    got = []
+    for f in part_files(out, ".parquet"):
+        got += arrow_rows(pq.read_table(f))
+    assert order(got) == order(kafka_python_dir_rows(str(root)))
 
 
 def kafkalog_proc(*args, timeout=600, env=None):

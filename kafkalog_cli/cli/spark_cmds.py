@@ -80,26 +80,59 @@ def _job_failed(what, error):
               default="errorifexists", show_default=True, help="When OUTPUT exists.")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="A kafkalog data source option (includeControl=true, fromOffset=N, ...).")
+@click.option("--include-invalid", is_flag=True,
+              help="Write invalid batches and bytes as rows (isValid=false); exit 0.")
+@click.option("--skip-invalid", is_flag=True,
+              help="Leave invalid data out without a word; exit 0.")
 @_spark_options
-def export(path, output, output_format, partition_by, mode, options, master, spark_conf,
-           verbose):
+def export(path, output, output_format, partition_by, mode, options, include_invalid,
+           skip_invalid, master, spark_conf, verbose):
     """Export the records of a log directory, partition directory or segment to Parquet, JSON
-    Lines or CSV, with Spark (local by default; any cluster with --master)."""
+    Lines or CSV, with Spark (local by default; any cluster with --master).
+
+    Invalid data (what `kafkalog scan` counts: batches whose CRC fails, whose records cannot be
+    read or whose offsets are out of place, bytes that are no batch) is said on stderr, each
+    with its position, and the exit status is 1; the valid records are exported all the same.
+    --include-invalid writes them as rows instead, --skip-invalid leaves them out quietly."""
     _need_pyspark()
+    if include_invalid and skip_invalid:
+        fail(UsageError("--include-invalid and --skip-invalid exclude each other"))
     path = _check_path(path)
     conf = _conf(spark_conf)
     opts = dict(_conf(options))
+    if include_invalid:
+        opts["includeInvalid"] = "true"
+    from ..spark.source import Options
+    include_invalid = Options(opts).include_invalid  # --option includeInvalid=true as well
     cols = [c for c in partition_by.split(",") if c]
     from ..spark import jobs
     spark = _session(master, conf, "kafkalog export", verbose)
     try:
         with jobs.Progress(spark, sys.stderr.isatty()):
-            jobs.export(spark, path, os.path.abspath(output), output_format, cols, mode, opts)
+            result = jobs.export(spark, path, os.path.abspath(output), output_format, cols,
+                                 mode, opts)
     except Exception as e:
         _job_failed("export", e)
     finally:
         spark.stop()
     click.echo("exported %s to %s (%s)" % (path, output, output_format))
+    if not result.problems or skip_invalid:
+        sys.exit(EXIT_OK)
+    counts = "%d invalid batches and %d invalid bytes" % (result.invalid_batches,
+                                                         result.invalid_bytes)
+    if include_invalid:
+        click.echo("kafkalog: export: %s written as rows with isValid=false" % counts, err=True)
+        sys.exit(EXIT_OK)
+    for topic, partition, segment, p in result.problems:
+        click.echo("kafkalog: %s: %s: %s" % (_partition_name(topic, partition), segment, p.text),
+                   err=True)
+    click.echo("kafkalog: export: %s not exported (--include-invalid writes them as rows, "
+               "--skip-invalid leaves them out quietly)" % counts, err=True)
+    sys.exit(EXIT_INVALID)
+
+
+def _partition_name(topic, partition):
+    return topic if partition == -1 else "%s-%d" % (topic, partition)
 
 
 def _offsets(r):

@@ -16,7 +16,7 @@ from ..errors import KafkalogError, UsageError
 from ..log.files import os_error_text
 from ..log.summary import summarize_segment
 from . import register
-from .source import Options, SegmentSlice, partition_logs, slices
+from .source import Options, Problem, SegmentSlice, partition_logs, slices
 
 
 # The master URLs Spark takes (SparkContext.createTaskScheduler and the cluster managers)
@@ -154,8 +154,27 @@ class Progress:
             self._thread.join(timeout=2)
 
 
-def export(spark, path, output, fmt, partition_by=(), mode="errorifexists", options=None):
-    """Write the records under ``path`` to ``output`` as parquet, json or csv.
+class ExportResult(NamedTuple):
+    """What an export wrote: ``rows``, and the invalid data its tasks met (``problems``: one
+    ``(topic, partition, segment, Problem)`` each, in file order), which became rows only with
+    includeInvalid."""
+    rows: int
+    problems: List[Tuple[str, int, str, Problem]]
+
+    @property
+    def invalid_batches(self) -> int:
+        return sum(1 for *_, p in self.problems if p.size is None)
+
+    @property
+    def invalid_bytes(self) -> int:
+        return sum(p.size or 0 for *_, p in self.problems)
+
+
+def export(spark, path, output, fmt, partition_by=(), mode="errorifexists",
+           options=None) -> ExportResult:
+    """Write the records under ``path`` to ``output`` as parquet, json or csv; the invalid data
+    met on the way comes back in the result (as `kafkalog scan` counts it), whether or not it
+    was written as rows (includeInvalid).
 
     Parquet is written by the tasks themselves: each reads its slice of a segment exactly as
     the data source does (``source.read_slice``) and writes the Arrow batches with pyarrow, so
@@ -181,13 +200,13 @@ def _prepare_output(output, mode):
 
 
 def _export_parquet(spark, path, output, partition_by, mode, options):
-    _export_tasks(spark, path, output, mode, options,
+    return _export_tasks(spark, path, output, mode, options,
                   lambda task, opts, run: write_parquet_slice(task, output, partition_by, opts,
                                                               run))
 
 
 def _export_text(spark, path, output, fmt, partition_by, mode, options):
-    _export_tasks(spark, path, output, mode, options,
+    return _export_tasks(spark, path, output, mode, options,
                   lambda task, opts, run: write_text_slice(task, output, fmt, partition_by, opts,
                                                            run))
 
@@ -196,12 +215,22 @@ def _export_tasks(spark, path, output, mode, options, write):
     opts = Options(options)
     parts = slices(path, opts)
     _prepare_output(output, mode)
+    results: List[SliceResult] = []
     if parts:
         run = uuid.uuid4().hex
         tasks = list(enumerate(parts))
-        spark.sparkContext.parallelize(tasks, len(tasks)).map(
+        results = spark.sparkContext.parallelize(tasks, len(tasks)).map(
             lambda task: write(task, opts, run)).collect()
     open(os.path.join(output, "_SUCCESS"), "w").close()
+    problems = [(piece.topic, piece.partition, os.path.basename(piece.path), p)
+                for piece, result in zip(parts, results) for p in result.problems]
+    return ExportResult(sum(r.rows for r in results), problems)
+
+
+class SliceResult(NamedTuple):
+    """What one export task did: the rows it wrote, the invalid data it met."""
+    rows: int
+    problems: List[Problem]
 
 
 # The columns of a JSON or CSV export, in dump's record vocabulary (README, "JSON output"):
@@ -256,7 +285,7 @@ def _csv_row(row: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def write_text_slice(task: "tuple[int, SegmentSlice]", output: str, fmt: str,
-                     partition_by: Sequence[str], options: Options, run: str) -> int:
+                     partition_by: Sequence[str], options: Options, run: str) -> SliceResult:
     """One task: the rows of one slice as JSON Lines or CSV part files (one per partition_by
     value, in hive-style ``col=value`` directories as Spark writes them)."""
     import csv
@@ -266,9 +295,10 @@ def write_text_slice(task: "tuple[int, SegmentSlice]", output: str, fmt: str,
     files: Dict[tuple, Any] = {}
     writers: Dict[tuple, Any] = {}
     rows = 0
+    problems: List[Problem] = []
     columns = [c for c in CSV_COLUMNS if c not in partition_by]
     try:
-        for batch in read_slice(piece, options):
+        for batch in read_slice(piece, options, problems):
             for row in export_rows(batch):
                 rows += 1
                 key = tuple(row[c] for c in partition_by)
@@ -293,11 +323,12 @@ def write_text_slice(task: "tuple[int, SegmentSlice]", output: str, fmt: str,
     finally:
         for f in files.values():
             f.close()
-    return rows
+    return SliceResult(rows, problems)
 
 
 def write_parquet_slice(task: "tuple[int, SegmentSlice]", output: str,
-                        partition_by: Sequence[str], options: Options, run: str) -> int:
+                        partition_by: Sequence[str], options: Options,
+                        run: str) -> SliceResult:
     """One task: the rows of one slice (numbered, as ``slices`` made it) as Parquet part files
     (one per partition_by value)."""
     import pyarrow as pa
@@ -312,8 +343,9 @@ def write_parquet_slice(task: "tuple[int, SegmentSlice]", output: str,
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
     writers = {}
     rows = 0
+    problems: List[Problem] = []
     try:
-        for batch in read_slice(piece, options):
+        for batch in read_slice(piece, options, problems):
             rows += batch.num_rows
             table = pa.Table.from_batches([batch])
             groups: List[Tuple[tuple, Any]] = [((), table)]
@@ -335,7 +367,7 @@ def write_parquet_slice(task: "tuple[int, SegmentSlice]", output: str,
     finally:
         for w in writers.values():
             w.close()
-    return rows
+    return SliceResult(rows, problems)
 
 
 class ScanResult(NamedTuple):

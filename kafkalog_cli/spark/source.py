@@ -27,6 +27,7 @@ from typing import Any, Iterator, List, Mapping, NamedTuple, Optional, Sequence,
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import NO_TIMESTAMP_TYPE, Records
 from ..log import names
 from ..log.files import FileFormatError, NoSegmentsError, printable_name
@@ -277,17 +278,37 @@ def _arrow_schema():
                       ("isControl", pa.bool_()), ("isValid", pa.bool_())])
 
 
-def read_slice(part: SegmentSlice, options: Options) -> Iterator[Any]:
+class Problem(NamedTuple):
+    """Invalid data met by a task, as `kafkalog scan` counts it (log.summary): a batch
+    (``size`` None: its CRC fails, its records cannot be read or its offsets are out of place)
+    or ``size`` bytes that are no batch, at ``position`` of the segment; ``text`` says which and
+    why in scan's words ("batch at P: ...", "N bytes at P: ...")."""
+    position: int
+    size: Optional[int]
+    text: str
+
+
+def read_slice(part: SegmentSlice, options: Options,
+               problems: Optional[List[Problem]] = None) -> Iterator[Any]:
     """Arrow record batches of the rows of one input partition (as ``slices`` made it): the
     records of its valid batches within the bounds and, with includeInvalid, a row for each
     batch whose CRC fails or whose records cannot be read, and one for bytes that are no batch
-    (the rest of the segment is then not read)."""
+    (the rest of the slice is then not read). Each invalid batch or stretch of bytes is also
+    appended to ``problems`` when given (whether or not it becomes a row)."""
     schema = _arrow_schema()
     bounds = (part.from_offset, options.to_offset, None, options.to_timestamp)
     seek = Seek(*bounds) if bounds != (None,) * 4 else None
     topic, partition = part.topic, part.partition
     segment = os.path.basename(part.path)
     include_invalid = options.include_invalid
+    said = set()  # the positions of the batches already in problems
+
+    def problem(batch, message):
+        if problems is not None and batch.position not in said:
+            said.add(batch.position)
+            problems.append(Problem(batch.position, None, "batch at %d: %s"
+                                    % (batch.position, message)))
+
     cols = _Columns()
     fields = None
     with LogFile(part.path, options.max_message_size) as log:
@@ -304,22 +325,47 @@ def read_slice(part: SegmentSlice, options: Options) -> Iterator[Any]:
                             or cols.data_bytes >= BYTES_PER_ARROW_BATCH):
                         yield cols.to_arrow(schema)
                         cols = _Columns()
-                elif not batch.is_valid and include_invalid:
-                    # its CRC fails: its records are not read
-                    cols.add_invalid(cols.batch_fields(topic, partition, segment, batch, False),
-                                     batch.base_offset)
+                elif not batch.is_valid:
+                    # its CRC fails: its records are not rows (scan names what is wrong
+                    # with them, if anything, rather than the CRC)
+                    if problems is not None:
+                        problem(batch, _crc_problem(log, batch))
+                    if include_invalid:
+                        cols.add_invalid(cols.batch_fields(topic, partition, segment, batch,
+                                                           False), batch.base_offset)
             elif isinstance(event, BatchProblem):
                 # records that cannot be read (the rows before the damage were given); a batch
                 # out of place (MISPLACED) is read as it is
+                if event.counted:
+                    problem(event.batch, event.message)
                 if event.kind in (RECORDS, NOT_DECODED) and include_invalid:
                     cols.add_invalid(cols.batch_fields(topic, partition, segment, event.batch,
                                                        False), event.batch.base_offset)
             elif isinstance(event, BytesProblem):
+                item = event.item
+                if problems is not None and event.counted:
+                    # not resynchronised: the bytes up to the slice's end are not read
+                    size = min(item.position + item.size, part.end) - item.position
+                    problems.append(Problem(item.position, size, "%d bytes at %d: %s"
+                                            % (size, item.position, item.reason)))
                 if include_invalid:
-                    cols.add_invalid(_invalid_fields(topic, partition, segment, event.item), None)
-                break  # the rest of the segment is not batches
+                    cols.add_invalid(_invalid_fields(topic, partition, segment, item), None)
+                break  # the rest of the slice is not batches
     if len(cols):
         yield cols.to_arrow(schema)
+
+
+def _crc_problem(log: LogFile, batch: Any) -> str:
+    """What `kafkalog scan` says of a batch whose CRC fails: why its records cannot be read,
+    else "CRC mismatch" (log.summary)."""
+    try:
+        for _ in log.iter_records(batch):
+            pass
+    except LimitExceededError:
+        pass  # valid as far as the records go: not decoded
+    except CorruptRecordError as e:
+        return str(e)
+    return "CRC mismatch"
 
 
 def _invalid_fields(topic, partition, segment, item):
