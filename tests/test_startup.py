@@ -1,0 +1,119 @@
+"""Start-up: a command imports what it and its data need, no more (issue 16: `kafkalog dump` of an
+empty segment within 2.5x of `python -c pass`; benchmarks/bench_startup.py times it).
+
+Each test runs kafkalog's real entry point (cli.main.main) in a fresh interpreter and lists the
+modules loaded when it ends (a module bound by kafkalog_cli._lazy.lazy_module and never read is
+not loaded). A dump of logs loads neither the `crc32c` package (the C CRC-32C is used) nor rich,
+nor a codec its batches do not use, nor verify and the index, checkpoint and leader-epoch code
+only verify needs.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import kafkagen
+from kafkagen import Rec
+
+CODEC_MODULES = {"lz4", "zstandard", "cramjam", "isal"}
+# What a dump of logs never needs: each of these costs start-up (crc32c's package alone more
+# than the rest of a dump of an empty segment).
+NEVER_FOR_LOGS = {"crc32c", "rich", "fastavro", "kafkalog_cli.log.verify",
+                  "kafkalog_cli.log.checkpoints", "kafkalog_cli.log.leader_epochs",
+                  "kafkalog_cli.log.indexbuild", "ctypes"} | CODEC_MODULES
+
+_RUN = """
+import sys
+import importlib.util
+sys.argv = ["kafkalog"] + sys.argv[1:]
+from kafkalog_cli.cli.main import main
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+else:
+    code = 0
+lazy = getattr(importlib.util, "_LazyModule", ())
+loaded = sorted(name for name, m in sys.modules.items()
+                if m is not None and not isinstance(m, lazy))
+sys.stderr.write("\\nLOADED %s %s\\n" % (code, " ".join(loaded)))
+"""
+
+
+def loaded_by(*args, pure=False):
+    """The top-level names and kafkalog_cli modules loaded by `kafkalog ARGS`, and its exit."""
+    env = dict(os.environ)
+    env.pop("KAFKALOG_PURE_PYTHON", None)
+    if pure:
+        env["KAFKALOG_PURE_PYTHON"] = "1"
+    p = subprocess.run([sys.executable, "-c", _RUN] + list(args), env=env,
+                       capture_output=True, text=True, timeout=120)
+    line = p.stderr.rstrip("\n").rsplit("\n", 1)[-1]
+    assert line.startswith("LOADED "), p.stderr
+    _, code, *names = line.split(" ")
+    top = {n.split(".")[0] for n in names}
+    return top | {n for n in names if n.startswith("kafkalog_cli.")}, int(code), p.stdout
+
+
+def _c_crc_built():
+    try:
+        from kafkalog_cli.format import _crc32c  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_c = pytest.mark.skipif(not _c_crc_built(), reason="_crc32c is not built")
+
+
+@needs_c
+def test_a_dump_of_an_empty_segment_loads_only_what_it_needs(tmp_path):
+    path = kafkagen.write_segment(str(tmp_path / "t-0"), 0)
+    loaded, code, out = loaded_by("dump", path)
+    assert code == 0 and "Log starting offset: 0" in out
+    assert not loaded & NEVER_FOR_LOGS, sorted(loaded & NEVER_FOR_LOGS)
+    assert "kafkalog_cli.format._crc32c" in loaded
+
+
+@needs_c
+@pytest.mark.parametrize("codec, module", [("lz4", "lz4"), ("zstd", "zstandard"),
+                                           ("gzip", "isal"), ("snappy", "cramjam")])
+def test_a_codec_is_loaded_by_the_batches_that_use_it(tmp_path, codec, module):
+    batch = kafkagen.v2_batch([Rec(b"k", b"value %d " % i * 20) for i in range(20)], codec=codec)
+    path = kafkagen.write_segment(str(tmp_path / "t-0"), 0, batch)
+    loaded, code, out = loaded_by("dump", "--deep-iteration", "--print-data-log", path)
+    assert code == 0 and "payload: value 19" in out
+    assert module in loaded
+    assert not loaded & (NEVER_FOR_LOGS - {module}), sorted(loaded & NEVER_FOR_LOGS)
+
+
+@needs_c
+def test_an_index_dump_loads_verify_and_the_problems_are_still_reported(tmp_path):
+    """The lazily loaded modules are loaded when they are needed: an index's check (verify)."""
+    batch = kafkagen.v2_batch([Rec(b"k", b"v")])
+    log = kafkagen.write_segment(str(tmp_path / "t-0"), 0, batch)
+    index = log[:-len(".log")] + ".index"
+    with open(index, "wb") as f:
+        f.write((5).to_bytes(4, "big") + (3).to_bytes(4, "big"))  # offset 5 at position 3
+    loaded, code, out = loaded_by("dump", index)
+    assert "kafkalog_cli.log.verify" in loaded
+    assert code == 1
+
+
+def test_the_pure_python_path_uses_the_crc32c_package(tmp_path):
+    batch = kafkagen.v2_batch([Rec(b"k", b"v")])
+    path = kafkagen.write_segment(str(tmp_path / "t-0"), 0, batch)
+    loaded, code, out = loaded_by("dump", path, pure=True)
+    assert code == 0 and "crc: " in out and "isvalid: true" in out
+    assert "crc32c" in loaded and "kafkalog_cli.format._crc32c" not in loaded
+
+
+def test_help_lists_every_command_with_its_short_help():
+    from kafkalog_cli.cli.main import COMMANDS
+    loaded, code, out = loaded_by("--help")
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.split("Commands:")[1].splitlines() if line}
+    assert sorted(lines) == sorted(COMMANDS)
+    assert all(len(line.split()) > 1 for line in lines.values()), lines
