@@ -310,6 +310,37 @@ def test_split_segments_give_the_same_rows(big_partition, big_reads):
     assert len(expected) > 10000
 
 
+@pytest.fixture(scope="module")
+def thirty_mb_partition(tmp_path_factory):
+    """One partition of one ~33 MB segment (3000 batches of ten 1 KB records) with its index."""
+    d = tmp_path_factory.mktemp("thirty") / "thirty-0"
+    data, _ = ig.busy_segment(0, n_batches=3000, records_per_batch=10, value_size=1000)
+    ig.write_partition(d, [(0, data)])
+    assert 30e6 < len(data) < 40e6
+    return d
+
+
+def test_export_splits_a_segment_for_every_core(spark, thirty_mb_partition, tmp_path):
+    """A 33 MB segment on 2 cores (the module's local[2]) is two tasks of about the same size
+    (it was one: the split size was a fixed 128 MiB), their rows kafka-python's; the split
+    size given with maxBytesPerPartition still wins."""
+    assert spark.sparkContext.defaultParallelism == 2
+    expected = order(kafka_python_dir_rows(str(thirty_mb_partition.parent)))
+    out = tmp_path / "split"
+    res = run_cli(spark, "export", thirty_mb_partition, "--output", out, "--master", "local[2]")
+    assert res.exit_code == 0, res.output
+    files = part_files(out, ".parquet")
+    assert len(files) == 2
+    counts = [pq.read_metadata(f).num_rows for f in files]
+    assert max(counts) - min(counts) < 0.05 * sum(counts), counts
+    assert order(arrow_rows(pq.read_table(files))) == expected
+    out = tmp_path / "given"
+    res = run_cli(spark, "export", thirty_mb_partition, "--output", out, "--master", "local[2]",
+                  "--option", "maxBytesPerPartition=%d" % (128 << 20))
+    assert res.exit_code == 0, res.output
+    assert len(part_files(out, ".parquet")) == 1
+
+
 # -- 3. includeInvalid ------------------------------------------------------------------------------
 
 def test_include_invalid(corrupt_copy, invalid_reads):

@@ -212,6 +212,9 @@ def _export_text(spark, path, output, fmt, partition_by, mode, options):
 
 
 def _export_tasks(spark, path, output, mode, options, write):
+    if not any(k.lower() == "minpartitions" for k in options):
+        # a slice for every core (unless maxBytesPerPartition is given)
+        options = dict(options, minPartitions=str(spark.sparkContext.defaultParallelism))
     opts = Options(options)
     parts = slices(path, opts)
     _prepare_output(output, mode)

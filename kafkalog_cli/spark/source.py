@@ -4,8 +4,11 @@
     register(spark)
     df = spark.read.format("kafkalog").load("/var/lib/kafka/data")
 
-One input partition per segment; a segment larger than ``maxBytesPerPartition`` (128 MiB by
-default) is split further at batch starts taken from its .index. Each task reads its part with
+One input partition per segment; a segment larger than the split size is split further at batch
+starts taken from its .index. The split size is ``maxBytesPerPartition`` when given, else chosen
+from the data and the cores as Spark's file sources choose theirs (FilePartition.maxSplitBytes):
+the total bytes over ``minPartitions`` (the export job passes Spark's defaultParallelism), at
+least 4 MiB, at most 128 MiB, so that every core has a slice. Each task reads its part with
 the library's one record iterator (log.read.SegmentReader, as `kafkalog dump` does) and yields
 Arrow record batches. The schema follows Spark's own Kafka source (key, value, topic, partition,
 offset, timestamp, timestampType, headers) plus where each record lives and what its batch says.
@@ -20,6 +23,7 @@ bound.
 """
 
 import array
+import bisect
 import itertools
 import os
 from dataclasses import dataclass
@@ -43,7 +47,8 @@ SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "headers array<struct<key: string, value: binary>>, segment string, "
           "batchPosition long, magic int, codec string, producerId long, "
           "isTransactional boolean, isControl boolean, isValid boolean")
-DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes
+OPEN_COST_BYTES = 4 * 1024 * 1024  # spark.sql.files.openCostInBytes: a file's cost to open
 ROWS_PER_ARROW_BATCH = 65536
 BYTES_PER_ARROW_BATCH = 256 * 1024 * 1024  # well below the 2 GiB a binary column can hold
 
@@ -70,7 +75,8 @@ class Options:
         self.from_timestamp = _int(o.get("fromtimestamp"))
         self.to_timestamp = _int(o.get("totimestamp"))
         self.topics = [t for t in str(o.get("topics") or "").split(",") if t]
-        self.max_bytes = int(o.get("maxbytesperpartition", DEFAULT_MAX_BYTES_PER_PARTITION))
+        self.max_bytes = _int(o.get("maxbytesperpartition"))
+        self.min_partitions = _int(o.get("minpartitions"))
         self.max_message_size = int(o.get("maxmessagesize", DEFAULT_MAX_MESSAGE_SIZE))
 
 
@@ -131,8 +137,10 @@ class SegmentSlice(InputPartition):
 
 
 def _cuts(log: str, max_bytes: int) -> List[int]:
-    """Where to split the segment file ``log``: [0, batch starts..., size], a batch start taken
-    from a sane .index (OffsetIndex.sanityCheck) each ``max_bytes`` or more."""
+    """Where to split the segment file ``log``: [0, batch starts..., size], into as many slices
+    of about equal size as it takes for none to be much over ``max_bytes``: each cut is the
+    batch start of a sane .index (OffsetIndex.sanityCheck) nearest to its even share. Without
+    such an index the segment is one slice."""
     size = os.path.getsize(log)
     cuts = [0]
     if size > max_bytes:
@@ -142,20 +150,43 @@ def _cuts(log: str, max_bytes: int) -> List[int]:
         except (OSError, FileFormatError):
             index = None
         if index is not None and not index.sanity_problems():
-            for _, position in index.entries:
-                if 0 < position < size and position - cuts[-1] >= max_bytes:
-                    cuts.append(position)
+            starts = sorted({p for _, p in index.entries if 0 < p < size})
+            pieces = -(-size // max_bytes)
+            for i in range(1, pieces):
+                share = size * i // pieces
+                at = bisect.bisect_left(starts, share)
+                near = min(starts[max(at - 1, 0):at + 1], key=lambda p: abs(p - share),
+                           default=None)
+                if near is not None and near > cuts[-1]:
+                    cuts.append(near)
     cuts.append(size)
     return cuts
+
+
+def split_bytes(sizes: Sequence[int], parallelism: Optional[int]) -> int:
+    """The size of a slice when none is given (maxBytesPerPartition): the bytes of the
+    segments ``sizes`` (each also costing OPEN_COST_BYTES, as opening a file does) spread over
+    ``parallelism`` cores, between OPEN_COST_BYTES and DEFAULT_MAX_BYTES_PER_PARTITION, as
+    Spark's FilePartition.maxSplitBytes has it for its file sources."""
+    if not parallelism or parallelism < 1:
+        return DEFAULT_MAX_BYTES_PER_PARTITION
+    per_core = (sum(sizes) + OPEN_COST_BYTES * len(sizes)) // parallelism
+    return min(DEFAULT_MAX_BYTES_PER_PARTITION, max(OPEN_COST_BYTES, per_core))
 
 
 def slices(path: str, options: Options) -> List[SegmentSlice]:
     """The input partitions of a log directory, partition directory or segment file, with the
     first wanted offset of each partition: ``fromTimestamp`` is looked up here, once per
     partition, as offsets-for-times (log.read.offset_for_time, from ``fromOffset`` on); a
-    partition with no record at or after it gives no slice."""
+    partition with no record at or after it gives no slice. The segments are cut every
+    ``maxBytesPerPartition`` bytes or more, else every split_bytes (``minPartitions``)."""
     out: List[SegmentSlice] = []
-    for part in partition_logs(path, options.topics):
+    parts = partition_logs(path, options.topics)
+    max_bytes = options.max_bytes
+    if max_bytes is None:
+        max_bytes = split_bytes([os.path.getsize(log) for p in parts for log in p.logs],
+                                options.min_partitions)
+    for part in parts:
         from_offset = options.from_offset
         if options.from_timestamp is not None:
             from_offset = offset_for_time([Segment.at(p) for p in part.logs],
@@ -164,7 +195,7 @@ def slices(path: str, options: Options) -> List[SegmentSlice]:
             if from_offset is None:
                 continue
         for log in part.logs:
-            cuts = _cuts(log, options.max_bytes)
+            cuts = _cuts(log, max_bytes)
             out.extend(SegmentSlice(log, a, b, part.topic, part.partition, from_offset)
                        for a, b in zip(cuts, cuts[1:]) if b > a or cuts[-1] == 0)
     return out
@@ -399,7 +430,9 @@ class KafkalogDataSource(DataSource):
       are kept whatever their timestamps;
     - toTimestamp: only the records whose timestamp is at most it;
     - topics: only these topics (comma-separated);
-    - maxBytesPerPartition (128 MiB): larger segments are split at batch starts of their .index;
+    - maxBytesPerPartition: larger segments are split at batch starts of their .index (by
+      default: the total bytes over minPartitions, between 4 MiB and 128 MiB);
+    - minPartitions: the cores to make slices for (none: segments split every 128 MiB);
     - maxMessageSize (5 MiB): the largest record read.
     """
 
