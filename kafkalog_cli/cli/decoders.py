@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
-import json
 import math
 import os
 import re
@@ -68,6 +67,7 @@ def _parse_float(text):
 def _strict_loads(b):
     """Parse ``b`` as strict JSON (RFC 8259): NaN, Infinity and -Infinity are refused, as JSON
     has no such literals; numbers too large for a float are kept as written (RawNumber)."""
+    import json  # here, not at start-up: only a json decoder or a JSON output needs it
     return json.loads(b, parse_constant=_reject_constant, parse_float=_parse_float)
 
 
@@ -78,6 +78,7 @@ class StrictEncoder:
     def __init__(self, **options):
         self._token = "\x00kafkalog-raw-%s-" % os.urandom(8).hex()
         self._raws = []
+        import json  # here, not at start-up: only a JSON output needs it
         self._encode = json.JSONEncoder(allow_nan=False, default=self._default, **options).encode
 
     def _default(self, obj):
@@ -91,6 +92,8 @@ class StrictEncoder:
             text = self._encode(obj)
         finally:
             raws, self._raws = self._raws, []
+        if raws:
+            import json
         for i, raw in enumerate(raws):
             text = text.replace(json.dumps("%s%d" % (self._token, i)), raw, 1)
         return text
@@ -246,6 +249,7 @@ def load_schema(path: str) -> Schema:
     try:
         # each file its own namespace of named types: ids are often versions of one record
         named: Dict[str, Any] = {}
+        import json
         parsed = fastavro.parse_schema(json.loads(text), named_schemas=named)
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
         # fastavro's SchemaParseError is a ValueError; a malformed document can raise the others

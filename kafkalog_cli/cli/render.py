@@ -9,7 +9,6 @@ in large chunks. Every JSON text written is strict JSON (no NaN or Infinity).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -316,6 +315,7 @@ def control_text(key, value, kafka_format):
         _, epoch = control.end_txn_marker(value)
         return " endTxnMarker: %s coordinatorEpoch: %d" % (control.control_type_name(type_id),
                                                            epoch)
+    import json  # here, not at start-up: only KRaft's control records are shown as JSON
     labels = {control.SNAPSHOT_HEADER: "SnapshotHeader", control.SNAPSHOT_FOOTER: "SnapshotFooter",
               control.KRAFT_VERSION: "KRaftVersion", control.KRAFT_VOTERS: "KRaftVoters"}
     if type_id in labels:
