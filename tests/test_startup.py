@@ -3,9 +3,9 @@ empty segment within 2.5x of `python -c pass`; benchmarks/bench_startup.py times
 
 Each test runs kafkalog's real entry point (cli.main.main) in a fresh interpreter and lists the
 modules loaded when it ends (a module bound by kafkalog_cli._lazy.lazy_module and never read is
-not loaded). A dump of logs loads neither the `crc32c` package (the C CRC-32C is used) nor rich,
-nor a codec its batches do not use, nor verify and the index, checkpoint and leader-epoch code
-only verify needs.
+not loaded). A dump of logs in kafka-dump-log's text loads neither the `crc32c` package (the C
+CRC-32C is used) nor rich, nor json, nor a codec its batches do not use, nor verify and the
+index, checkpoint and leader-epoch code only verify needs.
 """
 
 import os
@@ -22,7 +22,7 @@ CODEC_MODULES = {"lz4", "zstandard", "cramjam", "isal"}
 # than the rest of a dump of an empty segment).
 NEVER_FOR_LOGS = {"crc32c", "rich", "fastavro", "kafkalog_cli.log.verify",
                   "kafkalog_cli.log.checkpoints", "kafkalog_cli.log.leader_epochs",
-                  "kafkalog_cli.log.indexbuild", "ctypes"} | CODEC_MODULES
+                  "kafkalog_cli.log.indexbuild", "ctypes", "json"} | CODEC_MODULES
 
 _RUN = """
 import sys

@@ -78,8 +78,14 @@ class StrictEncoder:
     def __init__(self, **options):
         self._token = "\x00kafkalog-raw-%s-" % os.urandom(8).hex()
         self._raws = []
-        import json  # here, not at start-up: only a JSON output needs it
-        self._encode = json.JSONEncoder(allow_nan=False, default=self._default, **options).encode
+        self._options = options
+        self._encode = self._first_encode
+
+    def _first_encode(self, obj):
+        import json  # here, not at start-up (a module-level encoder): only JSON written needs it
+        self._encode = json.JSONEncoder(allow_nan=False, default=self._default,
+                                        **self._options).encode
+        return self._encode(obj)
 
     def _default(self, obj):
         if isinstance(obj, RawNumber):
