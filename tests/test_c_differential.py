@@ -592,6 +592,142 @@ def test_record_lines_random(rows, base_offset, base_seq, print_data):
         same_record_lines(recs, base_offset, base_seq, records.CREATE_TIME, print_data, m)
 
 
+# -- the kafka text: runs of batches with their records (deep_lines) ---------------------------
+
+def _compressed_batch(base_offset, recs, codec, **kw):
+    """batch() with its records compressed by ``codec`` (1 gzip, 3 lz4, 4 zstd) as Kafka's
+    producers frame them."""
+    import gzip
+
+    import lz4.frame
+    import zstandard
+    payload = b"".join(recs)
+    compress = {1: gzip.compress,
+                3: lambda d: lz4.frame.compress(d, block_linked=False),
+                4: lambda d: zstandard.ZstdCompressor().compress(d)}[codec]
+    plain = batch(base_offset, recs, **kw)
+    attrs = struct.unpack_from(">h", plain, 21)[0] | codec
+    after_crc = struct.pack(">h", attrs) + plain[23:61] + compress(payload)
+    size = 4 + 1 + 4 + len(after_crc)
+    return struct.pack(">qiibI", base_offset, size, struct.unpack_from(">i", plain, 12)[0], 2,
+                       crc32c(after_crc)) + after_crc
+
+
+def _deep_dump(path, native, chunk, kafka_format, print_data):
+    """(stdout bytes, stderr text, invalid) of `dump --deep-iteration` of ``path`` in-process:
+    the C renderer ``native`` (None: the Python code), its reused buffer ``chunk`` bytes."""
+    import io
+
+    from kafkalog_cli.log.read import SegmentReader
+    from kafkalog_cli.log.segment import LogFile
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(render, "_kafkatext", native)
+        m.setattr(render, "_FAST_CHUNK", chunk)
+        out, err = io.BytesIO(), io.StringIO()
+        w = render.KafkaWriter(out, err, render.DumpOptions(
+            deep=True, print_data=print_data, kafka_format=kafka_format))
+        with LogFile(path, max_message_size=400) as log:
+            reader = SegmentReader(log, None, records=True, fast=w.fast_path(),
+                                   fast_records=w.fast_records_path())
+            w.segment(reader)
+        w.finish()
+    return out.getvalue(), err.getvalue(), reader.invalid
+
+
+_kinds = st.sampled_from(["data", "data", "data", "gap", "back", "control", "crc", "append",
+                          "lz4", "zstd", "gzip", "count0", "big", "corrupt", "long"])
+_rows = st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=6)),
+                           st.one_of(st.none(), st.binary(max_size=8),
+                                     st.sampled_from([b"\xff\xfe", "\u00e9\u2603".encode()])),
+                           st.lists(st.tuples(st.sampled_from([b"h", b"\xc3", b"k2"]),
+                                              st.one_of(st.none(), st.binary(max_size=2))),
+                                    max_size=2)),
+                 min_size=1, max_size=4)
+
+
+@needs_kafkatext
+@fuzz
+@given(specs=st.lists(st.tuples(_kinds, _rows, st.integers(0, 3)), max_size=8),
+       start=st.sampled_from([0, 7, 1 << 40]), flips=st.lists(st.integers(0, 1 << 16), max_size=2),
+       cut=st.integers(0, 40), chunk=st.sampled_from([90, 200, 1000, 1 << 20]),
+       kafka_format=st.sampled_from(["4.2", "4.3"]), print_data=st.booleans())
+def test_deep_lines_print_what_the_python_code_prints(tmp_path_factory, specs, start, flips, cut,
+                                                      chunk, kafka_format, print_data):
+    """A segment of plain, compressed, control, damaged and out-of-order batches, dumped with
+    --deep-iteration: the C runs (deep_lines, which stops before anything it does not take)
+    and the Python code print the same text, warnings and exit status, whatever the size of
+    the buffer the runs read the file into."""
+    parts, offset = [], start
+    for kind, rows, skip in specs:
+        recs = [record(off_delta=i, ts_delta=i * 3, key=k, value=v, headers=h)
+                for i, (k, v, h) in enumerate(rows)]
+        base = offset + (skip if kind == "gap" else 0)
+        if kind == "back":
+            base = max(0, offset - 2)
+        kw = dict(base_ts=1000, max_ts=1000 + 3 * len(recs), base_seq=skip - 1)
+        if kind in ("lz4", "zstd", "gzip"):
+            part = _compressed_batch(base, recs, {"gzip": 1, "lz4": 3, "zstd": 4}[kind], **kw)
+        elif kind == "control":
+            part = batch(base, [record(key=b"\x00\x00\x00\x01", value=b"\x00\x00\x00\x00\x00\x05")],
+                         attrs=0x30, **kw)
+        elif kind == "crc":
+            part = batch(base, recs, crc=1, **kw)
+        elif kind == "append":
+            part = batch(base, recs, attrs=0x08, **kw)
+        elif kind == "count0":
+            part = batch(base, recs, count=0, **kw)
+        elif kind == "big":
+            part = batch(base, recs + [record(off_delta=len(recs), value=b"v" * 500)], **kw)
+        elif kind == "corrupt":
+            part = batch(base, recs + [b"\x06\x00\x00"], **kw)
+        elif kind == "long":
+            part = batch(base, recs, count=len(recs) - 1, **kw)
+        else:
+            part = batch(base, recs, **kw)
+        parts.append(part)
+        offset = base + max(len(recs), 1)
+    data = bytearray(b"".join(parts))
+    for at in flips:
+        if data:
+            data[at % len(data)] ^= 0x10
+    data = bytes(data[:len(data) - cut] if cut < 30 else data)
+    path = tmp_path_factory.mktemp("deep") / ("%020d.log" % start)
+    path.write_bytes(data)
+    py = _deep_dump(str(path), None, chunk, kafka_format, print_data)
+    c = _deep_dump(str(path), kafkatext, chunk, kafka_format, print_data)
+    assert c == py
+
+
+@needs_kafkatext
+def test_deep_lines_takes_plain_and_compressed_batches():
+    """The run takes every batch of a clean segment, compressed ones too, and stops before a
+    control batch, a batch whose CRC fails and one whose offsets go back."""
+    good = [batch(0, [record(key=b"a", value=b"b")]),
+            _compressed_batch(1, [record(), record(off_delta=1)], 4),
+            _compressed_batch(3, [record(value=b"\xff")], 3)]
+    data = b"".join(good)
+
+    def run(buf, prev_last=-1, last=None, inflate=None):
+        inflate = inflate or (lambda codec, d: codecs.Inflater().inflate(codec, d, 1 << 20, 2))
+        return kafkatext.deep_lines(buf, 0, len(buf), len(buf), crc32c, 0, prev_last,
+                                    INT64_MAX, last, 1 << 20, True, inflate,
+                                    CorruptRecordError, 1 << 20, 100)
+
+    from kafkalog_cli.format import codecs
+    text, pos, prev_last, last = run(data)
+    assert (pos, prev_last, last) == (len(data), 3, 3)
+    assert text.decode().count("| offset: ") == 4 and "payload: \ufffd" in text.decode()
+    for stopper in (batch(4, [record()], attrs=0x20), batch(4, [record()], crc=7),
+                    batch(2, [record()])):
+        text, pos, _, _ = run(data + stopper)
+        assert pos == len(data)
+    assert run(data, last=5)[1] == 0  # the record offsets do not follow the last one printed
+
+    def broken(codec, d):
+        raise CorruptRecordError("no")
+    assert run(good[1], inflate=broken)[:2] == (b"", 0)
+
+
 # -- end to end: both builds print the same, and call an overflow invalid -----------------------
 
 def test_dump_of_an_overflowing_batch_is_the_same_in_both_builds(tmp_path):

@@ -15,6 +15,23 @@
  *     bytes replaced by U+FFFD, as Java's String does). Given payloads (a list of UTF-8 bytes or
  *     None, one per record: what a parser such as --cluster-metadata-decoder prints), each line
  *     ends with ` payload: ` and that text instead (nothing for None), and no key.
+ * deep_lines(buf, pos, end, max_bytes, crc32c, base, prev_last, reach_last, last_record, limit,
+ *            print_data, inflate, errors, max_out, max_records)
+ *         -> (bytes, new_pos, prev_last, last_record)
+ *     The batch line and `| offset: ...` record lines (keys and payloads as text with
+ *     print_data) of consecutive plain v2 data batches from pos, as the Python path prints them
+ *     for `dump --deep-iteration`: it stops before the first entry that is not a complete v2
+ *     batch with a correct CRC, a known codec, records (count above 0, at most max_records: a
+ *     larger batch is left to the Python path, which holds a chunk at a time) and no control flag,
+ *     whose last offset is above prev_last and at most reach_last (the segment's reach), whose
+ *     records all decode as records.py's decoder reads them (each at most limit bytes) and
+ *     whose record offsets follow last_record (None: the first may be any) one by one; the
+ *     Python path takes that entry and says what is wrong with it, or notes the gap. A
+ *     compressed batch's records are inflate(codec, view)'s bytes (inflate None: it stops
+ *     there); when inflate raises one of errors, the run stops before the batch (the Python
+ *     path raises it again and reports it). Also stops once max_out bytes of text are made.
+ *     Returns the text, where it stopped, the highest last offset and the last record offset
+ *     printed (or those given).
  *
  * The text is exactly what render.KafkaWriter's Python code produces; tests run both
  * (tests/test_c_differential.py in-process, the dump tests through the CLI). No signed sum is
@@ -343,10 +360,8 @@ batch_line(PyObject *self, PyObject *args)
 /* Append bytes as UTF-8 text: ASCII and valid UTF-8 as they are, malformed input through
  * Python's "replace" decoder (each maximal malformed subsequence becomes U+FFFD). */
 static int
-out_text(out_t *o, PyObject *bytes)
+out_text_raw(out_t *o, const unsigned char *s, Py_ssize_t n)
 {
-    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(bytes);
-    Py_ssize_t n = PyBytes_GET_SIZE(bytes);
     Py_ssize_t i = 0;
     uint64_t word;
     for (; i + 8 <= n; i += 8) {
@@ -366,6 +381,12 @@ out_text(out_t *o, PyObject *bytes)
     int r = utf8 == NULL ? -1 : out_put(o, utf8, len);
     Py_DECREF(text);
     return r;
+}
+
+static int
+out_text(out_t *o, PyObject *bytes)
+{
+    return out_text_raw(o, (const unsigned char *)PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
 }
 
 static PyObject *
@@ -452,10 +473,284 @@ fail:
     return NULL;
 }
 
+/* a + b, or -1 when it does not fit an int64_t (no signed overflow is ever evaluated). */
+static inline int
+add_int64_checked(int64_t a, int64_t b, int64_t *out)
+{
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
+        return -1;
+    *out = a + b;
+    return 0;
+}
+/* Zigzag varint of at most max_bytes bytes within d[*pos:end] (records._varint's rule: excess
+ * high bits of the last group dropped); 0, or -1 where records._varint raises. */
+static inline int
+varint_at(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t end, int max_bytes, int64_t *out)
+{
+    uint64_t raw = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos;
+    for (int i = 0; i < max_bytes; i++) {
+        if (p >= end)
+            return -1;
+        unsigned char b = d[p++];
+        raw |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            if (max_bytes == 5)
+                raw &= 0xFFFFFFFFULL;
+            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            *pos = p;
+            return 0;
+        }
+        shift += 7;
+    }
+    return -1;
+}
+
+/* The `| offset: ...` lines of the count records filling d[0:end] exactly, as records'
+ * decoder reads them and KafkaWriter._v2_lines prints them. Returns 1 when every record
+ * decodes (and, with *has_last, each offset follows the one before it: the writer's
+ * consecutive-offset tracking has nothing to note), 0 where the Python path must take the batch
+ * instead (it then reports what is wrong), -1 on an error of our own (memory). */
+static int
+put_records(out_t *o, const unsigned char *d, Py_ssize_t end, int64_t count, int64_t base_offset,
+            int64_t base_ts, int have_append, int64_t append_ts, int32_t base_seq,
+            long long limit, const char *label, int print_data, int *has_last,
+            long long *last_record)
+{
+    Py_ssize_t pos = 0;
+    int64_t expect = *last_record;
+    int has = *has_last;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, off_delta, n, offset, timestamp;
+        if (pos >= end || varint_at(d, &pos, end, 5, &length) < 0 || length < 0
+            || length > end - pos || length > limit)
+            return 0;
+        Py_ssize_t rec_end = pos + (Py_ssize_t)length;
+        pos += 1; /* attributes */
+        if (varint_at(d, &pos, end, 10, &ts_delta) < 0)
+            return 0;
+        if (have_append)
+            timestamp = append_ts;
+        else if (add_int64_checked(base_ts, ts_delta, &timestamp) < 0)
+            return 0;
+        if (varint_at(d, &pos, end, 5, &off_delta) < 0
+            || add_int64_checked(base_offset, off_delta, &offset) < 0)
+            return 0;
+        if (has && (expect == INT64_MAX || offset != expect + 1))
+            return 0;
+        Py_ssize_t kv_at[2], kv_len[2];
+        for (int kv = 0; kv < 2; kv++) {
+            if (varint_at(d, &pos, end, 5, &n) < 0)
+                return 0;
+            if (n < 0) {
+                kv_at[kv] = 0;
+                kv_len[kv] = -1;
+            } else {
+                if (n > end - pos)
+                    return 0;
+                kv_at[kv] = pos;
+                kv_len[kv] = (Py_ssize_t)n;
+                pos += (Py_ssize_t)n;
+            }
+        }
+        if (out_str(o, "| offset: ") || out_int(o, offset) || out_put(o, " ", 1)
+            || out_str(o, label) || out_str(o, ": ") || out_int(o, timestamp)
+            || out_str(o, " keySize: ") || out_int(o, kv_len[0])
+            || out_str(o, " valueSize: ") || out_int(o, kv_len[1])
+            || out_str(o, " sequence: ") || out_int(o, record_sequence(base_seq, off_delta))
+            || out_str(o, " headerKeys: ["))
+            return -1;
+        if (pos >= end)
+            return 0;
+        if (d[pos] == 0)
+            pos += 1;
+        else {
+            int64_t hn, klen, vlen;
+            if (varint_at(d, &pos, end, 5, &hn) < 0 || hn < 0 || hn > end - pos)
+                return 0;
+            for (int64_t j = 0; j < hn; j++) {
+                if (varint_at(d, &pos, end, 5, &klen) < 0 || klen < 0 || klen > end - pos)
+                    return 0;
+                if ((j && out_put(o, ",", 1)) || out_text_raw(o, d + pos, (Py_ssize_t)klen))
+                    return -1;
+                pos += (Py_ssize_t)klen;
+                if (varint_at(d, &pos, end, 5, &vlen) < 0)
+                    return 0;
+                if (vlen >= 0) {
+                    if (vlen > end - pos)
+                        return 0;
+                    pos += (Py_ssize_t)vlen;
+                }
+            }
+        }
+        if (pos != rec_end)
+            return 0;
+        if (out_put(o, "]", 1))
+            return -1;
+        if (print_data) {
+            if (kv_len[0] >= 0 && (out_str(o, " key: ") || out_text_raw(o, d + kv_at[0], kv_len[0])))
+                return -1;
+            if (kv_len[1] >= 0
+                && (out_str(o, " payload: ") || out_text_raw(o, d + kv_at[1], kv_len[1])))
+                return -1;
+        }
+        if (out_put(o, "\n", 1))
+            return -1;
+        expect = offset;
+        has = 1;
+    }
+    if (pos != end)
+        return 0;
+    *last_record = expect;
+    *has_last = has;
+    return 1;
+}
+
+/* The bytes inflate(codec, view) returns for a compressed batch's records; 0 with nothing held
+ * when it raised one of `errors` (the Python path then says what is wrong), -1 on another error. */
+static int
+inflated(PyObject *inflate, PyObject *errors, int codec, const unsigned char *data, Py_ssize_t n,
+         Py_buffer *out)
+{
+    PyObject *mv = PyMemoryView_FromMemory((char *)data, n, PyBUF_READ);
+    if (mv == NULL)
+        return -1;
+    PyObject *res = PyObject_CallFunction(inflate, "iO", codec, mv);
+    /* the view is of the caller's buffer: released now (a failure to, when something kept
+     * an export of it, changes nothing here), the pending exception kept */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *rel = PyObject_CallMethod(mv, "release", NULL);
+    if (rel == NULL)
+        PyErr_Clear();
+    Py_XDECREF(rel);
+    Py_DECREF(mv);
+    PyErr_Restore(et, ev, tb);
+    if (res == NULL) {
+        if (PyErr_ExceptionMatches(errors)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    int r = PyObject_GetBuffer(res, out, PyBUF_SIMPLE);
+    Py_DECREF(res); /* the buffer holds its own reference */
+    return r < 0 ? -1 : 1;
+}
+
+static PyObject *
+deep_lines(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, end, max_bytes, base, max_out, max_records;
+    long long prev_last, reach_last, limit, last_record = 0;
+    PyObject *crc_func, *last_obj, *inflate, *errors;
+    int print_data, has_last = 0;
+    out_t o = {NULL, 0, 0};
+
+    if (!PyArg_ParseTuple(args, "y*nnnOnLLOLpOOnn", &view, &pos, &end, &max_bytes, &crc_func,
+                          &base, &prev_last, &reach_last, &last_obj, &limit, &print_data,
+                          &inflate, &errors, &max_out, &max_records))
+        return NULL;
+    if (last_obj != Py_None) {
+        last_record = PyLong_AsLongLong(last_obj);
+        if (last_record == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        has_last = 1;
+    }
+    const unsigned char *buf = view.buf;
+    if (pos < 0 || max_bytes < 0 || base < 0 || pos > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "negative position, size or base");
+        return NULL;
+    }
+    if (end > view.len)
+        end = view.len;
+    Py_ssize_t stop = max_bytes > PY_SSIZE_T_MAX - pos ? PY_SSIZE_T_MAX : pos + max_bytes;
+    while (pos < stop && end - pos >= 61 && o.len < max_out) {
+        const unsigned char *b = buf + pos;
+        int32_t size = be32(b + 8);
+        int attrs = b[22];
+        int codec = attrs & 7;
+        if ((signed char)b[16] != 2 || size < 49 || (Py_ssize_t)size > end - pos - 12
+            || CODECS[codec] == NULL || (attrs & 0x20) || base > PY_SSIZE_T_MAX - pos)
+            break;
+        Py_ssize_t total = (Py_ssize_t)size + 12;
+        int64_t base_offset = be64(b), last;
+        int32_t count = be32(b + 57);
+        if (last_offset(base_offset, be32(b + 23), &last) < 0 || last <= prev_last
+            || last > reach_last || count <= 0 || count > max_records
+            || (codec != 0 && inflate == Py_None))
+            break;
+        PyObject *mv = PyMemoryView_FromMemory((char *)b + 21, total - 21, PyBUF_READ);
+        if (mv == NULL)
+            goto fail;
+        PyObject *crc = PyObject_CallOneArg(crc_func, mv);
+        Py_DECREF(mv);
+        if (crc == NULL)
+            goto fail;
+        unsigned long computed = PyLong_AsUnsignedLong(crc);
+        Py_DECREF(crc);
+        if (computed == (unsigned long)-1 && PyErr_Occurred())
+            goto fail;
+        if (computed != (uint32_t)be32(b + 17))
+            break;
+        Py_ssize_t mark = o.len;
+        if (put_batch_line(&o, b, base + pos, total, 1) < 0)
+            goto fail;
+        Py_buffer data;
+        const unsigned char *d = b + 61;
+        Py_ssize_t dlen = total - 61;
+        int held = 0;
+        if (codec != 0) {
+            int r = inflated(inflate, errors, codec, d, dlen, &data);
+            if (r < 0)
+                goto fail;
+            if (r == 0) {
+                o.len = mark;
+                break;
+            }
+            held = 1;
+            d = data.buf;
+            dlen = data.len;
+        }
+        int append = (attrs & 0x08) != 0;
+        int r = put_records(&o, d, dlen, count, base_offset, be64(b + 27), append, be64(b + 35),
+                            be32(b + 53), limit, append ? "LogAppendTime" : "CreateTime",
+                            print_data, &has_last, &last_record);
+        if (held)
+            PyBuffer_Release(&data);
+        if (r < 0)
+            goto fail;
+        if (r == 0) {
+            o.len = mark;
+            break;
+        }
+        prev_last = last;
+        pos += total;
+    }
+    PyBuffer_Release(&view);
+    PyObject *bytes = out_finish(&o);
+    if (bytes == NULL)
+        return NULL;
+    if (!has_last)
+        return Py_BuildValue("(NnLO)", bytes, pos, prev_last, Py_None);
+    return Py_BuildValue("(NnLL)", bytes, pos, prev_last, last_record);
+fail:
+    PyBuffer_Release(&view);
+    PyMem_Free(o.data);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"batch_lines", batch_lines, METH_VARARGS, "kafka-dump-log batch lines of valid v2 batches."},
     {"batch_line", batch_line, METH_VARARGS, "The kafka-dump-log line of one v2 batch."},
     {"record_lines", record_lines, METH_VARARGS, "kafka-dump-log record lines of a v2 batch."},
+    {"deep_lines", deep_lines, METH_VARARGS,
+     "kafka-dump-log batch and record lines of plain valid v2 data batches."},
     {NULL, NULL, 0, NULL},
 };
 

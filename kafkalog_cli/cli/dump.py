@@ -290,7 +290,7 @@ class _DumpRun:
         self.max_message_size = max_message_size
         self.base_offset = base_offset
         self.reading = dict(records=deep, max_bytes=max_bytes, resync=resync,
-                            fast=writer.fast_path())
+                            fast=writer.fast_path(), fast_records=writer.fast_records_path())
         self.parser = writer.opts.parser
         self.metadata_by_default = False
         # partition directory: [--from-offset, furthest segment read, any batch shown, its end]

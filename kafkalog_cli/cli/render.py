@@ -14,9 +14,9 @@ import sys
 
 from ..format.crc import crc32c
 
-from ..format import control
+from ..format import codecs, control
 from ..format.errors import CorruptRecordError
-from ..format.records import record_sequence
+from ..format.records import RECORD_CHUNK, record_sequence
 from ..log import names
 from ..log.files import printable_name
 from ..log.read import MISPLACED, NOT_DECODED, BatchProblem, BatchRead, BytesProblem
@@ -175,6 +175,13 @@ class Writer:
         """None, or a function(log, pos, end, max_bytes, prev_last) -> (new pos, prev_last)
         that writes a run of batches faster than ``batch`` one by one would, stopping before a
         batch whose last offset is not above ``prev_last``."""
+        return None
+
+    def fast_records_path(self):
+        """None, or a function(log, pos, end, max_bytes, prev_last, reach_last) -> (new pos,
+        prev_last) that writes a run of batches with their records (as ``batch`` and
+        ``records`` would), stopping before a batch whose last offset is not above ``prev_last``
+        or is above ``reach_last``, and before any batch it cannot write as they would."""
         return None
 
     def batch(self, batch, recs):
@@ -378,6 +385,11 @@ class KafkaWriter(Writer):
         self._c_batch_line = native
         self._c_records = (native if opts.key_decoder == opts.value_decoder == "string"
                            and opts.parser is None else None)
+        # ... and runs of whole v2 data batches with their record lines (_v2_lines' output)
+        self._c_deep = (self._c_records if opts.deep and not opts.skip_metadata
+                        and hasattr(self._c_records, "deep_lines") else None)
+        self._chunk_span = None  # (log, file position, length) of what _chunk holds
+        self._inflater = None
         # ... and record lines with a parser's payloads, for a parser that gives them by batch
         self._c_parser_records = (native if opts.parser is not None
                                   and opts.parser.payloads is not None else None)
@@ -389,10 +401,49 @@ class KafkaWriter(Writer):
         self._pairs = []
         self._last = -1 if self._java else None
         self._nonconsecutive.append((os.path.abspath(path), self._pairs))
+        self._chunk_span = None
 
     def fast_path(self):
         """A function that prints a run of batches at once, where this dump allows it."""
         return None if self._c_runs is None else self._fast_batches
+
+    def fast_records_path(self):
+        """A function that prints a run of batches with their records at once, where this
+        dump allows it."""
+        return None if self._c_deep is None else self._fast_deep
+
+    def _chunk_at(self, log, pos, end, fresh):
+        """(file position, length) of the file's bytes held in the reused buffer, which holds
+        ``pos``: read there anew (at most _FAST_CHUNK bytes, up to ``end``) unless it already
+        holds ``pos`` and ``fresh`` is false. A run that ends one batch before a batch the
+        fast path does not take resumes in the bytes already read."""
+        if self._chunk is None:
+            self._chunk = bytearray(_FAST_CHUNK)
+        span = self._chunk_span
+        if fresh or span is None or span[0] is not log or not span[1] <= pos < span[1] + span[2]:
+            n = log.read_into(memoryview(self._chunk)[:min(_FAST_CHUNK, end - pos)], pos)
+            span = self._chunk_span = (log, pos, n)
+        return span[1], min(span[2], end - span[1])
+
+    def _fast_run(self, log, pos, end, max_bytes, step):
+        """Feed the file's bytes from ``pos`` to ``step(view, at, n, file position of view)``,
+        which renders what it can of ``view[at:n]`` and returns the position in ``view`` where
+        it stopped; stops once ``max_bytes`` are consumed, at ``end``, or where ``step`` takes
+        nothing of freshly read bytes. Returns the file position reached."""
+        stop = min(end, pos + max_bytes)
+        fresh = False
+        while pos < stop:
+            start, n = self._chunk_at(log, pos, end, fresh)
+            at = pos - start
+            used = step(memoryview(self._chunk), at, n, start)
+            if used == at:
+                if fresh or start == pos:
+                    break
+                fresh = True  # the batch may run past the bytes held: read from it
+                continue
+            fresh = False
+            pos = start + used
+        return pos
 
     def _fast_batches(self, log, pos, end, max_bytes, prev_last):
         """Print the run of valid v2 batches from ``pos`` whose last offsets rise above
@@ -403,20 +454,46 @@ class KafkaWriter(Writer):
         for the entry at the position returned (one the fast path does not take, or one larger
         than the buffer).
         """
-        if self._chunk is None:
-            self._chunk = bytearray(_FAST_CHUNK)
-        view = memoryview(self._chunk)
-        stop = min(end, pos + max_bytes)
-        while pos < stop:
-            n = log.read_into(view[:min(_FAST_CHUNK, end - pos)], pos)
-            data, used, prev_last = self._c_runs.batch_lines(view, 0, n, n, crc32c, pos, prev_last)
+        last = [prev_last]
+
+        def step(view, at, n, start):
+            data, used, last[0] = self._c_runs.batch_lines(view, at, n, n - at, crc32c, start,
+                                                           last[0])
             if data:
                 self.put_bytes(data)
                 self._maybe_flush()
-            if used == 0:
-                break
-            pos += used
-        return pos, prev_last
+            return used
+
+        return self._fast_run(log, pos, end, max_bytes, step), last[0]
+
+    def _fast_deep(self, log, pos, end, max_bytes, prev_last, reach_last):
+        """As _fast_batches, with each batch's records (``--deep-iteration``): the run of
+        plain v2 data batches (see _kafkatext.deep_lines) from ``pos`` in one go, the records
+        of compressed batches inflated as iter_records inflates them. The record offsets
+        printed continue the writer's tracking of consecutive offsets (a batch that would
+        break it is left to ``records``, which notes the gap)."""
+        if self._inflater is None:
+            self._inflater = codecs.Inflater()  # one per run: zstd's context is reused
+        inflate_any = self._inflater.inflate
+        batch_limit = log.batch_limit
+
+        def inflate(codec, data):
+            return inflate_any(codec, data, batch_limit, 2)
+
+        last = [prev_last]
+        print_data = self.opts.print_data
+
+        def step(view, at, n, start):
+            data, used, last[0], self._last = self._c_deep.deep_lines(
+                view, at, n, n - at, crc32c, start, last[0], reach_last, self._last,
+                log.max_message_size, print_data, inflate, CorruptRecordError, _FLUSH_BYTES,
+                RECORD_CHUNK)
+            if data:
+                self.put_bytes(data)
+                self._maybe_flush()
+            return used
+
+        return self._fast_run(log, pos, end, max_bytes, step), last[0]
 
     def batch(self, b, recs):
         native = self._c_batch_line

@@ -34,6 +34,10 @@ NOT_DECODED = "not_decoded"    # its records inflate past the bound: valid, reco
 
 # A fast run: (log, position, end, bytes at most, last offset before) -> (position, last offset)
 FastRun = Callable[[LogFile, int, int, int, int], Tuple[int, int]]
+# ... with records: (log, position, end, bytes at most, last offset before, highest last offset
+# the segment can hold) -> (position, last offset)
+FastRecordsRun = Callable[[LogFile, int, int, int, int, int], Tuple[int, int]]
+INT64_MAX = (1 << 63) - 1
 
 
 class BatchRead:
@@ -118,13 +122,19 @@ class SegmentReader:
     - ``skip_control``: control batches are passed over without an event.
     - ``fast``: a function that consumes a run of plain valid batches at once (the C renderer
       of `dump`); used only when no records are read and nothing is sought.
+    - ``fast_records``: the same for a run of batches with their records (`dump
+      --deep-iteration`); used only when records are read, nothing is sought, no ``stop`` is
+      given, and neither ``valid_only`` nor ``skip_control`` is set. It stops before any batch
+      it cannot take as this reader gives it (a problem, a control batch...), which this
+      reader then reads.
     """
 
     def __init__(self, log: LogFile, base: Optional[int] = None, *, seek: Optional[Seek] = None,
                  records: bool = False, start: int = 0, stop: Optional[int] = None,
                  max_bytes: Optional[int] = None, resync: bool = False,
                  valid_only: bool = False, skip_control: bool = False,
-                 fast: Optional[FastRun] = None) -> None:
+                 fast: Optional[FastRun] = None,
+                 fast_records: Optional[FastRecordsRun] = None) -> None:
         self.log = log
         self.seek = seek
         self.records = records
@@ -132,6 +142,8 @@ class SegmentReader:
         self.valid_only = valid_only
         self.skip_control = skip_control
         self.fast = fast if seek is None and not records else None
+        self.fast_records = (fast_records if seek is None and stop is None and records
+                             and not valid_only and not skip_control else None)
         self.end = log.size if max_bytes is None else min(log.size, max_bytes)
         self.limited = max_bytes is not None
         self.stop = stop
@@ -159,8 +171,15 @@ class SegmentReader:
         pos = min(self.start, end)
         prev_last: Optional[int] = None  # the highest last offset of the valid batches so far
         beyond_reach = False
+        fast_records = self.fast_records
         while pos < end:
-            if self.fast is not None:
+            if fast_records is not None:
+                # It stops before a batch whose offsets go back or out of the segment's reach.
+                pos, prev_last = fast_records(log, pos, end, RELEASE_STEP,
+                                              base - 1 if prev_last is None else prev_last,
+                                              min(base + MAX_RELATIVE_OFFSET, INT64_MAX))
+                log.release_before(pos)
+            elif self.fast is not None:
                 # From base - 1 the fast run also stops at a batch below the segment's base.
                 pos, prev_last = self.fast(log, pos, end, RELEASE_STEP,
                                            base - 1 if prev_last is None else prev_last)
@@ -196,7 +215,7 @@ class SegmentReader:
                 outcome = yield from self._batch(item)
                 if outcome is None:
                     return  # past the sought offsets: no later batch is wanted
-                if outcome and self.fast is not None:
+                if outcome and (self.fast is not None or fast_records is not None):
                     break  # back to the fast run
             else:
                 break
