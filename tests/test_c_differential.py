@@ -857,3 +857,65 @@ def test_encode_lines_random(lines, tail, key, pos, ts_delta, count, pending, ba
             count = pending = 0
         elif pos == len(data):
             return
+
+
+# -- encode_records: the records area of encode.Record objects ----------------------------------
+
+_header_pairs = st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=8))),
+                         max_size=3)
+
+
+def _a_record(key, value, ts, headers, headers_as):
+    from kafkalog_cli.format.encode import Record
+    return Record(key, value, ts, headers_as(headers))
+
+
+@needs_speedups
+@fuzz
+@given(rows=st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=200)),
+                               st.one_of(st.none(), st.binary(max_size=300)), _int64,
+                               _header_pairs), min_size=1, max_size=8),
+       headers_as=st.sampled_from([tuple, list, lambda h: [list(p) for p in h]]))
+def test_encode_records_random(rows, headers_as):
+    from kafkalog_cli.format.encode import encode_v2_records
+    recs = [_a_record(*row, headers_as=headers_as) for row in rows]
+    base = recs[0].timestamp
+    c = speedups.encode_records(recs, base)
+    try:
+        py = encode_v2_records(recs, base)
+    except UnicodeEncodeError:
+        assert c is None  # a header key with a lone surrogate: the Python's error is raised
+        return
+    if c is None:
+        # left to the Python: a header pair that is not a tuple, or a delta past 64 bits
+        assert (any(type(p) is not tuple for r in recs for p in r.headers)
+                or any(not INT64_MIN <= r.timestamp - base <= INT64_MAX for r in recs))
+    else:
+        assert c == py
+
+
+@needs_speedups
+@pytest.mark.parametrize("row", [
+    (b"k", b"v", INT64_MAX, ()), (None, None, INT64_MIN, ()), (b"", b"", 0, (("\u00e9", None),)),
+    (b"k" * 64, b"v" * 8192, 1700000000000, (("h", b"x" * 130), ("", b""))),
+])
+@pytest.mark.parametrize("base", [0, INT64_MIN, INT64_MAX, 1700000000000])
+def test_encode_records_edges(row, base):
+    from kafkalog_cli.format.encode import encode_v2_records
+    recs = [_a_record(*row, headers_as=tuple) for _ in range(3)]
+    c = speedups.encode_records(recs, base)
+    if INT64_MIN <= row[2] - base <= INT64_MAX:
+        assert c == encode_v2_records(recs, base)
+    else:
+        assert c is None
+
+
+@needs_speedups
+@pytest.mark.parametrize("odd", [dict(key="str"), dict(value=bytearray(b"x")), dict(timestamp=1.0),
+                                 dict(timestamp=2 ** 64), dict(headers=(("\ud800", b""),)),
+                                 dict(headers=((b"k", b""),))])
+def test_encode_records_leaves_what_is_not_plain_to_python(odd):
+    from kafkalog_cli.format.encode import Record
+    fields = dict(key=b"k", value=b"v", timestamp=5, headers=())
+    fields.update(odd)
+    assert speedups.encode_records([Record(**fields)], 0) is None

@@ -440,9 +440,174 @@ fail:
     return NULL;
 }
 
+/* -- encode_records: the records area of a v2 batch of format/encode.py's Records ------------
+ *
+ * encode_records(records, base_timestamp) -> bytes, or None
+ * mirrors format/encode.py's encode_v2_records (each Record as DefaultRecord: attributes 0, the
+ * timestamp delta from base_timestamp, the offset delta (its index), key, value, headers) to the
+ * byte (tests/test_c_differential.py). None, for the caller to use the Python, when a record is
+ * not plainly made of bytes, None, ints and (str, bytes or None) header tuples, or its
+ * timestamp delta does not fit 64 bits. */
+
+static PyObject *str_key, *str_value, *str_timestamp, *str_headers;
+
+typedef struct {
+    PyObject *key, *value, *headers; /* new references; headers a tuple or list */
+    int64_t delta;
+    Py_ssize_t body;
+} rec_fields;
+
+static void
+rec_clear(rec_fields *r)
+{
+    Py_CLEAR(r->key);
+    Py_CLEAR(r->value);
+    Py_CLEAR(r->headers);
+}
+
+/* 1: read, 0: not plain (fall back), -1: error */
+static int
+rec_read(PyObject *rec, int64_t base_ts, Py_ssize_t index, rec_fields *r)
+{
+    r->key = r->value = r->headers = NULL;
+    PyObject *ts = NULL;
+    int ok = 0;
+    if ((r->key = PyObject_GetAttr(rec, str_key)) == NULL
+            || (r->value = PyObject_GetAttr(rec, str_value)) == NULL
+            || (ts = PyObject_GetAttr(rec, str_timestamp)) == NULL
+            || (r->headers = PyObject_GetAttr(rec, str_headers)) == NULL) {
+        Py_XDECREF(ts);
+        rec_clear(r);
+        return -1;
+    }
+    if ((r->key != Py_None && !PyBytes_CheckExact(r->key))
+            || (r->value != Py_None && !PyBytes_CheckExact(r->value))
+            || !PyLong_CheckExact(ts)
+            || !(PyTuple_CheckExact(r->headers) || PyList_CheckExact(r->headers)))
+        goto done;
+    int overflow;
+    long long t = PyLong_AsLongLongAndOverflow(ts, &overflow);
+    if (overflow || (t == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        goto done;
+    }
+    if (__builtin_sub_overflow((int64_t)t, base_ts, &r->delta))
+        goto done;
+    Py_ssize_t body = 1 + zigzag_size(r->delta) + zigzag_size(index);
+    if (r->key == Py_None)
+        body += 1;
+    else
+        body += zigzag_size(PyBytes_GET_SIZE(r->key)) + PyBytes_GET_SIZE(r->key);
+    if (r->value == Py_None)
+        body += 1;
+    else
+        body += zigzag_size(PyBytes_GET_SIZE(r->value)) + PyBytes_GET_SIZE(r->value);
+    Py_ssize_t nh = PySequence_Fast_GET_SIZE(r->headers);
+    body += zigzag_size(nh);
+    for (Py_ssize_t i = 0; i < nh; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(r->headers, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
+            goto done;
+        PyObject *hk = PyTuple_GET_ITEM(pair, 0), *hv = PyTuple_GET_ITEM(pair, 1);
+        if (!PyUnicode_CheckExact(hk) || (hv != Py_None && !PyBytes_CheckExact(hv)))
+            goto done;
+        Py_ssize_t klen;
+        if (PyUnicode_AsUTF8AndSize(hk, &klen) == NULL) {
+            PyErr_Clear(); /* a lone surrogate: the Python raises its own error */
+            goto done;
+        }
+        body += zigzag_size(klen) + klen;
+        body += hv == Py_None ? 1 : zigzag_size(PyBytes_GET_SIZE(hv)) + PyBytes_GET_SIZE(hv);
+    }
+    r->body = body;
+    ok = 1;
+done:
+    Py_DECREF(ts);
+    if (!ok)
+        rec_clear(r);
+    return ok;
+}
+
+static inline unsigned char *
+put_bytes_field(unsigned char *out, PyObject *b)
+{
+    if (b == Py_None) {
+        *out++ = 1;
+        return out;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(b);
+    out = put_zigzag(out, n);
+    memcpy(out, PyBytes_AS_STRING(b), (size_t)n);
+    return out + n;
+}
+
+static PyObject *
+encode_records(PyObject *self, PyObject *args)
+{
+    PyObject *records;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "OL", &records, &base_ts))
+        return NULL;
+    PyObject *seq = PySequence_Fast(records, "records must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), total = 0;
+    rec_fields *fields = PyMem_Malloc(sizeof(rec_fields) * (size_t)(n ? n : 1));
+    PyObject *result = NULL;
+    Py_ssize_t got = 0;
+    if (fields == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (; got < n; got++) {
+        int r = rec_read(PySequence_Fast_GET_ITEM(seq, got), base_ts, got, &fields[got]);
+        if (r < 0)
+            goto out;
+        if (r == 0) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto out;
+        }
+        total += zigzag_size(fields[got].body) + fields[got].body;
+    }
+    result = PyBytes_FromStringAndSize(NULL, total);
+    if (result == NULL)
+        goto out;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        rec_fields *r = &fields[i];
+        o = put_zigzag(o, r->body);
+        *o++ = 0;
+        o = put_zigzag(o, r->delta);
+        o = put_zigzag(o, i);
+        o = put_bytes_field(o, r->key);
+        o = put_bytes_field(o, r->value);
+        Py_ssize_t nh = PySequence_Fast_GET_SIZE(r->headers);
+        o = put_zigzag(o, nh);
+        for (Py_ssize_t h = 0; h < nh; h++) {
+            PyObject *pair = PySequence_Fast_GET_ITEM(r->headers, h);
+            Py_ssize_t klen;
+            const char *k = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &klen);
+            o = put_zigzag(o, klen);
+            memcpy(o, k, (size_t)klen);
+            o += klen;
+            o = put_bytes_field(o, PyTuple_GET_ITEM(pair, 1));
+        }
+    }
+out:
+    if (fields != NULL) {
+        for (Py_ssize_t i = 0; i < got; i++)
+            rec_clear(&fields[i]);
+        PyMem_Free(fields);
+    }
+    Py_DECREF(seq);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_v2", decode_v2, METH_VARARGS, "Decode v2 records into a Records object's lists; return the position after them."},
     {"encode_lines", encode_lines, METH_VARARGS, "The v2 records area of lines of input (format/encode.py encode_lines)."},
+    {"encode_records", encode_records, METH_VARARGS, "The v2 records area of encode.Record objects (format/encode.py encode_v2_records), or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -455,6 +620,11 @@ PyInit__speedups(void)
 {
     empty_tuple = PyTuple_New(0);
     if (empty_tuple == NULL)
+        return NULL;
+    if ((str_key = PyUnicode_InternFromString("key")) == NULL
+            || (str_value = PyUnicode_InternFromString("value")) == NULL
+            || (str_timestamp = PyUnicode_InternFromString("timestamp")) == NULL
+            || (str_headers = PyUnicode_InternFromString("headers")) == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

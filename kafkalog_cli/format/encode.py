@@ -3,6 +3,8 @@ batches) and legacy v0/v1 messages, as Kafka's MemoryRecordsBuilder writes them.
 
 from __future__ import annotations
 
+import operator
+import os
 import struct
 import zlib
 
@@ -18,6 +20,14 @@ _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 _SNAPPY_BLOCK = 32 * 1024  # snappy-java's default block size
 _LZ4_BLOCK = 64 * 1024
 _CRC = struct.Struct(">I")
+_TIMESTAMP = operator.attrgetter("timestamp")
+
+_encode_records = None
+if not os.environ.get("KAFKALOG_PURE_PYTHON"):
+    try:  # the C mirror of encode_v2_records (format/_speedups.c)
+        from ._speedups import encode_records as _encode_records
+    except ImportError:
+        pass
 
 
 def _varint_cache():
@@ -101,6 +111,13 @@ def _v2_record(rec, offset_delta, base_timestamp):
     return _varint(len(data)) + data
 
 
+def encode_v2_records(records, base_timestamp):
+    """The records area of a v2 batch of ``records`` (offset deltas 0, 1, ...; timestamp deltas
+    from ``base_timestamp``). ``_speedups.encode_records`` is its C mirror (None where a
+    record is not plainly made of bytes, None, ints and (str, bytes or None) headers)."""
+    return b"".join(_v2_record(r, i, base_timestamp) for i, r in enumerate(records))
+
+
 def encode_v2_batch(records, base_offset, codec=codecs.NONE, timestamp_type=0,
                     log_append_time=None, producer_id=-1, producer_epoch=-1, base_sequence=-1,
                     transactional=False, control=False, partition_leader_epoch=-1):
@@ -112,9 +129,11 @@ def encode_v2_batch(records, base_offset, codec=codecs.NONE, timestamp_type=0,
     if not records:
         raise ValueError("a batch needs at least one record")
     base_ts = records[0].timestamp
-    area = b"".join(_v2_record(r, i, base_ts) for i, r in enumerate(records))
+    area = _encode_records(records, base_ts) if _encode_records is not None else None
+    if area is None:
+        area = encode_v2_records(records, base_ts)
     return encode_v2_area(area, len(records), base_offset, base_ts,
-                          max(r.timestamp for r in records), codec, timestamp_type,
+                          max(map(_TIMESTAMP, records)), codec, timestamp_type,
                           log_append_time, producer_id, producer_epoch, base_sequence,
                           transactional, control, partition_leader_epoch)
 
