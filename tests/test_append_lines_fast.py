@@ -91,3 +91,85 @@ def test_stream_and_line_by_line_write_the_same(tmp_path, seed, codec, settings)
     assert [r[2] for r in a[1]] == values
     assert [r[1] for r in a[1]] == [key] * len(values)
     assert flushed["fast"] == flushed["slow"]
+
+
+# -- jsonl: orjson for plain records, json for everything else ----------------------------------
+
+JSONL_LINES = [
+    b'{"key": "k", "value": "v"}',
+    b'{"value": "only a value", "timestamp": 1700000000000}',
+    b'{"key": null, "value": null}',
+    b'{}',
+    b'{"value": "\\u00e9\\u4e2d \\ud83d\\ude00 \xc3\xa9"}',
+    b'{"value": "x", "value": "dup"}',
+    b'   {"value": "spaces"}   ',
+    b'',
+    b'  \t ',
+    b'{"value": 12345678901234567890123}',      # an integer beyond 64 bits: json text
+    b'{"value": 1.5e300, "key": -0.0}',
+    b'{"value": {"a": [1, 2.50, "\\u00e9"]}}',
+    b'{"value": true}',
+    b'{"value": "x", "timestamp": 9223372036854775807}',
+    b'{"value": "x", "timestamp": -9223372036854775808}',
+    b'{"value": "x", "headers": {"h": "v", "n": null}}',
+    b'{"value": {"base64": "AAEC"}}',
+    b'{"key": "p", "value": "x", "producerId": 7, "transactional": true}',
+    b'{"key": "p", "value": "y", "producerId": 7}',
+    b'{"control": "commit", "producerId": 7, "producerEpoch": 0}',
+    b'{"value": "\\u0000\\u001f"}',
+    b'\xef\xbb\xbf{"value": "after a BOM"}',
+]
+
+BAD_JSONL_LINES = [
+    b'{"value": "x", "timestamp": 9223372036854775808}',
+    b'{"value": "x", "timestamp": 1.5}',
+    b'{"value": NaN}',
+    b'{"value": "\\ud800"}',                  # a lone surrogate: json reads it, UTF-8 cannot hold it
+    b'{"value": ',
+    b'[1, 2]',
+    b'{"val": "typo"}',
+    b'{"value": "x", "timestamp": true}',
+    b'\xff{"value": "x"}',
+]
+
+
+def _jsonl_run(tmp_path, name, items, settings):
+    d = str(tmp_path / ("%s-0" % name))
+    try:
+        result = append_records(d, items, settings)
+    except Exception as e:  # the same failure either way
+        return ("raised", type(e), str(e))
+    stopped = result.stopped
+    outcome = (result.records, result.first_offset, result.log_end_offset, result.dropped,
+               None if stopped is None else (stopped.line, str(stopped)))
+    return outcome, (_layout(d) if result.records else None)
+
+
+@pytest.mark.parametrize("bad", [None] + BAD_JSONL_LINES)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_jsonl_stream_and_line_by_line_read_the_same(tmp_path, bad, seed):
+    rng = random.Random(seed)
+    lines = [rng.choice(JSONL_LINES) for _ in range(60)]
+    if bad is not None:
+        lines.insert(rng.randrange(20, 50), bad)
+    data = b"".join(line + rng.choice([b"\n", b"\r\n"]) for line in lines)
+    s = AppendSettings(batch_records=4, roll=RollPolicy(index_interval=100))
+    fast = _jsonl_run(tmp_path, "fast", InputLines(Pieces(data, seed), "jsonl"), s)
+    slow = _jsonl_run(tmp_path, "slow", InputLines(io.BytesIO(data).readlines(), "jsonl"), s)
+    assert fast == slow
+    if fast[0] != "raised" and bad is not None:
+        assert fast[0][4] is not None  # the bad line stopped it
+
+
+@pytest.mark.parametrize("line", JSONL_LINES + BAD_JSONL_LINES)
+def test_plain_records_read_by_orjson_as_json_reads_them(line):
+    """A line orjson takes as a plain record makes the Record json makes of it."""
+    from kafkalog_cli.log import append_input
+    plain = append_input._plain_record(line, now=123)
+    if plain is None:
+        return
+    general = append_input._parse_object(line, False)
+    assert (plain.key, plain.value, plain.headers) == (general.key, general.value,
+                                                       general.headers)
+    if b"timestamp" in line:
+        assert plain.timestamp == general.timestamp

@@ -17,12 +17,15 @@ import binascii
 import json
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
+import orjson
+
 from ..format.encode import Record
 from .append import now_ms
-from .produce import InputError, Item, Marker, ProducedRecord
+from .produce import InputError, Item, Marker, ProducedRecord, RecordRun
 
 INPUT_FORMATS = ("lines", "jsonl")
 INT16_MAX, INT32_MAX, INT64_MAX = 2 ** 15 - 1, 2 ** 31 - 1, 2 ** 63 - 1
+INT64_MIN = -2 ** 63
 PRODUCER_FIELDS = ("producerId", "producerEpoch", "sequence", "transactional")
 RECORD_FIELDS = ("key", "value", "headers")
 # every field a line may carry; another is most likely a typo ("val" for "value"), which would
@@ -117,9 +120,48 @@ def _marker(obj: Dict[str, Any]) -> Marker:
                   0 if coordinator_epoch is None else coordinator_epoch, _timestamp(obj))
 
 
+_PLAIN_FIELDS = frozenset(("key", "value", "timestamp"))
+
+
+def _plain_record(line: Union[str, bytes], now: Optional[int] = None) -> Optional[Record]:
+    """The Record of a line that is an object of a string or null ``key`` and ``value`` and an
+    integer or null ``timestamp``, read by orjson (3-4x json); None for any other line, which
+    ``parse_jsonl`` reads with json as it always has. Within that shape both read the same
+    (orjson refuses the lone surrogates json lets through, and the NaN and the integers beyond
+    64 bits it would turn into floats cannot be there)."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or not _PLAIN_FIELDS.issuperset(obj):
+        return None
+    key, value, ts = obj.get("key"), obj.get("value"), obj.get("timestamp")
+    if type(key) is str:
+        key = key.encode("utf-8")
+    elif key is not None:
+        return None
+    if type(value) is str:
+        value = value.encode("utf-8")
+    elif value is not None:
+        return None
+    if ts is None:
+        ts = now_ms() if now is None else now
+    elif type(ts) is not int or not INT64_MIN <= ts <= INT64_MAX:
+        return None
+    return Record(key, value, ts)
+
+
 def parse_jsonl(line: Union[str, bytes], ignore_unknown_fields: bool = False) -> Item:
     """One JSON-lines object: a Record, a ProducedRecord (with producer fields) or a Marker. A
     field it does not know is an InputError unless ``ignore_unknown_fields``."""
+    plain = _plain_record(line)
+    if plain is not None:
+        return plain
+    return _parse_object(line, ignore_unknown_fields)
+
+
+def _parse_object(line: Union[str, bytes], ignore_unknown_fields: bool) -> Item:
+    """``parse_jsonl`` of a line that is no plain record, by json."""
     try:
         obj = json.loads(line)
     except ValueError as e:
@@ -215,6 +257,10 @@ class InputLines:
         return _line_chunks(read)
 
     def __iter__(self) -> Iterator[Item]:
+        read = getattr(self.lines, "read1", None)
+        if self.input_format == "jsonl" and read is not None:
+            yield from self._jsonl_stream(read)
+            return
         for number, line in enumerate(self.lines, start=1):
             self.line = number
             if self.input_format == "lines":
@@ -228,6 +274,46 @@ class InputLines:
                 e.line = number
                 raise
             yield item
+
+
+    def _jsonl_stream(self, read: Callable[[int], bytes]) -> Iterator[Item]:
+        """The items of ``jsonl`` read from a stream a read at a time: the plain records of
+        consecutive lines together, as a RecordRun (up to the next other item, or the end of
+        the read), every other item alone, as ``__iter__`` gives them."""
+        number = 0
+        ignore = self.ignore_unknown_fields
+        for data, start, end in _line_chunks(read):
+            lines = (data if start == 0 and end == len(data) else data[start:end]).split(b"\n")
+            last = len(lines) - 1
+            if data[end - 1] == 10:
+                lines.pop()  # what follows the last newline: nothing
+                last = len(lines)  # every line had its newline
+            run = RecordRun()
+            now = now_ms()  # the time of the read: the timestamp of a line without one
+            for i, line in enumerate(lines):
+                number += 1
+                plain = _plain_record(line, now)
+                if plain is not None:
+                    run.append(plain)
+                    continue
+                if i < last:
+                    line += b"\n"  # as read line by line (json's messages count it)
+                if not line.strip():
+                    continue
+                if run:
+                    self.line = number - 1
+                    yield run
+                    run = RecordRun()
+                self.line = number
+                try:
+                    item = _parse_object(line, ignore)
+                except InputError as e:
+                    e.line = number
+                    raise
+                yield item
+            if run:
+                self.line = number
+                yield run
 
 
 __all__: List[str] = ["INPUT_FORMATS", "InputLines", "parse_jsonl"]

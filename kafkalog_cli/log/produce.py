@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 from ..errors import KafkalogError, UsageError
@@ -131,9 +132,14 @@ class Marker:
     timestamp: Optional[int] = None
 
 
+class RecordRun(List[Record]):
+    """Plain Records given at once (each as a Record given alone): InputLines gives the
+    records of consecutive JSON lines so, a read at a time."""
+
+
 # What append_records takes: a plain Record (from the settings' producer, if any), a record
-# of a given producer, or a transaction marker
-Item = Union[Record, ProducedRecord, Marker]
+# of a given producer, a run of plain Records, or a transaction marker
+Item = Union[Record, ProducedRecord, Marker, RecordRun]
 
 
 @dataclass(frozen=True)
@@ -176,7 +182,7 @@ def encode_entries(records: List[Record], base_offset: int, settings: AppendSett
     def max_ts(batch: List[Record]) -> int:
         if magic == 0:
             return -1  # magic 0 has no timestamps
-        return append_time if append_time is not None else max(r.timestamp for r in batch)
+        return append_time if append_time is not None else max(map(_timestamp, batch))
 
     last = base_offset + len(records) - 1
     if magic == 2:
@@ -189,6 +195,9 @@ def encode_entries(records: List[Record], base_offset: int, settings: AppendSett
                  base_offset + i, max_ts([r])) for i, r in enumerate(records)]
     return [(encode_legacy(records, base_offset, magic, codec, ts_type, append_time), last,
              max_ts(records))]
+
+
+_timestamp = attrgetter("timestamp")
 
 
 def _next_sequence(sequence: int, n: int = 1) -> int:
@@ -268,6 +277,16 @@ class RecordAppender:
 
     # -- gathering -------------------------------------------------------------------------------
     def add(self, item: Item) -> None:
+        if type(item) is Record and self.settings.producer_id < 0:
+            self._add_plain(item)
+            return
+        if isinstance(item, RecordRun):
+            if self.settings.producer_id < 0:
+                self._add_plain_run(item)
+            else:
+                for record in item:
+                    self.add(record)
+            return
         if isinstance(item, Marker):
             self.write_pending()
             self.write_marker(item)
@@ -303,6 +322,47 @@ class RecordAppender:
         if len(self.pending) >= s.batch_records or self.pending_bytes >= s.batch_bytes:
             self.write_pending()  # full: written now, so that bad input later cannot drop it
 
+    def _add_plain(self, record: Record) -> None:
+        """``add`` of a plain Record when the settings name no producer: what ``add`` does
+        for it, without its producer checks."""
+        size = record.size_estimate()
+        if self.pending and (self.pending_key != NO_PRODUCER
+                             or self.pending_bytes + size > self.settings.batch_bytes):
+            self.write_pending()
+        if not self.pending:
+            self.pending_key = NO_PRODUCER
+            self.pending_sequence = -1
+        self.pending.append(record)
+        self.pending_bytes += size
+        if (len(self.pending) >= self.settings.batch_records
+                or self.pending_bytes >= self.settings.batch_bytes):
+            self.write_pending()  # full: written now, so that bad input later cannot drop it
+
+    def _add_plain_run(self, records: List[Record]) -> None:
+        """``_add_plain`` of each of ``records``, in one loop."""
+        batch_bytes, batch_records = self.settings.batch_bytes, self.settings.batch_records
+        if self.pending and self.pending_key != NO_PRODUCER:
+            self.write_pending()
+        self.pending_key = NO_PRODUCER
+        self.pending_sequence = -1
+        pending, pending_bytes = self.pending, self.pending_bytes
+        for record in records:
+            key, value = record.key, record.value
+            size = ((len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+                    + 21 if not record.headers else record.size_estimate())
+            if pending and pending_bytes + size > batch_bytes:
+                self.pending_bytes = pending_bytes
+                self.write_pending()
+                pending, pending_bytes = self.pending, 0
+            pending.append(record)
+            pending_bytes += size
+            if len(pending) >= batch_records or pending_bytes >= batch_bytes:
+                self.pending_bytes = pending_bytes
+                self.write_pending()  # full: written now, so that bad input later cannot drop it
+                pending, pending_bytes = self.pending, 0
+        self.pending_bytes = pending_bytes
+        self.writer.write_out()  # what a read of the input made full is written
+
     def write_pending(self) -> None:
         if not self.pending:
             return
@@ -311,7 +371,11 @@ class RecordAppender:
         for data, last_offset, ts in encode_entries(self.pending, base, self.settings,
                                                     self.pending_key, self.pending_sequence,
                                                     append_time, self.leader_epoch):
-            self.writer.append(data, last_offset, ts)
+            if self.settings.magic == 2 and self.pending_key == NO_PRODUCER:
+                # no producer state to keep: written with the next run of plain batches
+                self.writer.append_plain(data, base, last_offset, ts, self.leader_epoch)
+            else:
+                self.writer.append(data, last_offset, ts)
         self._written(base, n)
         self.pending, self.pending_bytes = [], 0
 
