@@ -109,9 +109,10 @@ def test_recover_torn_tail_reports_the_segment_set_aside(tmp_path):
             lines = text.out.splitlines()
             assert lines[-1] == (
                 "1 partition, 1 to repair: %d records would be removed; %d bytes would be cut "
-                "from 1 segment; 1 segment (%d bytes) would be set aside; new log end offset "
-                "%d (dry run: nothing changed)" % (records(kbs1), torn_at - end, size1,
-                                                  p["logEndOffset"]))
+                "from 1 segment; 1 segment (%d bytes) would be set aside; %d records of a torn "
+                "batch would be lost; new log end offset %d (dry run: nothing changed)"
+                % (records(kbs1), torn_at - end, size1, kbs0[-1].batch.records_count,
+                   p["logEndOffset"]))
             line1 = [line for line in lines if line.startswith(str(part / SEG1))]
             assert line1 == ["%s: after a corrupt segment: would be moved to quarantine: "
                              "offsets 300-599, 300 records, %d bytes" % (part / SEG1, size1)]
@@ -129,8 +130,89 @@ def test_recover_torn_tail_reports_the_segment_set_aside(tmp_path):
             assert lines[0] == (
                 "%s: recovery point 600, --full; new log end offset %d; would remove offsets "
                 "300-599 (300 records): %d bytes would be cut, 1 segment (%d bytes) would be set "
-                "aside" % (part, p["logEndOffset"], torn_at - end, size1))
+                "aside; a torn batch, offsets %d-%d (%d records), would be lost"
+                % (part, p["logEndOffset"], torn_at - end, size1, kbs0[-1].batch.base_offset,
+                   kbs0[-1].batch.last_offset, kbs0[-1].batch.records_count))
     assert sorted(os.listdir(part / "kafkalog-quarantine"))
+
+
+def test_recover_torn_batch_offsets_and_records_from_its_header(tmp_path):
+    """The torn last batch's header is whole (100 of its bytes are there): its offsets and
+    record count, as kafka-python reads them from the intact file, are reported lost (would be,
+    in a dry run) in the JSON, the lines on a pipe and the table on a terminal."""
+    d, part, kbs0, kbs1, torn_at = torn_metrics(tmp_path)
+    torn = kbs0[-1]
+    first, last, count = torn.batch.base_offset, torn.batch.last_offset, torn.batch.records_count
+    assert torn_at - torn.position == 100 and (first, last, count) == (290, 299, 10)
+    for dry in (True, False):
+        args = ["--dry-run"] if dry else []
+        lost = "would be lost" if dry else "lost"
+        if dry:
+            # the table on a terminal
+            code, out = on_a_terminal(["recover", "--full", "--dry-run", part], columns=250)
+            assert code == 1, out
+            assert "torn batch: offsets %d-%d, %d records would be lost" % (first, last, count) \
+                in out, out
+        # text on a pipe
+        code, out = on_a_pipe(["recover", "--full", *args, part])
+        assert code == 1, out
+        line0 = [line for line in out.splitlines() if line.startswith(str(part / SEG0))]
+        assert ("at position %d, offset %d on (" % (torn.position, first)) in line0[0], line0
+        assert ("; the last %d bytes are the start of a torn batch, offsets %d-%d (%d records): "
+                "%s;" % (torn_at - torn.position, first, last, count, lost)) in line0[0], line0
+        partition = out.splitlines()[0]
+        assert partition.endswith("; a torn batch, offsets %d-%d (%d records), %s"
+                                  % (first, last, count, lost)), partition
+        assert ("; %d records of a torn batch %s;" % (count, lost)) in out.splitlines()[-1]
+        if not dry:
+            break
+        # JSON
+        res = kafkalog("recover", "--full", "--format", "json", *args, part)
+        assert res.code == 1, res
+        objs = json_objs(res)
+        s0 = [o for o in objs if o["type"] == "segment" and o["file"].endswith(SEG0)][0]
+        assert (s0["tornFirstOffset"], s0["tornLastOffset"], s0["tornRecords"],
+                s0["tornOffsetsKnown"], s0["bytesWithoutBatch"], s0["firstBadOffset"]) == (
+            first, last, count, True, torn_at - torn.position, first)
+        s1 = [o for o in objs if o["type"] == "segment" and o["file"].endswith(SEG1)][0]
+        assert (s1["tornRecords"], s1["tornOffsetsKnown"]) == (None, None)
+        p = [o for o in objs if o["type"] == "partition"][0]
+        assert (p["tornFirstOffset"], p["tornLastOffset"], p["tornRecords"],
+                p["tornBatchesOffsetsUnknown"]) == (first, last, count, 0)
+        assert (objs[-1]["tornRecords"], objs[-1]["tornBatches"],
+                objs[-1]["tornBatchesOffsetsUnknown"]) == (count, 1, 0)
+
+
+def test_recover_torn_batch_without_a_readable_header(tmp_path):
+    """30 bytes of the last batch (its header is 61): the offsets are said to be unknown;
+    zeros after the last batch (a pre-allocated file) likewise."""
+    d, part, kbs0, kbs1, _ = torn_metrics(tmp_path)
+    torn = kbs0[-1]
+    with open(part / SEG0, "r+b") as f:
+        f.truncate(torn.position + 30)
+    res = kafkalog("recover", "--full", "--dry-run", "--format", "json", part)
+    assert res.code == 1, res
+    objs = json_objs(res)
+    s0 = [o for o in objs if o["type"] == "segment" and o["file"].endswith(SEG0)][0]
+    assert (s0["tornFirstOffset"], s0["tornLastOffset"], s0["tornRecords"],
+            s0["tornOffsetsKnown"], s0["bytesWithoutBatch"]) == (None, None, None, False, 30)
+    p = [o for o in objs if o["type"] == "partition"][0]
+    assert (p["tornRecords"], p["tornFirstOffset"], p["tornBatchesOffsetsUnknown"]) == (0, None, 1)
+    assert (objs[-1]["tornRecords"], objs[-1]["tornBatches"],
+            objs[-1]["tornBatchesOffsetsUnknown"]) == (0, 1, 1)
+    code, out = on_a_pipe(["recover", "--full", "--dry-run", part])
+    assert code == 1, out
+    assert ("the last 30 bytes hold no batch header that can be read: the offsets of the torn "
+            "batch are unknown") in out, out
+    assert out.splitlines()[0].endswith("; a torn batch of unknown offsets would be cut"), out
+    # zeros where the next batch would start: no header, offsets unknown
+    with open(part / SEG0, "r+b") as f:
+        f.truncate(torn.position)
+        f.seek(torn.position)
+        f.write(b"\0" * 4096)
+    res = kafkalog("recover", "--full", "--dry-run", "--format", "json", part)
+    s0 = [o for o in json_objs(res) if o["type"] == "segment" and o["file"].endswith(SEG0)][0]
+    assert (s0["tornOffsetsKnown"], s0["bytesWithoutBatch"]) == (False, 4096), s0
 
 
 def test_recover_whole_batches_cut_are_counted(tmp_path):

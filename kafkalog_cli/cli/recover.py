@@ -53,6 +53,19 @@ def _removed_text(r):
     return text
 
 
+def _torn_text(r, dry_run):
+    """The batch a torn tail is the start of: its offsets and records, from its header, lost
+    (in the conditional for a dry run); or that its offsets are unknown. "" without one."""
+    if not r.torn_bytes:
+        return ""
+    if r.torn_first is None:
+        return ("the last %d bytes hold no batch header that can be read: the offsets of the "
+                "torn batch are unknown" % r.torn_bytes)
+    return "the last %d bytes are the start of a torn batch, offsets %d-%d (%s): %s" % (
+        r.torn_bytes, r.torn_first, r.torn_last, plural(r.torn_records, "record"),
+        "would be lost" if dry_run else "lost")
+
+
 def _where(directory):
     topic, number = topic_partition(directory)
     return {"topic": topic, "partition": number}
@@ -65,7 +78,10 @@ def _segment_json(plan, r, path, dry_run):
                bytesKept=r.kept, bytesCut=r.bytes_cut, setAside=r.moved,
                bytesSetAside=r.bytes_set_aside, recordsRemoved=r.removed_records,
                firstOffsetRemoved=r.removed_first, lastOffsetRemoved=r.removed_last,
-               bytesWithoutBatch=r.torn_bytes, dryRun=dry_run)
+               bytesWithoutBatch=r.torn_bytes, tornFirstOffset=r.torn_first,
+               tornLastOffset=r.torn_last, tornRecords=r.torn_records,
+               tornOffsetsKnown=None if not r.torn_bytes else r.torn_first is not None,
+               dryRun=dry_run)
     if r.records is not None:
         obj.update(records=r.records, firstOffset=r.first_offset,
                    lastOffset=None if r.next_offset is None else r.next_offset - 1,
@@ -88,6 +104,7 @@ def _segment_json(plan, r, path, dry_run):
 
 def _partition_json(plan, dry_run):
     removed = plan.removed_offsets
+    torn = plan.torn_offsets
     obj = dict(type="partition", **_where(plan.directory))
     obj.update(directory=printable_name(plan.directory), recoveryPoint=plan.recovery_point,
                cleanShutdown=plan.clean_shutdown, full=plan.full,
@@ -95,8 +112,32 @@ def _partition_json(plan, dry_run):
                firstOffsetRemoved=None if removed is None else removed[0],
                lastOffsetRemoved=None if removed is None else removed[1],
                bytesCut=plan.bytes_cut, segmentsSetAside=plan.segments_set_aside,
-               bytesSetAside=plan.bytes_set_aside, changed=plan.changes, dryRun=dry_run)
+               bytesSetAside=plan.bytes_set_aside, tornRecords=plan.torn_records,
+               tornFirstOffset=None if torn is None else torn[0],
+               tornLastOffset=None if torn is None else torn[1],
+               tornBatchesOffsetsUnknown=plan.torn_unknown, changed=plan.changes,
+               dryRun=dry_run)
     return obj
+
+
+def _torn_batches(n):
+    return "a torn batch" if n == 1 else "%d torn batches" % n
+
+
+def _partition_torn_text(plan, dry_run):
+    """'; a torn batch, offsets 290-299 (10 records), lost' for the partition's line."""
+    parts = []
+    torn = plan.torn_offsets
+    if torn is not None:
+        known = sum(1 for r in plan.segments if r.torn_first is not None)
+        parts.append("%s, offsets %d-%d (%s), %s" % (
+            _torn_batches(known), torn[0], torn[1], plural(plan.torn_records, "record"),
+            "would be lost" if dry_run else "lost"))
+    if plan.torn_unknown:
+        parts.append("%s of unknown offsets %s" % (
+            _torn_batches(plan.torn_unknown),
+            "would be cut" if dry_run else "cut"))
+    return "".join("; " + p for p in parts)
 
 
 def _removal_text(plan, dry_run, human=False):
@@ -115,10 +156,10 @@ def _removal_text(plan, dry_run, human=False):
                                       "%d bytes" % plan.bytes_set_aside,
                                       "would be set aside" if dry_run else "set aside"))
     if removed is None:  # bytes holding no whole batch
-        return ", ".join(parts) + " (no whole batch)"
-    return "%s offsets %d-%d (%s): %s" % ("would remove" if dry_run else "removed", removed[0],
-                                          removed[1], plural(plan.records_removed, "record"),
-                                          ", ".join(parts))
+        return ", ".join(parts) + " (no whole batch)" + _partition_torn_text(plan, dry_run)
+    return "%s offsets %d-%d (%s): %s%s" % ("would remove" if dry_run else "removed", removed[0],
+                                            removed[1], plural(plan.records_removed, "record"),
+                                            ", ".join(parts), _partition_torn_text(plan, dry_run))
 
 
 class _Report:
@@ -256,13 +297,19 @@ class _Report:
         segments_cut = sum(1 for p in plans for r in p.segments if r.bytes_cut)
         segments_aside = sum(p.segments_set_aside for p in plans)
         records = sum(p.records_removed for p in plans)
+        torn_records = sum(p.torn_records for p in plans)
+        torn_known = sum(1 for p in plans for r in p.segments if r.torn_first is not None)
+        torn_unknown = sum(p.torn_unknown for p in plans)
         ends = [{"topic": topic_partition(p.directory)[0],
                  "partition": topic_partition(p.directory)[1],
                  "logEndOffset": p.log_end_offset} for p in plans if p.changes]
         obj = {"type": "summary", "command": "recover", "partitions": len(plans),
                "changed": changed, "recordsRemoved": records, "bytesCut": cut,
                "segmentsCut": segments_cut, "segmentsSetAside": segments_aside,
-               "bytesSetAside": aside, "logEndOffsets": ends, "dryRun": dry_run}
+               "bytesSetAside": aside, "tornRecords": torn_records,
+               "tornBatches": torn_known + torn_unknown,
+               "tornBatchesOffsetsUnknown": torn_unknown, "logEndOffsets": ends,
+               "dryRun": dry_run}
         cond = (lambda now, then: then) if dry_run else (lambda now, then: now)
         text = "%s, %d %s" % (plural(len(plans), "partition"), changed,
                               cond("repaired", "to repair"))
@@ -277,6 +324,14 @@ class _Report:
                     plural(segments_aside, "segment"),
                     human_bytes(aside) if self.table else "%d bytes" % aside,
                     cond("set aside", "would be set aside")))
+            if torn_known:
+                parts.append("%s of %s %s" % (
+                    plural(torn_records, "record"),
+                    "a torn batch" if torn_known == 1 else "%d torn batches" % torn_known,
+                    cond("lost", "would be lost")))
+            if torn_unknown:
+                parts.append("%s of unknown offsets %s" % (_torn_batches(torn_unknown),
+                                                            cond("cut", "would be cut")))
             text += ": " + "; ".join(parts)
         text += new_offsets_text("log end offset", ends, "logEndOffset")
         if dry_run:
@@ -343,6 +398,11 @@ def _removed_cell(r, dry_run):
     lines.append(human_bytes(r.cut))
     if r.torn_bytes and r.removed_first is not None:
         lines.append("(%s without a batch)" % human_bytes(r.torn_bytes))
+    if r.torn_bytes:
+        lines.append("torn batch: offsets unknown" if r.torn_first is None else
+                     "torn batch: offsets %d-%d, %s %s" % (
+                         r.torn_first, r.torn_last, plural(r.torn_records, "record"),
+                         "would be lost" if dry_run else "lost"))
     return "\n".join(lines)
 
 
@@ -350,8 +410,9 @@ def _segment_text(r, dry_run):
     """What happened to a segment (in the conditional for a dry run)."""
     w = (lambda now, then: then) if dry_run else (lambda now, then: now)
     if r.moved:
-        return "%s: %s" % (w("moved to quarantine", "would be moved to quarantine"),
-                           _removed_text(r))
+        return "%s: %s%s" % (w("moved to quarantine", "would be moved to quarantine"),
+                             _removed_text(r), "; " + _torn_text(r, dry_run)
+                             if r.torn_bytes else "")
     if r.split_into:
         return "%s into segments at offsets %s (offset overflow), %d bytes" % (
             w("split", "would be split"), ", ".join(map(str, r.split_into)), r.size)
@@ -370,6 +431,8 @@ def _segment_text(r, dry_run):
         parts.append("%s %s, %d bytes; %s %s, at position %d%s (%s)"
                      % (w("kept", "would keep"), kept, r.kept, w("cut:", "would be cut:"),
                         _removed_text(r), r.first_bad, at, r.reason))
+        if r.torn_bytes:
+            parts.append(_torn_text(r, dry_run))
     if r.indexes_replaced:
         parts.append("indexes rebuilt, %s %s: %d offset index entries, %d time index entries, "
                      "%d aborted transactions"

@@ -54,7 +54,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 from ..errors import KafkalogError
 from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
-from ..format.records import Batch, Records
+from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER, Batch, Records
 from . import checkpoints, names
 from .files import FileFormatError, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
@@ -124,7 +124,7 @@ class SegmentReport:
                  "timeindex_entries", "txn_entries", "moved", "notes", "rule", "base_offset",
                  "records", "first_offset", "next_offset", "bad_offset", "split_into",
                  "indexes_replaced", "timeindex_created", "removed_records", "removed_first",
-                 "removed_last", "torn_bytes")
+                 "removed_last", "torn_bytes", "torn_first", "torn_last", "torn_records")
 
     def __init__(self, name: str, size: int, rule: str = RULE_RECOVERY_POINT) -> None:
         self.name = name
@@ -153,6 +153,12 @@ class SegmentReport:
         self.removed_first: Optional[int] = None
         self.removed_last: Optional[int] = None
         self.torn_bytes = 0
+        # The batch those bytes are the start of, when its header can be read there (a write
+        # torn by a crash): its offsets and record count, from the header, lost with it (None:
+        # no such bytes, or no header to read: offsets unknown)
+        self.torn_first: Optional[int] = None
+        self.torn_last: Optional[int] = None
+        self.torn_records: Optional[int] = None
 
     @property
     def cut(self) -> int:
@@ -218,6 +224,23 @@ class PartitionPlan:
     def records_removed(self) -> int:
         """Records of the whole batches cut or set aside."""
         return sum(r.removed_records for r in self.segments)
+
+    @property
+    def torn_records(self) -> int:
+        """Records of the torn batches (their headers read) cut or set aside."""
+        return sum(r.torn_records or 0 for r in self.segments)
+
+    @property
+    def torn_offsets(self) -> Optional[Tuple[int, int]]:
+        """(first, last) offset of the torn batches whose headers were read (None: none)."""
+        known = [(r.torn_first, r.torn_last) for r in self.segments
+                 if r.torn_first is not None and r.torn_last is not None]
+        return (min(a for a, _ in known), max(b for _, b in known)) if known else None
+
+    @property
+    def torn_unknown(self) -> int:
+        """Torn tails (bytes holding no whole batch) whose batch header cannot be read."""
+        return sum(1 for r in self.segments if r.torn_bytes and r.torn_first is None)
 
     @property
     def removed_offsets(self) -> Optional[Tuple[int, int]]:
@@ -951,6 +974,9 @@ def _plan_cut(plan: PartitionPlan, view: Dict[str, str], source: Segment, scan: 
     report.kept, report.first_bad, report.reason = scan.valid_end, scan.first_bad, scan.reason
     report.bad_offset = scan.bad_offset
     _count_removed(report, source.log_path, scan.valid_end)
+    if (report.bad_offset is None and report.torn_first is not None
+            and report.first_bad == report.size - report.torn_bytes):
+        report.bad_offset = report.torn_first  # the first bad batch is the torn one
     for base in later:
         later_log = names.offset_name(base, names.LOG)
         plan.segments.append(_moved_report(plan.directory, view, later_log))
@@ -1002,6 +1028,55 @@ def _count_removed(report: SegmentReport, path: str, start: int) -> None:
     report.removed_first, report.removed_last = first, last
     report.removed_records = records
     report.torn_bytes = max(0, size - end)
+    if report.torn_bytes:
+        before = last
+        if before is None:  # the batches kept before the cut, else the segment's base
+            before = (report.next_offset - 1 if report.next_offset is not None
+                      else report.base_offset - 1 if report.base_offset is not None else None)
+        torn = torn_batch(path, end, report.torn_bytes, before)
+        if torn is not None:
+            report.torn_first, report.torn_last, report.torn_records = torn
+
+
+def torn_batch(path: str, position: int, available: int,
+               before: Optional[int]) -> Optional[Tuple[int, int, int]]:
+    """(base offset, last offset, records) of the batch whose first ``available`` bytes
+    end the file at ``position`` (a write torn by a crash: FileLogInputStream.nextBatch finds
+    its size past the end of the file), from its header; None when no header can be read
+    there: fewer bytes than a header, a size that does not run past the file's end (then it
+    is no torn batch), a magic that is not 0-2, figures no producer writes, a base offset not
+    after ``before`` (the last offset before it), or a compressed legacy wrapper (its header
+    holds its last offset only). A v2 header is DefaultRecordBatch's (RECORD_BATCH_OVERHEAD,
+    61 bytes: baseOffset, lastOffsetDelta, recordsCount); a legacy entry is one message
+    (LegacyRecord: its offset)."""
+    with open(path, "rb") as f:
+        f.seek(position)
+        head = f.read(min(available, V2_HEADER.size))
+    if len(head) < LEGACY_HEADER.size:
+        return None
+    offset, size, _, magic, attributes = LEGACY_HEADER.unpack_from(head)
+    if size + 12 <= available:
+        return None
+    if magic == 2:
+        if len(head) < V2_HEADER.size or size < V2_HEADER.size - 12:
+            return None
+        fields = V2_HEADER.unpack_from(head)
+        first, delta, count = fields[0], fields[6], fields[12]
+        if delta < 0 or count < 0 or count > delta + 1:
+            return None
+        last = first + delta
+    elif magic in (0, 1):
+        # (a message's smallest size: crc, magic, attributes, key and value lengths, and
+        # in v1 a timestamp)
+        if attributes & ATTR_CODEC or size < (14 if magic == 0 else 22):
+            return None
+        first = last = offset
+        count = 1
+    else:
+        return None
+    if first < 0 or (before is not None and first <= before):
+        return None
+    return first, last, count
 
 
 def _plan_indexes(plan: PartitionPlan, view: Dict[str, str], base: int, scan: SegmentScan,
