@@ -8,7 +8,9 @@ A shell loop over thousands of segments pays start-up once per segment. Times, b
   dump empty         python -m kafkalog_cli dump EMPTY.log > /dev/null
   --help             python -m kafkalog_cli --help > /dev/null (imports every command's module)
 
-and prints each as a ratio to `python -c pass` (the goal: a dump of an empty segment within 2.5x).
+and prints each as a ratio to `python -c pass` (the goal: a dump of an empty segment within 2.5x),
+in wall time and in CPU time (the child's user + system time: less moved by other processes on
+a loaded machine, which delay a run without adding to its CPU time).
 --compare-path DIR also times another checkout (e.g. `git worktree add /tmp/base COMMIT`, its C
 modules built in place) run by this interpreter with PYTHONPATH=DIR, so with the same
 site-packages, in the same loop; --compare PYTHON another installation's interpreter. Each is
@@ -29,15 +31,15 @@ import time
 
 
 def run(argv, env):
-    """Wall time of ``argv`` run with stdout to /dev/null; exits on a failure."""
+    """(wall time, CPU time) of ``argv`` run with stdout to /dev/null; exits on a failure."""
     t0 = time.perf_counter()
     pid = os.posix_spawn(argv[0], argv, env,
                          file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
     elapsed = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit("%s exited with %d" % (" ".join(argv), os.waitstatus_to_exitcode(status)))
-    return elapsed
+    return elapsed, usage.ru_utime + usage.ru_stime
 
 
 def main():
@@ -75,10 +77,11 @@ def main():
                       (label, "--help", [python, "-m", "kafkalog_cli", "--help"], penv)]
         for _, _, argv, penv in cases:  # byte code written, files in the page cache
             run(argv, penv)
-        best = [float("inf")] * len(cases)
+        best = [(float("inf"), float("inf"))] * len(cases)
         for _ in range(repeat):
             for i, (_, _, argv, penv) in enumerate(cases):
-                best[i] = min(best[i], run(argv, penv))
+                wall, cpu = run(argv, penv)
+                best[i] = (min(best[i][0], wall), min(best[i][1], cpu))
         os.chdir("/")
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -86,10 +89,11 @@ def main():
           % (repeat, load, sys.version.split()[0]))
     for label, python, _ in pythons:
         rows = [(name, t) for (lab, name, _, _), t in zip(cases, best) if lab == label]
-        base = rows[0][1]
+        base_wall, base_cpu = rows[0][1]
         print("%s (%s):" % (label, python))
-        for name, t in rows:
-            print("  %-16s %7.1f ms  %5.2fx python -c pass" % (name, t * 1e3, t / base))
+        for name, (wall, cpu) in rows:
+            print("  %-16s wall %6.1f ms %5.2fx   cpu %6.1f ms %5.2fx   (x: python -c pass)"
+                  % (name, wall * 1e3, wall / base_wall, cpu * 1e3, cpu / base_cpu))
 
 
 if __name__ == "__main__":
