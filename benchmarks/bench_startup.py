@@ -48,8 +48,9 @@ def main():
     parser.add_argument("--quick", action="store_true", help="best of 3, for a smoke test")
     parser.add_argument("--compare", metavar="PYTHON",
                         help="another interpreter with kafkalog installed, timed alongside")
-    parser.add_argument("--compare-path", metavar="DIR",
-                        help="another checkout, run by this interpreter with PYTHONPATH=DIR")
+    parser.add_argument("--compare-path", metavar="DIR", action="append", default=[],
+                        help="another checkout, run by this interpreter with PYTHONPATH=DIR "
+                             "(may be given more than once)")
     args = parser.parse_args()
     repeat = 3 if args.quick else args.repeat
 
@@ -61,9 +62,9 @@ def main():
     pythons = [("this", sys.executable, env)]
     if args.compare:
         pythons.append(("compare %s" % args.compare, args.compare, env))
-    if args.compare_path:
-        pythons.append(("compare PYTHONPATH=%s" % args.compare_path, sys.executable,
-                        dict(env, PYTHONPATH=os.path.abspath(args.compare_path))))
+    for path in args.compare_path:
+        pythons.append(("compare PYTHONPATH=%s" % path, sys.executable,
+                        dict(env, PYTHONPATH=os.path.abspath(path))))
     with tempfile.TemporaryDirectory() as tmp:
         os.chdir(tmp)  # no checkout in the working directory (see above)
         directory = os.path.join(tmp, "topic-0")
