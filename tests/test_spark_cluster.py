@@ -12,7 +12,8 @@ import pytest
 import kafkagen as kg
 import sparkcluster
 from dumpcheck import REPO
-from test_spark import FIXTURES, arrow_rows, kafka_python_dir_rows, order, part_files
+from test_spark import (FIXTURES, arrow_rows, kafka_python_dir_rows, logs_under, order,
+                        part_files)
 
 pytestmark = pytest.mark.slow
 
@@ -134,3 +135,25 @@ def test_spark_starts_quietly(tmp_path):
     noise = [x for x in p.stderr.splitlines()
              if x.strip() and "incubator modules" not in x]
     assert noise == [], noise
+
+
+def test_progress_bar_on_a_terminal():
+    """On a terminal the bar says "starting Spark" until the first stage, then counts the
+    stage's tasks up to its real count, and stays there (it showed "spark 0/None tasks", and
+    "0/12" after the stage)."""
+    import re
+    from dumpcheck import on_a_terminal
+    segments = len(logs_under(FIXTURES))
+    code, out = on_a_terminal(["scan", FIXTURES, "--master", "local[1]",
+                               "--spark-conf", "spark.ui.enabled=false"],
+                              stderr_too=True, timeout=300)
+    assert code == 0, out[-3000:]
+    assert "None" not in out
+    counts = [(int(a), int(b)) for a, b in re.findall(r"(\d+)/(\d+) tasks", out)]
+    assert counts and out.index("starting Spark") < out.index("tasks"), out[:3000]
+    assert {total for _, total in counts} == {segments}, counts
+    assert counts[-1] == (segments, segments)
+    end = counts.index((segments, segments))
+    assert set(counts[end:]) == {(segments, segments)}, counts
+    done = [d for d, _ in counts]
+    assert done == sorted(done), counts

@@ -106,15 +106,15 @@ def export(path, output, output_format, partition_by, mode, options, include_inv
     include_invalid = Options(opts).include_invalid  # --option includeInvalid=true as well
     cols = [c for c in partition_by.split(",") if c]
     from ..spark import jobs
-    spark = _session(master, conf, "kafkalog export", verbose)
-    try:
-        with jobs.Progress(spark, sys.stderr.isatty()):
+    with jobs.Progress(sys.stderr.isatty()) as progress:
+        spark = progress.attach(_session(master, conf, "kafkalog export", verbose))
+        try:
             result = jobs.export(spark, path, os.path.abspath(output), output_format, cols,
                                  mode, opts)
-    except Exception as e:
-        _job_failed("export", e)
-    finally:
-        spark.stop()
+        except Exception as e:
+            _job_failed("export", e)
+        finally:
+            spark.stop()
     click.echo("exported %s to %s (%s)" % (path, output, output_format))
     if not result.problems or skip_invalid:
         sys.exit(EXIT_OK)
@@ -182,14 +182,14 @@ def scan(path, topics, fmt, master, spark_conf, verbose):
     path = _check_path(path)
     conf = _conf(spark_conf)
     from ..spark import jobs
-    spark = _session(master, conf, "kafkalog scan", verbose)
-    try:
-        with jobs.Progress(spark, sys.stderr.isatty()):
+    with jobs.Progress(sys.stderr.isatty()) as progress:
+        spark = progress.attach(_session(master, conf, "kafkalog scan", verbose))
+        try:
             result = jobs.scan(spark, path, [t for t in topics.split(",") if t])
-    except Exception as e:
-        _job_failed("scan", e)
-    finally:
-        spark.stop()
+        except Exception as e:
+            _job_failed("scan", e)
+        finally:
+            spark.stop()
     rows = result.partitions
     if fmt == "json":
         for r in rows:

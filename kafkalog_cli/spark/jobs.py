@@ -8,7 +8,6 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 import uuid
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -115,13 +114,20 @@ def session(master="local[*]", conf=(), app="kafkalog", verbose=False):
 
 
 class Progress:
-    """A rich progress bar of Spark's tasks (done/total of the running stages), on a terminal."""
+    """A rich progress bar on stderr (when it is a terminal) of Spark's tasks: "starting Spark"
+    until the first stage runs (the session given later with ``attach``), then the tasks done
+    out of the running stages' own count; a stage that ended stays at its final count."""
 
-    def __init__(self, spark, enabled):
+    def __init__(self, enabled, spark=None):
         self.spark = spark
         self.enabled = enabled
         self._stop = threading.Event()
         self._thread = None
+
+    def attach(self, spark):
+        """The session whose stages to show (started after the bar)."""
+        self.spark = spark
+        return spark
 
     def __enter__(self):
         if self.enabled:
@@ -129,29 +135,56 @@ class Progress:
             self._thread.start()
         return self
 
+    def _counts(self, tracker, seen):
+        """(description, done, total) of the running stages, else of those last seen (which
+        ended: their final counts), else None before any."""
+        active = sorted(tracker.getActiveStageIds()) if tracker is not None else []
+        if active:
+            seen[:] = active
+        done = total = 0
+        for sid in seen:
+            info = tracker.getStageInfo(sid)
+            if info is not None:
+                done += info.numCompletedTasks
+                total += info.numTasks
+        if not seen or not total:
+            return None
+        return "stage %s" % ",".join(map(str, seen)), done, total
+
     def _run(self):
-        from rich.progress import BarColumn, Progress as Bar, TextColumn
-        tracker = self.spark.sparkContext.statusTracker()
-        with Bar(TextColumn("{task.description}"), BarColumn(),
-                 TextColumn("{task.completed}/{task.total} tasks"), transient=True) as bar:
-            task = bar.add_task("spark", total=None)
-            while not self._stop.is_set():
-                done = total = 0
-                stages = []
-                for sid in tracker.getActiveStageIds():
-                    info = tracker.getStageInfo(sid)
-                    if info is not None:
-                        done += info.numCompletedTasks
-                        total += info.numTasks
-                        stages.append(str(sid))
-                bar.update(task, completed=done, total=total or None,
-                           description="stage %s" % ",".join(stages) if stages else "spark")
-                time.sleep(0.2)
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress as Bar, ProgressColumn, TextColumn
+        from rich.text import Text
+
+        class Tasks(ProgressColumn):
+            def render(self, task):
+                if task.total is None:
+                    return Text("")
+                return Text("%d/%d tasks" % (task.completed, task.total))
+
+        seen: List[int] = []
+        with Bar(TextColumn("{task.description}"), BarColumn(), Tasks(),
+                 console=Console(stderr=True)) as bar:
+            task = bar.add_task("starting Spark", total=None)
+            while True:
+                stopping = self._stop.is_set()
+                try:
+                    tracker = self.spark.sparkContext.statusTracker() \
+                        if self.spark is not None else None
+                    counts = self._counts(tracker, seen)
+                except Exception:  # a session stopping under us: keep what the bar shows
+                    counts = None
+                if counts is not None:
+                    description, done, total = counts
+                    bar.update(task, description=description, completed=done, total=total)
+                if stopping:
+                    break
+                self._stop.wait(0.2)
 
     def __exit__(self, *exc):
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=2)
+            self._thread.join(timeout=5)
 
 
 class ExportResult(NamedTuple):
