@@ -35,10 +35,12 @@ that was not there: a clean shutdown is the broker's to state.
 ``plan_partition`` reads a partition directory and decides; ``execute`` carries the plan out;
 ``recover_partition`` does both. Everything removed (files, and the bytes cut from a .log) goes
 verbatim into a quarantine folder inside the partition directory, which a broker ignores (it
-only loads files). The steps are ordered so that a crash at any moment leaves a state from which
-running again finishes the job: later segments are moved away before the corrupt one is cut (so
-a rerun still sees why they must go), cut bytes are saved before the log is truncated, and index
-files are written through temporary files that are flushed and renamed into place. No step
+only loads files); a file written where there was none is recorded there too (its hash), so
+that ``kafkalog quarantine restore`` can take it away again. The steps are ordered so that a
+crash at any moment leaves a state from which running again finishes the job: later segments
+are moved away before the corrupt one is cut (so a rerun still sees why they must go), cut
+bytes are saved before the log is truncated, and index files are written through temporary
+files that are flushed and renamed into place. No step
 replaces a file: every rename refuses an existing destination (``indexbuild.rename_noreplace``),
 each run's quarantine folder is new, and each file set aside there gets a name of its own
 (``Quarantine``).
@@ -1262,7 +1264,8 @@ def _new_name(q: Quarantine, name: str) -> bool:
     run)? A file the run writes there is recorded as a ``written`` manifest entry (its hash):
     ``kafkalog quarantine restore`` sets it aside, so that the partition is again what it was
     (a segment without its .index is recovered again after a clean shutdown, as the run did).
-    The segments a split writes are not: the segment they replace is not kept to go back."""
+    (The segments a split writes are not recorded: the segment they replace is not kept, and a
+    restore does not join them again.)"""
     shown = printable_name(name)
     return not any(e.get("file") == shown and e.get("what") == "moved" for e in q.entries)
 
