@@ -919,3 +919,62 @@ def test_encode_records_leaves_what_is_not_plain_to_python(odd):
     fields = dict(key=b"k", value=b"v", timestamp=5, headers=())
     fields.update(odd)
     assert speedups.encode_records([Record(**fields)], 0) is None
+
+
+# -- v2_records_ok: do a batch's uncompressed records decode? -----------------------------------
+
+def both_records_checks(data, count, base_offset=0, base_ts=0, lat=False, limit=1 << 20,
+                        start=0, end=None):
+    from kafkalog_cli.format import scan as scan_module
+    end = len(data) if end is None else end
+    args = (data, start, end, count, base_offset, base_ts, lat, limit)
+    outcomes = []
+    for fn in (scan_module.v2_records_ok_python, speedups.v2_records_ok):
+        try:
+            outcomes.append(("ok", fn(*args)))
+        except Exception as e:  # the class and the text are what is compared
+            outcomes.append((type(e), str(e)))
+    assert outcomes[1] == outcomes[0], (data[:100], args[1:])
+    return outcomes[0]
+
+
+@needs_speedups
+@pytest.mark.parametrize("recs, count, kw", [
+    ([record()], 1, {}),
+    ([record(), record(off_delta=1)], 2, {}),
+    ([record()], 2, {}),                                   # fewer records than the count
+    ([record(), record()], 1, {}),                         # bytes left after the count
+    ([], 0, {}), ([record()], 0, {}), ([], -1, {}), ([record()], -1, {}),
+    ([record(value=b"x" * 100)], 1, dict(limit=50)),       # past the limit
+    ([record(key=None, value=None)], 1, {}),
+    ([record(headers=((b"h", b"v"), (b"\xff", None)))], 1, {}),
+    ([record(length=3)], 1, {}), ([record(length=200)], 1, {}),
+    ([record(raw_key_size=-5)], 1, {}), ([record(raw_value_size=90)], 1, {}),
+    ([record(ts_delta=1)], 1, dict(base_ts=INT64_MAX)),    # timestamp overflow
+    ([record(ts_delta=1)], 1, dict(base_ts=INT64_MAX, lat=True)),  # LogAppendTime: no check
+    ([record(off_delta=1)], 1, dict(base_offset=INT64_MAX)),
+    ([record(widths=dict(len=5, ts=10, off=5, key=5, value=5, hdrs=5))], 1, {}),
+    ([record(widths=dict(ts=11))], 1, {}), ([record(widths=dict(off=6))], 1, {}),
+    ([record()], 1, dict(start=2)), ([record()], 1, dict(start=5, end=3)),
+    ([record()], 1, dict(end=1 << 20)),
+])
+def test_v2_records_ok_edges(recs, count, kw):
+    both_records_checks(b"".join(recs), count, **kw)
+
+
+@needs_speedups
+@fuzz
+@given(picks=st.lists(st.integers(0, 4), max_size=6), flips=st.lists(
+    st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3),
+    cut=st.integers(0, 8), extra=st.integers(-2, 2), lat=st.booleans(),
+    base=st.sampled_from([0, INT64_MAX - 3, INT64_MIN + 3]))
+def test_v2_records_ok_random(picks, flips, cut, extra, lat, base):
+    shapes = [record(), record(key=None, value=b"v" * 130), record(headers=((b"k", None),)),
+              record(ts_delta=-3, off_delta=2), record(value=b"")]
+    data = bytearray(b"".join(shapes[p] for p in picks))
+    for at, byte in flips:
+        if data:
+            data[at % len(data)] = byte
+    data = bytes(data[:max(0, len(data) - cut)])
+    both_records_checks(data, len(picks) + extra, base_offset=base, base_ts=base, lat=lat,
+                        limit=100)

@@ -604,10 +604,84 @@ out:
     return result;
 }
 
+/* -- v2_records_ok: do a batch's uncompressed records decode? ---------------------------------
+ *
+ * v2_records_ok(buf, start, end, count, base_offset, base_timestamp, log_append_time, limit)
+ * -> bool: True when records.iter_v2_records would decode the count records of buf[start:end]
+ * without an error (CorruptRecordError or LimitExceededError: every check of decode_v2, and
+ * the data filled exactly), reading them in place and making no object; False when it would
+ * raise, for the caller to decode them and say why. Mirrored by format/scan.py's
+ * v2_records_ok (tests/test_c_differential.py). */
+
+static PyObject *
+v2_records_ok(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start, end, count;
+    long long base_offset, base_ts, limit;
+    int log_append_time;
+    if (!PyArg_ParseTuple(args, "y*nnnLLpL", &view, &start, &end, &count, &base_offset,
+                          &base_ts, &log_append_time, &limit))
+        return NULL;
+    if (start < 0 || start > end || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "positions outside the data");
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t pos = start;
+    int ok = count >= 0;
+    for (Py_ssize_t i = 0; ok && i < count; i++) {
+        int64_t length, ts_delta, off_delta, n, value;
+        ok = 0;
+        if (pos >= end || read_varint(buf, &pos, end, 5, &length) != VARINT_OK
+                || length < 0 || length > end - pos || length > limit)
+            break;
+        Py_ssize_t rec_end = pos + (Py_ssize_t)length;
+        pos += 1; /* attributes */
+        if (read_varint(buf, &pos, end, 10, &ts_delta) != VARINT_OK
+                || (!log_append_time && add_int64(base_ts, ts_delta, &value) < 0)
+                || read_varint(buf, &pos, end, 5, &off_delta) != VARINT_OK
+                || add_int64(base_offset, off_delta, &value) < 0)
+            break;
+        int kv;
+        for (kv = 0; kv < 2; kv++) {
+            if (read_varint(buf, &pos, end, 5, &n) != VARINT_OK || n > end - pos)
+                break;
+            if (n > 0)
+                pos += (Py_ssize_t)n;
+        }
+        if (kv < 2 || pos >= end)
+            break;
+        /* headers, as read_headers reads them */
+        int64_t nh;
+        if (read_varint(buf, &pos, end, 5, &nh) != VARINT_OK || nh < 0 || nh > end - pos)
+            break;
+        int64_t h;
+        for (h = 0; h < nh; h++) {
+            if (read_varint(buf, &pos, end, 5, &n) != VARINT_OK || n < 0 || n > end - pos)
+                break;
+            pos += (Py_ssize_t)n;
+            if (read_varint(buf, &pos, end, 5, &n) != VARINT_OK || n > end - pos)
+                break;
+            if (n > 0)
+                pos += (Py_ssize_t)n;
+        }
+        if (h < nh || pos != rec_end)
+            break;
+        ok = 1;
+    }
+    if (ok && pos != end)
+        ok = 0; /* bytes left after the records: "incorrect declared batch size" */
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef methods[] = {
     {"decode_v2", decode_v2, METH_VARARGS, "Decode v2 records into a Records object's lists; return the position after them."},
     {"encode_lines", encode_lines, METH_VARARGS, "The v2 records area of lines of input (format/encode.py encode_lines)."},
     {"encode_records", encode_records, METH_VARARGS, "The v2 records area of encode.Record objects (format/encode.py encode_v2_records), or None."},
+    {"v2_records_ok", v2_records_ok, METH_VARARGS, "Do the uncompressed records of a v2 batch decode without an error (format/scan.py v2_records_ok)?"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,13 +13,17 @@ a reader can keep memory flat over any stretch of garbage.
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from typing import Callable, Optional
 
 from .crc import crc32c
 
-from .records import (LEGACY_MIN_SIZE, LOG_OVERHEAD, PREFIX, V2_OVERHEAD, read_batch,
+from . import codecs
+from .errors import CorruptRecordError, LimitExceededError
+from .records import (LEGACY_MIN_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD, PREFIX, V2_OVERHEAD,
+                      iter_v2_records, read_batch,
                       v2_offset_problem_at)
 
 SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH, OFFSET_OVERFLOW = (
@@ -196,3 +200,43 @@ def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] =
             return
         yield InvalidBytes(pos, nxt - pos, kind, reason, False)
         pos = nxt
+
+
+def v2_records_ok_python(buf, start: int, end: int, count: int, base_offset: int,
+                         base_timestamp: int, log_append_time: bool, limit: int) -> bool:
+    """Would records.iter_v2_records decode the ``count`` records of ``buf[start:end]`` (a v2
+    batch's uncompressed records) without an error? ``_speedups.v2_records_ok`` is its C
+    mirror, which reads them in place and makes no object."""
+    if not 0 <= start <= end <= len(buf):
+        raise ValueError("positions outside the data")
+    try:
+        for _ in iter_v2_records(bytes(buf[start:end]), count, base_offset, base_timestamp,
+                                 0 if log_append_time else None, limit):
+            pass
+    except (CorruptRecordError, LimitExceededError):
+        return False
+    return True
+
+
+v2_records_ok = v2_records_ok_python
+if not os.environ.get("KAFKALOG_PURE_PYTHON"):
+    try:
+        from ._speedups import v2_records_ok
+    except ImportError:
+        pass
+
+
+def plain_records_ok(buf, batch, limit: int) -> bool:
+    """Do the records of ``batch`` (its bytes loaded in ``buf``) read without an error, as
+    records.iter_records reads them with ``limit``, for an uncompressed v2 data batch, known
+    without making their objects? False for any other batch, or records that do not: decode
+    them to learn why."""
+    if (batch.magic != 2 or batch.codec != codecs.NONE or batch.is_control
+            or batch.size < V2_OVERHEAD):
+        return False
+    if batch.count == 0:
+        return True  # iter_records gives nothing
+    start = batch.position + V2_OVERHEAD
+    return v2_records_ok(buf, start, batch.position + batch.size, batch.count,
+                         batch.base_offset, batch.base_timestamp,
+                         batch.timestamp_type == LOG_APPEND_TIME, limit)
