@@ -57,6 +57,7 @@ from ..errors import KafkalogError
 from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER, Batch, Records
+from ..format.scan import plain_records_ok
 from . import checkpoints, names
 from .files import FileFormatError, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
@@ -337,6 +338,9 @@ def _records_problem(log: LogFile, batch: Batch,
 
     Records inflating further than the bound are no proof of damage: the batch is kept, its
     records unchecked, and ``scan.unchecked`` says so."""
+    log.ensure(batch.position, batch.position + batch.size)
+    if plain_records_ok(log.buf, batch, log.max_message_size):
+        return None, None  # an uncompressed data batch whose records read: none made
     marker_key = None
     try:
         for recs in log.iter_records(batch):
