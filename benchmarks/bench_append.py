@@ -45,8 +45,11 @@ def run_append(python, tmp, path, fmt, codec):
     shutil.rmtree(part, ignore_errors=True)
     with open(path, "rb") as stdin:
         t0 = time.perf_counter()
+        # cwd: not this checkout, whose kafkalog_cli `-m` would import before the
+        # interpreter's own install
         p = subprocess.run([python, "-m", "kafkalog_cli", "append", "--input-format", fmt,
-                            "--codec", codec, part], stdin=stdin, stdout=subprocess.DEVNULL)
+                            "--codec", codec, part], stdin=stdin, stdout=subprocess.DEVNULL,
+                           cwd=tmp)
         secs = time.perf_counter() - t0
     if p.returncode != 0:
         sys.exit("%s: append exited %d" % (python, p.returncode))

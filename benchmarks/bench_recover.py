@@ -4,10 +4,12 @@ decoded), a cut, and the index rebuild.
 
 Copies the ~1 GiB v2 segment of bench_dump.py into a fresh partition directory with broker-style
 indexes (bench_seek.write_indexes), appends a 64 KiB garbage tail, and times
-`kafkalog recover` on it (a subprocess, start-up included), best of --repeat; then a second
-run on the recovered partition (nothing to do: validation and index checks only).
+`kafkalog recover` on it (a subprocess, start-up and its fsyncs included; the copy is synced
+to disk first), best of --repeat; then a second run on the recovered partition (nothing to do:
+validation and index checks only). With --baseline PYTHON, the same runs with that interpreter
+too (e.g. the venv of a worktree of an older commit), interleaved.
 
-    .venv/bin/python benchmarks/bench_recover.py [--size-mb 1024] [--quick]
+    .venv/bin/python benchmarks/bench_recover.py [--size-mb 1024] [--quick] [--baseline PYTHON]
 """
 
 import argparse
@@ -22,11 +24,28 @@ import time
 from bench_dump import build_segment
 from bench_seek import write_indexes
 
+TARGET = 1000  # MB/s the issue asks for
 
-def run(args):
+
+def run(args, python=sys.executable, cwd=None):
+    # cwd: not this checkout, whose kafkalog_cli `-m` would import before the interpreter's own
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "kafkalog_cli"] + args, stdout=subprocess.DEVNULL)
+    p = subprocess.run([python, "-m", "kafkalog_cli"] + args, stdout=subprocess.DEVNULL,
+                       cwd=cwd)
     return time.perf_counter() - t0, p.returncode
+
+
+def fresh_partition(source, part):
+    """``part`` made anew: a copy of ``source`` with broker-style indexes and a garbage tail,
+    flushed to disk (the copy's own writeback is not recover's work)."""
+    shutil.rmtree(part, ignore_errors=True)
+    os.makedirs(part)
+    log = os.path.join(part, os.path.basename(source))
+    shutil.copyfile(source, log)
+    write_indexes(log)
+    with open(log, "ab") as f:
+        f.write(random.Random(1).randbytes(64 * 1024))
+    os.sync()
 
 
 def main():
@@ -36,31 +55,41 @@ def main():
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="a 32 MiB segment, for a smoke test")
+    parser.add_argument("--baseline", metavar="PYTHON",
+                        help="also time this interpreter's kafkalog (printed as 'before'), "
+                        "interleaved with this one's")
     args = parser.parse_args()
     source = build_segment(args.workdir, "1k", 32 if args.quick else args.size_mb, "none")
     size = os.path.getsize(source)
-    best = float("inf")
+    pythons = [("after  " if args.baseline else "", sys.executable)]
+    if args.baseline:
+        pythons.insert(0, ("before ", args.baseline))
+    best = {label: float("inf") for label, _ in pythons}
+    again = {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         part = os.path.join(tmp, "bench-0")
         for _ in range(args.repeat):
-            shutil.rmtree(part, ignore_errors=True)
-            os.makedirs(part)
-            log = os.path.join(part, os.path.basename(source))
-            shutil.copyfile(source, log)
-            write_indexes(log)
-            with open(log, "ab") as f:
-                f.write(random.Random(1).randbytes(64 * 1024))
-            secs, code = run(["recover", part])
-            if code != 1:
-                sys.exit("recover exited %d, expected 1 (repaired)" % code)
-            best = min(best, secs)
-        again, code = run(["recover", part])
-        if code != 0:
-            sys.exit("second recover exited %d, expected 0 (nothing to do)" % code)
+            for label, python in pythons:
+                fresh_partition(source, part)
+                secs, code = run(["recover", part], python, tmp)
+                if code != 1:
+                    sys.exit("recover exited %d, expected 1 (repaired)" % code)
+                best[label] = min(best[label], secs)
+        for label, python in pythons:
+            fresh_partition(source, part)
+            run(["recover", part], python, tmp)
+            os.sync()
+            again[label], code = run(["recover", part], python, tmp)
+            if code != 0:
+                sys.exit("second recover exited %d, expected 0 (nothing to do)" % code)
     print("%s: %.1f MB" % (source, size / 1e6))
-    print("  recover (cut + index rebuild): %.3f s, %.0f MB/s" % (best, size / best / 1e6))
-    print("  recover again (nothing to do): %.3f s, %.0f MB/s" % (again, size / again / 1e6))
-    print("  %s the 500 MB/s target" % ("meets" if size / best / 1e6 >= 500 else "MISSES"))
+    for label, _ in pythons:
+        print("%s recover (cut + index rebuild): %.3f s, %.0f MB/s"
+              % (label, best[label], size / best[label] / 1e6))
+        print("%s recover again (nothing to do): %.3f s, %.0f MB/s"
+              % (label, again[label], size / again[label] / 1e6))
+    rate = size / best[pythons[-1][0]] / 1e6
+    print("  %s the %d MB/s target" % ("meets" if rate >= TARGET else "MISSES", TARGET))
 
 
 if __name__ == "__main__":
