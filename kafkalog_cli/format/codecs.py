@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import mmap
 import struct
+import threading
 
 from .errors import CorruptRecordError, LimitExceededError
 
@@ -46,10 +47,17 @@ _GZIP_FIRST_FEED = 1 << 10  # later members this much first, doubling: what zlib
 _JOIN_MAX = 4 << 20  # outputs up to this size are joined from their pieces
 
 
+_LIBS: dict = {}
+
+
 def _lib(name):
     """Import a codec library on first use: most runs need one codec or none, and start-up
-    time matters to a command run from cron and shell loops."""
-    return importlib.import_module(name)
+    time matters to a command run from cron and shell loops. Kept once imported (a batch
+    costs a dictionary look-up, not an import)."""
+    module = _LIBS.get(name)
+    if module is None:
+        module = _LIBS[name] = importlib.import_module(name)
+    return module
 
 
 def _gzip_lib():
@@ -330,9 +338,27 @@ def inflate_lz4(data, limit, magic=2):
     if hc_pos >= end:
         raise CorruptRecordError("corrupt lz4 stream: stream ended prematurely")
     # Kafka's magic-0 writers hashed the magic bytes too; Kafka skips the check for them.
-    if magic > 0 and data[hc_pos] != (xxh32(data[4:hc_pos]) >> 8) & 0xFF:
+    if magic > 0 and data[hc_pos] != _lz4_header_checksum(data[4:hc_pos]):
         raise CorruptRecordError("corrupt lz4 stream: stream frame descriptor corrupted")
     pos = hc_pos + 1
+    # One block, then the EndMark: Kafka's batches of up to a block's size (the common case)
+    # are inflated without gathering pieces.
+    if pos + 4 <= end:
+        (size,) = struct.unpack_from("<I", data, pos)
+        after = pos + 4 + (size & 0x7FFFFFFF) + (4 if has_block_checksum else 0)
+        if (0 < size & 0x7FFFFFFF <= max_block and after + 4 <= end
+                and data[after:after + 4] == b"\x00\x00\x00\x00"):
+            block = data[pos + 4:pos + 4 + (size & 0x7FFFFFFF)]
+            if size & 0x80000000:
+                piece = block
+            else:
+                try:
+                    piece = _lib("lz4.block").decompress(block, uncompressed_size=max_block)
+                except Exception as e:
+                    raise CorruptRecordError("corrupt lz4 block: %s" % e) from None
+            if len(piece) > limit:
+                raise _too_big(limit)
+            return piece
     out = _Output(limit)
     while True:
         if pos + 4 > end:
@@ -361,6 +387,22 @@ def inflate_lz4(data, limit, magic=2):
     return out.result()
 
 
+_LZ4_HC: dict = {}
+
+
+def _lz4_header_checksum(descriptor):
+    """The header checksum byte an LZ4 frame descriptor (FLG, BD and an optional content size)
+    must carry: the second byte of its xxHash32. Frames of one producer repeat a few
+    descriptors: each is hashed once (a few hundred kept)."""
+    key = bytes(descriptor)
+    hc = _LZ4_HC.get(key)
+    if hc is None:
+        if len(_LZ4_HC) >= 256:
+            _LZ4_HC.clear()
+        hc = _LZ4_HC[key] = (xxh32(key) >> 8) & 0xFF
+    return hc
+
+
 # -- zstd ------------------------------------------------------------------------------------
 
 class _Zstd:
@@ -384,6 +426,17 @@ class _Zstd:
                 raise _too_big(limit)
             if params.window_size > _ZSTD_MAX_WINDOW:
                 raise _too_big(limit)
+            size = params.content_size
+            if size not in _ZSTD_UNKNOWN_SIZES and size <= _JOIN_MAX:
+                # One frame that states its size (what most producers other than Kafka's own
+                # Java client write): inflated in one call; anything else the stream below
+                # reads (and says what is wrong).
+                try:
+                    whole = self._dctx.decompress(data, allow_extra_data=False)
+                except zstandard.ZstdError:
+                    whole = None
+                if whole is not None and len(whole) == size and _zstd_frames_problem(data) is None:
+                    return whole
         out = _Output(limit)
         try:
             reader = self._dctx.stream_reader(data, read_across_frames=True)
@@ -457,11 +510,14 @@ def _zstd_frames_problem(data):
     return None
 
 
+# One zstd context per thread, shared by every Inflater: a context keeps the window of the
+# largest frame it has read (up to _ZSTD_MAX_WINDOW), which one reader of a file holds once
+# however many Inflaters it uses.
+_ZSTD_CONTEXTS = threading.local()
+
+
 class Inflater:
     """Decompresses record data for any codec, within a byte limit per call."""
-
-    def __init__(self):
-        self._zstd = None
 
     def inflate(self, codec, data, limit, magic=2):
         if codec == GZIP:
@@ -473,7 +529,8 @@ class Inflater:
         if codec == ZSTD:
             if magic < 2:
                 raise CorruptRecordError("zstd is not allowed for message format v%d" % magic)
-            if self._zstd is None:
-                self._zstd = _Zstd()
-            return self._zstd.inflate(data, limit)
+            zstd = getattr(_ZSTD_CONTEXTS, "zstd", None)
+            if zstd is None:
+                zstd = _ZSTD_CONTEXTS.zstd = _Zstd()
+            return zstd.inflate(data, limit)
         raise CorruptRecordError("unknown compression type id %d" % codec)
