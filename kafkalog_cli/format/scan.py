@@ -30,6 +30,7 @@ SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH, OFFSET_OVERFLOW = 
     "short tail", "past end", "below minimum", "zero fill", "crc mismatch", "offset overflow")
 MIN_HEADER = 18  # fewer bytes than this left: end of data, as in Kafka
 SEARCH_CHUNK = 4 << 20  # bytes searched per step when looking through a bad stretch
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 _NONZERO = re.compile(rb"[^\x00]")
 # A plausible entry start: size field below 2^31 and a magic byte of 0, 1 or 2.
@@ -180,7 +181,31 @@ def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] =
             return
         need(pos, pos + MIN_HEADER)
         _, size = PREFIX.unpack_from(buf, pos)
-        magic = _signed_byte(buf[pos + 16])
+        magic = buf[pos + 16]
+        nxt = pos + LOG_OVERHEAD + size
+        if 2 <= magic < 128 and size + LOG_OVERHEAD >= V2_OVERHEAD and nxt <= end:
+            # the common case, a whole v2 batch, checked as _describe_bad_entry checks it
+            need(pos, min(end, nxt + MIN_HEADER))  # the entry and the next one's header
+            batch = read_batch(buf, pos, size + LOG_OVERHEAD, magic)
+            if INT64_MIN <= batch.last_offset <= INT64_MAX:
+                if (batch.crc == batch.computed_crc or not resync or end - nxt < MIN_HEADER
+                        or entry_is_valid(buf, nxt, end, lambda a, b: need(pos, b))):
+                    yield batch
+                    pos = nxt
+                    continue
+                kind = CRC_MISMATCH
+                reason = ("CRC mismatch (stored %d, computed %s) and no valid batch follows it"
+                          % (batch.crc, batch.computed_crc))
+            else:
+                kind, reason = OFFSET_OVERFLOW, v2_offset_problem_at(buf, pos)
+            nxt = find_next_entry(buf, pos + 1, end, need) if resync else None
+            if nxt is None:
+                yield InvalidBytes(pos, end - pos, kind, reason, True)
+                return
+            yield InvalidBytes(pos, nxt - pos, kind, reason, False)
+            pos = nxt
+            continue
+        magic = _signed_byte(magic)
         kind, reason = _describe_bad_entry(buf, pos, end, size, magic, need)
         if kind is None:
             nxt = pos + LOG_OVERHEAD + size
