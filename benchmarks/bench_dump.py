@@ -20,11 +20,18 @@ isvalid), so the peers do too; the peers write nothing while kafkalog renders an
 MemoryRecords, DefaultRecordBatch), checked to be the one loaded; kafka-python with its pure
 Python one. A peer imports what a user of it would (aiokafka's package imports its client).
 
+The runs are interleaved (each round runs every reader once, so that a burst of load hits all
+of them) and timed two ways: wall time, and CPU time (the child's user + system time, less
+moved by other processes on a loaded machine). --compare-path DIR also times the kafkalog of
+another checkout (e.g. `git worktree add /tmp/base COMMIT`, its C modules built in place), run
+with PYTHONPATH=DIR, in the same rounds: before and after in one run.
+
 The "startup" line (a dump of an empty segment) shows how much of a time is start-up. --rss
 instead dumps a ~1 GiB segment once each way and checks each child's own peak RSS against
 150 MB. Units: MB = 10^6 bytes, GB = 10^9 bytes; --size-mb options are MiB.
 
     .venv/bin/python benchmarks/bench_dump.py [--quick] [--rss] [--repeat N] [--sets A,B]
+        [--compare-path DIR]
 """
 
 import argparse
@@ -32,6 +39,7 @@ import os
 import random
 import struct
 import sys
+import tempfile
 import time
 from importlib.metadata import version
 
@@ -194,7 +202,6 @@ PEERS = {("kp", "deep"): kp_full_parse, ("kp", "batch"): kp_batch_crc,
 # data set name: (layout, codec)
 DATA_SETS = {"1k-none": ("1k", "none"), "small-none": ("small", "none"),
              "1k-lz4": ("1k", "lz4"), "1k-zstd": ("1k", "zstd")}
-READERS = (("kafkalog", None), ("kafka-python", "kp"), ("aiokafka", "aio"))
 
 
 def best_of(repeat, fn, *args):
@@ -207,34 +214,53 @@ def best_of(repeat, fn, *args):
     return best, result
 
 
-def time_reader(reader, job, path, repeat):
-    """Best-of-`repeat` wall time of one reader's whole process doing `job` on `path`."""
-    if reader is None:
+def run_timed(argv, env):
+    """Run ``argv`` > /dev/null; return (wall s, the child's user + system CPU s)."""
+    t0 = time.perf_counter()
+    pid = os.posix_spawn(argv[0], argv, env,
+                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
+    _, status, usage = os.wait4(pid, 0)
+    elapsed = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit("%s exited with %d" % (" ".join(argv), os.waitstatus_to_exitcode(status)))
+    return elapsed, usage.ru_utime + usage.ru_stime
+
+
+def reader_argv(peer, job, path):
+    """The command line of one reader doing ``job`` (deep or batch) on ``path``."""
+    if peer is None:
         args = ["dump", "--deep-iteration", "--print-data-log", path] if job == "deep" \
             else ["dump", path]
-        return min(run_child(args)[0] for _ in range(repeat))
-    argv = [sys.executable, os.path.abspath(__file__), "--peer", reader, job, path]
-    return min(run_child(None, argv)[0] for _ in range(repeat))
+        return [sys.executable, "-m", "kafkalog_cli"] + args
+    return [sys.executable, os.path.abspath(__file__), "--peer", peer, job, path]
 
 
-def bench_file(name, path, repeat):
-    """Time every reader on one data set; return {(reader, job): seconds}."""
+def bench_file(name, path, repeat, readers):
+    """Time every reader (label, peer, environment) on one data set, the runs interleaved
+    (each round runs every reader once: a burst of load hits them all); return
+    {(clock, label, job): best seconds} for the clocks "wall" and "cpu"."""
     size = os.path.getsize(path)
     records = kp_full_parse(path)
     times = {}
-    for job in ("deep", "batch"):
-        for reader, peer in READERS:
-            times[reader, job] = time_reader(peer, job, path, repeat)
+    for _ in range(repeat):
+        for job in ("deep", "batch"):
+            for label, peer, env in readers:
+                wall, cpu = run_timed(reader_argv(peer, job, path), env)
+                for clock, secs in (("wall", wall), ("cpu", cpu)):
+                    key = (clock, label, job)
+                    times[key] = min(times.get(key, float("inf")), secs)
     print("\n%s: %s, %.1f MB, %d records (best of %d, whole processes)"
           % (name, path, size / 1e6, records, repeat))
-    print("  %-11s %12s %12s %12s %10s %10s" % ("", "kafkalog s", "kafka-py s", "aiokafka s",
-                                               "ours/kp", "ours/aio"))
-    for job, label in (("deep", "deep dump"), ("batch", "batch dump")):
-        ours, kp, aio = (times[reader, job] for reader, _ in READERS)
-        print("  %-11s %12.3f %12.3f %12.3f %10.2f %10.2f"
-              % (label, ours, kp, aio, ours / kp, ours / aio))
-    print("  kafkalog: deep %.0f records/s, batch dump %.2f GB/s"
-          % (records / times["kafkalog", "deep"], size / times["kafkalog", "batch"] / 1e9))
+    labels = [label for label, _, _ in readers]
+    print("  %-17s %s" % ("seconds", " ".join("%13s" % label[:13] for label in labels)))
+    for clock in ("wall", "cpu"):
+        for job, text in (("deep", "deep dump"), ("batch", "batch dump")):
+            print("  %-17s %s" % ("%s (%s)" % (text, clock),
+                                  " ".join("%13.3f" % times[clock, label, job]
+                                           for label in labels)))
+    print("  kafkalog: deep %.0f records/s, batch dump %.2f GB/s (wall)"
+          % (records / times["wall", "kafkalog", "deep"],
+             size / times["wall", "kafkalog", "batch"] / 1e9))
     return times
 
 
@@ -246,23 +272,26 @@ def geomean(values):
     return product ** (1 / len(values)) if values else float("nan")
 
 
-def print_ratios(results):
-    """The time ratios kafkalog / peer per data set, and their geometric means."""
-    print("\ntime ratio kafkalog / peer (below 1: kafkalog faster)")
-    print("  %-11s %12s %12s %12s %12s" % ("data set", "deep/aio", "batch/aio", "deep/kp",
-                                             "batch/kp"))
+def print_ratios(results, ours_labels):
+    """The time ratios kafkalog / peer per data set, and their geometric means, for each
+    kafkalog timed (this checkout, and any --compare-path) and each clock."""
     columns = [("deep", "aiokafka"), ("batch", "aiokafka"), ("deep", "kafka-python"),
                ("batch", "kafka-python")]
-    ratios = {c: [] for c in columns}
-    for name, times in results:
-        row = []
-        for job, peer in columns:
-            r = times["kafkalog", job] / times[peer, job]
-            ratios[job, peer].append(r)
-            row.append(r)
-        print("  %-11s %12.2f %12.2f %12.2f %12.2f" % (name, *row))
-    print("  %-11s %12.2f %12.2f %12.2f %12.2f"
-          % ("geo. mean", *(geomean(ratios[c]) for c in columns)))
+    for clock in ("wall", "cpu"):
+        for ours in ours_labels:
+            print("\ntime ratio %s / peer, %s time (below 1: kafkalog faster)" % (ours, clock))
+            print("  %-11s %12s %12s %12s %12s" % ("data set", "deep/aio", "batch/aio",
+                                                     "deep/kp", "batch/kp"))
+            ratios = {c: [] for c in columns}
+            for name, times in results:
+                row = []
+                for job, peer in columns:
+                    r = times[clock, ours, job] / times[clock, peer, job]
+                    ratios[job, peer].append(r)
+                    row.append(r)
+                print("  %-11s %12.2f %12.2f %12.2f %12.2f" % (name, *row))
+            print("  %-11s %12.2f %12.2f %12.2f %12.2f"
+                  % ("geo. mean", *(geomean(ratios[c]) for c in columns)))
 
 
 def bench_rss(path):
@@ -298,6 +327,10 @@ def main():
     parser.add_argument("--quick", action="store_true", help="small files, for a smoke test")
     parser.add_argument("--rss", action="store_true",
                         help="only check the dumps' peak RSS on a ~1 GiB segment")
+    parser.add_argument("--compare-path", metavar="DIR", action="append", default=[],
+                        help="also time the kafkalog of another checkout (its C modules built "
+                        "in place), run by this interpreter with PYTHONPATH=DIR, in the same "
+                        "rounds")
     parser.add_argument("--peer", nargs=3, metavar=("kp|aio", "deep|batch", "FILE"),
                         help=argparse.SUPPRESS)  # one peer pass, timed by the parent
     args = parser.parse_args()
@@ -326,15 +359,28 @@ def main():
             sets.append((name, DATA_SETS[name]))
     sizes = {"1k": args.size_mb or (8 if args.quick else 256),
              "small": args.small_size_mb or (4 if args.quick else 64)}
-    files = [(name, build_segment(args.workdir, layout, sizes[layout], codec))
+    files = [(name, os.path.abspath(build_segment(args.workdir, layout, sizes[layout], codec)))
              for name, (layout, codec) in sets]
     empty = build_segment(args.workdir, "1k", 0, "none")
     startup, alone = startup_times(empty, repeat)
     print("startup: %.3f s (best-of-%d dump of an empty segment, included in the times); "
           "python -c pass: %.3f s; ratio %.2fx (goal: 2.5x; benchmarks/bench_startup.py)"
           % (startup, repeat, alone, startup / alone))
-    results = [(name, bench_file(name, path, repeat)) for name, path in files]
-    print_ratios(results)
+    # The children run in an empty directory: `python -m` puts the working directory first on
+    # sys.path, where a checkout would be imported before the one meant.
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.pop("KAFKALOG_PURE_PYTHON", None)
+    readers = [("kafkalog", None, env)]
+    for path in args.compare_path:
+        readers.append(("kafkalog@%s" % os.path.basename(os.path.abspath(path)), None,
+                        dict(env, PYTHONPATH=os.path.abspath(path))))
+    readers += [("kafka-python", "kp", env), ("aiokafka", "aio", env)]
+    with tempfile.TemporaryDirectory() as empty_dir:
+        os.chdir(empty_dir)
+        results = [(name, bench_file(name, path, repeat, readers)) for name, path in files]
+    print_ratios(results, [label for label, peer, _ in readers
+                           if peer is None])
     print("load average at the end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
 
 
