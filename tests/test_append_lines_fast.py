@@ -173,3 +173,17 @@ def test_plain_records_read_by_orjson_as_json_reads_them(line):
                                                        general.headers)
     if b"timestamp" in line:
         assert plain.timestamp == general.timestamp
+
+
+@pytest.mark.parametrize("line", [b'{"value": "\\ud800"}', b'{"key": "a\\udfff"}',
+                                  b'{"value": {"x": "\\ud800"}}',
+                                  b'{"value": "x", "headers": {"\\ud800": "v"}}',
+                                  b'{"value": "x", "headers": {"h": "\\udc00"}}'])
+def test_a_lone_surrogate_is_an_input_error(tmp_path, line):
+    """json reads "\\ud800" as a lone surrogate, which UTF-8 cannot hold: the line is refused
+    with its line number (it was a traceback)."""
+    data = b'{"value": "fine"}\n' + line + b"\n"
+    result = append_records(str(tmp_path / "t-0"), InputLines(io.BytesIO(data), "jsonl"),
+                            AppendSettings(batch_records=1))
+    assert result.records == 1 and result.stopped is not None
+    assert result.stopped.line == 2 and "lone surrogate" in str(result.stopped)

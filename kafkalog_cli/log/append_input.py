@@ -41,7 +41,7 @@ def _bytes(value: Any, what: str, json_text: bool = False) -> Optional[bytes]:
     if value is None:
         return None
     if isinstance(value, str):
-        return value.encode("utf-8")
+        return _utf8(value, what)
     if isinstance(value, dict) and set(value) == {"base64"} and isinstance(value["base64"], str):
         try:
             return base64.b64decode(value["base64"], validate=True)
@@ -49,11 +49,23 @@ def _bytes(value: Any, what: str, json_text: bool = False) -> Optional[bytes]:
             raise InputError("%s: invalid base64" % what) from None
     if json_text:
         try:
-            return json.dumps(value, separators=(",", ":"), ensure_ascii=False,
-                              allow_nan=False).encode("utf-8")
+            return _utf8(json.dumps(value, separators=(",", ":"), ensure_ascii=False,
+                                    allow_nan=False), what)
+        except InputError:
+            raise
         except ValueError:
             raise InputError("%s: NaN and Infinity have no JSON text" % what) from None
     raise InputError("%s must be a string, {\"base64\": ...} or null" % what)
+
+
+def _utf8(text: str, what: str) -> bytes:
+    """``text`` as UTF-8; InputError for a lone surrogate (json reads "\\ud800" as one), which
+    UTF-8 cannot hold."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError("%s: a lone surrogate (\\u%04x) has no UTF-8 form"
+                         % (what, ord(text[e.start]))) from None
 
 
 def _check_fields(obj: Dict[str, Any], known: Tuple[str, ...]) -> None:
@@ -75,6 +87,7 @@ def _headers(value: Any) -> Tuple[Tuple[str, Optional[bytes]], ...]:
     for pair in pairs:
         if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str)):
             raise InputError("each header must be a [key, value] pair with a string key")
+        _utf8(pair[0], "a header key")
         out.append((pair[0], _bytes(pair[1], "header %r" % pair[0])))
     return tuple(out)
 
