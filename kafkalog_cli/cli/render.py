@@ -437,13 +437,21 @@ class KafkaWriter(Writer):
             at = pos - start
             used = step(memoryview(self._chunk), at, n, start)
             if used == at:
-                if fresh or start == pos:
-                    break
-                fresh = True  # the batch may run past the bytes held: read from it
+                if fresh or start == pos or self._held_whole(at, n):
+                    break  # an entry the fast path does not take: the caller's
+                fresh = True  # the entry may run past the bytes held: read from it
                 continue
             fresh = False
             pos = start + used
         return pos
+
+    def _held_whole(self, at, n):
+        """Does the buffer hold the whole entry at ``at`` (of its ``n`` bytes read), or one
+        whose size field no batch has?"""
+        if n - at < 12:
+            return False
+        size = int.from_bytes(self._chunk[at + 8:at + 12], "big", signed=True)
+        return size < 49 or at + 12 + size <= n
 
     def _fast_batches(self, log, pos, end, max_bytes, prev_last):
         """Print the run of valid v2 batches from ``pos`` whose last offsets rise above
