@@ -65,7 +65,7 @@ def test_export_reports_invalid_data_on_a_cluster(cluster, tmp_path):
     p = kafkalog_proc("export", root, "--output", out, "--master", cluster.url,
                       "--spark-conf", "spark.ui.enabled=false")
     assert p.returncode == 1, p.stderr[-3000:]
-    lines = [x for x in p.stderr.splitlines() if "incubator modules" not in x]
+    lines = p.stderr.splitlines()
     assert len(lines) == 2, p.stderr
     assert lines[0].startswith("kafkalog: orders-1: 00000000000000000000.log: 1000 bytes at %d: "
                                % size), lines
@@ -127,14 +127,25 @@ def test_a_master_that_cannot_be_used_is_one_line_fast(master, words):
 
 
 def test_spark_starts_quietly(tmp_path):
-    """No log4j start-up lines and no Spark warnings on stderr (only with --verbose); what
-    stays is the JVM's own note on the incubator module Spark asks for."""
+    """Nothing on stderr: no JVM start-up line (Java's "WARNING: Using incubator modules"), no
+    log4j line, no Spark warning; --verbose shows them."""
     p = kafkalog_proc("scan", FIXTURES, "--master", "local[1]",
                       "--spark-conf", "spark.ui.enabled=false")
     assert p.returncode == 0, p.stderr
-    noise = [x for x in p.stderr.splitlines()
-             if x.strip() and "incubator modules" not in x]
-    assert noise == [], noise
+    assert p.stderr == ""
+    p = kafkalog_proc("scan", FIXTURES, "--master", "local[1]", "--verbose",
+                      "--spark-conf", "spark.ui.enabled=false")
+    assert p.returncode == 0, p.stderr
+    assert "WARNING: Using incubator modules" in p.stderr
+
+
+def test_a_jvm_that_cannot_start_is_one_line():
+    """The JVM's own words (held back from stderr while it starts) in the one line."""
+    p = kafkalog_proc("scan", FIXTURES, "--master", "local[1]",
+                      "--spark-conf", "spark.driver.memory=lots", timeout=120)
+    assert p.returncode == 2, p
+    assert len(p.stderr.splitlines()) == 1 and "Spark could not start" in p.stderr, p.stderr
+    assert "heap size" in p.stderr and "incubator" not in p.stderr, p.stderr
 
 
 def test_progress_bar_on_a_terminal():

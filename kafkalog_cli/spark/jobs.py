@@ -93,24 +93,77 @@ def session(master="local[*]", conf=(), app="kafkalog", verbose=False):
     java_options = "-Dlog4j2.configurationFile=file:%s" % _log4j2_file(verbose)
     if given.get("spark.driver.extraJavaOptions"):
         java_options += " " + given["spark.driver.extraJavaOptions"]
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
-    builder = (SparkSession.builder.master(master).appName(app)
-               .config("spark.pyspark.python", python)
-               .config("spark.pyspark.driver.python", driver)
-               .config("spark.ui.showConsoleProgress", "false")
-               # base64() without line breaks every 76 characters (CSV export)
-               .config("spark.sql.chunkBase64String.enabled", "false"))
-    for key, value in conf:
-        builder = builder.config(key, value)
-    builder = builder.config("spark.driver.extraJavaOptions", java_options)
+    settings = [("spark.master", master), ("spark.app.name", app),
+                ("spark.pyspark.python", python), ("spark.pyspark.driver.python", driver),
+                ("spark.ui.showConsoleProgress", "false"),
+                # base64() without line breaks every 76 characters (CSV export)
+                ("spark.sql.chunkBase64String.enabled", "false")]
+    settings += list(conf) + [("spark.driver.extraJavaOptions", java_options)]
+    spark_conf = SparkConf(loadDefaults=False).setAll(settings)
+    stderr = None
     try:
-        spark = builder.getOrCreate()
+        if SparkContext._gateway is None:  # the JVM not started yet in this process
+            stderr = _JvmStderr(verbose)
+            SparkContext(conf=spark_conf, gateway=stderr.launch(spark_conf))
+        spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
     except Exception as e:  # a JVM that did not start, a cluster that refused the application
         lines = str(e).strip().splitlines()
-        raise SparkUnavailable("Spark could not start: %s"
-                               % (lines[0] if lines else type(e).__name__)) from None
+        said = stderr.first_line() if stderr is not None else None
+        raise SparkUnavailable("Spark could not start: %s%s" % (
+            lines[0] if lines else type(e).__name__,
+            " (%s)" % said if said else "")) from None
+    finally:
+        if stderr is not None:
+            stderr.started()
     spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     return register(spark)
+
+
+class _JvmStderr:
+    """The driver JVM's stderr, through a pipe read by a thread of ours: what the JVM (and
+    spark-submit before it) writes while starting, such as Java's "WARNING: Using incubator
+    modules", is held back (shown with --verbose; its first line said if Spark cannot start);
+    from then on every line is passed on to our stderr (Spark's errors, the Python workers'
+    output in local mode)."""
+
+    def __init__(self, verbose: bool) -> None:
+        self.verbose = verbose
+        self.held: List[str] = []
+        self._starting = True
+        self._read, self._write = os.pipe()
+        threading.Thread(target=self._pump, daemon=True,
+                         name="kafkalog-jvm-stderr").start()
+
+    def launch(self, spark_conf):
+        """The py4j gateway of a new driver JVM whose stderr is this pipe."""
+        from pyspark.java_gateway import launch_gateway
+        try:
+            return launch_gateway(spark_conf, popen_kwargs={"stderr": self._write})
+        finally:
+            os.close(self._write)  # the JVM holds its own copy
+
+    def started(self) -> None:
+        self._starting = False
+
+    def first_line(self) -> Optional[str]:
+        lines = [x.strip() for x in self.held if x.strip()
+                 and "incubator modules" not in x]
+        return lines[0] if lines else None
+
+    def _pump(self) -> None:
+        with open(self._read, "rb", buffering=0) as pipe:
+            for raw in iter(pipe.readline, b""):
+                line = raw.decode("utf-8", "replace")
+                if self._starting and not self.verbose:
+                    self.held.append(line)
+                    continue
+                try:
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
+                except (OSError, ValueError):
+                    pass
 
 
 class Progress:
