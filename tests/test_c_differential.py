@@ -978,3 +978,55 @@ def test_v2_records_ok_random(picks, flips, cut, extra, lat, base):
     data = bytes(data[:max(0, len(data) - cut)])
     both_records_checks(data, len(picks) + extra, base_offset=base, base_ts=base, lat=lat,
                         limit=100)
+
+
+# -- plain_record: append's plain JSON-lines records --------------------------------------------
+
+def both_plain_records(obj, now=77):
+    from kafkalog_cli.format.encode import Record
+    from kafkalog_cli.log.append_input import _plain_from_object
+
+    def fields(rec):
+        return None if rec is None else (type(rec), rec.key, rec.value, rec.timestamp,
+                                         rec.headers)
+    py = fields(_plain_from_object(obj, now, Record))
+    c = fields(speedups.plain_record(obj, now, Record))
+    assert c == py, obj
+    return py
+
+
+@needs_speedups
+@pytest.mark.parametrize("obj", [
+    {}, {"key": "k", "value": "v"}, {"value": None, "key": None, "timestamp": None},
+    {"value": "\u00e9\U0001F600"}, {"value": "x", "timestamp": INT64_MAX},
+    {"value": "x", "timestamp": INT64_MIN}, {"value": "x", "timestamp": INT64_MAX + 1},
+    {"value": "x", "timestamp": INT64_MIN - 1}, {"value": "x", "timestamp": True},
+    {"value": "x", "timestamp": 1.0}, {"value": 1}, {"key": b"bytes"}, {"value": ["x"]},
+    {"value": "\ud800"}, {"key": "a\udfff"}, {"val": "x"}, {"value": "x", "headers": {}},
+    {1: "x"}, [], None, "string", 5,
+])
+def test_plain_record_edges(obj):
+    both_plain_records(obj)
+
+
+class _StrKey(str):
+    pass
+
+
+@needs_speedups
+def test_plain_record_subclasses():
+    assert both_plain_records({_StrKey("value"): "x"}) is not None  # a key equal to "value"
+    assert both_plain_records({"value": _StrKey("x")}) is None
+    assert both_plain_records(type("D", (dict,), {})(value="x")) is None
+
+
+_json_scalars = st.one_of(st.none(), st.booleans(), st.integers(INT64_MIN - 2, INT64_MAX + 2),
+                          st.floats(allow_nan=False), st.text(max_size=8))
+
+
+@needs_speedups
+@fuzz
+@given(obj=st.dictionaries(st.sampled_from(["key", "value", "timestamp", "headers", "k"]),
+                           _json_scalars, max_size=4), now=_int64)
+def test_plain_record_random(obj, now):
+    both_plain_records(obj, now)

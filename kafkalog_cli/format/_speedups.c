@@ -677,11 +677,84 @@ v2_records_ok(PyObject *self, PyObject *args)
     return PyBool_FromLong(ok);
 }
 
+/* -- plain_record: `append --input-format jsonl`'s plain records -------------------------------
+ *
+ * plain_record(obj, now, record_type) -> record_type(key, value, timestamp), or None
+ * mirrors log/append_input.py's _plain_from_object (tests/test_c_differential.py): a dict of
+ * at most "key", "value" (str, UTF-8 encoded, or None) and "timestamp" (an int within 64 bits,
+ * not a bool; None or absent: now) makes a record; anything else None. */
+
+static int
+plain_text(PyObject *v, PyObject **out)
+{
+    if (v == NULL || v == Py_None) {
+        *out = Py_None;
+        Py_INCREF(Py_None);
+        return 1;
+    }
+    if (!PyUnicode_CheckExact(v))
+        return 0;
+    *out = PyUnicode_AsUTF8String(v);
+    if (*out == NULL) {
+        PyErr_Clear(); /* a lone surrogate: not plain */
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *
+plain_record(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *now, *record_type;
+    if (!PyArg_ParseTuple(args, "OOO", &obj, &now, &record_type))
+        return NULL;
+    if (!PyDict_CheckExact(obj))
+        Py_RETURN_NONE;
+    PyObject *k, *v, *key = NULL, *value = NULL, *ts = NULL;
+    Py_ssize_t i = 0;
+    while (PyDict_Next(obj, &i, &k, &v)) {
+        if (!PyUnicode_Check(k))
+            Py_RETURN_NONE;
+        if (PyUnicode_CompareWithASCIIString(k, "key") == 0)
+            key = v;
+        else if (PyUnicode_CompareWithASCIIString(k, "value") == 0)
+            value = v;
+        else if (PyUnicode_CompareWithASCIIString(k, "timestamp") == 0)
+            ts = v;
+        else
+            Py_RETURN_NONE;
+    }
+    if (ts == NULL || ts == Py_None)
+        ts = now;
+    else {
+        if (!PyLong_CheckExact(ts))
+            Py_RETURN_NONE;
+        int overflow;
+        long long t = PyLong_AsLongLongAndOverflow(ts, &overflow);
+        if (overflow || (t == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *kb = NULL, *vb = NULL;
+    if (!plain_text(key, &kb))
+        Py_RETURN_NONE;
+    if (!plain_text(value, &vb)) {
+        Py_DECREF(kb);
+        Py_RETURN_NONE;
+    }
+    PyObject *rec = PyObject_CallFunctionObjArgs(record_type, kb, vb, ts, NULL);
+    Py_DECREF(kb);
+    Py_DECREF(vb);
+    return rec;
+}
+
 static PyMethodDef methods[] = {
     {"decode_v2", decode_v2, METH_VARARGS, "Decode v2 records into a Records object's lists; return the position after them."},
     {"encode_lines", encode_lines, METH_VARARGS, "The v2 records area of lines of input (format/encode.py encode_lines)."},
     {"encode_records", encode_records, METH_VARARGS, "The v2 records area of encode.Record objects (format/encode.py encode_v2_records), or None."},
     {"v2_records_ok", v2_records_ok, METH_VARARGS, "Do the uncompressed records of a v2 batch decode without an error (format/scan.py v2_records_ok)?"},
+    {"plain_record", plain_record, METH_VARARGS, "A plain record of a JSON line's object, or None (log/append_input.py _plain_from_object)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import orjson
@@ -138,30 +139,50 @@ _PLAIN_FIELDS = frozenset(("key", "value", "timestamp"))
 
 def _plain_record(line: Union[str, bytes], now: Optional[int] = None) -> Optional[Record]:
     """The Record of a line that is an object of a string or null ``key`` and ``value`` and an
-    integer or null ``timestamp``, read by orjson (3-4x json); None for any other line, which
-    ``parse_jsonl`` reads with json as it always has. Within that shape both read the same
-    (orjson refuses the lone surrogates json lets through, and the NaN and the integers beyond
-    64 bits it would turn into floats cannot be there)."""
+    integer or null ``timestamp`` (null or absent: ``now``, else the current time), read by
+    orjson (3-4x json); None for any other line, which ``parse_jsonl`` reads with json as it
+    always has. Within that shape both read the same (orjson refuses the lone surrogates json
+    lets through, and the NaN and the integers beyond 64 bits it would turn into floats cannot
+    be there)."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
+    return _plain_object(obj, now_ms() if now is None else now, Record)
+
+
+def _plain_from_object(obj: Any, now: int, record_type: Any = Record) -> Optional[Record]:
+    """``record_type(key, value, timestamp)`` of a parsed line that is a dict of at most a
+    string or null ``key`` and ``value`` (UTF-8 encoded) and an integer ``timestamp`` within
+    64 bits (null or absent: ``now``); None for anything else. ``_speedups.plain_record`` is
+    its C mirror."""
     if type(obj) is not dict or not _PLAIN_FIELDS.issuperset(obj):
         return None
     key, value, ts = obj.get("key"), obj.get("value"), obj.get("timestamp")
-    if type(key) is str:
-        key = key.encode("utf-8")
-    elif key is not None:
-        return None
-    if type(value) is str:
-        value = value.encode("utf-8")
-    elif value is not None:
-        return None
     if ts is None:
-        ts = now_ms() if now is None else now
+        ts = now
     elif type(ts) is not int or not INT64_MIN <= ts <= INT64_MAX:
         return None
-    return Record(key, value, ts)
+    try:
+        if type(key) is str:
+            key = key.encode("utf-8")
+        elif key is not None:
+            return None
+        if type(value) is str:
+            value = value.encode("utf-8")
+        elif value is not None:
+            return None
+    except UnicodeEncodeError:
+        return None
+    return record_type(key, value, ts)
+
+
+_plain_object = _plain_from_object
+if not os.environ.get("KAFKALOG_PURE_PYTHON"):
+    try:
+        from ..format._speedups import plain_record as _plain_object  # type: ignore[no-redef]
+    except ImportError:
+        pass
 
 
 def parse_jsonl(line: Union[str, bytes], ignore_unknown_fields: bool = False) -> Item:
@@ -295,6 +316,7 @@ class InputLines:
         the read), every other item alone, as ``__iter__`` gives them."""
         number = 0
         ignore = self.ignore_unknown_fields
+        loads, JSONDecodeError, plain_object = orjson.loads, orjson.JSONDecodeError, _plain_object
         for data, start, end in _line_chunks(read):
             lines = (data if start == 0 and end == len(data) else data[start:end]).split(b"\n")
             last = len(lines) - 1
@@ -305,7 +327,10 @@ class InputLines:
             now = now_ms()  # the time of the read: the timestamp of a line without one
             for i, line in enumerate(lines):
                 number += 1
-                plain = _plain_record(line, now)
+                try:
+                    plain = plain_object(loads(line), now, Record)
+                except JSONDecodeError:
+                    plain = None
                 if plain is not None:
                     run.append(plain)
                     continue
