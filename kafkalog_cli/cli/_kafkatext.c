@@ -362,17 +362,25 @@ batch_line(PyObject *self, PyObject *args)
 static int
 out_text_raw(out_t *o, const unsigned char *s, Py_ssize_t n)
 {
+    /* copied as it is checked (one pass); kept when it is ASCII */
+    if (out_reserve(o, n) < 0)
+        return -1;
+    char *dst = o->data + o->len;
+    uint64_t word, seen = 0;
     Py_ssize_t i = 0;
-    uint64_t word;
     for (; i + 8 <= n; i += 8) {
         memcpy(&word, s + i, 8);
-        if (word & 0x8080808080808080ULL)
-            break;
+        memcpy(dst + i, &word, 8);
+        seen |= word;
     }
-    while (i < n && s[i] < 0x80)
-        i++;
-    if (i == n)
-        return out_put(o, (const char *)s, n);
+    for (; i < n; i++) {
+        dst[i] = (char)s[i];
+        seen |= s[i];
+    }
+    if (!(seen & 0x8080808080808080ULL)) {
+        o->len += n;
+        return 0;
+    }
     PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "replace");
     if (text == NULL)
         return -1;
@@ -670,6 +678,9 @@ deep_lines(PyObject *self, PyObject *args)
     if (end > view.len)
         end = view.len;
     Py_ssize_t stop = max_bytes > PY_SSIZE_T_MAX - pos ? PY_SSIZE_T_MAX : pos + max_bytes;
+    /* room for max_out and a batch's lines at once: the text is not moved as it grows */
+    if (max_out > 0 && max_out < (1 << 26) && out_reserve(&o, max_out + (1 << 16)) < 0)
+        goto fail;
     while (pos < stop && end - pos >= 61 && o.len < max_out) {
         const unsigned char *b = buf + pos;
         int32_t size = be32(b + 8);

@@ -435,7 +435,9 @@ class _Zstd:
                     whole = self._dctx.decompress(data, allow_extra_data=False)
                 except zstandard.ZstdError:
                     whole = None
-                if whole is not None and len(whole) == size and _zstd_frames_problem(data) is None:
+                # (a frame decoded whole, nothing after it: _zstd_frames_problem has nothing
+                # to find)
+                if whole is not None and len(whole) == size:
                     return whole
         out = _Output(limit)
         try:
