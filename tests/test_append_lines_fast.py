@@ -187,3 +187,17 @@ def test_a_lone_surrogate_is_an_input_error(tmp_path, line):
                             AppendSettings(batch_records=1))
     assert result.records == 1 and result.stopped is not None
     assert result.stopped.line == 2 and "lone surrogate" in str(result.stopped)
+
+
+def test_a_producers_check_names_the_line_of_its_record(tmp_path):
+    """Plain records written as the settings' producer: a record its checks refuse (an epoch
+    below the producer's current one) is named by its own line, not the last of its run."""
+    lines = [b'{"value": "a"}', b'{"value": "b"}',
+             b'{"value": "c", "producerId": 5, "producerEpoch": 3}',
+             b'{"value": "d"}', b'', b'{"value": "e"}', b'{"value": "f"}']
+    data = b"\n".join(lines) + b"\n"
+    s = AppendSettings(producer_id=5, producer_epoch=0, batch_records=1)
+    fast = _jsonl_run(tmp_path, "fast", InputLines(Pieces(data, 1), "jsonl"), s)
+    slow = _jsonl_run(tmp_path, "slow", InputLines(io.BytesIO(data).readlines(), "jsonl"), s)
+    assert fast == slow
+    assert fast[0][0] == 3 and fast[0][4][0] == 4, fast

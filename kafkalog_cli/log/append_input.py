@@ -333,6 +333,7 @@ class InputLines:
                     plain = None
                 if plain is not None:
                     run.append(plain)
+                    run.lines.append(number)
                     continue
                 if i < last:
                     line += b"\n"  # as read line by line (json's messages count it)

@@ -134,7 +134,12 @@ class Marker:
 
 class RecordRun(List[Record]):
     """Plain Records given at once (each as a Record given alone): InputLines gives the
-    records of consecutive JSON lines so, a read at a time."""
+    records of consecutive JSON lines so, a read at a time; ``lines`` holds the line number of
+    each, for the errors of a producer's checks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: List[int] = []
 
 
 # What append_records takes: a plain Record (from the settings' producer, if any), a record
@@ -283,9 +288,13 @@ class RecordAppender:
         if isinstance(item, RecordRun):
             if self.settings.producer_id < 0:
                 self._add_plain_run(item)
-            else:
-                for record in item:
+                return
+            for record, line in zip(item, item.lines):
+                try:
                     self.add(record)
+                except InputError as e:
+                    e.line = line  # the record's own line, not the run's last
+                    raise
             return
         if isinstance(item, Marker):
             self.write_pending()
