@@ -1,7 +1,10 @@
 """`kafkalog export` on a real Spark standalone cluster (a master and two workers on loopback,
-tests/sparkcluster.py): the rows equal kafka-python's reading of the same segments, and both
-workers' executors run tasks (from the application's event log)."""
+tests/sparkcluster.py): the rows equal kafka-python's reading of the same segments, both
+workers' executors run tasks (from the application's event log), invalid data is reported, the
+README's packed environment runs the executors; and the one-line failures, the quiet stderr and
+the progress bar of a local Spark."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -75,6 +78,64 @@ def test_export_reports_invalid_data_on_a_cluster(cluster, tmp_path):
     for f in part_files(out, ".parquet"):
         got += arrow_rows(pq.read_table(f))
     assert order(got) == order(kafka_python_dir_rows(str(root)))
+
+
+def packed_environment(tmp_path):
+    """The README's packed environment: a new virtual environment with this checkout and
+    pyarrow installed (the versions of the test environment's, from pip's cache when it has
+    them), a .pth file noting each interpreter start (sys.prefix) in ``starts``, packed with
+    venv-pack. Returns (archive, starts)."""
+    env, src, starts = tmp_path / "kafkalog-env", tmp_path / "src", tmp_path / "starts"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(os.path.join(REPO, name), src / name)
+    shutil.copytree(os.path.join(REPO, "kafkalog_cli"), src / "kafkalog_cli",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    freeze = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+                            capture_output=True, text=True, check=True).stdout
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("".join(line + "\n" for line in freeze.splitlines()
+                                   if not line.lower().startswith("kafkalog")))
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=120)
+    p = subprocess.run([str(env / "bin" / "pip"), "install", "--quiet",
+                        "--disable-pip-version-check", "-c", str(constraints), str(src),
+                        "pyarrow"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    site = subprocess.run([str(env / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(site, "zz_kafkalog_test_starts.pth"), "w") as f:
+        f.write("import sys; open(%r, 'a').write(sys.prefix + '\\n')\n" % str(starts))
+    archive = tmp_path / "kafkalog-env.tar.gz"
+    p = subprocess.run([sys.executable, "-m", "venv_pack", "-p", str(env), "-o", str(archive),
+                        "-q"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    shutil.rmtree(env)
+    return archive, starts
+
+
+def test_a_packed_environment_runs_the_executors(cluster, tmp_path):
+    """The README's recipe for a packed environment, end to end: a venv with kafkalog packed
+    with venv-pack, shipped with spark.archives=env.tar.gz#env and run by the executors as
+    spark.pyspark.python=./env/bin/python; the rows are kafka-python's."""
+    archive, starts = packed_environment(tmp_path)
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    p = kafkalog_proc("export", FIXTURES, "--output", out, "--master", cluster.url,
+                      "--spark-conf", "spark.ui.enabled=false",
+                      "--spark-conf", "spark.archives=%s#env" % archive,
+                      "--spark-conf", "spark.pyspark.python=./env/bin/python", env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stderr == ""
+    got = []
+    for f in part_files(out, ".parquet"):
+        got += arrow_rows(pq.read_table(f))
+    assert order(got) == order(kafka_python_dir_rows(FIXTURES))
+    # the executors' Python workers ran from the archive unpacked in their working directories
+    prefixes = set(starts.read_text().split())
+    work = os.path.join(cluster.root, "work")
+    assert prefixes and all(x.startswith(work) and x.endswith("/env") for x in prefixes), \
+        prefixes
 
 
 def kafkalog_proc(*args, timeout=600, env=None):
