@@ -743,7 +743,25 @@ plain_record(PyObject *self, PyObject *args)
         Py_DECREF(kb);
         Py_RETURN_NONE;
     }
-    PyObject *rec = PyObject_CallFunctionObjArgs(record_type, kb, vb, ts, NULL);
+    /* record_type(kb, vb, ts), its fields set without a call of its Python __init__ (a
+     * __slots__ class that only stores them, headers () by default) */
+    PyObject *rec = NULL;
+    if (!PyType_Check(record_type)) {
+        PyErr_SetString(PyExc_TypeError, "record_type must be a class");
+        goto out;
+    }
+    PyTypeObject *tp = (PyTypeObject *)record_type;
+    if (tp->tp_new == NULL) {
+        PyErr_SetString(PyExc_TypeError, "record_type cannot be made");
+        goto out;
+    }
+    rec = tp->tp_new(tp, empty_tuple, NULL);
+    if (rec != NULL && (PyObject_SetAttr(rec, str_key, kb) < 0
+                        || PyObject_SetAttr(rec, str_value, vb) < 0
+                        || PyObject_SetAttr(rec, str_timestamp, ts) < 0
+                        || PyObject_SetAttr(rec, str_headers, empty_tuple) < 0))
+        Py_CLEAR(rec);
+out:
     Py_DECREF(kb);
     Py_DECREF(vb);
     return rec;
