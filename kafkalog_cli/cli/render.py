@@ -805,6 +805,9 @@ class JsonWriter(Writer):
         kj = self._key_json
         vj = self._value_json
         parser = self.opts.parser
+        if kj is None and vj is None and parser is None and not b.is_control:
+            self._plain_records(b, recs)
+            return
         topic, partition = self._topic, self._partition
         bj = jsonvocab.bytes_json
         self._counts["records"] += len(recs.offsets)
@@ -841,6 +844,42 @@ class JsonWriter(Writer):
                     obj["controlError"] = str(e)
                     self.bad_record(off, e)
             self._emit_record(obj, k, v, hdrs)
+        self._maybe_flush()
+
+    def _plain_records(self, b, recs):
+        """The record objects of ``records`` for data records shown with the string decoders,
+        written as text directly: the very bytes the encoder writes for those objects (the same
+        keys in the same order; integers, strings, booleans and null as it writes them), for a
+        fraction of its cost per record."""
+        # the string encoder JSONEncoder(ensure_ascii=False) uses (json imported by then)
+        from json.encoder import encode_basestring as enc
+        head = (self._dumps({"type": "record", "topic": self._topic,
+                             "partition": self._partition, "file": self.path})[:-1]
+                + ',"offset":')
+        mid = ',"position":%d,"timestamp":' % b.position
+        tail_ts = ',"timestampType":%s,"keySize":' % enc(b.timestamp_type_name)
+        base_seq, base_off, v2 = b.base_sequence, b.base_offset, b.magic >= 2
+        valids, crcs = recs.valids, recs.crcs
+        batch_valid = "true" if b.is_valid else "false"
+        headers = recs.headers
+        add = self._lines.append
+        self._counts["records"] += len(recs.offsets)
+        for i, (off, ts, k, v) in enumerate(zip(recs.offsets, recs.timestamps, recs.keys,
+                                                recs.values)):
+            if valids is not None:
+                valid, crc = ("true" if valids[i] else "false"), crcs[i]
+            else:
+                valid, crc = batch_valid, b.crc
+            seq = record_sequence(base_seq, off - base_off) if v2 else -1
+            hdrs = headers[i] if headers is not None else ()
+            hj = ("[%s]" % ",".join(["[%s,%s]" % (enc(hk), _bytes_json_text(hv, enc))
+                                     for hk, hv in hdrs])) if hdrs else "[]"
+            add("%s%d%s%d%s%d,\"valueSize\":%d,\"key\":%s,\"value\":%s,\"headers\":%s,"
+                "\"sequence\":%d,\"isValid\":%s,\"crc\":%d}"
+                % (head, off, mid, ts, tail_ts, -1 if k is None else len(k),
+                   -1 if v is None else len(v), _bytes_json_text(k, enc), _bytes_json_text(v, enc),
+                   hj,
+                   seq, valid, crc))
         self._maybe_flush()
 
     def records_not_decoded(self, batch, limit):
@@ -888,6 +927,17 @@ class JsonWriter(Writer):
     def finish(self):
         self._emit(jsonvocab.summary("dump", **self._counts))
         super().finish()
+
+
+def _bytes_json_text(data, enc):
+    """jsonvocab.bytes_json(data) as the JSON text the writers' encoder makes of it (``enc``:
+    its string encoder)."""
+    if data is None:
+        return "null"
+    try:
+        return enc(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return '{"base64":"%s"}' % jsonvocab.bytes_json(data)["base64"]
 
 
 # the parsers' (--cluster-metadata-decoder...) names for the value side, in the vocabulary's
