@@ -485,6 +485,16 @@ rec_read(PyObject *rec, int64_t base_ts, Py_ssize_t index, rec_fields *r)
             || !PyLong_CheckExact(ts)
             || !(PyTuple_CheckExact(r->headers) || PyList_CheckExact(r->headers)))
         goto done;
+    if (PyList_CheckExact(r->headers)) {
+        /* a copy that nothing can change between the two passes */
+        PyObject *frozen = PyList_AsTuple(r->headers);
+        if (frozen == NULL) {
+            Py_DECREF(ts);
+            rec_clear(r);
+            return -1;
+        }
+        Py_SETREF(r->headers, frozen);
+    }
     int overflow;
     long long t = PyLong_AsLongLongAndOverflow(ts, &overflow);
     if (overflow || (t == -1 && PyErr_Occurred())) {
@@ -755,12 +765,14 @@ plain_record(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "record_type cannot be made");
         goto out;
     }
+    Py_INCREF(ts); /* borrowed from obj, which code run by tp_new could change */
     rec = tp->tp_new(tp, empty_tuple, NULL);
     if (rec != NULL && (PyObject_SetAttr(rec, str_key, kb) < 0
                         || PyObject_SetAttr(rec, str_value, vb) < 0
                         || PyObject_SetAttr(rec, str_timestamp, ts) < 0
                         || PyObject_SetAttr(rec, str_headers, empty_tuple) < 0))
         Py_CLEAR(rec);
+    Py_DECREF(ts);
 out:
     Py_DECREF(kb);
     Py_DECREF(vb);
