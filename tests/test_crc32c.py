@@ -2,7 +2,8 @@
 `crc32c` package (the pure-Python path's, and kafka-python's C one) and kafka-python's own
 pure-Python kafka.record._crc32c. Both of the module's paths are checked on this machine: the
 CPU instructions one (crc32c, when ``hardware``) and the slicing-by-8 table (crc32c_table), on
-every length up to 300, random lengths up to 100 KiB (the GIL is released from 64 KiB),
+every length up to 300, random lengths up to 100 KiB and the edges of the instruction path's
+three-block steps (the GIL is released from 64 KiB),
 buffers that start at every alignment, continued CRCs and the published check values.
 
 The C module is kafkalog_cli's own, or, when KAFKALOG_C_MODULE_DIR names a directory, the
@@ -102,7 +103,11 @@ def test_random_lengths_up_to_100k(path):
     fn = getattr(c, path)
     rng = random.Random(2)
     data = rng.randbytes(100_000 + 16)
-    lengths = [rng.randrange(100_001) for _ in range(60)] + [65535, 65536, 65537, 100_000]
+    # and the edges of the C code's three-block steps (3 x 256 and 3 x 8192 bytes) and of the
+    # GIL's release (64 KiB)
+    edges = [767, 768, 769, 1535, 1536, 24575, 24576, 24577, 24576 + 768, 49152, 49153]
+    lengths = ([rng.randrange(100_001) for _ in range(60)] + edges
+               + [65535, 65536, 65537, 100_000])
     for i, length in enumerate(lengths):
         start = rng.randrange(16)
         chunk = memoryview(data)[start:start + length]
