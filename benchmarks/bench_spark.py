@@ -1,39 +1,51 @@
 #!/usr/bin/env python3
-"""Benchmark the Spark pipeline: export of a ~1 GiB log directory to Parquet.
+"""Benchmark the Spark pipeline: export of a log directory to Parquet, on local Spark and on a
+standalone cluster, against the one-process JSON dump.
 
 Builds (once, under --workdir) a log directory of --partitions partitions, each holding the same
-128 MiB v2 segment of bench_dump.py (hard links), then measures:
+128 MiB v2 segment of bench_dump.py (hard links) with its indexes, then measures:
 
-  json dump   `kafkalog dump --format json --print-data-log DIR` > /dev/null, one process
-  export      the export job (Parquet) in a Spark session with local[1], then local[2]
-              (the session and its Python workers are started and warmed up before the
-              clock starts: start-up is not the job; the output goes to /dev/shm when there
-              is one, so that the disk's write speed is not what is measured)
+  json dump     `kafkalog dump --format json --print-data-log` of the segments > /dev/null, one
+                process: the reference rate
+  local[1]      the export (Parquet) in a Spark session with local[1]
+  local[2]      the same with local[2]
+  standalone    the same on a Spark standalone cluster of 2 workers x 1 core (1 GiB each) on
+                127.0.0.1, started by the tests' own fixture code (tests/sparkcluster.py) and
+                stopped afterwards
 
-and prints MB/s of segment data, the local[2]/local[1] speedup (target 1.7x) and the per-core
-throughput against the single-process JSON dump (target at least 50%).
+For each Spark run: the start-up (the session, the executors registered, their Python workers
+started and warm: one small export through the same code in every worker) and the job itself,
+timed apart; the MB/s of segment data of the job, per core, as a share of the JSON dump's rate,
+and the start-up's share of the whole run. The output goes to /dev/shm when there is one, so that
+the disk's write speed is not what is measured. The split size is the export's own (the data
+over the cores), unless --task-mb gives maxBytesPerPartition.
 
-    .venv/bin/python benchmarks/bench_spark.py [--partitions 8] [--quick]
+    .venv/bin/python benchmarks/bench_spark.py [--partitions 8] [--quick] [--modes ...]
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
-from bench_dump import build_segment
-from bench_seek import write_indexes
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from bench_dump import build_segment  # noqa: E402
+from bench_seek import write_indexes  # noqa: E402
 
 MiB = 1 << 20
-
+MODES = {"local1": ("local[1]", 1), "local2": ("local[2]", 2), "standalone": (None, 2)}
 
 # The Parquet output goes to memory (tmpfs) when the machine has it, so that the figures
 # measure the pipeline, not how fast this machine's disk absorbs a gigabyte of writes.
 OUTPUT_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None
-WARM_SEGMENT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "fixtures", "logdir", "metrics-0", "00000000000000000000.log")
+WARM_SEGMENT = os.path.join(REPO, "fixtures", "logdir", "metrics-0", "00000000000000000000.log")
 
 
 def build_log_dir(workdir, partitions, segment_mb):
@@ -57,69 +69,118 @@ def build_log_dir(workdir, partitions, segment_mb):
     return log_dir, size
 
 
-def time_export(log_dir, cores, task_bytes):
-    """Seconds the Parquet export job takes in a local[cores] session (start-up excluded)."""
-    code = """
-import sys, time, tempfile, os
-from kafkalog_cli.spark import jobs
-spark = jobs.session("local[%d]")
-# start the Python workers before the clock, with what they import: a worker's start-up is
-# not the job
 def warm(_):
-    # imports, and one small export through the same code, so that allocators and code
-    # paths are warm in every worker
-    import tempfile
+    """In a worker: the imports, and one small export through the same code, so that
+    allocators and code paths are warm (a worker's start-up is not the job)."""
     from kafkalog_cli.spark import jobs, source
-    small = %r
+    small = WARM_SEGMENT
     jobs.write_parquet_slice((0, source.SegmentSlice(small, 0, os.path.getsize(small))),
                              tempfile.mkdtemp(), [], source.Options({}), "warm")
-    return 0
-spark.sparkContext.parallelize(range(%d), %d).map(warm).collect()
-out = tempfile.mkdtemp(dir=%r)
-t0 = time.perf_counter()
-jobs.export(spark, %r, os.path.join(out, "pq"), "parquet", mode="overwrite",
-            options={"maxBytesPerPartition": str(%d)})
-print(time.perf_counter() - t0)
-spark.stop()
-import shutil
-shutil.rmtree(out)
-""" % (cores, WARM_SEGMENT, cores, cores, OUTPUT_DIR, log_dir, task_bytes)
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return os.getpid()
+
+
+def child(master, cores, log_dir, task_bytes):
+    """One Spark run (in its own process): {"startup": s, "job": s, "tasks": n} on stdout."""
+    from kafkalog_cli.spark import jobs
+    t0 = time.perf_counter()
+    conf = [("spark.ui.enabled", "false")]
+    spark = jobs.session(master, conf, "bench_spark")
+    sc = spark.sparkContext
+    deadline = time.monotonic() + 120
+    # every executor registered (the driver counts as one in getExecutorInfos)
+    while master.startswith("spark://") and len(sc.statusTracker().getExecutorInfos()) < cores + 1:
+        if time.monotonic() > deadline:
+            sys.exit("the cluster's executors did not register")
+        time.sleep(0.2)
+    # the Python workers started and warm, every core several times over
+    sc.parallelize(range(4 * cores), 4 * cores).map(warm).collect()
+    t1 = time.perf_counter()
+    out = tempfile.mkdtemp(dir=OUTPUT_DIR)
+    options = {"maxBytesPerPartition": str(task_bytes)} if task_bytes else {}
+    try:
+        jobs.export(spark, log_dir, os.path.join(out, "pq"), "parquet", mode="overwrite",
+                    options=options)
+        t2 = time.perf_counter()
+        tasks = len([n for n in os.listdir(os.path.join(out, "pq")) if n.startswith("part-")])
+    finally:
+        shutil.rmtree(out)
+    spark.stop()
+    print(json.dumps({"startup": t1 - t0, "job": t2 - t1, "tasks": tasks}))
+
+
+def run_child(master, cores, log_dir, task_bytes):
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", master, str(cores),
+                        log_dir, str(task_bytes or 0)], capture_output=True, text=True)
     if p.returncode != 0:
-        sys.exit("export with local[%d] failed:\n%s" % (cores, p.stderr[-2000:]))
-    return float(p.stdout.strip().splitlines()[-1])
+        sys.exit("export on %s failed:\n%s" % (master, p.stderr[-3000:]))
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def standalone(workdir):
+    """A started cluster of 2 workers x 1 core (tests/sparkcluster.py)."""
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    import sparkcluster
+    return sparkcluster.Cluster(tempfile.mkdtemp(prefix="bench-spark-cluster-", dir=workdir),
+                                workers=2, cores=1, memory="1g")
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workdir", default=os.path.join(here, "data"))
+    parser.add_argument("--workdir", default=os.path.join(HERE, "data"))
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--quick", action="store_true", help="2 partitions of 16 MiB")
-    parser.add_argument("--task-mb", type=int, default=128,
-                        help="maxBytesPerPartition, MiB: segments split at index entries into "
-                             "tasks of about this size (default 128: the data source's own)")
+    parser.add_argument("--task-mb", type=int, default=0,
+                        help="maxBytesPerPartition, MiB (default: the export's own split size, "
+                             "the data over the cores)")
+    parser.add_argument("--modes", default="local1,local2,standalone",
+                        help="comma-separated: local1, local2, standalone")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        master, cores, log_dir, task_bytes = args.child
+        return child(master, int(cores), log_dir, int(task_bytes))
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error("unknown modes: %s" % ", ".join(sorted(unknown)))
     partitions, segment_mb = (2, 16) if args.quick else (args.partitions, 128)
     log_dir, size = build_log_dir(args.workdir, partitions, segment_mb)
-    print("%s: %d partitions, %.1f MB" % (log_dir, partitions, size / 1e6))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print("%s: %d partitions, %.1f MB; %d CPUs, load average %.1f"
+          % (log_dir, partitions, size / 1e6, os.cpu_count() or 0, load))
 
-    t0 = time.perf_counter()
     logs = sorted(os.path.join(root, n) for root, _, names in os.walk(log_dir)
                   for n in names if n.endswith(".log"))  # the same data: the segments only
+    t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "kafkalog_cli", "dump", "--format", "json",
-                    "--print-data-log"] + logs, stdout=subprocess.DEVNULL, check=True)
+                    "--print-data-log"] + logs, stdout=subprocess.DEVNULL, check=True, cwd=REPO)
     dump_rate = size / (time.perf_counter() - t0) / 1e6
-    print("  json dump, one process:   %7.1f MB/s" % dump_rate)
-    rates = {}
-    for cores in (1, 2):
-        secs = time_export(log_dir, cores, args.task_mb * MiB)
-        rates[cores] = size / secs / 1e6
-        print("  export local[%d]:          %7.1f MB/s (%.1f s)" % (cores, rates[cores], secs))
-    speedup = rates[2] / rates[1]
-    per_core = rates[2] / 2
-    print("  speedup local[2]/local[1]: %.2fx (target 1.7x)" % speedup)
-    print("  per-core export / json dump: %.0f%% (target 50%%)" % (100 * per_core / dump_rate))
+    print("  json dump, one process:     %7.1f MB/s" % dump_rate)
+    task_bytes = args.task_mb * MiB
+    results = {}
+    for mode in modes:
+        master, cores = MODES[mode]
+        cluster = standalone(args.workdir) if mode == "standalone" else None
+        try:
+            r = run_child(master or cluster.url, cores, log_dir, task_bytes)
+        finally:
+            if cluster is not None:
+                cluster.stop()
+                shutil.rmtree(cluster.root, ignore_errors=True)
+        rate = size / r["job"] / 1e6
+        results[mode] = rate
+        name = "standalone 2x1" if mode == "standalone" else master
+        print("  export %-15s %7.1f MB/s, %5.1f MB/s per core = %3.0f%% of the json dump; "
+              "%d tasks in %.1f s, start-up %.1f s (%.0f%% of the run)"
+              % (name + ":", rate, rate / cores, 100 * rate / cores / dump_rate, r["tasks"],
+                 r["job"], r["startup"], 100 * r["startup"] / (r["startup"] + r["job"])))
+    if "local1" in results and "local2" in results:
+        print("  speedup local[2]/local[1]: %.2fx" % (results["local2"] / results["local1"]))
+    if "local1" in results and "standalone" in results:
+        print("  speedup standalone 2x1/local[1]: %.2fx"
+              % (results["standalone"] / results["local1"]))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print("  load average at the end: %.1f" % load)
 
 
 if __name__ == "__main__":
