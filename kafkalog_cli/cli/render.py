@@ -480,6 +480,8 @@ class KafkaWriter(Writer):
         of compressed batches inflated as iter_records inflates them. The record offsets
         printed continue the writer's tracking of consecutive offsets (a batch that would
         break it is left to ``records``, which notes the gap)."""
+        if self.opts.parser is not None:
+            return pos, prev_last  # set for this file (a KRaft snapshot's metadata records)
         if self._inflater is None:
             self._inflater = codecs.Inflater()  # one per run: zstd's context is reused
         inflate_any = self._inflater.inflate
