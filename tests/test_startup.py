@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import click
 import pytest
 
 import kafkagen
@@ -110,10 +111,49 @@ def test_the_pure_python_path_uses_the_crc32c_package(tmp_path):
     assert "crc32c" in loaded and "kafkalog_cli.format._crc32c" not in loaded
 
 
-def test_help_lists_every_command_with_its_short_help():
+def _command_modules(loaded):
     from kafkalog_cli.cli.main import COMMANDS
+    modules = {"kafkalog_cli.cli." + target.split(":")[0] for target in COMMANDS.values()}
+    return sorted(loaded & modules)
+
+
+def _short_helps():
+    """{name: short help} of every command, from the commands themselves (imported here)."""
+    from kafkalog_cli.cli.main import COMMANDS, cli
+    ctx = click.Context(cli)
+    commands = {name: cli.get_command(ctx, name) for name in COMMANDS}
+    assert not [c for c in commands.values() if c.hidden or c.deprecated]
+    return {name: c.get_short_help_str() for name, c in commands.items()}
+
+
+def test_the_listed_short_helps_are_the_commands_own():
+    from kafkalog_cli.cli.main import SHORT_HELP
+    assert SHORT_HELP == _short_helps()
+
+
+def test_help_lists_every_command_with_its_short_help_without_importing_them():
     loaded, code, out = loaded_by("--help")
     assert code == 0
-    lines = {line.split()[0]: line for line in out.split("Commands:")[1].splitlines() if line}
-    assert sorted(lines) == sorted(COMMANDS)
-    assert all(len(line.split()) > 1 for line in lines.values()), lines
+    assert not _command_modules(loaded), _command_modules(loaded)
+    lines = out.split("Commands:\n")[1].splitlines()
+    helps = _short_helps()
+    width = max(map(len, helps)) + 2
+    assert lines == ["  %s%s" % (name.ljust(width), text) for name, text in helps.items()]
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completing_a_command_name_imports_no_command(shell):
+    env = dict(os.environ, _KAFKALOG_COMPLETE=shell + "_complete", COMP_WORDS="kafkalog ",
+               COMP_CWORD="1")
+    code = _RUN.replace('sys.argv = ["kafkalog"] + sys.argv[1:]', 'sys.argv = ["kafkalog"]')
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    line = p.stderr.rstrip("\n").rsplit("\n", 1)[-1]
+    assert line.startswith("LOADED 0 "), p.stderr
+    assert not _command_modules(set(line.split(" ")[2:]))
+    helps = _short_helps()
+    if shell == "bash":  # type,value per line
+        assert p.stdout.split() == ["plain,%s" % name for name in helps]
+    else:  # type, value, help: three lines each
+        assert p.stdout.splitlines() == [x for name, text in helps.items()
+                                         for x in ("plain", name, text)]

@@ -7,7 +7,8 @@ import gc
 import importlib
 import signal
 import sys
-from typing import List, Optional
+from gettext import gettext as _
+from typing import List, Optional, Tuple
 
 # click's import makes thousands of objects that live until exit: the cycle collector is paused
 # while it is made, as main() pauses it for the command's imports.
@@ -35,6 +36,23 @@ COMMANDS = {
     "scan": "spark_cmds:scan",
 }
 
+# Each command's short help as its module gives it (tests/test_startup.py holds them equal), so
+# that `kafkalog --help` and the shell completion of a command name list the commands without
+# importing all their modules. A command not here is imported to be listed.
+SHORT_HELP = {
+    "dump": "Print log, index and snapshot files as kafka-dump-log.sh.",
+    "describe": "A log directory, partition or segment at a glance.",
+    "verify-index": "Check .index, .timeindex and .txnindex files against logs.",
+    "recover": "Recover partitions as a broker's load does, losing nothing.",
+    "quarantine": "List, restore or purge what recover set aside.",
+    "append": "Append records from stdin to a partition directory.",
+    "roll": "Seal the active segment; start a new one at the next offset.",
+    "retain": "Delete expired segments, as a broker's retention does.",
+    "transactions": "List the transactions of partitions; find hanging ones.",
+    "export": "Export records to Parquet, JSON Lines or CSV with Spark.",
+    "scan": "Check every segment with Spark tasks; sum up partitions.",
+}
+
 
 class LazyGroup(click.Group):
     # Set by main() while the cycle collector is paused for start-up (see main).
@@ -51,6 +69,30 @@ class LazyGroup(click.Group):
         if LazyGroup.gc_paused:
             _resume_gc()
         return command
+
+    def _listed(self, ctx: click.Context) -> Optional[List[Tuple[str, str]]]:
+        """(name, short help) of every command, or None when one's must be imported."""
+        names = self.list_commands(ctx)
+        if not all(name in SHORT_HELP for name in names):
+            return None
+        return [(name, SHORT_HELP[name]) for name in names]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = self._listed(ctx)
+        if rows is None:
+            return super().format_commands(ctx, formatter)
+        with formatter.section(_("Commands")):  # as click.Group writes it
+            formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list:
+        rows = self._listed(ctx)
+        if rows is None:
+            return super().shell_complete(ctx, incomplete)
+        from click.shell_completion import CompletionItem
+        # as click.Group completes: the command names, then the group's own options
+        return ([CompletionItem(name, help=text) for name, text in rows
+                 if name.startswith(incomplete)]
+                + click.Command.shell_complete(self, ctx, incomplete))
 
 
 def _resume_gc() -> None:
