@@ -147,6 +147,8 @@ def _table(runs):
                 extra.append("bytes %d-%d" % (e.start, e.end))
             if e.offsets:
                 extra.append("offsets %d-%d" % e.offsets)
+            if e.what == "written":
+                extra.append("written where there was no file, not kept here")
             table.add_row(part, run.id + state, _when(run), e.what, printable_name(e.file),
                           "-" if e.size is None else _human(e.size), ", ".join(extra), e.why)
     Console().print(table)
