@@ -23,7 +23,7 @@ CODEC_MODULES = {"lz4", "zstandard", "cramjam", "isal"}
 # than the rest of a dump of an empty segment).
 NEVER_FOR_LOGS = {"crc32c", "rich", "fastavro", "kafkalog_cli.log.verify",
                   "kafkalog_cli.log.checkpoints", "kafkalog_cli.log.leader_epochs",
-                  "kafkalog_cli.log.indexbuild", "ctypes", "json"} | CODEC_MODULES
+                  "kafkalog_cli.log.indexbuild", "ctypes", "json", "base64"} | CODEC_MODULES
 
 _RUN = """
 import sys

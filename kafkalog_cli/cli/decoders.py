@@ -6,7 +6,6 @@ Each decoder has two faces: ``text(bytes) -> str`` for the line formats and
 
 from __future__ import annotations
 
-import base64
 import binascii
 import datetime
 import math
@@ -198,7 +197,7 @@ def tracked(decoder: Any, side: str) -> Any:
 
 
 def _b64(b: Bytes, offset: Optional[int] = None) -> str:
-    return base64.b64encode(b).decode("ascii")
+    return binascii.b2a_base64(b, newline=False).decode("ascii")  # base64.b64encode's own
 
 
 def _hex(b: Bytes, offset: Optional[int] = None) -> str:
