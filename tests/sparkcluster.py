@@ -36,11 +36,18 @@ class Cluster:
         self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.web_port))
         self.wait(lambda state: state.get("status") == "ALIVE", "the master")
-        for i in range(workers):
-            self._start("worker%d" % i, "org.apache.spark.deploy.worker.Worker", "--host",
-                        "127.0.0.1", "--cores", str(cores), "--memory", memory,
+        self.workers = 0
+        self.add_workers(workers, cores, memory)
+
+    def add_workers(self, n, cores=1, memory="1g", wait=True):
+        for _ in range(n):
+            self._start("worker%d" % self.workers, "org.apache.spark.deploy.worker.Worker",
+                        "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
                         "--webui-port", str(free_port()), self.url)
-        self.wait(lambda state: state.get("aliveworkers") == workers, "%d workers" % workers)
+            self.workers += 1
+        if wait:
+            self.wait(lambda state: state.get("aliveworkers") == self.workers,
+                      "%d workers" % self.workers)
 
     def _start(self, name, cls, *args):
         log = open(os.path.join(self.root, name + ".log"), "wb")

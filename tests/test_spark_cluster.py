@@ -55,6 +55,38 @@ def test_export_on_a_standalone_cluster(cluster, tmp_path):
     assert state["aliveworkers"] == 2 and len(state["completedapps"]) >= 1, state
 
 
+CORES_SCRIPT = """
+import sys
+from kafkalog_cli.spark import jobs
+spark = jobs.session(sys.argv[1], conf=[("spark.ui.enabled", "false")])
+print("started", spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1, flush=True)
+cores = jobs.cores(spark)
+print(cores, spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1, flush=True)
+spark.stop()
+"""
+
+
+def test_slices_wait_for_the_executors_to_register(tmp_path):
+    """The slices are cut for the cores of the cluster's executors, not for those registered
+    when the session has just started (none here: the workers join after it; Spark would then
+    say 2, whatever the cluster): jobs.cores waits for the executors of two 2-core workers."""
+    c = sparkcluster.Cluster(tmp_path, workers=0)
+    try:
+        p = subprocess.Popen([sys.executable, "-c", CORES_SCRIPT, c.url], cwd=REPO,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            first = p.stdout.readline().split()
+            assert first == ["started", "0"], (first, p.stderr.read()[-3000:])
+            c.add_workers(2, cores=2, wait=False)
+            out, err = p.communicate(timeout=300)
+        finally:
+            p.kill()
+        assert p.returncode == 0, err[-3000:]
+        assert out.split() == ["4", "2"], out
+    finally:
+        c.stop()
+
+
 def test_export_reports_invalid_data_on_a_cluster(cluster, tmp_path):
     """1000 garbage bytes after a segment's last batch, exported on the cluster: the executors'
     findings come back to the driver: one line naming them, the counts, exit 1; nothing else

@@ -8,6 +8,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -297,10 +298,36 @@ def _export_text(spark, path, output, fmt, partition_by, mode, options):
                                                            run))
 
 
+def cores(spark, settle_s: float = 1.0) -> int:
+    """Spark's defaultParallelism once the cluster's executors have registered. On a cluster
+    Spark counts the cores of the executors registered so far (CoarseGrainedSchedulerBackend:
+    at least 2), and right after the session starts there may be none yet: slices cut then
+    would leave most cores idle. So wait, up to spark.scheduler.maxRegisteredResourcesWaitingTime
+    (Spark's own bound for the same wait, 30 s by default), for a first executor and then until
+    their number has held still for ``settle_s``. At once for a local master or when
+    spark.default.parallelism is set (Spark then takes it as it is)."""
+    sc = spark.sparkContext
+    conf = sc.getConf()
+    if sc.master.startswith("local") or conf.contains("spark.default.parallelism"):
+        return sc.defaultParallelism
+    jsc = sc._jsc.sc()
+    limit = jsc.conf().getTimeAsSeconds("spark.scheduler.maxRegisteredResourcesWaitingTime", "30s")
+    deadline = time.monotonic() + limit
+    seen, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        executors = jsc.getExecutorMemoryStatus().size() - 1  # the driver is counted too
+        if executors != seen:
+            seen, since = executors, time.monotonic()
+        elif executors > 0 and time.monotonic() - since >= settle_s:
+            break
+        time.sleep(0.1)
+    return sc.defaultParallelism
+
+
 def _export_tasks(spark, path, output, mode, options, write):
     if not any(k.lower() == "minpartitions" for k in options):
         # a slice for every core (unless maxBytesPerPartition is given)
-        options = dict(options, minPartitions=str(spark.sparkContext.defaultParallelism))
+        options = dict(options, minPartitions=str(cores(spark)))
     opts = Options(options)
     parts = slices(path, opts)
     _prepare_output(output, mode)
