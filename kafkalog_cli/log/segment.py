@@ -13,8 +13,9 @@ from typing import Iterator, Optional, Union
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError
-from ..format.records import RECORD_CHUNK, Batch, Records, decode_records, iter_records
-from ..format.scan import InvalidBytes, scan
+from ..format.records import (LEGACY_MIN_SIZE, LOG_OVERHEAD, PREFIX, RECORD_CHUNK, V2_OVERHEAD,
+                              Batch, Records, decode_records, iter_records, read_batch)
+from ..format.scan import INT64_MAX, INT64_MIN, MIN_HEADER, InvalidBytes, scan
 from . import names
 from .files import FileChangedError, check_unchanged, open_regular
 from .index import OffsetIndex, TimeIndex
@@ -242,6 +243,36 @@ class LogFile:
             if not isinstance(item, Batch):
                 return
             yield item
+
+    def headers(self, start: int = 0) -> Iterator[Batch]:
+        """The batches ``batches(start)`` yields, by the same rules (format.scan without
+        resync: the chain of entries up to the first that is no batch, a batch whose CRC does
+        not match included), read header by header: one pread of at most 61 bytes per entry,
+        the records never loaded, no CRC computed (``computed_crc`` is None). For readers of
+        header fields only, as the broker's producer state rebuild reads a segment's
+        FileChannelRecordBatch headers; a 1 GiB segment of 16 KiB batches costs 64 Ki small
+        reads instead of copying the gigabyte in."""
+        end = self.size
+        pos = min(max(start, 0), end)
+        while end - pos >= MIN_HEADER:
+            want = min(V2_OVERHEAD, end - pos)
+            head = os.pread(self._fd, want, pos)
+            if len(head) < want:
+                raise self._changed(pos, len(head))
+            _, size = PREFIX.unpack_from(head, 0)
+            magic = head[16]
+            if size < LEGACY_MIN_SIZE or pos + LOG_OVERHEAD + size > end:
+                return  # zero fill, a size below the minimum, an entry past the end
+            if magic >= 128:
+                magic -= 256  # a legacy entry to the scan, as format.scan reads the byte
+            elif magic >= 2 and size + LOG_OVERHEAD < V2_OVERHEAD:
+                return  # a v2 batch below the minimum size
+            batch = read_batch(head, 0, min(size + LOG_OVERHEAD, len(head)), magic)
+            if magic >= 2 and not INT64_MIN <= batch.last_offset <= INT64_MAX:
+                return  # an offset range beyond a long
+            batch.position, batch.size, batch.computed_crc = pos, size + LOG_OVERHEAD, None
+            yield batch
+            pos += LOG_OVERHEAD + size
 
     def first_base_offset(self) -> Optional[int]:
         """The base offset of the first complete entry, or None."""
