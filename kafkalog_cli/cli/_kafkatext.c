@@ -203,6 +203,25 @@ last_offset(int64_t base, int32_t delta, int64_t *out)
 }
 
 /* The kafka-dump-log line of the complete v2 batch at b (position pos, total bytes). */
+/* The CRC-32C of the v2 batch of ``total`` bytes at ``b`` (from its attributes on), by the
+   crc32c function given (the one the Python path uses): 0, or -1 with an exception set. */
+static int
+batch_crc(PyObject *crc_func, const unsigned char *b, Py_ssize_t total, unsigned long *out)
+{
+    PyObject *mv = PyMemoryView_FromMemory((char *)b + 21, total - 21, PyBUF_READ);
+    if (mv == NULL)
+        return -1;
+    PyObject *crc = PyObject_CallOneArg(crc_func, mv);
+    Py_DECREF(mv);
+    if (crc == NULL)
+        return -1;
+    *out = PyLong_AsUnsignedLong(crc);
+    Py_DECREF(crc);
+    if (*out == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    return 0;
+}
+
 static int
 put_batch_line(out_t *o, const unsigned char *b, Py_ssize_t pos, Py_ssize_t total, int valid)
 {
@@ -291,16 +310,8 @@ batch_lines(PyObject *self, PyObject *args)
             break;
         Py_ssize_t total = (Py_ssize_t)size + 12;
         uint32_t stored = (uint32_t)be32(b + 17);
-        PyObject *mv = PyMemoryView_FromMemory((char *)b + 21, total - 21, PyBUF_READ);
-        if (mv == NULL)
-            goto fail;
-        PyObject *crc = PyObject_CallOneArg(crc_func, mv);
-        Py_DECREF(mv);
-        if (crc == NULL)
-            goto fail;
-        unsigned long computed = PyLong_AsUnsignedLong(crc);
-        Py_DECREF(crc);
-        if (computed == (unsigned long)-1 && PyErr_Occurred())
+        unsigned long computed;
+        if (batch_crc(crc_func, b, total, &computed) < 0)
             goto fail;
         int64_t last;
         if (computed != stored || CODECS[b[22] & 7] == NULL
@@ -696,16 +707,8 @@ deep_lines(PyObject *self, PyObject *args)
             || last > reach_last || count <= 0 || count > max_records
             || (codec != 0 && inflate == Py_None))
             break;
-        PyObject *mv = PyMemoryView_FromMemory((char *)b + 21, total - 21, PyBUF_READ);
-        if (mv == NULL)
-            goto fail;
-        PyObject *crc = PyObject_CallOneArg(crc_func, mv);
-        Py_DECREF(mv);
-        if (crc == NULL)
-            goto fail;
-        unsigned long computed = PyLong_AsUnsignedLong(crc);
-        Py_DECREF(crc);
-        if (computed == (unsigned long)-1 && PyErr_Occurred())
+        unsigned long computed;
+        if (batch_crc(crc_func, b, total, &computed) < 0)
             goto fail;
         if (computed != (uint32_t)be32(b + 17))
             break;

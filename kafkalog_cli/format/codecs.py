@@ -348,14 +348,8 @@ def inflate_lz4(data, limit, magic=2):
         after = pos + 4 + (size & 0x7FFFFFFF) + (4 if has_block_checksum else 0)
         if (0 < size & 0x7FFFFFFF <= max_block and after + 4 <= end
                 and data[after:after + 4] == b"\x00\x00\x00\x00"):
-            block = data[pos + 4:pos + 4 + (size & 0x7FFFFFFF)]
-            if size & 0x80000000:
-                piece = block
-            else:
-                try:
-                    piece = _lib("lz4.block").decompress(block, uncompressed_size=max_block)
-                except Exception as e:
-                    raise CorruptRecordError("corrupt lz4 block: %s" % e) from None
+            piece = _lz4_block(data[pos + 4:pos + 4 + (size & 0x7FFFFFFF)],
+                               size & 0x80000000, max_block)
             if len(piece) > limit:
                 raise _too_big(limit)
             return piece
@@ -376,15 +370,19 @@ def inflate_lz4(data, limit, magic=2):
             raise CorruptRecordError("corrupt lz4 stream: stream ended prematurely")
         block = data[pos:pos + size]
         pos += size + (4 if has_block_checksum else 0)
-        if stored:
-            piece = block
-        else:
-            try:
-                piece = _lib("lz4.block").decompress(block, uncompressed_size=max_block)
-            except Exception as e:
-                raise CorruptRecordError("corrupt lz4 block: %s" % e) from None
-        out.add(piece)
+        out.add(_lz4_block(block, stored, max_block))
     return out.result()
+
+
+def _lz4_block(block, stored: int, max_block: int):
+    """An LZ4 frame's data block: as it is when stored uncompressed (the size's high bit),
+    else inflated (at most ``max_block`` bytes)."""
+    if stored:
+        return block
+    try:
+        return _lib("lz4.block").decompress(block, uncompressed_size=max_block)
+    except Exception as e:
+        raise CorruptRecordError("corrupt lz4 block: %s" % e) from None
 
 
 _LZ4_HC: dict = {}

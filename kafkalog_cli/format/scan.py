@@ -158,6 +158,16 @@ def _describe_bad_entry(buf, pos, end, size, magic, need):
     return None, None
 
 
+def _bad_stretch(buf, pos: int, end: int, kind: str, reason: str, resync: bool,
+                 need: Need) -> InvalidBytes:
+    """The invalid bytes from ``pos``: up to the next valid entry with ``resync`` (when there
+    is one), else to the end."""
+    nxt = find_next_entry(buf, pos + 1, end, need) if resync else None
+    if nxt is None:
+        return InvalidBytes(pos, end - pos, kind, reason, True)
+    return InvalidBytes(pos, nxt - pos, kind, reason, False)
+
+
 def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] = None):
     """Yield each entry of ``buf[start:end]`` as a Batch, and bad stretches as InvalidBytes.
 
@@ -198,12 +208,11 @@ def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] =
                           % (batch.crc, batch.computed_crc))
             else:
                 kind, reason = OFFSET_OVERFLOW, v2_offset_problem_at(buf, pos)
-            nxt = find_next_entry(buf, pos + 1, end, need) if resync else None
-            if nxt is None:
-                yield InvalidBytes(pos, end - pos, kind, reason, True)
+            item = _bad_stretch(buf, pos, end, kind, reason, resync, need)
+            yield item
+            if item.at_end:
                 return
-            yield InvalidBytes(pos, nxt - pos, kind, reason, False)
-            pos = nxt
+            pos += item.size
             continue
         magic = _signed_byte(magic)
         kind, reason = _describe_bad_entry(buf, pos, end, size, magic, need)
@@ -219,12 +228,11 @@ def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] =
             kind = CRC_MISMATCH
             reason = "CRC mismatch (stored %d, computed %s) and no valid batch follows it" % (
                 batch.crc, batch.computed_crc)
-        nxt = find_next_entry(buf, pos + 1, end, need) if resync else None
-        if nxt is None:
-            yield InvalidBytes(pos, end - pos, kind, reason, True)
+        item = _bad_stretch(buf, pos, end, kind, reason, resync, need)
+        yield item
+        if item.at_end:
             return
-        yield InvalidBytes(pos, nxt - pos, kind, reason, False)
-        pos = nxt
+        pos += item.size
 
 
 def v2_records_ok_python(buf, start: int, end: int, count: int, base_offset: int,
