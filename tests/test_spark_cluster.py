@@ -200,6 +200,33 @@ def test_an_interpreter_that_cannot_run_is_one_line(tmp_path):
     assert "Traceback" not in p.stderr
 
 
+def test_a_python_worker_that_cannot_import_kafkalog_is_one_line(tmp_path):
+    """Executors whose Python lacks kafkalog's packages (a bare venv): the task's Java and
+    Python stack traces stay out of stderr; one line says which import failed, exit 2."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True)
+    python = "spark.pyspark.python=%s" % (tmp_path / "bare" / "bin" / "python")
+    for args in (("scan", FIXTURES), ("export", FIXTURES, "--output", tmp_path / "out")):
+        p = kafkalog_proc(*args, "--master", "local[1]", "--spark-conf", "spark.ui.enabled=false",
+                          "--spark-conf", python)
+        assert p.returncode == 2, p
+        assert p.stderr.splitlines() == [p.stderr.strip()], p.stderr[-3000:]
+        assert p.stderr.startswith("kafkalog: %s failed: a Python worker failed: "
+                                   "ModuleNotFoundError: No module named " % args[0]), p.stderr
+
+
+def test_an_output_that_exists_or_cannot_be_written_is_one_line(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    p = kafkalog_proc("export", FIXTURES, "--output", out, "--master", "local[1]")
+    assert p.returncode == 2 and p.stderr.splitlines() == [
+        "kafkalog: export failed: %s already exists (--mode overwrite or append)" % out], p
+    p = kafkalog_proc("export", FIXTURES, "--output", "/proc/no-such-dir/out",
+                      "--master", "local[1]")
+    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, p
+    assert p.stderr.startswith("kafkalog: export failed: ") and "/proc/no-such-dir" in p.stderr
+
+
 @pytest.mark.parametrize("master,words", [
     ("spark://127.0.0.1:%d" % sparkcluster.free_port(), "cannot reach the Spark master"),
     ("bogus", "not a Spark master URL"),

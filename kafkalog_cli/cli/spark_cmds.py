@@ -65,9 +65,21 @@ def _session(master, conf, app, verbose):
 
 def _job_failed(what, error):
     """Stop at a failed Spark job: Spark reports analysis and job errors as Java exceptions
-    of many lines, of which the first says what went wrong."""
+    of many lines, of which the first says what went wrong; a task's Python worker that
+    failed, by its traceback, whose exception line says why (a worker whose Python cannot
+    import kafkalog, say)."""
     lines = str(error).strip().splitlines()
-    fail(KafkalogError("%s failed: %s" % (what, lines[0] if lines else type(error).__name__)))
+    said = lines[0] if lines else type(error).__name__
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            cause = next((x for x in lines[i + 1:] if x.strip() and not x[0].isspace()), None)
+            if cause:
+                said = "a Python worker failed: %s" % cause.strip()
+                if "No module named" in cause:
+                    said += (" (the executors' Python, spark.pyspark.python, needs kafkalog and "
+                             "its dependencies)")
+            break
+    fail(KafkalogError("%s failed: %s" % (what, said)))
 
 
 @click.command(short_help="Export records to Parquet, JSON Lines or CSV with Spark.")

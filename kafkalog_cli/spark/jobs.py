@@ -71,7 +71,9 @@ def check_master(master: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
 def _log4j2_file(verbose: bool) -> str:
     fd, path = tempfile.mkstemp(prefix="kafkalog-log4j2-", suffix=".properties")
     with os.fdopen(fd, "w") as f:
-        f.write(LOG4J2 % {"level": "warn" if verbose else "error"})
+        # Without --verbose nothing: a failure is said in one line by the command itself (a
+        # failed task's Java and Python stack traces would come first otherwise).
+        f.write(LOG4J2 % {"level": "warn" if verbose else "off"})
     atexit.register(lambda: os.path.exists(path) and os.unlink(path))
     return path
 
@@ -118,7 +120,7 @@ def session(master="local[*]", conf=(), app="kafkalog", verbose=False):
     finally:
         if stderr is not None:
             stderr.started()
-    spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
+    spark.sparkContext.setLogLevel("WARN" if verbose else "OFF")
     return register(spark)
 
 
