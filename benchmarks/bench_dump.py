@@ -46,6 +46,8 @@ from importlib.metadata import version
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from bench_startup import run as run_timed  # (wall s, CPU s) of a child, stdout to /dev/null
+
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # name: (value bytes, key bytes, batch limit in bytes, batch limit in records)
 LAYOUTS = {"1k": (1024, 16, 16 * 1024, None), "small": (100, 0, None, 100)}
@@ -212,18 +214,6 @@ def best_of(repeat, fn, *args):
         result = fn(*args)
         best = min(best, time.perf_counter() - t0)
     return best, result
-
-
-def run_timed(argv, env):
-    """Run ``argv`` > /dev/null; return (wall s, the child's user + system CPU s)."""
-    t0 = time.perf_counter()
-    pid = os.posix_spawn(argv[0], argv, env,
-                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
-    _, status, usage = os.wait4(pid, 0)
-    elapsed = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit("%s exited with %d" % (" ".join(argv), os.waitstatus_to_exitcode(status)))
-    return elapsed, usage.ru_utime + usage.ru_stime
 
 
 def reader_argv(peer, job, path):
