@@ -123,6 +123,7 @@ def export(path, output, output_format, partition_by, mode, options, include_inv
         try:
             result = jobs.export(spark, path, os.path.abspath(output), output_format, cols,
                                  mode, opts)
+            progress.finish()
         except Exception as e:
             _job_failed("export", e)
         finally:
@@ -198,6 +199,7 @@ def scan(path, topics, fmt, master, spark_conf, verbose):
         spark = progress.attach(_session(master, conf, "kafkalog scan", verbose))
         try:
             result = jobs.scan(spark, path, [t for t in topics.split(",") if t])
+            progress.finish()
         except Exception as e:
             _job_failed("scan", e)
         finally:

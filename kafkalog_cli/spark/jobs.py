@@ -179,6 +179,7 @@ class Progress:
         self.enabled = enabled
         self._stop = threading.Event()
         self._thread = None
+        self._complete = False
 
     def attach(self, spark):
         """The session whose stages to show (started after the bar)."""
@@ -232,15 +233,24 @@ class Progress:
                     counts = None
                 if counts is not None:
                     description, done, total = counts
+                    if stopping and self._complete:
+                        done = total  # every task ran; the status store may lag behind
                     bar.update(task, description=description, completed=done, total=total)
                 if stopping:
                     break
                 self._stop.wait(0.2)
 
+    def finish(self):
+        """The job succeeded: the bar's last look, while the session still runs, ends at the
+        stages' full count (Spark's status store may not have counted the last tasks yet)."""
+        self._complete = True
+        self.__exit__()
+
     def __exit__(self, *exc):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            self._thread = None
 
 
 class ExportResult(NamedTuple):
