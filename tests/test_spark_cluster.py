@@ -82,7 +82,10 @@ def test_slices_wait_for_the_executors_to_register(tmp_path):
         finally:
             p.kill()
         assert p.returncode == 0, err[-3000:]
-        assert out.split() == ["4", "2"], out
+        # each executor registered has 2 cores; how many are there when the count has held
+        # still depends on the machine's load, but never none (without the wait: "2 0")
+        cores, registered = map(int, out.split())
+        assert registered >= 1 and cores == 2 * registered, out
     finally:
         c.stop()
 

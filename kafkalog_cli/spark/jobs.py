@@ -310,7 +310,7 @@ def _export_text(spark, path, output, fmt, partition_by, mode, options):
                                                            run))
 
 
-def cores(spark, settle_s: float = 1.0) -> int:
+def cores(spark, settle_s: float = 2.0) -> int:
     """Spark's defaultParallelism once the cluster's executors have registered. On a cluster
     Spark counts the cores of the executors registered so far (CoarseGrainedSchedulerBackend:
     at least 2), and right after the session starts there may be none yet: slices cut then
