@@ -1,0 +1,280 @@
+"""A real Apache Kafka broker for the tests: KRaft, combined broker and controller, on 127.0.0.1.
+
+``Broker(workdir, **config)`` writes a ``server.properties``, formats the log directory with
+Kafka's ``StorageTool`` (``--standalone``: this node is the one voter) and starts ``kafka.Kafka``
+in a process group of its own on free ports. ``start()`` waits until it serves (a metadata
+request answered through the client listener); ``stop()`` sends SIGTERM and waits for the
+clean shutdown (the broker then writes its checkpoints and producer snapshots); ``kill()`` sends
+SIGKILL to the process group, as a crash. ``close()`` stops whatever is still running of its own
+process group, and nothing else; the ``broker`` fixtures call it whatever happens.
+
+The same log directory can be started again (``start()`` after ``stop()``/``kill()``): that is
+the broker's own recovery (``LogLoader``) the recover tests compare with. ``Broker.reuse(dir)``
+starts a broker on a log directory that a ``Broker`` formatted before (or a copy of it).
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+import base64
+from pathlib import Path
+
+import kafkajvm
+
+# Broker settings every test broker has: one node, small and fast. A test adds or overrides any.
+BASE_CONFIG = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    "auto.create.topics.enable": "false",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "2",
+    "offsets.topic.segment.bytes": "65536",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "2",
+    "transaction.state.log.segment.bytes": "65536",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "log.index.interval.bytes": "512",
+    "log.retention.check.interval.ms": "500",
+    "log.segment.delete.delay.ms": "60000",
+    "log.cleaner.backoff.ms": "500",
+    "metadata.log.max.record.bytes.between.snapshots": "4096",
+    "metadata.log.max.snapshot.interval.ms": "5000",
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "num.recovery.threads.per.data.dir": "1",
+    "background.threads": "2",
+}
+
+# The broker JVM: small heap (the issue asks for -Xmx512m), G1 as kafka-server-start.sh uses.
+BROKER_JVM_OPTIONS = ("-Xmx512m", "-Xms128m", "-XX:+UseG1GC", "-XX:-UsePerfData",
+                      "-Djava.awt.headless=true")
+
+LOG4J2 = """\
+Configuration:
+  name: kafkalog-tests
+  Appenders:
+    Console:
+      name: STDOUT
+      target: SYSTEM_OUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: STDOUT
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cluster_id() -> str:
+    # Kafka's Uuid.toString: 16 bytes in URL-safe base64 without padding.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class BrokerError(Exception):
+    pass
+
+
+class Broker:
+    def __init__(self, workdir, version=kafkajvm.KAFKA, **config):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.logdir = self.workdir / "logdir"
+        self.version = version
+        self.config = dict(BASE_CONFIG)
+        self.config.update({k.replace("_", "."): str(v) for k, v in config.items()})
+        self.proc = None
+        self.port = None
+        self.controller_port = None
+        self.starts = 0
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def _write_config(self):
+        self.port = free_port()
+        self.controller_port = free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
+        cfg = dict(self.config)
+        cfg.update({
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "log.dirs": str(self.logdir),
+        })
+        # A topic config such as segment.bytes set on the broker is log.segment.bytes; the
+        # caller names them as the broker does.
+        text = "".join(f"{k}={v}\n" for k, v in sorted(cfg.items()))
+        (self.workdir / "server.properties").write_text(text)
+        (self.workdir / "log4j2.yaml").write_text(LOG4J2)
+
+    def format(self):
+        """Format a fresh KRaft log directory (StorageTool format --standalone)."""
+        self._write_config()
+        proc = kafkajvm.run_class(
+            "kafka.tools.StorageTool",
+            ["format", "-t", _cluster_id(), "-c", self.workdir / "server.properties",
+             "--standalone"], self.version, timeout=300,
+            jvm_options=kafkajvm.TOOL_JVM_OPTIONS
+            + (f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}",))
+        if proc.returncode != 0:
+            raise BrokerError("StorageTool format failed: "
+                              + (proc.stdout + proc.stderr).decode(errors="replace")[-2000:])
+        return self
+
+    # -- running --------------------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout=120):
+        """Start kafka.Kafka on the log directory and wait until it answers a metadata request."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise BrokerError("the broker is already running")
+        if not (self.workdir / "server.properties").exists():
+            self.format()
+        else:
+            self._write_config()
+        self.starts += 1
+        out = open(self.workdir / f"broker-{self.starts}.out", "wb")
+        self.proc = subprocess.Popen(
+            [kafkajvm.java(), *BROKER_JVM_OPTIONS,
+             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}",
+             f"-Dkafka.logs.dir={self.workdir}",
+             "-cp", kafkajvm.classpath(self.version), "kafka.Kafka",
+             str(self.workdir / "server.properties")],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=self.workdir)
+        out.close()
+        self._wait_serving(timeout)
+        return self
+
+    def _wait_serving(self, timeout):
+        from kafka import KafkaAdminClient
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerError(f"the broker exited with {self.proc.returncode}: "
+                                  + self.log_tail())
+            try:
+                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap,
+                                         request_timeout_ms=5000)
+                try:
+                    admin.describe_cluster()
+                finally:
+                    admin.close()
+                return
+            except Exception as e:  # not serving yet
+                last = e
+                time.sleep(0.3)
+        raise BrokerError(f"the broker did not serve within {timeout}s ({last!r}): "
+                          + self.log_tail())
+
+    def log_tail(self, lines=30) -> str:
+        path = self.workdir / f"broker-{self.starts}.out"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def log_text(self) -> str:
+        path = self.workdir / f"broker-{self.starts}.out"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self, timeout=120):
+        """A clean shutdown: SIGTERM, then wait for the JVM to exit."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise BrokerError(f"the broker did not stop within {timeout}s after SIGTERM")
+        self._reap_group()
+        self.proc = None
+
+    def kill(self):
+        """A crash: SIGKILL to the broker's process group."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.proc = None
+
+    def _reap_group(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self):
+        """Stop whatever runs of this broker's own process group (SIGKILL)."""
+        if self.proc is not None:
+            self.kill()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- clients --------------------------------------------------------------------------------
+
+    def admin(self):
+        from kafka import KafkaAdminClient
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000)
+
+    def create_topic(self, name, partitions=1, **configs):
+        from kafka.admin import NewTopic
+        admin = self.admin()
+        try:
+            admin.create_topics([NewTopic(name, partitions, 1, topic_configs={
+                k.replace("_", "."): str(v) for k, v in configs.items()})])
+        finally:
+            admin.close()
+        self.wait_leaders([name])
+
+    def wait_leaders(self, topics, timeout=60):
+        """Wait until every partition of ``topics`` has a leader (is online)."""
+        deadline = time.monotonic() + timeout
+        admin = self.admin()
+        try:
+            while True:
+                try:
+                    described = admin.describe_topics(list(topics))
+                    ok = all(t.get("error_code", 0) == 0 and t["partitions"]
+                             and all(p["leader_id"] >= 0 for p in t["partitions"])
+                             for t in described)
+                except Exception:
+                    ok = False
+                if ok:
+                    return
+                if time.monotonic() > deadline:
+                    raise BrokerError(f"no leader for {topics} within {timeout}s")
+                time.sleep(0.2)
+        finally:
+            admin.close()
+
+    def partition_dir(self, topic, partition=0) -> Path:
+        return self.logdir / f"{topic}-{partition}"

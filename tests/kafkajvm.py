@@ -1,0 +1,91 @@
+"""Apache Kafka's own classes for the oracle tests: the classpath, resolved by Maven, and the JVM.
+
+The versions are named here only. ``KAFKA`` is the Kafka the tests run as the judge (broker,
+StorageTool, DumpLogSegments: ``org.apache.kafka.tools.DumpLogSegments``, the Java tool of
+4.3+); ``KAFKA_SCALA_TOOL`` is the last release whose DumpLogSegments is the Scala tool
+(``kafka.tools.DumpLogSegments``), which ``kafkalog dump``'s default ``--kafka-format 4.2``
+matches. ``tests/kafka/pom.xml`` lists the artifacts; ``mvn dependency:build-classpath`` resolves
+them (into ``~/.m2``, about 30 s the first time, then offline in a second) and the classpath is
+kept in ``tests/kafka/.classpath-<version>.txt`` beside the pom.
+
+Nothing of kafkalog imports this module: the product never needs a JVM, only its tests do.
+"""
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+KAFKA = "4.4.0"
+KAFKA_SCALA_TOOL = "4.2.1"
+
+POM_DIR = Path(__file__).resolve().parent / "kafka"
+
+# The JVM options of every Kafka process the tests start: a small heap, no JIT tiers beyond C1
+# for the short-lived tools (they start in about half the time), nothing written to /tmp by
+# hsperfdata.
+TOOL_JVM_OPTIONS = ("-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+                    "-Xshare:auto", "-Djava.awt.headless=true")
+
+
+class KafkaUnavailable(Exception):
+    """Kafka's classes cannot be had here (no Java, no Maven, or Maven cannot resolve them)."""
+
+
+def java() -> str:
+    """The java binary: $JAVA_HOME/bin/java, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").is_file():
+        return str(Path(home, "bin", "java"))
+    found = shutil.which("java")
+    if not found:
+        raise KafkaUnavailable("java is not on PATH (the Kafka tests need Java 17+)")
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def classpath(version: str = KAFKA) -> str:
+    """Kafka ``version``'s broker and tools with every dependency, as a ``java -cp`` value."""
+    cached = POM_DIR / f".classpath-{version}.txt"
+    if cached.is_file():
+        text = cached.read_text().strip()
+        if text and all(Path(p).is_file() for p in text.split(os.pathsep)):
+            return text
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise KafkaUnavailable("mvn is not on PATH: Maven resolves Kafka's jars for the tests "
+                               "(tests/kafka/pom.xml)")
+    out = POM_DIR / f".classpath-{version}.txt.tmp"
+    proc = subprocess.run(
+        [mvn, "-B", "-q", "-f", str(POM_DIR / "pom.xml"), "dependency:build-classpath",
+         f"-Dkafka.version={version}", f"-Dmdep.outputFile={out}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    if proc.returncode != 0 or not out.is_file():
+        last = [line for line in proc.stdout.splitlines() if line.strip()][-1:] or ["no output"]
+        raise KafkaUnavailable(f"Maven could not resolve Kafka {version} (tests/kafka/pom.xml): "
+                               f"{last[0]}")
+    os.replace(out, cached)
+    return cached.read_text().strip()
+
+
+def run_class(main_class: str, args, version: str = KAFKA, timeout: float = 600,
+              jvm_options=TOOL_JVM_OPTIONS, **kwargs) -> subprocess.CompletedProcess:
+    """Run ``main_class`` of Kafka ``version`` to completion in its own process group."""
+    return subprocess.run([java(), *jvm_options, "-cp", classpath(version), main_class,
+                           *[str(a) for a in args]],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                          start_new_session=True, **kwargs)
+
+
+DUMP_LOG_SEGMENTS = {KAFKA: "org.apache.kafka.tools.DumpLogSegments",
+                     KAFKA_SCALA_TOOL: "kafka.tools.DumpLogSegments"}
+
+
+def dump_log_segments(files, options=(), version: str = KAFKA, **kwargs):
+    """``kafka-dump-log.sh --files a,b,... OPTIONS`` of Kafka ``version``: (exit, stdout, stderr)
+    as text (Kafka writes UTF-8)."""
+    proc = run_class(DUMP_LOG_SEGMENTS[version],
+                     ["--files", ",".join(str(f) for f in files), *options], version, **kwargs)
+    return (proc.returncode, proc.stdout.decode("utf-8", "surrogateescape"),
+            proc.stderr.decode("utf-8", "surrogateescape"))
