@@ -3,6 +3,11 @@ pure-Python code they mirror, so both are checked against kafka-python in one py
 A test module opts in with ``pytestmark = pytest.mark.usefixtures("implementation")``.
 (``KAFKALOG_PURE_PYTHON=1 pytest`` additionally keeps the C modules from being imported at all.)
 
+Tests that ask Apache Kafka itself (a broker, DumpLogSegments) carry the ``kafka`` mark
+(``pytest -m "not kafka"`` leaves them out); their fixtures are below: ``kafka_traffic`` (real
+traffic through a real broker, built once per run) and ``kafka_broker`` (a fresh broker for one
+test, stopped whatever happens).
+
 Slow tests carry the ``slow`` mark (the SIGKILL crash loops, fuzzing, millions of records) and
 ``pytest -m "not slow"`` is the quick suite; a test that starts a Spark session (one that uses
 the ``spark`` fixture, directly or through another fixture) is marked slow here, so the quick
@@ -33,9 +38,55 @@ def implementation(request, monkeypatch):
     return request.param
 
 
+# -- Apache Kafka itself (tests/kafkajvm.py, kafkabroker.py, kafkatraffic.py) -------------------
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """Mark every test that needs a Spark session slow (before ``-m`` deselects)."""
+    """Mark every test that needs a Spark session slow, and every test that uses a Kafka
+    fixture ``kafka`` (before ``-m`` deselects)."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "spark" in names:
             item.add_marker(pytest.mark.slow)
+        if any(n.startswith("kafka_") for n in names):
+            item.add_marker(pytest.mark.kafka)
+
+
+def _kafka_or_fail():
+    """Kafka's classpath, resolved once; a one-line failure naming what is missing."""
+    import kafkajvm
+    try:
+        kafkajvm.java()
+        return kafkajvm.classpath()
+    except kafkajvm.KafkaUnavailable as e:
+        pytest.fail(f"the Kafka tests cannot run: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_classpath():
+    return _kafka_or_fail()
+
+
+@pytest.fixture(scope="session")
+def kafka_traffic(tmp_path_factory, kafka_classpath):
+    """Log directories a real broker wrote (kafkatraffic.build): ``.crashed`` and ``.clean``.
+    Read-only for the tests: copy before changing anything."""
+    import kafkatraffic
+    return kafkatraffic.build(tmp_path_factory.mktemp("kafka-traffic"))
+
+
+@pytest.fixture
+def kafka_broker(tmp_path, kafka_classpath):
+    """A factory of fresh brokers (``kafka_broker(**config)``, not started); every broker it
+    made is stopped at the end of the test, whatever happens."""
+    import kafkabroker
+    made = []
+
+    def make(workdir=None, **config):
+        b = kafkabroker.Broker(workdir or tmp_path / f"broker-{len(made)}", **config)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.close()

@@ -130,8 +130,7 @@ class Broker:
             "kafka.tools.StorageTool",
             ["format", "-t", _cluster_id(), "-c", self.workdir / "server.properties",
              "--standalone"], self.version, timeout=300,
-            jvm_options=kafkajvm.TOOL_JVM_OPTIONS
-            + (f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}",))
+            jvm_options=kafkajvm.TOOL_JVM_OPTIONS)
         if proc.returncode != 0:
             raise BrokerError("StorageTool format failed: "
                               + (proc.stdout + proc.stderr).decode(errors="replace")[-2000:])

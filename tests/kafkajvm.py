@@ -1,10 +1,10 @@
 """Apache Kafka's own classes for the oracle tests: the classpath, resolved by Maven, and the JVM.
 
 The versions are named here only. ``KAFKA`` is the Kafka the tests run as the judge (broker,
-StorageTool, DumpLogSegments: ``org.apache.kafka.tools.DumpLogSegments``, the Java tool of
-4.3+); ``KAFKA_SCALA_TOOL`` is the last release whose DumpLogSegments is the Scala tool
-(``kafka.tools.DumpLogSegments``), which ``kafkalog dump``'s default ``--kafka-format 4.2``
-matches. ``tests/kafka/pom.xml`` lists the artifacts; ``mvn dependency:build-classpath`` resolves
+StorageTool, DumpLogSegments). ``DUMP_RELEASES`` names, for each ``kafkalog dump
+--kafka-format`` choice, the release whose DumpLogSegments it matches (the Scala
+``kafka.tools.DumpLogSegments`` up to 4.2, the Java ``org.apache.kafka.tools.DumpLogSegments``
+from 4.3); the dump oracle tests run each. ``tests/kafka/pom.xml`` lists the artifacts; ``mvn dependency:build-classpath`` resolves
 them (into ``~/.m2``, about 30 s the first time, then offline in a second) and the classpath is
 kept in ``tests/kafka/.classpath-<version>.txt`` beside the pom.
 
@@ -18,7 +18,8 @@ import subprocess
 from pathlib import Path
 
 KAFKA = "4.4.0"
-KAFKA_SCALA_TOOL = "4.2.1"
+DUMP_RELEASES = {"3.x": "3.9.1", "4.0": "4.0.2", "4.1": "4.1.1", "4.2": "4.2.1", "4.3": "4.3.1",
+                 "4.4": KAFKA}
 
 POM_DIR = Path(__file__).resolve().parent / "kafka"
 
@@ -65,27 +66,44 @@ def classpath(version: str = KAFKA) -> str:
         last = [line for line in proc.stdout.splitlines() if line.strip()][-1:] or ["no output"]
         raise KafkaUnavailable(f"Maven could not resolve Kafka {version} (tests/kafka/pom.xml): "
                                f"{last[0]}")
+    entries = out.read_text().strip().split(os.pathsep)
+    if any("slf4j-reload4j" in e for e in entries):
+        # Kafka 3.x logs through reload4j: the pom's log4j2 binding would be a second one
+        entries = [e for e in entries if "log4j-slf4j-impl" not in e]
+    out.write_text(os.pathsep.join(entries))
     os.replace(out, cached)
     return cached.read_text().strip()
 
 
+def tool_log_options():
+    """The logging bin/kafka-run-class.sh gives a tool: warnings on stderr (log4j2 for 4.x,
+    log4j 1 for 3.x)."""
+    return (f"-Dlog4j2.configurationFile={POM_DIR / 'tools-log4j2.yaml'}",
+            f"-Dlog4j.configuration=file:{POM_DIR / 'tools-log4j.properties'}")
+
+
 def run_class(main_class: str, args, version: str = KAFKA, timeout: float = 600,
               jvm_options=TOOL_JVM_OPTIONS, **kwargs) -> subprocess.CompletedProcess:
-    """Run ``main_class`` of Kafka ``version`` to completion in its own process group."""
-    return subprocess.run([java(), *jvm_options, "-cp", classpath(version), main_class,
+    """Run ``main_class`` of Kafka ``version`` to completion in its own process group, with
+    the logging of Kafka's tools."""
+    return subprocess.run([java(), *jvm_options, *tool_log_options(), "-cp", classpath(version),
+                           main_class,
                            *[str(a) for a in args]],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                           start_new_session=True, **kwargs)
 
 
-DUMP_LOG_SEGMENTS = {KAFKA: "org.apache.kafka.tools.DumpLogSegments",
-                     KAFKA_SCALA_TOOL: "kafka.tools.DumpLogSegments"}
+def dump_log_segments_class(version: str) -> str:
+    """DumpLogSegments is Java (in kafka-tools) from 4.3, Scala (in kafka_2.13) before."""
+    major, minor = (int(p) for p in version.split(".")[:2])
+    return ("org.apache.kafka.tools.DumpLogSegments" if (major, minor) >= (4, 3)
+            else "kafka.tools.DumpLogSegments")
 
 
 def dump_log_segments(files, options=(), version: str = KAFKA, **kwargs):
     """``kafka-dump-log.sh --files a,b,... OPTIONS`` of Kafka ``version``: (exit, stdout, stderr)
     as text (Kafka writes UTF-8)."""
-    proc = run_class(DUMP_LOG_SEGMENTS[version],
+    proc = run_class(dump_log_segments_class(version),
                      ["--files", ",".join(str(f) for f in files), *options], version, **kwargs)
     return (proc.returncode, proc.stdout.decode("utf-8", "surrogateescape"),
             proc.stderr.decode("utf-8", "surrogateescape"))
