@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark `kafkalog dump` against kafka-python's and aiokafka's v2 record readers.
+"""Benchmark `kafkalog dump` against Kafka's own DumpLogSegments and kafka-python's and
+aiokafka's v2 record readers.
 
 Builds v2 segment files with kafka-python's batch builder (cached under --workdir), one per data
 set (default: 1 KiB values uncompressed, 100-byte values uncompressed, 1 KiB values with lz4,
@@ -13,6 +14,12 @@ start-up and imports included, output to /dev/null), best of --repeat:
               kafka-python / aiokafka: read the file, every batch's header fields read (base
               and last offset, producer id and epoch, base sequence, max timestamp, attributes,
               crc) and its CRC checked
+
+  kafka-dump-log  Kafka's DumpLogSegments (tests/kafkajvm.KAFKA, the tool `kafka-dump-log.sh`
+              runs, with that script's JVM options), whole JVM process, the same command lines
+              as kafkalog's; a second ratio subtracts each tool's start-up (its dump of an empty
+              segment) from both, comparing the work past start-up. Needs Java and Maven
+              (tests/kafkajvm.py resolves Kafka's jars once); --no-kafka leaves it out.
 
 The comparison is of equal work: kafkalog checks every batch's CRC in both dumps (it prints
 isvalid), so the peers do too; the peers write nothing while kafkalog renders and writes text
@@ -47,6 +54,14 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from bench_startup import run as run_timed  # (wall s, CPU s) of a child, stdout to /dev/null
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import kafkajvm  # noqa: E402  (the tests' Kafka: classpath through Maven)
+
+# What bin/kafka-run-class.sh gives a tool (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS).
+KAFKA_TOOL_JVM = ("-Xmx256M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                  "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                  "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true")
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # name: (value bytes, key bytes, batch limit in bytes, batch limit in records)
@@ -216,8 +231,17 @@ def best_of(repeat, fn, *args):
     return best, result
 
 
+def kafka_argv():
+    """The java command line of Kafka's DumpLogSegments, as kafka-dump-log.sh starts it."""
+    return [kafkajvm.java(), *KAFKA_TOOL_JVM, *kafkajvm.tool_log_options(), "-cp",
+            kafkajvm.classpath(), kafkajvm.dump_log_segments_class(kafkajvm.KAFKA)]
+
+
 def reader_argv(peer, job, path):
     """The command line of one reader doing ``job`` (deep or batch) on ``path``."""
+    if peer == "kafka":
+        return kafka_argv() + ["--files", path] + (
+            ["--deep-iteration", "--print-data-log"] if job == "deep" else [])
     if peer is None:
         args = ["dump", "--deep-iteration", "--print-data-log", path] if job == "deep" \
             else ["dump", path]
@@ -242,11 +266,11 @@ def bench_file(name, path, repeat, readers):
     print("\n%s: %s, %.1f MB, %d records (best of %d, whole processes)"
           % (name, path, size / 1e6, records, repeat))
     labels = [label for label, _, _ in readers]
-    print("  %-17s %s" % ("seconds", " ".join("%13s" % label[:13] for label in labels)))
+    print("  %-17s %s" % ("seconds", " ".join("%14s" % label[:14] for label in labels)))
     for clock in ("wall", "cpu"):
         for job, text in (("deep", "deep dump"), ("batch", "batch dump")):
             print("  %-17s %s" % ("%s (%s)" % (text, clock),
-                                  " ".join("%13.3f" % times[clock, label, job]
+                                  " ".join("%14.3f" % times[clock, label, job]
                                            for label in labels)))
     print("  kafkalog: deep %.0f records/s, batch dump %.2f GB/s (wall)"
           % (records / times["wall", "kafkalog", "deep"],
@@ -255,33 +279,65 @@ def bench_file(name, path, repeat, readers):
 
 
 def geomean(values):
+    """The geometric mean; nan when a value is not positive (a start-up-subtracted time of a
+    file too small to measure past start-up)."""
     values = list(values)
+    if any(v <= 0 for v in values):
+        return float("nan")
     product = 1.0
     for v in values:
         product *= v
     return product ** (1 / len(values)) if values else float("nan")
 
 
-def print_ratios(results, ours_labels):
+def print_ratios(results, ours_labels, startups=None):
     """The time ratios kafkalog / peer per data set, and their geometric means, for each
-    kafkalog timed (this checkout, and any --compare-path) and each clock."""
-    columns = [("deep", "aiokafka"), ("batch", "aiokafka"), ("deep", "kafka-python"),
-               ("batch", "kafka-python")]
+    kafkalog timed (this checkout, and any --compare-path) and each clock. With ``startups``
+    ({(clock, label): seconds of a dump of an empty segment}), also the ratios to
+    kafka-dump-log with each tool's start-up subtracted from its times."""
+    columns = [("deep", "aiokafka", "deep/aio"), ("batch", "aiokafka", "batch/aio"),
+               ("deep", "kafka-python", "deep/kp"), ("batch", "kafka-python", "batch/kp")]
+    if startups is not None:
+        columns = [("deep", "kafka-dump-log", "deep/kdl"), ("batch", "kafka-dump-log", "batch/kdl"),
+                   ("deep", "kafka-dump-log-", "deep/kdl-st"),
+                   ("batch", "kafka-dump-log-", "batch/kdl-st")] + columns
     for clock in ("wall", "cpu"):
         for ours in ours_labels:
             print("\ntime ratio %s / peer, %s time (below 1: kafkalog faster)" % (ours, clock))
-            print("  %-11s %12s %12s %12s %12s" % ("data set", "deep/aio", "batch/aio",
-                                                     "deep/kp", "batch/kp"))
+            if startups is not None:
+                print("  kdl: kafka-dump-log (DumpLogSegments); kdl-st: both with their start-up "
+                      "subtracted (kafkalog %.3f s, kafka-dump-log %.3f s)"
+                      % (startups[clock, ours], startups[clock, "kafka-dump-log"]))
+            print("  %-11s %s" % ("data set", " ".join("%11s" % c[2] for c in columns)))
             ratios = {c: [] for c in columns}
             for name, times in results:
                 row = []
-                for job, peer in columns:
-                    r = times[clock, ours, job] / times[clock, peer, job]
-                    ratios[job, peer].append(r)
+                for c in columns:
+                    job, peer = c[0], c[1]
+                    if peer == "kafka-dump-log-":
+                        r = ((times[clock, ours, job] - startups[clock, ours])
+                             / max(times[clock, "kafka-dump-log", job]
+                                   - startups[clock, "kafka-dump-log"], 1e-9))
+                    else:
+                        r = times[clock, ours, job] / times[clock, peer, job]
+                    ratios[c].append(r)
                     row.append(r)
-                print("  %-11s %12.2f %12.2f %12.2f %12.2f" % (name, *row))
-            print("  %-11s %12.2f %12.2f %12.2f %12.2f"
-                  % ("geo. mean", *(geomean(ratios[c]) for c in columns)))
+                print("  %-11s %s" % (name, " ".join("%11.3f" % r for r in row)))
+            print("  %-11s %s" % ("geo. mean", " ".join("%11.3f" % geomean(ratios[c])
+                                                        for c in columns)))
+
+
+def startup_of(readers, empty, repeat):
+    """{(clock, label): best seconds} of each reader's batch dump of the empty segment."""
+    out = {}
+    for _ in range(repeat):
+        for label, peer, env in readers:
+            if peer not in (None, "kafka"):
+                continue
+            wall, cpu = run_timed(reader_argv(peer, "batch", empty), env)
+            for clock, secs in (("wall", wall), ("cpu", cpu)):
+                out[clock, label] = min(out.get((clock, label), float("inf")), secs)
+    return out
 
 
 def bench_rss(path):
@@ -321,6 +377,8 @@ def main():
                         help="also time the kafkalog of another checkout (its C modules built "
                         "in place), run by this interpreter with PYTHONPATH=DIR, in the same "
                         "rounds")
+    parser.add_argument("--no-kafka", action="store_true",
+                        help="leave out Kafka's DumpLogSegments (no Java or Maven needed)")
     parser.add_argument("--peer", nargs=3, metavar=("kp|aio", "deep|batch", "FILE"),
                         help=argparse.SUPPRESS)  # one peer pass, timed by the parent
     args = parser.parse_args()
@@ -366,11 +424,23 @@ def main():
         readers.append(("kafkalog@%s" % os.path.basename(os.path.abspath(path)), None,
                         dict(env, PYTHONPATH=os.path.abspath(path))))
     readers += [("kafka-python", "kp", env), ("aiokafka", "aio", env)]
+    startups = None
+    if not args.no_kafka:
+        try:
+            kafka_argv()
+        except kafkajvm.KafkaUnavailable as e:
+            sys.exit("bench_dump: %s (--no-kafka leaves Kafka's tool out)" % e)
+        readers.append(("kafka-dump-log", "kafka", env))
+        print("kafka-dump-log: Kafka %s's %s, JVM %s" % (
+            kafkajvm.KAFKA, kafkajvm.dump_log_segments_class(kafkajvm.KAFKA),
+            " ".join(KAFKA_TOOL_JVM)))
     with tempfile.TemporaryDirectory() as empty_dir:
         os.chdir(empty_dir)
+        if not args.no_kafka:
+            startups = startup_of(readers, os.path.abspath(empty), repeat)
         results = [(name, bench_file(name, path, repeat, readers)) for name, path in files]
     print_ratios(results, [label for label, peer, _ in readers
-                           if peer is None])
+                           if peer is None], startups)
     print("load average at the end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
 
 

@@ -107,3 +107,25 @@ def dump_log_segments(files, options=(), version: str = KAFKA, **kwargs):
                      ["--files", ",".join(str(f) for f in files), *options], version, **kwargs)
     return (proc.returncode, proc.stdout.decode("utf-8", "surrogateescape"),
             proc.stderr.decode("utf-8", "surrogateescape"))
+
+
+def main(argv=None) -> int:
+    """``python tests/kafkajvm.py``: resolve every Kafka release the tests use (the broker's
+    and each DumpLogSegments the dump tests match); one line and exit 1 when that fails."""
+    import sys
+    import time
+    versions = sorted({KAFKA, *DUMP_RELEASES.values()})
+    t0 = time.monotonic()
+    try:
+        java()
+        for v in versions:
+            classpath(v)
+    except KafkaUnavailable as e:
+        print(f"kafkajvm: {e}", file=sys.stderr)
+        return 1
+    print(f"kafkajvm: Kafka {', '.join(versions)} resolved ({time.monotonic() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
