@@ -13,13 +13,15 @@ the broker's own recovery (``LogLoader``) the recover tests compare with. ``Brok
 starts a broker on a log directory that a ``Broker`` formatted before (or a copy of it).
 """
 
+import atexit
+import base64
 import os
 import signal
 import socket
 import subprocess
 import time
 import uuid
-import base64
+import weakref
 from pathlib import Path
 
 import kafkajvm
@@ -90,6 +92,17 @@ class BrokerError(Exception):
     pass
 
 
+# Every Broker made in this process; whatever still runs when the process exits is killed (a
+# backstop behind the fixtures' own teardown: no broker outlives the test run).
+_BROKERS: "weakref.WeakSet[Broker]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    for broker in list(_BROKERS):
+        broker.close()
+
+
 class Broker:
     def __init__(self, workdir, version=kafkajvm.KAFKA, **config):
         self.workdir = Path(workdir)
@@ -102,6 +115,7 @@ class Broker:
         self.port = None
         self.controller_port = None
         self.starts = 0
+        _BROKERS.add(self)
 
     # -- set-up ---------------------------------------------------------------------------------
 
