@@ -26,6 +26,7 @@ from typing import IO, BinaryIO, List, Optional, Set, Tuple, Type, Union
 from ..errors import KafkalogError, UsageError
 from ..format.records import V2_HEADER, Batch, read_batch
 from . import names
+from .files import open_for_append, open_lock_file
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import DEFAULT_INDEX_INTERVAL, IndexBuilder, fsync_dir, write_atomically, write_new
 from .leader_epochs import LeaderEpochCache
@@ -119,9 +120,10 @@ class _Active:
 
     def open_files(self) -> None:
         # unbuffered: a write is in the kernel when it returns (see the module's docstring)
-        self.log = open(self.log_path, "ab", buffering=0)
-        self.index = open(self.index_path, "ab", buffering=0)
-        self.timeindex = open(self.time_path, "ab", buffering=0)
+        # never through a symlink (files.open_for_append refuses one)
+        self.log = os.fdopen(open_for_append(self.log_path), "ab", buffering=0)
+        self.index = os.fdopen(open_for_append(self.index_path), "ab", buffering=0)
+        self.timeindex = os.fdopen(open_for_append(self.time_path), "ab", buffering=0)
 
     def files(self) -> Tuple[Optional[BinaryIO], ...]:
         return (self.log, self.index, self.timeindex, self.txnindex)
@@ -130,7 +132,8 @@ class _Active:
         """Append one AbortedTxn entry to the segment's .txnindex, created at the first
         (TransactionIndex is neither pre-allocated nor memory-mapped)."""
         if self.txnindex is None:
-            self.txnindex = open(self.segment.txn_index_path, "ab", buffering=0)
+            self.txnindex = os.fdopen(open_for_append(self.segment.txn_index_path), "ab",
+                                      buffering=0)
         _write(self.txnindex, entry)
 
     def note_batch(self, max_timestamp: int, last_offset: int) -> None:
@@ -242,7 +245,7 @@ class PartitionWriter:
     def _lock_partition(self) -> None:
         path = os.path.join(self.directory, PARTITION_LOCK)
         self._lock_created = not os.path.exists(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock_file(path)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:

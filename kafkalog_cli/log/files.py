@@ -78,6 +78,71 @@ def open_regular(path: StrPath) -> BinaryIO:
         raise
 
 
+# -- opening files to write: never through a symlink ---------------------------------------------
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class SymlinkRefusedError(KafkalogError, OSError):
+    """A file a command would write or lock is a symbolic link: it is never written through
+    (a link could lead outside the log directory); the command stops, exit 2."""
+
+
+def _refuse_symlink(path: StrPath, e: OSError) -> OSError:
+    if e.errno == errno.ELOOP:
+        return SymlinkRefusedError(errno.ELOOP, "is a symbolic link; kafkalog never writes "
+                                   "through one", os.fspath(path))
+    return e
+
+
+def create_exclusive(path: StrPath, mode: int = 0o644) -> int:
+    """A new file at ``path``, open for writing: O_CREAT|O_EXCL|O_NOFOLLOW, so neither a file
+    already there nor a symlink planted at the name (dangling or not) is followed or written
+    (FileExistsError instead)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
+
+
+def create_replacing_stale(path: StrPath, mode: int = 0o644) -> int:
+    """``create_exclusive`` at one of our own temporary names, after removing what an
+    interrupted run left there: a stale temporary file, or a symlink planted at the name (the
+    link itself is removed, never followed)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return create_exclusive(path, mode)
+
+
+def open_in_place(path: StrPath, flags: int) -> int:
+    """Open the existing file ``path`` to change it in place (append, truncate, rewrite),
+    refusing a symlink (SymlinkRefusedError): O_NOFOLLOW, no O_CREAT."""
+    try:
+        return os.open(path, flags | _NOFOLLOW | _CLOEXEC)
+    except OSError as e:
+        raise _refuse_symlink(path, e) from None
+
+
+def open_for_append(path: StrPath) -> int:
+    """``path`` open to append to: the existing file (never through a symlink:
+    SymlinkRefusedError), or a new one made with O_CREAT|O_EXCL|O_NOFOLLOW."""
+    try:
+        return open_in_place(path, os.O_WRONLY | os.O_APPEND)
+    except FileNotFoundError:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+                       | _CLOEXEC, 0o644)
+
+
+def open_lock_file(path: StrPath) -> int:
+    """Open (creating it if missing) a lock file to take an fcntl lock on, refusing a symlink
+    (SymlinkRefusedError): a dangling link would otherwise make us create a file wherever it
+    points."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o644)
+    except OSError as e:
+        raise _refuse_symlink(path, e) from None
+
+
 def printable_name(name: Union[str, bytes]) -> str:
     """A file name (str or bytes) safe to print on one line in any encoding: bytes that are not
     UTF-8 and control characters are shown as backslash escapes (``\\xff``), never raised."""

@@ -11,6 +11,7 @@ import os
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 
+from .files import create_replacing_stale
 from .index import OffsetIndex, TimeIndex
 from .txnindex import ENTRY as TXN_ENTRY
 
@@ -114,11 +115,22 @@ def write_new(path: str, data: bytes) -> None:
 
 
 def _write_tmp(path: str, data: bytes) -> str:
-    tmp = path + TMP_SUFFIX  # our own name: a leftover of an interrupted write is ours to reuse
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    # Our own name: what an interrupted write left there (a file, or a symlink planted at the
+    # name) is removed and a new file created (O_EXCL|O_NOFOLLOW), never followed.
+    # A write that fails (a full disk) leaves nothing of ours behind.
+    tmp = path + TMP_SUFFIX
+    fd = create_replacing_stale(tmp)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     return tmp
 
 

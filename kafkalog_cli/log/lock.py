@@ -10,6 +10,7 @@ import struct
 from typing import Any, Optional
 
 from ..errors import KafkalogError
+from .files import open_lock_file
 from .names import LOCK_FILE
 
 
@@ -50,7 +51,7 @@ class LogDirLock:
     def __enter__(self) -> "LogDirLock":
         if not self.create and not os.path.exists(self.path):
             return self  # no .lock, so nobody holds it; and a dry run creates nothing
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = open_lock_file(self.path)
         try:
             fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:

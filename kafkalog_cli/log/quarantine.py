@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import KafkalogError, UsageError
 from . import names
-from .files import printable_name, read_sized
+from .files import create_replacing_stale, open_in_place, printable_name, read_sized
 from .indexbuild import TMP_SUFFIX, fsync_dir, rename_noreplace, write_atomically, write_new
 
 MANIFEST = "manifest.json"
@@ -132,7 +132,7 @@ def copy_range(src: str, start: int, end: int, dst: str) -> None:
     """Save bytes [start, end) of ``src`` to the new file ``dst`` in chunks, flushed and
     renamed into place (never over an existing file)."""
     tmp = dst + TMP_SUFFIX
-    with open(src, "rb") as f, open(tmp, "wb") as out:
+    with open(src, "rb") as f, os.fdopen(create_replacing_stale(tmp), "wb") as out:
         f.seek(start)
         left = end - start
         while left > 0:
@@ -591,7 +591,7 @@ def _plan_append(run: Run, e: RunEntry, saved: str, target: str, there: bool) ->
 
 def _append(log: str, pos: int, saved: str, at: int) -> None:
     """Append the bytes of ``saved`` from ``at`` on to ``log``, which holds ``pos`` bytes."""
-    with open(log, "r+b") as out, open(saved, "rb") as src:
+    with os.fdopen(open_in_place(log, os.O_RDWR), "r+b") as out, open(saved, "rb") as src:
         if os.fstat(out.fileno()).st_size != pos:
             raise RestoreRefused(errno.EAGAIN, "changed size while being restored", log)
         out.seek(pos)

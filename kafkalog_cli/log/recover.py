@@ -59,7 +59,7 @@ from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER, Batch, Records
 from ..format.scan import plain_records_ok
 from . import checkpoints, names
-from .files import FileFormatError, printable_name, read_sized
+from .files import FileFormatError, open_in_place, printable_name, read_sized
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import LeaderEpochCache, read_checkpoint_strict
 from .lock import LockHeld, LogDirLock
@@ -1237,7 +1237,7 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
             saved = q.reserve("%s.cut-%d-%d" % (a.name, a.start, a.end))
             copy_range(src, a.start, a.end, os.path.join(q.folder(), saved))
             q.record(manifest_entry("cut", a.name, saved, a.why, range=[a.start, a.end]))
-            with open(src, "r+b") as f:
+            with os.fdopen(open_in_place(src, os.O_RDWR), "r+b") as f:  # never a symlink
                 f.truncate(a.start)
                 f.flush()
                 os.fsync(f.fileno())
