@@ -246,7 +246,8 @@ def retain(ctx, paths, retention_ms, retention_bytes, log_start_offset, now, hig
         directory = log_dir  # where an error without a file name is said to be
         try:
             # a dry run only reads: beside a broker it goes on, with a warning
-            with LogDirLock(log_dir, create=not dry_run, preview=dry_run) as lock:
+            with LogDirLock(log_dir, create=not dry_run, preview=dry_run,
+                            partitions=partitions) as lock:
                 if lock.held is not None:
                     click.echo("kafkalog: warning: " + preview_warning(lock.held), err=True)
                 for directory in partitions:

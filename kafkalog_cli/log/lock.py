@@ -7,7 +7,7 @@ import errno
 import fcntl
 import os
 import struct
-from typing import Any, Optional
+from typing import Any, List, Optional, Sequence
 
 from ..errors import KafkalogError
 from .files import open_lock_file
@@ -36,46 +36,66 @@ class LogDirLock:
     none can start beside us and we never run beside one. A .lock nobody holds (left by a crash)
     is normal and simply taken. Use as a context manager.
 
+    The lock is taken on the real directory (symlinks resolved), and on the real log directory
+    of each of ``partitions`` that lies elsewhere (a partition directory that is a symlink into
+    another log directory is that directory's to lock: a broker holding it holds the
+    partition), so no path through a symlink gets past a broker's lock.
+
     ``preview``: a read-only preview (a dry run), which changes nothing and so may read beside
     a broker: a lock held by another process is not an error then; ``held`` says who holds it
     (the LockHeld a real run would raise), for the caller to warn that the files may change
     under the preview."""
 
-    def __init__(self, log_dir: str, create: bool = True, preview: bool = False) -> None:
-        self.path = os.path.join(log_dir, LOCK_FILE)
+    def __init__(self, log_dir: str, create: bool = True, preview: bool = False,
+                 partitions: Sequence[str] = ()) -> None:
+        real = os.path.realpath(log_dir)
+        others = sorted({os.path.dirname(os.path.realpath(p)) for p in partitions} - {real})
+        self.paths = [os.path.join(d, LOCK_FILE) for d in [real, *others]]
+        self.path = self.paths[0]
         self.create = create
         self.preview = preview
         self.held: Optional[LockHeld] = None
-        self._fd: Optional[int] = None
+        self._fds: List[int] = []
 
     def __enter__(self) -> "LogDirLock":
-        if not self.create and not os.path.exists(self.path):
-            return self  # no .lock, so nobody holds it; and a dry run creates nothing
-        self._fd = open_lock_file(self.path)
         try:
-            fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            pid = _holder_pid(self._fd)
+            for path in self.paths:
+                held = self._take(path)
+                if held is not None:
+                    if not self.preview:
+                        raise held
+                    if self.held is None:
+                        self.held = held
+        except BaseException:
             self._release()
+            raise
+        return self
+
+    def _take(self, path: str) -> Optional[LockHeld]:
+        """Lock ``path``; the LockHeld to raise when another process holds it, else None."""
+        if not self.create and not os.path.exists(path):
+            return None  # no .lock, so nobody holds it; and a dry run creates nothing
+        fd = open_lock_file(path)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            pid = _holder_pid(fd)
+            os.close(fd)
             if e.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
-            held = LockHeld(errno.EAGAIN, "%s is locked by a running process%s: a live broker, or "
-                            "another kafkalog command writing there; let it finish first"
-                            % (self.path, " (pid %d)" % pid if pid else ""))
-            if self.preview:
-                self.held = held
-                return self
-            raise held from None
-        return self
+            return LockHeld(errno.EAGAIN, "%s is locked by a running process%s: a live broker, "
+                            "or another kafkalog command writing there; let it finish first"
+                            % (path, " (pid %d)" % pid if pid else ""))
+        self._fds.append(fd)
+        return None
 
     def _release(self) -> None:
         # Closing our only descriptor of the file drops our POSIX lock on it. The file stays,
         # even one we created, as a broker leaves it: unlinking it would let a broker that opened
         # it a moment before lock the unlinked file, and the next command, finding no .lock,
         # make a new one and run beside that broker.
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        while self._fds:
+            os.close(self._fds.pop())
 
     def __exit__(self, *exc: Any) -> None:
         self._release()

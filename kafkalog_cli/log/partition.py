@@ -87,8 +87,9 @@ class Partition:
         return offset_for_time(self.segments(), timestamp)
 
     def lock(self, create: bool = True) -> LogDirLock:
-        """The log directory's lock, as a broker takes it (use as a context manager)."""
-        return LogDirLock(self.log_dir, create)
+        """The lock of the log directory that really holds this partition (symlinks
+        resolved), as a broker takes it (use as a context manager)."""
+        return LogDirLock(self.log_dir, create, partitions=[self.directory])
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Partition) and os.path.abspath(other.directory) == \
