@@ -38,9 +38,9 @@ def _checkpoint_lines(path: str, fields: int) -> List[Tuple[int, List[str]]]:
     if lines[0].strip() != "0":
         raise FileFormatError("%s: unrecognised version %r (expected 0)"
                               % (path, lines[0].strip()))
-    if len(lines) < 2 or not lines[1].strip().lstrip("-").isdigit():
+    expected = java_number(lines[1].strip(), INT32) if len(lines) >= 2 else None
+    if expected is None:
         raise FileFormatError("%s: missing or malformed entry count" % path)
-    expected = int(lines[1].strip())
     entries = []
     for n, line in enumerate(lines[2:], start=3):
         parts = _FIELDS.split(line.strip())
@@ -54,16 +54,42 @@ def _checkpoint_lines(path: str, fields: int) -> List[Tuple[int, List[str]]]:
     return entries
 
 
-def _int(path: str, n: int, text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise FileFormatError("%s: line %d: %r is not a number" % (path, n, text)) from None
+# The ranges of Java's int and long, which CheckpointFile's formatters parse entries into.
+INT32 = (-(1 << 31), (1 << 31) - 1)
+INT64 = (-(1 << 63), (1 << 63) - 1)
+# Integer.parseInt / Long.parseLong: an optional sign, then ASCII digits; nothing around them.
+_JAVA_NUMBER = re.compile(r"[+-]?[0-9]+\Z")
+
+
+def java_number(text: str, bounds: Tuple[int, int] = INT64) -> Optional[int]:
+    """``text`` as Integer.parseInt (``bounds`` INT32) or Long.parseLong (INT64) reads it, or
+    None where they throw (not a number, or out of range). The digits are counted before any
+    conversion, so a number of any length costs nothing (Python's int() refuses strings past
+    4300 digits, and would be slow on long ones)."""
+    if not _JAVA_NUMBER.match(text):
+        return None
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > 19:
+        return None
+    value = -int(digits) if text[0] == "-" else int(digits)
+    return value if bounds[0] <= value <= bounds[1] else None
+
+
+def _int(path: str, n: int, text: str, bounds: Tuple[int, int] = INT64) -> int:
+    value = java_number(text, bounds)
+    if value is None:
+        if _JAVA_NUMBER.match(text):
+            raise FileFormatError("%s: line %d: %s does not fit in %d bits (a malformed "
+                                  "checkpoint, as the broker's CheckpointFile reads it)"
+                                  % (path, n, text[:40] + ("..." if len(text) > 40 else ""),
+                                     32 if bounds == INT32 else 64))
+        raise FileFormatError("%s: line %d: %r is not a number" % (path, n, text[:40]))
+    return value
 
 
 def read_offset_checkpoint(path: str) -> List[Tuple[str, int, int]]:
     """[(topic, partition, offset)] of an offset checkpoint file."""
-    return [(parts[0], _int(path, n, parts[1]), _int(path, n, parts[2]))
+    return [(parts[0], _int(path, n, parts[1], INT32), _int(path, n, parts[2]))
             for n, parts in _checkpoint_lines(path, 3)]
 
 
@@ -126,7 +152,7 @@ def raise_offset_checkpoint_entry(path: str, topic: str, partition: int,
 
 def read_leader_epochs(path: str) -> List[Tuple[int, int]]:
     """[(epoch, start offset)] of a leader-epoch-checkpoint."""
-    return [(_int(path, n, parts[0]), _int(path, n, parts[1]))
+    return [(_int(path, n, parts[0], INT32), _int(path, n, parts[1]))
             for n, parts in _checkpoint_lines(path, 2)]
 
 
@@ -142,7 +168,7 @@ def read_partition_metadata(path: str) -> Tuple[int, str]:
         fields[parts[0]] = parts[1].strip()
     if "version" not in fields or "topic_id" not in fields:
         raise FileFormatError("%s: needs both 'version' and 'topic_id' lines" % path)
-    version = _int(path, 1, fields["version"])
+    version = _int(path, 1, fields["version"], INT32)
     if version < 0:
         raise FileFormatError("%s: invalid version %d" % (path, version))
     topic_id = fields["topic_id"]

@@ -13,7 +13,8 @@ from typing import List, Optional, Tuple
 
 from ..errors import UsageError
 from . import names
-from .checkpoints import MAX_CHECKPOINT_BYTES, checkpoint_bytes, read_leader_epochs
+from .checkpoints import (MAX_CHECKPOINT_BYTES, checkpoint_bytes, java_number,
+                          read_leader_epochs)
 from .files import FileFormatError, read_sized
 from .indexbuild import write_atomically
 
@@ -133,11 +134,12 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 def _java_number(path: str, n: int, text: str, bounds: Tuple[int, int], what: str) -> int:
     if not _JAVA_INT.match(text):
-        raise FileFormatError("%s: line %d: %s %r is not a number" % (path, n, what, text))
-    value = int(text)
-    if not bounds[0] <= value <= bounds[1]:
+        raise FileFormatError("%s: line %d: %s %r is not a number" % (path, n, what, text[:40]))
+    value = java_number(text, bounds)
+    if value is None:
         raise FileFormatError("%s: line %d: %s %s does not fit in %d bits"
-                              % (path, n, what, text, 32 if bounds == _INT32 else 64))
+                              % (path, n, what, text[:40] + ("..." if len(text) > 40 else ""),
+                                 32 if bounds == _INT32 else 64))
     return value
 
 
