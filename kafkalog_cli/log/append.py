@@ -192,6 +192,8 @@ class PartitionWriter:
         self._lock_created = False
         self._active: Optional[_Active] = None
         self.next_offset = 0  # the log end offset, once open
+        self._start_offset = 0  # the log end offset when opened
+        self._lifted = False  # this writer lifted the clean-shutdown marker
         self.rolled: List[int] = []  # base offsets of the segments this writer created
         self._producers: Optional[ProducerState] = None  # loaded when first needed
         self._epochs: Optional[LeaderEpochCache] = None
@@ -219,13 +221,14 @@ class PartitionWriter:
         if self.lock_partition:
             self._lock_partition()
         try:
-            self._marker.lift()
+            self._lifted = self._marker.lift()
             last = Partition(self.directory).active_segment()
             base = None if last is None else last.base_offset
             if base is None:
                 self._create_segment(0)
             else:
                 self._load_active(base)
+            self._start_offset = self.next_offset
         except BaseException:
             self._unlock()
             raise
@@ -238,9 +241,28 @@ class PartitionWriter:
                 self._active.flush()
                 self._active.close()
             if exc[0] is None:
+                if self._lifted:
+                    self._snapshot_for_clean_load()
                 self._marker.restore()   # everything written is flushed
         finally:
             self._unlock()
+
+    def _snapshot_for_clean_load(self) -> None:
+        """Before the clean-shutdown marker goes back: a producer snapshot at the log end
+        offset when the run appended to a partition that has none.
+
+        A load after a clean shutdown that finds no snapshot at all skips the producer state
+        rebuild (UnifiedLog.rebuildProducerState: "latestSnapshotOffset().isEmpty() &&
+        reloadFromCleanShutdown" takes empty snapshots instead of reading the log): the
+        producers this run wrote would be forgotten (a client's resend taken as new, an open
+        transaction not held). A broker's own clean shutdown never leaves a written partition
+        so: UnifiedLog.close takes a snapshot at the log end (ProducerStateManager.takeSnapshot),
+        and this is that snapshot. With a snapshot there, the load reads it and replays the log
+        after it, the batches appended here included."""
+        if self.next_offset <= self._start_offset or Partition(self.directory).snapshot_paths():
+            return
+        write_snapshot(self.directory, self.next_offset, self.producers.snapshot_bytes(),
+                       replace=False)
 
     def _lock_partition(self) -> None:
         path = os.path.join(self.directory, PARTITION_LOCK)
