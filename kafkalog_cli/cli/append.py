@@ -20,7 +20,8 @@ from ..log.append_input import INPUT_FORMATS, InputLines
 from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.names import topic_partition
-from ..log.produce import AppendResult, AppendSettings, append_records
+from ..log.produce import (DEFAULT_MAX_MESSAGE_BYTES, AppendResult, AppendSettings,
+                           append_records)
 from . import jsonvocab
 from .errors import error_text, exit_code, fail
 
@@ -114,12 +115,15 @@ def _stopped_text(result: AppendResult):
               help="The partition leader epoch of the batches (default: the higher of the "
               "latest epoch of leader-epoch-checkpoint and the epoch of the log's last batch, "
               "else 0; one below either is refused); a newer one is added to the checkpoint.")
+@click.option("--max-message-bytes", type=click.IntRange(62), default=DEFAULT_MAX_MESSAGE_BYTES,
+              show_default=True, help="The largest record batch the broker accepts "
+              "(max.message.bytes): a record that cannot fit in one stops the run at its line.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="The report on stdout: text, or JSON lines.")
 def append(directory, input_format, key, batch_records, batch_bytes, codec, magic, timestamp_type,
            segment_bytes, segment_ms, segment_index_bytes, index_interval_bytes, flush_messages,
            producer_id, producer_epoch, base_sequence, transactional, ignore_unknown_fields,
-           force, leader_epoch, fmt):
+           force, leader_epoch, max_message_bytes, fmt):
     """Append records from stdin to the partition DIRECTORY (created when absent).
 
     Offsets continue from the partition's next offset; batches are written to the active
@@ -134,7 +138,7 @@ def append(directory, input_format, key, batch_records, batch_bytes, codec, magi
             batch_records, batch_bytes, codec, magic, timestamp_type, flush_messages, producer_id,
             producer_epoch, base_sequence, transactional,
             RollPolicy(segment_bytes, segment_ms, segment_index_bytes, index_interval_bytes),
-            leader_epoch)
+            leader_epoch, max_message_bytes)
     except UsageError as e:
         raise click.UsageError(str(e)) from None
     if not force and topic_partition(directory) == (None, None):
@@ -143,7 +147,7 @@ def append(directory, input_format, key, batch_records, batch_bytes, codec, magi
                         "write there anyway" % printable_name(directory)))
     records = InputLines(sys.stdin.buffer, input_format,
                          key.encode("utf-8") if key is not None else None,
-                         ignore_unknown_fields)
+                         ignore_unknown_fields, max_message_bytes)
     try:
         result = append_records(directory, records, settings, _report_flush(fmt))
     except (KafkalogError, OSError) as e:

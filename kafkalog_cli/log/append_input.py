@@ -56,6 +56,8 @@ def _bytes(value: Any, what: str, json_text: bool = False) -> Optional[bytes]:
             raise
         except ValueError:
             raise InputError("%s: NaN and Infinity have no JSON text" % what) from None
+        except RecursionError:
+            raise InputError("%s: JSON nested too deeply to write" % what) from None
     raise InputError("%s must be a string, {\"base64\": ...} or null" % what)
 
 
@@ -200,6 +202,8 @@ def _parse_object(line: Union[str, bytes], ignore_unknown_fields: bool) -> Item:
         obj = json.loads(line)
     except ValueError as e:
         raise InputError("not JSON (%s)" % e) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read") from None
     if not isinstance(obj, dict):
         raise InputError("expected a JSON object")
     if "control" in obj:
@@ -237,10 +241,20 @@ def _strip_newline(line: bytes) -> bytes:
 READ_SIZE = 1 << 20  # bytes asked for a read of ``lines``' fast path
 
 
-def _line_chunks(read: Callable[[int], bytes]) -> Iterator[Tuple[bytes, int, int]]:
+def _too_long(number: int, limit: int) -> InputError:
+    return InputError("longer than %d bytes: too large for a record under max.message.bytes "
+                      "(--max-message-bytes); not read further" % limit, number)
+
+
+def _line_chunks(read: Callable[[int], bytes],
+                 limit: Optional[int] = None) -> Iterator[Tuple[bytes, int, int]]:
     """The pieces of InputLines.line_chunks: a line cut by a read's end is completed from the
-    next read (the bytes of that one line are copied), the rest is given in place."""
+    next read (the bytes of that one line are copied), the rest is given in place. A line of
+    more than ``limit`` bytes (its newline not counted) raises InputError with its number as
+    soon as that many bytes of it are read: memory stays bounded whatever the input."""
     rest: List[bytes] = []  # the start of a line cut by the end of a read
+    rest_len = 0
+    number = 0  # the lines given so far (counted only when there is a limit)
     while True:
         data = read(READ_SIZE)
         if not data:
@@ -251,17 +265,37 @@ def _line_chunks(read: Callable[[int], bytes]) -> Iterator[Tuple[bytes, int, int
         start = 0
         if rest:
             nl = data.find(b"\n")
+            if limit is not None and rest_len + (len(data) if nl < 0 else nl) > limit:
+                raise _too_long(number + 1, limit)
             if nl < 0:
                 rest.append(data)
+                rest_len += len(data)
                 continue
             rest.append(data[:nl + 1])
             line = b"".join(rest)
             yield line, 0, len(line)
+            number += 1
             start = nl + 1
         cut = data.rfind(b"\n") + 1
         if cut > start:
+            if limit is not None:
+                if limit < cut - start:
+                    # a line within this read may be longer than the limit: the lines before
+                    # it are given, then the error
+                    pos = start
+                    for i, part in enumerate(data[start:cut - 1].split(b"\n")):
+                        if len(part.rstrip(b"\r")) > limit:
+                            if pos > start:
+                                yield data, start, pos
+                            raise _too_long(number + i + 1, limit)
+                        pos += len(part) + 1
+                number += data.count(b"\n", start, cut)
             yield data, start, cut
-        rest = [data[max(cut, start):]] if len(data) > max(cut, start) else []
+        tail = max(cut, start)
+        rest = [data[tail:]] if len(data) > tail else []
+        rest_len = len(data) - tail
+        if limit is not None and rest_len > limit:
+            raise _too_long(number + 1, limit)
 
 
 class InputLines:
@@ -271,7 +305,8 @@ class InputLines:
     from (for the appender's own errors about that item)."""
 
     def __init__(self, lines: Iterable[bytes], input_format: str = "lines",
-                 key: Optional[bytes] = None, ignore_unknown_fields: bool = False) -> None:
+                 key: Optional[bytes] = None, ignore_unknown_fields: bool = False,
+                 max_message_bytes: Optional[int] = None) -> None:
         if input_format not in INPUT_FORMATS:
             raise ValueError("input format must be one of %s" % ", ".join(INPUT_FORMATS))
         self.lines = lines
@@ -279,6 +314,13 @@ class InputLines:
         self.key = key
         self.ignore_unknown_fields = ignore_unknown_fields
         self.line: Optional[int] = None
+        # The longest line read from a stream: one longer cannot make a record under
+        # ``max_message_bytes`` (a line of ``lines`` is the value; a JSON line may spell a byte
+        # in up to six characters, \u0000)
+        self.max_line_bytes: Optional[int] = None
+        if max_message_bytes is not None:
+            self.max_line_bytes = (max_message_bytes if input_format == "lines"
+                                   else 6 * max_message_bytes + 65536)
 
     def line_chunks(self) -> Optional[Iterator[Tuple[bytes, int, int]]]:
         """For ``lines`` read from a binary stream (``read1``, as sys.stdin.buffer): the input
@@ -288,7 +330,7 @@ class InputLines:
         read = getattr(self.lines, "read1", None)
         if self.input_format != "lines" or read is None:
             return None
-        return _line_chunks(read)
+        return _line_chunks(read, self.max_line_bytes)
 
     def __iter__(self) -> Iterator[Item]:
         read = getattr(self.lines, "read1", None)
@@ -317,7 +359,7 @@ class InputLines:
         number = 0
         ignore = self.ignore_unknown_fields
         loads, JSONDecodeError, plain_object = orjson.loads, orjson.JSONDecodeError, _plain_object
-        for data, start, end in _line_chunks(read):
+        for data, start, end in _line_chunks(read, self.max_line_bytes):
             lines = (data if start == 0 and end == len(data) else data[start:end]).split(b"\n")
             last = len(lines) - 1
             if data[end - 1] == 10:

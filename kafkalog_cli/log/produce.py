@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Callable, Iterable, List, Optional, Tuple, Union
+from typing import Callable, Iterable, Iterator, List, Optional, Tuple, Union
 
 from ..errors import KafkalogError, UsageError
 from ..format import codecs
@@ -35,6 +35,13 @@ if not os.environ.get("KAFKALOG_PURE_PYTHON"):
 SEQUENCE_MODULUS = 2 ** 31  # a producer's sequence numbers wrap to 0 past Integer.MAX_VALUE
 INT16_MAX = 2 ** 15 - 1
 TIMESTAMP_TYPES = {TIMESTAMP_TYPE_NAMES[t]: t for t in (CREATE_TIME, LOG_APPEND_TIME)}
+
+
+# LogConfig's max.message.bytes default: 1 MiB plus a log entry's offset and size fields.
+DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
+# A v2 batch's header (DefaultRecordBatch.RECORD_BATCH_OVERHEAD): a batch of one record is at
+# least this much larger than the record.
+V2_BATCH_OVERHEAD = 61
 
 
 class InputError(KafkalogError, ValueError):
@@ -72,6 +79,7 @@ class AppendSettings:
     transactional: bool = False
     roll: RollPolicy = field(default_factory=RollPolicy)
     leader_epoch: Optional[int] = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
     def __post_init__(self) -> None:
         if self.codec not in codecs.CODEC_NAMES:
@@ -92,6 +100,8 @@ class AppendSettings:
             raise UsageError("--producer-epoch must be from 0 to %d" % INT16_MAX)
         if not -1 <= self.base_sequence < SEQUENCE_MODULUS:
             raise UsageError("--base-sequence must be from 0 to %d" % (SEQUENCE_MODULUS - 1))
+        if self.max_message_bytes < V2_BATCH_OVERHEAD + 1:
+            raise UsageError("--max-message-bytes must be at least %d" % (V2_BATCH_OVERHEAD + 1))
         if self.leader_epoch is not None and not 0 <= self.leader_epoch < SEQUENCE_MODULUS:
             raise UsageError("--leader-epoch must be from 0 to %d" % (SEQUENCE_MODULUS - 1))
 
@@ -233,6 +243,24 @@ class RecordAppender:
         self.first: Optional[int] = None
         self.count = 0
         self.unflushed = 0
+        self.lines_gathered = 0  # append_lines: the records of the batch being gathered
+
+    def _too_large(self, size: int) -> InputError:
+        """A record of ``size`` bytes (about) in a batch would pass max.message.bytes: the
+        broker refuses the batch (RecordTooLargeException), a producer the record (its
+        max.request.size check)."""
+        return InputError("a record of about %d bytes in a batch of at least %d bytes is "
+                          "larger than max.message.bytes %d (--max-message-bytes): the broker "
+                          "refuses it (RecordTooLargeException)"
+                          % (size, size + V2_BATCH_OVERHEAD, self.settings.max_message_bytes))
+
+    def _check_batch(self, data: bytes) -> None:
+        """An encoded batch over max.message.bytes is refused, as the broker refuses it."""
+        if len(data) > self.settings.max_message_bytes:
+            raise InputError("a batch of %d bytes is larger than max.message.bytes %d "
+                             "(--max-message-bytes): the broker refuses it "
+                             "(RecordTooLargeException)"
+                             % (len(data), self.settings.max_message_bytes))
 
     # -- producers ---------------------------------------------------------------------------
     def _produced(self, item: Union[Record, ProducedRecord]) -> ProducedRecord:
@@ -309,6 +337,8 @@ class RecordAppender:
         key: ProducerKey = (pid, epoch, produced.transactional) if pid >= 0 else NO_PRODUCER
         size = record.size_estimate()
         s = self.settings
+        if size + V2_BATCH_OVERHEAD > s.max_message_bytes:
+            raise self._too_large(size)
         if self.pending and key == self.pending_key:
             if pid >= 0:
                 expected = _next_sequence(self.pending_sequence, len(self.pending))
@@ -335,6 +365,8 @@ class RecordAppender:
         """``add`` of a plain Record when the settings name no producer: what ``add`` does
         for it, without its producer checks."""
         size = record.size_estimate()
+        if size + V2_BATCH_OVERHEAD > self.settings.max_message_bytes:
+            raise self._too_large(size)
         if self.pending and (self.pending_key != NO_PRODUCER
                              or self.pending_bytes + size > self.settings.batch_bytes):
             self.write_pending()
@@ -355,10 +387,17 @@ class RecordAppender:
         self.pending_key = NO_PRODUCER
         self.pending_sequence = -1
         pending, pending_bytes = self.pending, self.pending_bytes
-        for record in records:
+        record_limit = self.settings.max_message_bytes - V2_BATCH_OVERHEAD
+        for number, record in enumerate(records):
             key, value = record.key, record.value
             size = ((len(key) if key is not None else 0) + (len(value) if value is not None else 0)
                     + 21 if not record.headers else record.size_estimate())
+            if size > record_limit:
+                self.pending_bytes = pending_bytes  # its batch is dropped, as line by line
+                error = self._too_large(size)
+                lines = getattr(records, "lines", None)
+                error.line = lines[number] if lines else None
+                raise error
             if pending and pending_bytes + size > batch_bytes:
                 self.pending_bytes = pending_bytes
                 self.write_pending()
@@ -377,9 +416,11 @@ class RecordAppender:
             return
         base, n = self.writer.next_offset, len(self.pending)
         append_time = now_ms() if self.settings.timestamp_type_id == LOG_APPEND_TIME else None
-        for data, last_offset, ts in encode_entries(self.pending, base, self.settings,
-                                                    self.pending_key, self.pending_sequence,
-                                                    append_time, self.leader_epoch):
+        entries = encode_entries(self.pending, base, self.settings, self.pending_key,
+                                 self.pending_sequence, append_time, self.leader_epoch)
+        for data, _, _ in entries:
+            self._check_batch(data)
+        for data, last_offset, ts in entries:
             if self.settings.magic == 2 and self.pending_key == NO_PRODUCER:
                 # no producer state to keep: written with the next run of plain batches
                 self.writer.append_plain(data, base, last_offset, ts, self.leader_epoch)
@@ -428,7 +469,8 @@ class RecordAppender:
         lat = s.timestamp_type_id == LOG_APPEND_TIME
         parts: List[bytes] = []
         count = pending = base_ts = max_ts = 0
-        for data, pos, end in chunks:
+        self.lines_gathered = 0
+        for data, pos, end in self._counted(chunks, lambda: count):
             ts = now_ms()
             while pos < end:
                 if not count:
@@ -447,6 +489,15 @@ class RecordAppender:
         if count:
             self._write_area(parts, count, base_ts, max_ts, lat)
 
+    def _counted(self, chunks: Iterable[Tuple[bytes, int, int]],
+                 gathered: Callable[[], int]) -> Iterator[Tuple[bytes, int, int]]:
+        """``chunks``, keeping in ``lines_gathered`` how many records the batch being gathered
+        holds when the next chunk is asked for (the records an input error drops)."""
+        for chunk in chunks:
+            yield chunk
+            self.lines_gathered = gathered()
+        self.lines_gathered = gathered()
+
     def _write_area(self, parts: List[bytes], count: int, base_ts: int, max_ts: int,
                     log_append_time: bool) -> None:
         """Write the batch of ``count`` plain records whose records area is ``parts``."""
@@ -456,6 +507,7 @@ class RecordAppender:
         data = encode_v2_area(parts[0] if len(parts) == 1 else b"".join(parts), count, base,
                               base_ts, max_ts, s.codec_id, s.timestamp_type_id, append_time,
                               partition_leader_epoch=self.leader_epoch)
+        self._check_batch(data)
         self.writer.append_plain(data, base, base + count - 1,
                                  append_time if append_time is not None else max_ts,
                                  self.leader_epoch)
@@ -489,7 +541,11 @@ class RecordAppender:
         if line_chunks is not None and self.lines_fast_path:
             chunks = line_chunks()
             if chunks is not None:
-                self.append_lines(chunks, getattr(items, "key", None))
+                try:
+                    self.append_lines(chunks, getattr(items, "key", None))
+                except InputError as e:  # a line too long: its batch is not written
+                    self.flush()
+                    return e, self.lines_gathered
                 self.flush()
                 return None, 0
         try:
