@@ -19,13 +19,13 @@ from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from . import decoders
 from .dump_aux import IndexOptions, dump_aux
 from .errors import fail
-from .render import WRITERS, DumpOptions, java_tool
+from .render import COORDINATOR_JSON, WRITERS, DumpOptions, kafka_version
 from .._lazy import lazy_module
 
 verify = lazy_module("kafkalog_cli.log.verify")  # its notes, read when a file vanishes
 
 KAFKA_MAX_BYTES = 2147483647
-KAFKA_FORMATS = ("3.x", "4.0", "4.1", "4.2", "4.3")
+KAFKA_FORMATS = ("3.x", "4.0", "4.1", "4.2", "4.3", "4.4")
 # Kafka's decoder classes, accepted for --key-decoder-class/--value-decoder-class.
 _DECODER_CLASSES = {"StringDecoder": "string", "IntegerDecoder": "int", "LongDecoder": "long",
                     "DefaultDecoder": "hex"}
@@ -264,8 +264,11 @@ def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata,
     run = _DumpRun(writer, iopts, max_message_size, base_offset, deep=opts.deep,
                    max_bytes=max_bytes if max_bytes < KAFKA_MAX_BYTES else None,
                    resync=skip_invalid)
-    # KRaft snapshots hold metadata records: decoded as such unless a decoder was chosen
-    run.metadata_by_default = parser is None and (key_decoder, value_decoder) == (None, None)
+    # KRaft snapshots hold metadata records: in JSON and messages output decoded as such unless
+    # a decoder was chosen; --format kafka prints their payloads as DumpLogSegments does
+    # (through the string decoder unless --cluster-metadata-decoder is given)
+    run.metadata_by_default = (fmt != "kafka" and parser is None
+                               and (key_decoder, value_decoder) == (None, None))
     run.single_files = all(os.path.isfile(t) for t in targets)
     try:
         status = max([run.target(target, bounds) for target in targets])
@@ -418,8 +421,8 @@ def _parser(named, kafka_format):
         return None
     from . import parsers
     parser = parsers.choose(named)
-    if parser is not None and java_tool(kafka_format):
-        parser = parsers.java_variant(parser)
+    if parser is not None and kafka_version(kafka_format) >= COORDINATOR_JSON:
+        parser = parsers.java_variant(parser, kafka_version(kafka_format))
     return parser
 
 

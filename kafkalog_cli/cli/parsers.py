@@ -159,13 +159,20 @@ PARSERS: dict[str, Parser] = {
 }
 PARSERS.update((name, _coordinator_parser(name, parse))
                for name, parse in coordinator.PARSERS.items())
-# as Kafka 4.3's Java DumpLogSegments prints them (--kafka-format 4.3)
+# as DumpLogSegments' CoordinatorRecordMessageParser prints them (--kafka-format 4.1 and later)
 JAVA_PARSERS: dict[str, Parser] = {name: _coordinator_parser(name, parse)
                                    for name, parse in coordinator.JAVA_PARSERS.items()}
+# ... and Kafka 4.4's transaction log, its transactionStatus by name (--kafka-format 4.4)
+PARSERS_4_4: dict[str, Parser] = {
+    "transaction-log": _coordinator_parser("transaction-log",
+                                           coordinator.parse_transaction_log_4_4)}
 
 
-def java_variant(parser: Parser) -> Parser:
-    """The parser as the Java tool (Kafka 4.3) prints its records, where it differs."""
+def java_variant(parser: Parser, version: Tuple[int, ...] = (4, 3)) -> Parser:
+    """The parser as DumpLogSegments of Kafka ``version`` (4.1 or later) prints its records,
+    where it differs from 3.x and 4.0's."""
+    if version >= (4, 4) and parser.name in PARSERS_4_4:
+        return PARSERS_4_4[parser.name]
     return JAVA_PARSERS.get(parser.name, parser)
 
 

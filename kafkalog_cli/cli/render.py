@@ -48,6 +48,11 @@ def kafka_version(text):
 JAVA_TOOL = (4, 3)  # the first kafka-dump-log.sh rewritten in Java (DumpLogSegments.java)
 
 
+# DumpLogSegments prints LeaderChange control records as JSON, and the coordinators' records
+# through CoordinatorRecordMessageParser (the transaction log as JSON too), from Kafka 4.1
+LEADER_CHANGE_JSON = COORDINATOR_JSON = (4, 1)
+
+
 def java_tool(kafka_format):
     return kafka_version(kafka_format) >= JAVA_TOOL
 
@@ -250,26 +255,59 @@ class Writer:
         for p in self._problems:
             by_kind.setdefault(p.kind, []).append(p)
         err = self.err
+        # Each summary is a map keyed by the file's absolute path, printed in the map's order:
+        # a java.util.HashMap in the Java tool (4.3+), a Scala mutable.HashMap before.
+        # DumpLogSegments.dumpIndex: the Java tool keeps one mismatch per index offset, highest
+        # first (a TreeMap in reverse order); the Scala tool prepends each to a List.
         grouped = ((verify.OFFSET_MISMATCH, "Mismatches in :%s", not self._java),
                    (verify.TIMESTAMP_MISMATCH, "Found timestamp mismatch in :%s", False),
-                   (verify.TIMESTAMP_OUT_OF_ORDER, "Found out of order timestamp in :%s", False))
+                   (verify.TIMESTAMP_OUT_OF_ORDER, "Found out of order timestamp in :%s", False),
+                   (verify.OFFSET_NOT_FOUND,
+                    "The following indexed offsets are not found in :%s" if self._java
+                    else "The following indexed offsets are not found in the log.", False))
         for kind, header, reverse in grouped:
-            for path, items in _by_file(by_kind.pop(kind, [])):
-                err.write(header % os.path.abspath(path) + "\n")
+            # every problem is a call on the map (computeIfAbsent; the Scala tool's put for an
+            # offset index mismatch), but the Scala tool puts a time index's list once
+            once = not self._java and kind != verify.OFFSET_MISMATCH
+            files = self._map_order(by_kind.pop(kind, []), once)
+            for path, items in files:
+                err.write((header % path if "%s" in header else header) + "\n")
                 if kind == verify.OFFSET_MISMATCH and self._java:
-                    # the Java tool keeps one per index offset, highest first
                     items = sorted({p.fields["index_offset"]: p for p in items}.values(),
                                    key=lambda p: -p.fields["index_offset"])
+                indent = "" if kind == verify.OFFSET_NOT_FOUND else "  "
                 for p in (reversed(items) if reverse else items):
-                    err.write("  %s\n" % p.message)
-        for path, items in _by_file(by_kind.pop(verify.OFFSET_NOT_FOUND, [])):
-            err.write("The following indexed offsets are not found in the log.\n")
-            for p in items:
-                err.write("%s\n" % p.message)
+                    err.write("%s%s\n" % (indent, p.message))
         for items in by_kind.values():
             for p in items:
                 err.write("kafkalog: %s: %s\n" % (p.file, p.message))
         err.flush()
+
+    def _map_order(self, problems, once=False):
+        """[(absolute path, its problems)] in the iteration order of DumpLogSegments' map of
+        them, into which each problem was put (``once``: each file once)."""
+        files = {}
+        puts = []
+        for p in problems:
+            path = os.path.abspath(p.file)
+            files.setdefault(path, []).append(p)
+            puts.append(path)
+        return [(path, files[path]) for path in map_order(list(files) if once else puts,
+                                                         self._java)]
+
+
+def map_order(calls, java):
+    """The keys of DumpLogSegments' ``Map[String, _]`` after a call for each of ``calls`` (keys
+    may repeat), in the order the map iterates them: a java.util.HashMap filled by
+    computeIfAbsent (the Java tool) or Scala 2.13's mutable.HashMap filled by put (the Scala
+    tool). The tables resize on calls for keys already there, so every call counts."""
+    if len(set(calls)) < 2:
+        return list(dict.fromkeys(calls))
+    if java:
+        from ..log.javahash import java_string_hash_order
+        return java_string_hash_order(calls, compute=True)
+    from ..format.jvmhash import scala_string_map_order
+    return scala_string_map_order(calls)
 
 
 def _by_file(problems):
@@ -330,10 +368,10 @@ def control_text(key, value, kafka_format):
         return " %s %s" % (labels[type_id],
                            json.dumps(body, separators=(",", ":"), allow_nan=False))
     if type_id == control.LEADER_CHANGE:
-        # Read even where it is not printed (the Scala tool's plain controlType line): a
-        # malformed value is invalid data for dump as for recover.
+        # Read even where it is not printed (the plain controlType line of Kafka 3.x and 4.0):
+        # a malformed value is invalid data for dump as for recover.
         body = control.kraft_control_json(type_id, value)
-        if java_tool(kafka_format):
+        if kafka_version(kafka_format) >= LEADER_CHANGE_JSON:
             return " LeaderChange: %s" % json.dumps(body, separators=(",", ":"), allow_nan=False)
     return " controlType: %s(%d)" % (control.control_type_name(type_id), type_id)
 
@@ -368,6 +406,9 @@ def log_header(path, base_offset):
 
 class KafkaWriter(Writer):
     """Exactly the lines of kafka-dump-log.sh (Scala tool 3.x-4.2, or the 4.3 Java tool)."""
+
+    # index files as DumpLogSegments reads them (a zero slot 0 is an entry: dump_aux)
+    kafka_index_view = True
 
     def __init__(self, out, err, opts):
         super().__init__(out, err, opts)
@@ -677,9 +718,17 @@ class KafkaWriter(Writer):
     def finish(self):
         self.flush()
         self._print_problems()
+        # DumpLogSegments' map of each file's non-consecutive pairs: a HashMap of TreeMaps
+        # (sorted by offset) in the Java tool, a Scala mutable.HashMap of Lists (each pair
+        # prepended) before
+        by_path = {}
+        puts = []
         for path, pairs in self._nonconsecutive:
-            if not pairs:
-                continue
+            if pairs:
+                by_path.setdefault(path, []).extend(pairs)
+                puts.extend([path] * len(pairs))
+        for path in map_order(puts, self._java):
+            pairs = by_path[path]
             if self._java:
                 ordered = sorted(dict(pairs).items())
             else:

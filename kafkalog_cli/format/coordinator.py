@@ -235,12 +235,34 @@ def parse_transaction_log(key: Optional[Bytes], value: Optional[Bytes], offset: 
                                    "data": data})
 
 
-# Kafka 4.3's DumpLogSegments (rewritten in Java, CoordinatorRecordMessageParser) prints the
-# three alike: the transaction log as JSON too, the share group value's version labelled
-# "version", and "the specified decoder" in the missing-key message.
+# From Kafka 4.1, DumpLogSegments (CoordinatorRecordMessageParser, in the Scala tool of 4.1 and
+# 4.2 and the Java tool of 4.3+) prints the three alike: the transaction log as JSON too, the
+# share group value's version labelled "version", and "the specified decoder" in the
+# missing-key message.
 parse_offsets_java = _coordinator_parser("group", "the specified", "type", "version", expand=True)
 parse_transaction_log_java = _coordinator_parser("transaction", "the specified", "type", "version",
                                                  expand=False)
+
+
+def _transaction_state_name(value: Dict[str, Any]) -> None:
+    """Kafka 4.4's TransactionLogMessageParser.valueAsJson: a TransactionLogValue's
+    transactionStatus replaced by TransactionState.fromId(id).stateName(), or by the id as a
+    string when no state has it (fromId's IllegalStateException), in place."""
+    data = value.get("data")
+    if isinstance(data, dict) and isinstance(data.get("transactionStatus"), int):
+        status = data["transactionStatus"]
+        data["transactionStatus"] = (TRANSACTION_STATES[status]
+                                     if 0 <= status < len(TRANSACTION_STATES) else str(status))
+
+
+def parse_transaction_log_4_4(key: Optional[Bytes], value: Optional[Bytes], offset: int) -> Parsed:
+    """parse_transaction_log_java, with Kafka 4.4's transactionStatus names."""
+    k, v = parse_transaction_log_java(key, value, offset)
+    if v is not None and not v.error and isinstance(v.json, dict):
+        _transaction_state_name(v.json)
+        v = _struct(v.json)
+    return k, v
+
 parse_share_group_state_java = _coordinator_parser("share", "the specified", "type", "version",
                                                    expand=False)
 JAVA_PARSERS: Dict[str, Parser] = {

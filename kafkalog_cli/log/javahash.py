@@ -237,7 +237,8 @@ class JavaHashOrder:
     """The keys of a ``java.util.HashMap<Long, V>`` created empty, after ``put`` and
     ``remove`` calls, in the order the map iterates them (``order``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spread=spread_hash) -> None:
+        self.spread = spread  # HashMap.hash of a key (spread_hash: a Long's)
         self.table: List[Optional[_Node]] = []
         self.threshold = 0
         self.keys: Dict[int, None] = {}
@@ -262,7 +263,7 @@ class JavaHashOrder:
     def put(self, key: int) -> None:
         if key in self.keys:
             return
-        h = spread_hash(key)
+        h = self.spread(key)
         if not self.table:
             self._resize()
         tab = self.table
@@ -283,6 +284,27 @@ class JavaHashOrder:
         self.keys[key] = None
         if len(self.keys) > self.threshold:
             self._resize()
+
+    def compute_if_absent(self, key: int) -> None:
+        """HashMap.computeIfAbsent: the table is resized first when it holds more than its
+        threshold (a call for a key already there too), and a new key goes at the head of its
+        bin, not at the tail as put puts it."""
+        if not self.table or len(self.keys) > self.threshold:
+            self._resize()
+        if key in self.keys:
+            return
+        h = self.spread(key)
+        tab = self.table
+        i = (len(tab) - 1) & h
+        first = tab[i]
+        if first is not None and first.tree:
+            self._put_tree_val(first, key, h)
+        else:
+            bin_count = sum(1 for _ in self._chain(first))
+            tab[i] = _Node(key, h, first)
+            if bin_count >= _TREEIFY_THRESHOLD - 1:
+                self._treeify_bin(h)
+        self.keys[key] = None
 
     def _resize(self) -> None:
         old = self.table
@@ -437,7 +459,7 @@ class JavaHashOrder:
             return
         del self.keys[key]
         tab = self.table
-        i = (len(tab) - 1) & spread_hash(key)
+        i = (len(tab) - 1) & self.spread(key)
         prev = None
         node = tab[i]
         while node is not None and node.key != key:
@@ -532,6 +554,26 @@ class JavaHashOrder:
                 elif p is pp.right:
                     pp.right = None
         self._move_root_to_front(r)
+
+
+def spread_string_hash(key: str) -> int:
+    """HashMap.hash of a String: String.hashCode, its high half xor-ed into its low half."""
+    from ..format.jvmhash import improve_hash, string_hash
+    return improve_hash(string_hash(key))
+
+
+def java_string_hash_order(keys: Iterable[str], compute: bool = False) -> List[str]:
+    """The iteration order of a new java.util.HashMap<String, V> after a ``put`` (or, with
+    ``compute``, a ``computeIfAbsent``) of each of ``keys`` in this order (tree bins compare
+    keys with String.compareTo: Python's str order, the same for every character of the Basic
+    Multilingual Plane)."""
+    table = JavaHashOrder(spread_string_hash)
+    for k in keys:
+        if compute:
+            table.compute_if_absent(k)  # type: ignore[arg-type]
+        else:
+            table.put(k)  # type: ignore[arg-type]
+    return table.order()  # type: ignore[return-value]
 
 
 def java_hash_order(keys: Iterable[int]) -> List[int]:
