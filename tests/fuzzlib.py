@@ -691,22 +691,37 @@ def compare_implementations(buf, max_message_size=16 << 10, batch_limit=64 << 10
                             py[:1] if py[0] != "ok" else "records"))
 
 
+# Why kafka-python could not walk an input (exception name -> count), for the tests' report.
+COMPARE_FAILURES = {}
+
+
 def compare_with_kafka_python(buf, max_message_size=5 << 20, batch_limit=80 << 20):
     """kafka-python's reading of ``buf`` (an independent implementation) against kafkalog's:
     every entry kafka-python reads is a batch kafkalog reads at the same position and size,
     with the same offsets and CRC verdict; where both decode a batch's records, the same
-    offsets, keys and values. Raises AssertionError on a difference."""
+    offsets, keys and values. Raises AssertionError on a difference. Returns how many
+    entries were compared (0: kafka-python could not walk the bytes, nothing was compared)."""
     from kafkalog_cli.format.codecs import Inflater
     from kafkalog_cli.format.errors import CorruptRecordError
     from kafkalog_cli.format.records import Batch, decode_records
     from kafkalog_cli.format.scan import scan
     try:
         theirs = kg.kafka_python_read(bytes(buf), deep=False)
-    except Exception:
-        return  # kafka-python cannot walk it: nothing to compare
+    except Exception as e:
+        COMPARE_FAILURES[type(e).__name__] = COMPARE_FAILURES.get(type(e).__name__, 0) + 1
+        return 0  # kafka-python cannot walk it: nothing to compare
     ours = {item.position: item for item in scan(buf, 0, len(buf)) if isinstance(item, Batch)}
     inflater = Inflater()
+    compared = 0
+    # Where kafka-python's walk ends (the first entry it cannot read, or the end): kafkalog
+    # reads no batch there either (what follows may be found again by a resync, not by a walk).
+    end = (theirs[-1].position + theirs[-1].size) if theirs else 0
+    if all(kb.size >= 26 for kb in theirs):
+        assert end >= len(buf) or end not in ours, (
+            "kafka-python's walk ends at %d, where kafkalog reads a batch" % end)
+        compared += 1
     for kb in theirs:
+        compared += 1
         if kb.size < 26:
             break  # kafka-python follows a negative size field; Kafka (and kafkalog) stop there
         b = ours.get(kb.position)
@@ -740,6 +755,7 @@ def compare_with_kafka_python(buf, max_message_size=5 << 20, batch_limit=80 << 2
                              len(got), len(want),
                              next(((i, g, w) for i, (g, w) in enumerate(zip(got, want)) if g != w),
                                   None))
+    return compared
 
 
 def read_records_area(data, count, limit=1 << 16):

@@ -94,14 +94,23 @@ def test_log_bytes_mutated(name, other, ops, resync, pure):
         pass  # the scan itself raises nothing for bad bytes; a reader may say why it stopped
 
 
-@fuzz_settings(600)
-@given(name=st.sampled_from(LOG_NAMES), other=st.sampled_from(LOG_NAMES), ops=OPS)
-def test_log_bytes_against_kafka_python(name, other, ops):
+def test_log_bytes_against_kafka_python():
     """Mutated segments with their CRCs fixed up, read by kafka-python (independent) and by
     kafkalog: the same entries, offsets and CRC verdicts, and the same records of every v2
-    batch both can decode."""
-    data = F.fix_crcs(F.apply_ops(LOG_SEEDS[name], ops, LOG_SEEDS[other]))
-    _timed(F.compare_with_kafka_python, data)
+    batch both can decode. A comparison that kafka-python cannot make compares nothing, so at
+    least 90% of the inputs must have had entries compared."""
+    counts = {"inputs": 0, "compared": 0}
+
+    @fuzz_settings(600)
+    @given(name=st.sampled_from(LOG_NAMES), other=st.sampled_from(LOG_NAMES), ops=OPS)
+    def compare(name, other, ops):
+        data = F.fix_crcs(F.apply_ops(LOG_SEEDS[name], ops, LOG_SEEDS[other]))
+        counts["inputs"] += 1
+        if _timed(F.compare_with_kafka_python, data):
+            counts["compared"] += 1
+
+    compare()
+    assert counts["compared"] >= 0.9 * counts["inputs"], (counts, F.COMPARE_FAILURES)
 
 
 LARGE_SEEDS = F.large_seeds()
@@ -502,7 +511,16 @@ def test_checks_catch_what_they_look_for(tmp_path):
 
 
 def test_cli_check_sees_a_crash(tmp_path):
-    """run_cli reports what a crashing process does: here a Python that runs out of its
-    address space (RLIMIT_AS) dies with a MemoryError traceback."""
-    r = F.run_cli(["dump", "--help"], address_space=1 << 20)  # 1 MiB: Python cannot even start
-    assert F.run_problems(r)
+    """run_cli reports what a crashing process does: a real `python -m kafkalog_cli` whose
+    command raises (a kafkalog_cli package first on the path, in the working directory, whose
+    __main__ raises KeyError) ends with a traceback and exit status 1, which run_problems must
+    call a traceback (exit 1 alone is allowed: only the traceback marks the crash)."""
+    pkg = tmp_path / "kafkalog_cli"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "__main__.py").write_text("raise KeyError('planted crash')\n")
+    r = F.run_cli(["dump", "--help"], cwd=str(tmp_path))
+    assert r.code == 1, r
+    assert "KeyError: 'planted crash'" in r.err, r.err
+    problems = F.run_problems(r)
+    assert any(p.startswith("traceback:") and "KeyError" in p for p in problems), problems
