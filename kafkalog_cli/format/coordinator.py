@@ -21,7 +21,7 @@ import binascii
 import struct
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
 
-from . import schema
+from . import jvmhash, schema
 from .errors import CorruptRecordError
 
 Bytes = Union[bytes, bytearray, memoryview]
@@ -188,6 +188,18 @@ parse_share_group_state = _coordinator_parser("share", "share group state topic"
                                               expand=False)
 
 
+def _partitions_in_set_order(entries: Any) -> list:
+    """``<topic>-<n>`` of each partition of a TransactionLogValue, in the order
+    TransactionLog.readTxnRecordValue's TransactionMetadata.topicPartitions (a Scala
+    mutable.HashSet[TopicPartition], each topic's partitions added with ``++=``) iterates
+    them."""
+    table: jvmhash.ScalaHashTable = jvmhash.ScalaHashTable()
+    for tp in entries:
+        table.add_all([(tp["topic"], p) for p in tp["partitionIds"]],
+                      lambda item: jvmhash.topic_partition_hash(*item))
+    return ["%s-%d" % item for item in table.order()]
+
+
 def parse_transaction_log(key: Optional[Bytes], value: Optional[Bytes], offset: int) -> Parsed:
     """TransactionLog.formatRecordKeyAndValue: key
     ``transaction_metadata::transactionalId=<id>``, value ``producerId:<p>,producerEpoch:<e>,
@@ -224,9 +236,8 @@ def parse_transaction_log(key: Optional[Bytes], value: Optional[Bytes], offset: 
     except CorruptRecordError as e:
         return _error("Error at offset %d, skipping. %s" % (offset, e)), None
     state = TRANSACTION_STATES[status]
-    partitions = [] if state == "Empty" else [
-        "%s-%d" % (tp["topic"], p) for tp in data.get("transactionPartitions") or ()
-        for p in tp["partitionIds"]]
+    partitions = [] if state == "Empty" else _partitions_in_set_order(
+        data.get("transactionPartitions") or ())
     text = ("producerId:%d,producerEpoch:%d,state=%s,partitions=[%s],txnLastUpdateTimestamp=%d,"
             "txnTimeoutMs=%d" % (data["producerId"], data["producerEpoch"], state,
                                  ",".join(partitions), data["transactionLastUpdateTimestampMs"],
