@@ -13,8 +13,10 @@
   and message are kept for the test to pin.
 
 Kafka stopping ends its run; the comparison starts it again after the file it stopped on, and
-runs the files before it once more on their own, so that its end-of-run summaries on stderr
-(``Non-consecutive offsets``, index mismatches) are compared over the same files as kafkalog's.
+at the end runs every file it dumped to the end once more in one run (one chunk), so that its
+end-of-run summaries on stderr (``Non-consecutive offsets``, index mismatches) are compared over
+the same files as kafkalog's. Each Kafka run is kept for the process's life (the same list and
+options give the same output), so comparing a second kafkalog (``env``) starts no JVM.
 """
 
 import os
@@ -94,9 +96,15 @@ def kafkalog_dump(files, options, kafka_format, env=None) -> Result:
                   proc.stderr.decode("utf-8", "surrogateescape"))
 
 
+_KAFKA_RUNS = {}  # (files, options, version) -> Result: Kafka's output is the same every time
+
+
 def kafka_dump(files, options, version) -> Result:
-    rc, out, err = kafkajvm.dump_log_segments(files, options, version)
-    return Result(rc, out, err)
+    key = (tuple(files), tuple(options), version)
+    if key not in _KAFKA_RUNS:
+        rc, out, err = kafkajvm.dump_log_segments(files, options, version)
+        _KAFKA_RUNS[key] = Result(rc, out, err)
+    return _KAFKA_RUNS[key]
 
 
 def _last_dumped(stdout, files):
@@ -113,37 +121,35 @@ def _last_dumped(stdout, files):
     return last
 
 
-def _section(stdout, file):
-    """What a one-file dump printed (all of it)."""
-    return stdout
-
-
 def compare(files, options=(), version=kafkajvm.KAFKA, kafka_format="4.3", env=None):
     files = [str(f) for f in files]
     options = tuple(options)
     result = Comparison(options, version, kafka_format)
-    start = 0
-    while start < len(files):
-        rest = files[start:]
+    dumped = []   # the files Kafka dumped to the end
+    whole = None  # Kafka's run over exactly those, when it had one
+    rest = files
+    while rest:
         kafka = kafka_dump(rest, options, version)
         m = _EXCEPTION.search(kafka.stderr)
         if kafka.rc == 0 or m is None:
-            result.chunks.append(Chunk(rest, kafka, kafkalog_dump(rest, options, kafka_format, env)))
+            whole = kafka if not dumped else None
+            dumped.extend(rest)
             break
         stop = _last_dumped(kafka.stdout, rest)
         if stop < 0:  # stopped before its first file: compare nothing, say so
             raise AssertionError(f"DumpLogSegments failed before any file: {kafka.stderr[-2000:]}")
-        if stop > 0:
-            before = rest[:stop]
-            result.chunks.append(Chunk(before, kafka_dump(before, options, version),
-                                       kafkalog_dump(before, options, kafka_format, env)))
+        dumped.extend(rest[:stop])
         crashed = rest[stop]
-        alone = kafka_dump([crashed], options, version)
-        m = _EXCEPTION.search(alone.stderr)
+        # what Kafka printed of the file it stopped on: from its Dumping line to the end
+        at = kafka.stdout.rfind(f"Dumping {crashed}\n")
         result.stopped.append(Stopped(
-            crashed, m.group(1) if m else "?", (m.group(2) or "") if m else alone.stderr[-500:],
-            alone.stdout, kafkalog_dump([crashed], options, kafka_format, env)))
-        start += stop + 1
+            crashed, m.group(1), m.group(2) or "", kafka.stdout[at:],
+            kafkalog_dump([crashed], options, kafka_format, env)))
+        rest = rest[stop + 1:]
+    if dumped:
+        # the files Kafka dumps to the end, in one run: its end-of-run summaries over them all
+        kafka = whole or kafka_dump(dumped, options, version)
+        result.chunks.append(Chunk(dumped, kafka, kafkalog_dump(dumped, options, kafka_format, env)))
     return result
 
 

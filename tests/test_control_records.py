@@ -68,8 +68,10 @@ def test_kafka_text(tmp_path, type_id, message, values, label, kafka_format):
     assert r.code == 0, r.err
     [line] = _record_lines(r.out)
     expected = _compact(schemaenc.expected_json(spec, 0, values))
-    if type_id == 2 and kafka_format != "4.3":
-        # the Scala tool prints a leader change by its type only
+    if type_id == 2 and kafka_format == "3.x":
+        # Kafka 3.x and 4.0 print a leader change by its type only; 4.1's Scala tool prints it
+        # as JSON as the Java tool does (Kafka 4.2.1's DumpLogSegments: tests/test_kafka_dump.py;
+        # this test once expected the type only for 4.2 too)
         assert line.endswith(" controlType: LEADER_CHANGE(2)"), line
     else:
         assert line.endswith(" %s%s %s" % (label, ":" if type_id == 2 else "", expected)), line

@@ -200,8 +200,8 @@ def _targets(paths, files):
               show_default=True, help="kafka: kafka-dump-log.sh's lines; messages: one line per "
               "message; json: JSON Lines.")
 @click.option("--kafka-format", type=click.Choice(KAFKA_FORMATS), default="4.2", show_default=True,
-              help="Which kafka-dump-log.sh to match: the Scala tool (3.x-4.2) or 4.3's Java "
-              "rewrite.")
+              help="Which kafka-dump-log.sh to match: Kafka 3.9, 4.0, 4.1, 4.2 (the Scala tool), "
+              "4.3 or 4.4 (the Java rewrite).")
 @click.option("--skip-invalid", is_flag=True,
               help="After invalid bytes, go on at the next position where a valid batch starts.")
 @click.option("--verify-index-only", is_flag=True,
