@@ -606,42 +606,30 @@ def expected_txn_index(d):
     return {s.base: ig.aborted_txns(s.batches, open_txns) for s in read_partition(d)}
 
 
-class Crash(BaseException):
-    """Stands for SIGKILL just before a file-system call (not an Exception: nothing catches it)."""
+KILLSHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "killshim.py")
 
 
-def cli_crashing_at(args, k, monkeypatch, calls):
-    """Run `kafkalog ARGS` in-process, the k-th call of the os functions named in ``calls``
-    (and of the no-replace rename, which goes through ctypes, not os) raising Crash (k None:
-    never). True when it crashed, False when it finished first (exit status 0 asserted)."""
-    from click.testing import CliRunner
+# The k-th kill point is file operation k for the first KILL_EVERY_FROM, then every
+# KILL_STRIDE-th (a subprocess a kill point: every point of a long run would take minutes).
+KILL_EVERY_FROM = 12
+KILL_STRIDE = int(os.environ.get("KAFKALOG_KILL_STRIDE", "3"))
 
-    from kafkalog_cli.cli.main import cli
-    from kafkalog_cli.log import indexbuild
-    count = [0]
 
-    def wrap(fn):
-        def call(*a, **kw):
-            count[0] += 1
-            if count[0] == k:
-                raise Crash()
-            return fn(*a, **kw)
-        return call
+def kill_step(k):
+    """The file operation (killshim's STEP) the k-th kill point stops before."""
+    return k if k <= KILL_EVERY_FROM else KILL_EVERY_FROM + (k - KILL_EVERY_FROM) * KILL_STRIDE
 
-    with monkeypatch.context() as m:
-        if k is not None:
-            for c in calls:
-                m.setattr(os, c, wrap(getattr(os, c)))
-            if indexbuild._renameat2 is not None:
-                m.setattr(indexbuild, "_renameat2", wrap(indexbuild._renameat2))
-        try:
-            r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-        except BaseException as e:   # cleanup code (a with block's exit) may fail in turn
-            x = e
-            while x is not None and not isinstance(x, Crash):
-                x = x.__context__
-            if x is None:
-                raise
-            return True
-    assert r.exit_code == 0, r.output
+
+def cli_crashing_at(args, k, monkeypatch=None, calls=None):
+    """Run `kafkalog ARGS` in a process of its own that is SIGKILLed at its k-th kill point
+    (``kill_step``: just before that file operation, as tests/killshim.py counts them: every
+    open for writing, write, rename, unlink, fsync...; k None: never). A real kill: no cleanup
+    of the command runs, as after a power cut or an OOM kill. True when it was killed, False
+    when it finished first (exit status 0 asserted). ``monkeypatch`` and ``calls`` are not
+    used (the kill points are killshim's)."""
+    proc = subprocess.run([sys.executable, KILLSHIM, "0" if k is None else str(kill_step(k)),
+                           *map(str, args)], capture_output=True, timeout=300)
+    if proc.returncode == -9:
+        return True
+    assert proc.returncode == 0, (args, k, proc.returncode, proc.stderr.decode()[-2000:])
     return False
