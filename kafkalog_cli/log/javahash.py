@@ -12,7 +12,7 @@ is the broker's whatever the producer ids.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 _TREEIFY_THRESHOLD = 8
 _UNTREEIFY_THRESHOLD = 6
@@ -237,7 +237,7 @@ class JavaHashOrder:
     """The keys of a ``java.util.HashMap<Long, V>`` created empty, after ``put`` and
     ``remove`` calls, in the order the map iterates them (``order``)."""
 
-    def __init__(self, spread: Callable[[int], int] = spread_hash) -> None:
+    def __init__(self, spread: Callable[[Any], int] = spread_hash) -> None:
         self.spread = spread  # HashMap.hash of a key (spread_hash: a Long's)
         self.table: List[Optional[_Node]] = []
         self.threshold = 0
