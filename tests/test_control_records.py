@@ -84,10 +84,10 @@ def test_messages_format(tmp_path, type_id, message, values, label):
     r = dump("--format", "messages", path)
     assert r.code == 0, r.err
     [line] = _record_lines(r.out)
-    if type_id == 2:
-        assert line.endswith(" controlType: LEADER_CHANGE(2)"), line
-    else:
-        assert line.endswith(" %s %s" % (label, _compact(schemaenc.expected_json(spec, 0, values))))
+    # the default --kafka-format 4.2 prints a leader change as JSON, as Kafka 4.2.1 does (this
+    # test once expected its type only)
+    assert line.endswith(" %s%s %s" % (label, ":" if type_id == 2 else "",
+                                       _compact(schemaenc.expected_json(spec, 0, values)))), line
 
 
 @pytest.mark.parametrize("type_id,message,values,label", CASES, ids=IDS)
