@@ -193,6 +193,17 @@ class RetentionPlan:
         bounded by the high watermark as UnifiedLog.maybeIncrementLogStartOffset bounds it."""
         return max(self.new_log_start, min(self.policy_log_start, self.high_watermark))
 
+    @property
+    def log_start_moves(self) -> bool:
+        """Does the log start offset move with no segment deleted (a policy's log start
+        offset inside the first segment, above the one recorded)? The broker's DeleteRecords
+        moves it so (UnifiedLog.maybeIncrementLogStartOffset), whatever retention deletes
+        after: the checkpoints and the leader epochs follow."""
+        if self.deleted:
+            return False
+        recorded = max([self.old_log_start] + _checkpointed_log_start(Partition(self.directory)))
+        return self.log_start_offset > recorded
+
 
 def _high_watermark(directory: str, policy: Policy, log_start: int,
                     log_end: int) -> Tuple[int, str]:
@@ -313,7 +324,7 @@ def plan_retention(directory: str, policy: Policy) -> RetentionPlan:
             seg.why = ("active segment" if i == len(segments) - 1 else
                        "an older segment is kept, and retention stops at the first kept segment")
     plan.roll_first = bool(segments) and segments[-1].fate == DELETED
-    if plan.deleted:
+    if plan.deleted or plan.log_start_moves:
         plan.recovery_point_raise, plan.recovery_point_problem = _recovery_point_below(
             directory, plan.log_start_offset)
     return plan
@@ -363,8 +374,8 @@ def finish_interrupted(directory: str) -> List[str]:
     done = []
     if start is not None:
         done = _rename_segments(directory, bases)
-        update_log_start_checkpoint(directory, start)
         log_start = start if log_start is None else log_start
+        update_log_start_checkpoint(directory, start, log_start)
         raise_recovery_point(directory, log_start)
         truncate_leader_epochs(directory, log_start)
     os.unlink(path)
@@ -432,7 +443,7 @@ def delete_segments(plan: RetentionPlan) -> Optional[Tuple[int, int]]:
         " ".join(str(x) for x in [plan.new_log_start] + bases), _INTENT_LOG_START,
         plan.log_start_offset)).encode())
     _rename_segments(directory, bases)
-    update_log_start_checkpoint(directory, plan.new_log_start)
+    update_log_start_checkpoint(directory, plan.new_log_start, plan.log_start_offset)
     raised = raise_recovery_point(directory, plan.log_start_offset)
     truncate_leader_epochs(directory, plan.log_start_offset)
     os.unlink(intent)
@@ -542,19 +553,20 @@ def _checkpointed_log_start(partition: Partition) -> List[int]:
     return [o for t, p, o in checkpoints.read_offset_checkpoint(path) if (t, p) == (topic, number)]
 
 
-def update_log_start_checkpoint(directory: str, first_base: int) -> bool:
+def update_log_start_checkpoint(directory: str, first_base: int, log_start: int = 0) -> bool:
     """Rewrite the log directory's log-start-offset-checkpoint, when it exists, for this
-    partition whose first segment now starts at ``first_base``: the log start offset only ever
-    grows (an entry above the base, from a DeleteRecords, stays), and the entry is left out
-    when the log start is the first segment's base, as the broker writes it
-    (LogManager.checkpointLogStartOffsetsInDir)."""
+    partition whose first segment now starts at ``first_base`` and whose log start offset is
+    ``log_start`` (the policy's, as a DeleteRecords sets it, when above that base): the log
+    start offset only ever grows (an entry above the base, from a DeleteRecords, stays), and
+    the entry is left out when the log start is the first segment's base, as the broker writes
+    it (LogManager.checkpointLogStartOffsetsInDir)."""
     partition = Partition(directory)
     path = os.path.join(partition.log_dir, names.LOG_START_OFFSET_CHECKPOINT)
     topic, number = partition.topic, partition.number
     if topic is None or number is None or not os.path.isfile(path):
         return False
     entries = checkpoints.read_offset_checkpoint(path)
-    start = max([first_base] + _checkpointed_log_start(partition))
+    start = max([first_base, log_start] + _checkpointed_log_start(partition))
     entries = [e for e in entries if (e[0], e[1]) != (topic, number)]
     if start > first_base:
         entries.append((topic, number, start))
@@ -606,7 +618,7 @@ def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
     plan = plan_retention(directory, policy)
     if dry_run:
         return plan
-    if plan.roll_first or plan.deleted:
+    if plan.roll_first or plan.deleted or plan.log_start_moves:
         marker.lift()
     if plan.roll_first:
         # under the log directory's lock: no partition lock file needed
@@ -614,6 +626,9 @@ def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
             writer.roll()
     if plan.deleted:
         snapshot_producers_at_log_end(directory, plan.log_end)
+    if plan.deleted or plan.log_start_moves:
+        # no segment to delete: the same steps with none renamed (the checkpoint, the
+        # recovery point and the leader epochs at the new log start offset)
         plan.recovery_point_raise = delete_segments(plan)
     # wall-clock time: the delay runs from the rename, whatever the policy's ``now`` says
     purge_deleted(directory, delete_delay_ms, int(time.time() * 1000))
