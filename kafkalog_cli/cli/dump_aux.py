@@ -180,9 +180,12 @@ def dump_snapshot(path, writer, iopts):
 
 
 def dump_offset_checkpoint(path, writer, iopts):
-    entries = checkpoints.read_offset_checkpoint(path)
+    # Read twice, one entry at a time: checked whole first (a malformed file prints nothing,
+    # as CheckpointFile.read throws before any entry is used), then printed; no list of them.
+    for _ in checkpoints.iter_offset_checkpoint(path):
+        pass
     writer.begin_aux(files.printable_name(path))
-    for topic, partition, offset in entries:
+    for topic, partition, offset in checkpoints.iter_offset_checkpoint(path):
         writer.entry(names.OFFSET_CHECKPOINT, {"topic": topic, "partition": partition,
                                                "offset": offset})
     return EXIT_OK

@@ -353,8 +353,7 @@ class PartitionWriter:
         index = cls(path, base)
         if index.zero_tail or index.file_size % index.entry.size:
             keep = index.count * index.entry.size
-            whole = index.slots * index.entry.size
-            if len(index.data[:whole].rstrip(b"\x00")) > keep:
+            if not index.zeros_after_entries():
                 # not a pre-allocated tail: entries after a slot that ends them. Trimming would
                 # throw them away unseen; recover checks the index and keeps what it replaces.
                 raise AppendError("%s: bytes after its last entry are not zeros: run `kafkalog "

@@ -5,11 +5,12 @@ partition.metadata (PartitionMetadataFile). Their names are in names.py."""
 from __future__ import annotations
 
 import base64
+import io
 import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import IO, Collection, Dict, Iterator, List, Optional, Tuple
 
-from .files import FileFormatError, read_sized
+from .files import FileFormatError, open_regular, read_sized
 from .indexbuild import write_atomically
 
 # Text checkpoints are small: an offset checkpoint lists a log directory's partitions (some
@@ -29,29 +30,45 @@ def _read_text(path: str) -> str:
         raise FileFormatError("%s: not UTF-8 text (%s)" % (path, e.reason)) from None
 
 
-def _checkpoint_lines(path: str, fields: int) -> List[Tuple[int, List[str]]]:
+def _checkpoint_lines(path: str, fields: int) -> Iterator[Tuple[int, List[str]]]:
     """The entry lines of a CheckpointFile (version 0, a count, then the entries), each split
-    into ``fields`` whitespace-separated parts, checked as Kafka's reader checks them."""
-    lines = _read_text(path).splitlines()
-    if not lines:
-        return []
-    if lines[0].strip() != "0":
+    into ``fields`` whitespace-separated parts, checked as Kafka's reader checks them: a
+    generator, one line at a time (lines end at \\n, \\r or \\r\\n, as BufferedReader's), so
+    that a large file costs its text and no list of its lines; an entry count that does not
+    match is raised once the lines are read (a caller keeping entries drops them then)."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_CHECKPOINT_BYTES:
+            raise FileFormatError("%s: %d bytes, more than the %d any file of this kind holds"
+                                  % (path, size, MAX_CHECKPOINT_BYTES))
+        try:
+            yield from _split_entries(path, fields, io.TextIOWrapper(f, "utf-8", newline=None))
+        except UnicodeDecodeError as e:
+            raise FileFormatError("%s: not UTF-8 text (%s)" % (path, e.reason)) from None
+
+
+def _split_entries(path: str, fields: int, lines: IO[str]) -> Iterator[Tuple[int, List[str]]]:
+    first = lines.readline()
+    if not first:
+        return
+    if first.rstrip("\n").strip() != "0":
         raise FileFormatError("%s: unrecognised version %r (expected 0)"
-                              % (path, lines[0].strip()))
-    expected = java_number(lines[1].strip(), INT32) if len(lines) >= 2 else None
+                              % (path, first.rstrip("\n").strip()))
+    second = lines.readline()
+    expected = java_number(second.rstrip("\n").strip(), INT32) if second else None
     if expected is None:
         raise FileFormatError("%s: missing or malformed entry count" % path)
-    entries = []
-    for n, line in enumerate(lines[2:], start=3):
+    found = 0
+    for n, line in enumerate(lines, start=3):
+        line = line.rstrip("\n")
         parts = _FIELDS.split(line.strip())
         if len(parts) != fields:
             raise FileFormatError("%s: line %d: expected %d fields, found %r"
-                                  % (path, n, fields, line))
-        entries.append((n, parts))
-    if len(entries) != expected:
-        raise FileFormatError("%s: expected %d entries but found %d"
-                              % (path, expected, len(entries)))
-    return entries
+                                  % (path, n, fields, line[:200]))
+        found += 1
+        yield n, parts
+    if found != expected:
+        raise FileFormatError("%s: expected %d entries but found %d" % (path, expected, found))
 
 
 # The ranges of Java's int and long, which CheckpointFile's formatters parse entries into.
@@ -87,10 +104,27 @@ def _int(path: str, n: int, text: str, bounds: Tuple[int, int] = INT64) -> int:
     return value
 
 
+def iter_offset_checkpoint(path: str) -> Iterator[Tuple[str, int, int]]:
+    """(topic, partition, offset) of each entry of an offset checkpoint file, one at a time
+    (a malformed file raises FileFormatError, at the latest after its last entry)."""
+    for n, parts in _checkpoint_lines(path, 3):
+        yield parts[0], _int(path, n, parts[1], INT32), _int(path, n, parts[2])
+
+
 def read_offset_checkpoint(path: str) -> List[Tuple[str, int, int]]:
     """[(topic, partition, offset)] of an offset checkpoint file."""
-    return [(parts[0], _int(path, n, parts[1], INT32), _int(path, n, parts[2]))
-            for n, parts in _checkpoint_lines(path, 3)]
+    return list(iter_offset_checkpoint(path))
+
+
+def offset_checkpoint_entries(path: str, keys: Optional[Collection[Tuple[str, int]]] = None
+                              ) -> Dict[Tuple[str, int], int]:
+    """{(topic, partition): offset} of an offset checkpoint file, only of ``keys`` when given
+    (the file is read one entry at a time: a large one costs only the entries kept)."""
+    out: Dict[Tuple[str, int], int] = {}
+    for t, p, o in iter_offset_checkpoint(path):
+        if keys is None or (t, p) in keys:
+            out[(t, p)] = o
+    return out
 
 
 def checkpoint_bytes(lines: List[str]) -> bytes:

@@ -454,14 +454,21 @@ def describe_segment(segment: Segment, active: bool,
 class _Checkpoints:
     """A log directory's offset checkpoints, each read once (LogDir.offset_checkpoint)."""
 
-    def __init__(self) -> None:
+    def __init__(self, directories: Optional[List[str]] = None) -> None:
         self.read: Dict[Tuple[str, str], Dict[Tuple[str, int], int]] = {}
         self.problems: List[Finding] = []
+        # the partitions described: only their entries are kept (None: every entry)
+        self.keys: Optional[Set[Tuple[str, int]]] = None
+        if directories is not None:
+            self.keys = set()
+            for topic, number in map(names.topic_partition, directories):
+                if topic is not None and number is not None:
+                    self.keys.add((topic, number))
 
     def get(self, log_dir: str, name: str, key: Tuple[str, int]) -> Optional[int]:
         if (log_dir, name) not in self.read:
             try:
-                self.read[(log_dir, name)] = LogDir(log_dir).offset_checkpoint(name)
+                self.read[(log_dir, name)] = LogDir(log_dir).offset_checkpoint(name, self.keys)
             except (OSError, FileFormatError) as e:
                 path = os.path.join(log_dir, name)
                 text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
@@ -612,7 +619,7 @@ def describe(path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     errors: List[Tuple[str, OSError]] = []
     directories = partitions_of(path, errors)
     out.errors.extend(errors)
-    checkpoints = _Checkpoints()
+    checkpoints = _Checkpoints(directories)
     for directory in directories:
         try:
             out.partitions.append(describe_partition(directory, checkpoints, max_message_size,

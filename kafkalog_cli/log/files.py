@@ -197,6 +197,21 @@ def read_sized(path: StrPath, limit: int = MAX_AUX_BYTES) -> bytes:
         return data
 
 
+def pread_exact(fd: int, position: int, size: int, path: StrPath) -> bytes:
+    """``size`` bytes of the open file ``fd`` from ``position`` (pread, in pieces of at most
+    16 MiB); a file that ends before them changed while being read (FileChangedError)."""
+    parts = []
+    done = 0
+    while done < size:
+        chunk = os.pread(fd, min(size - done, 16 << 20), position + done)
+        if not chunk:
+            raise file_changed(path, "changed size while being read (a short read at byte %d)"
+                               % (position + done))
+        parts.append(chunk)
+        done += len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 class FileFormatError(InvalidDataError, ValueError):
     """A file whose contents are not what its kind requires (a corrupt snapshot, a malformed
     checkpoint...); the message says what and where."""

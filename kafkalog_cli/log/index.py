@@ -12,12 +12,13 @@ prints a bogus ``offset: <base> position: 0`` line).
 from __future__ import annotations
 
 import array
+import os
 import struct
 import sys
 from typing import ClassVar, List, Optional, Tuple, TypeVar
 
 from .entries import LazyEntries
-from .files import FileFormatError, read_sized
+from .files import MAX_AUX_BYTES, FileFormatError, open_regular, pread_exact
 from .names import base_offset_from_name
 
 DEFAULT_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
@@ -48,29 +49,54 @@ class _Index:
             if base_offset is None:
                 raise FileFormatError("%s: the file name holds no base offset" % path)
         self.base_offset = base_offset
-        self.data = read_sized(path)
-        self.file_size = len(self.data)
-        self.slots = self.file_size // self.entry.size
-        self.count = self._count_real()
+        # Read in bounded pieces: the real entries are found a MiB at a time and only they are
+        # kept (``data``: the real entries, or slot 0 when there is none), with the last slot
+        # (``_last``, which the sanity checks read); a huge or sparse file costs no more memory
+        # than its real entries.
+        with open_regular(path) as f:
+            fd = f.fileno()
+            self.file_size = os.fstat(fd).st_size
+            if self.file_size > MAX_AUX_BYTES:
+                raise FileFormatError("%s: %d bytes, more than the %d any index holds"
+                                      % (path, self.file_size, MAX_AUX_BYTES))
+            size = self.entry.size
+            self.slots = self.file_size // size
+            self.count = self._count_real(fd)
+            self.data = pread_exact(fd, 0, max(self.count, min(self.slots, 1)) * size, path)
+            self._last = (pread_exact(fd, (self.slots - 1) * size, size, path)
+                          if self.slots else b"")
 
-    def _count_real(self) -> int:
+    def _count_real(self, fd: int) -> int:
         """Real entries: up to the first slot after the first whose relative offset is 0; none
         when the first slot is all zeros (a pre-allocated index with nothing in it yet: the
         first batch of a segment, at position 0, never gets an entry)."""
         size = self.entry.size
         width = size // 4
-        if self.slots == 0 or not any(_int32s(self.data[:size])):
+        if self.slots == 0 or not any(_int32s(pread_exact(fd, 0, size, self.path))):
             return 0
-        # a chunk of slots at a time: no copy of the whole file
+        # a chunk of slots at a time, read and dropped: memory stays bounded
         step = (1 << 20) // size
         for first in range(0, self.slots, step):
             stop = min(self.slots, first + step)
-            relative = _int32s(self.data[first * size:stop * size])[self.offset_int32::width]
+            chunk = pread_exact(fd, first * size, (stop - first) * size, self.path)
+            relative = _int32s(chunk)[self.offset_int32::width]
             try:
                 return first + relative.index(0, 1 if first == 0 else 0)
             except ValueError:
                 continue
         return self.slots
+
+    def zeros_after_entries(self) -> bool:
+        """Are all the bytes after the real entries zeros (a pre-allocated tail, or a torn
+        last entry shorter than one)? Read a MiB at a time."""
+        start = self.count * self.entry.size
+        with open_regular(self.path) as f:
+            fd = f.fileno()
+            end = min(os.fstat(fd).st_size, self.file_size)
+            for pos in range(start, end, 1 << 20):
+                if pread_exact(fd, pos, min(1 << 20, end - pos), self.path).strip(b"\x00"):
+                    return False
+        return True
 
     @property
     def entries(self) -> LazyEntries[Entry]:
@@ -120,14 +146,26 @@ class _Index:
         """The same index cut to its real entries, as the broker trims it on close and roll."""
         trimmed = object.__new__(type(self))
         trimmed.__dict__.update(self.__dict__)
-        trimmed.data = self.data[:self.count * self.entry.size]
+        size = self.entry.size
+        trimmed.data = self.data[:self.count * size]
         trimmed.file_size = len(trimmed.data)
         trimmed.slots = self.count
+        trimmed._last = trimmed.data[-size:] if self.count else b""
         return trimmed
 
     def slot(self, i: int) -> Entry:
-        """Slot ``i`` as an absolute entry, zero tail or not."""
-        return self._absolute(self.entry.unpack_from(self.data, i * self.entry.size))
+        """Slot ``i`` as an absolute entry, zero tail or not (a slot past the real entries and
+        the last one is read from the file)."""
+        size = self.entry.size
+        if (i + 1) * size <= len(self.data):
+            return self._absolute(self.entry.unpack_from(self.data, i * size))
+        if i == self.slots - 1:
+            return self._absolute(self.entry.unpack(self._last))
+        if not 0 <= i < self.slots:
+            raise IndexError("slot %d of %d" % (i, self.slots))
+        with open_regular(self.path) as f:
+            return self._absolute(self.entry.unpack(pread_exact(f.fileno(), i * size, size,
+                                                                self.path)))
 
 
 class OffsetIndex(_Index):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Dict, List, Optional, Tuple
+from typing import Collection, Dict, List, Optional, Tuple
 
 from ..errors import UsageError
 from . import checkpoints, names
@@ -35,13 +35,15 @@ class LogDir:
         """The partition ``<topic>-<number>`` of this log directory (it may not exist)."""
         return Partition(os.path.join(self.path, "%s-%d" % (topic, number)))
 
-    def offset_checkpoint(self, name: str) -> Dict[Tuple[str, int], int]:
+    def offset_checkpoint(self, name: str, keys: Optional[Collection[Tuple[str, int]]] = None
+                          ) -> Dict[Tuple[str, int], int]:
         """{(topic, partition): offset} of the offset checkpoint ``name`` (one of
-        names.OFFSET_CHECKPOINT_NAMES), or {} when the file is absent."""
+        names.OFFSET_CHECKPOINT_NAMES), only of ``keys`` when given, or {} when the file is
+        absent."""
         path = os.path.join(self.path, name)
         if not os.path.exists(path):
             return {}
-        return {(t, p): o for t, p, o in checkpoints.read_offset_checkpoint(path)}
+        return checkpoints.offset_checkpoint_entries(path, keys)
 
     def lock(self, create: bool = True) -> LogDirLock:
         return LogDirLock(self.path, create)

@@ -910,14 +910,13 @@ def _checkpointed_log_start(directory: str) -> Optional[int]:
     topic, number = names.topic_partition(directory)
     path = os.path.join(os.path.dirname(os.path.abspath(directory)),
                         names.LOG_START_OFFSET_CHECKPOINT)
-    if topic is None or not os.path.isfile(path):
+    if topic is None or number is None or not os.path.isfile(path):
         return None
     try:
-        entries = checkpoints.read_offset_checkpoint(path)
+        return checkpoints.offset_checkpoint_entries(path, {(topic, number)}).get(
+            (topic, number))
     except (OSError, KafkalogError):
         return None
-    found = [o for t, p, o in entries if (t, p) == (topic, number)]
-    return found[-1] if found else None
 
 
 # -- what a path given to verify-index stands for ------------------------------------------------
