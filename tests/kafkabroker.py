@@ -9,13 +9,16 @@ SIGKILL to the process group, as a crash. ``close()`` stops whatever is still ru
 process group, and nothing else; the ``broker`` fixtures call it whatever happens.
 
 The same log directory can be started again (``start()`` after ``stop()``/``kill()``): that is
-the broker's own recovery (``LogLoader``) the recover tests compare with. ``Broker.reuse(dir)``
-starts a broker on a log directory that a ``Broker`` formatted before (or a copy of it).
+the broker's own recovery (``LogLoader``) the recover tests compare with.
+``Broker.on_copy(src_logdir, workdir)`` copies a log directory a ``Broker`` formatted (its KRaft
+metadata, ``__cluster_metadata-0`` and ``meta.properties``, come along: the same cluster and
+node) into ``workdir/logdir`` and returns a broker that starts on it without formatting.
 """
 
 import atexit
 import base64
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -121,6 +124,16 @@ class Broker:
         _BROKERS.add(self)
 
     # -- set-up ---------------------------------------------------------------------------------
+
+    @classmethod
+    def on_copy(cls, src_logdir, workdir, version=kafkajvm.KAFKA, **config):
+        """A broker on a copy of ``src_logdir`` (made by a Broker with the same ``config``, and
+        not in use) at ``workdir/logdir``: its ``start()`` loads the copy as it finds it (the
+        configuration is written, nothing is formatted; ports are chosen afresh)."""
+        broker = cls(workdir, version, **config)
+        shutil.copytree(src_logdir, broker.logdir, symlinks=True)
+        broker._write_config()
+        return broker
 
     def _write_config(self):
         self.port = free_port()
