@@ -109,6 +109,23 @@ def dump_log_segments(files, options=(), version: str = KAFKA, **kwargs):
             proc.stderr.decode("utf-8", "surrogateescape"))
 
 
+def dump_each(files, options=(), version: str = KAFKA, **kwargs):
+    """DumpLogSegments on each of ``files`` on its own (``--files FILE OPTIONS``), all in one
+    JVM (tests/kafka/DumpEach.java calls the Java tool's ``main`` per file; what it throws is
+    exit 1, its trace on stderr): {file: (exit, stdout, stderr)}. Where the tool stops at a
+    file that throws, this goes on with the next. Kafka 4.3+ (the Java DumpLogSegments)."""
+    import json
+    proc = run_class(str(POM_DIR / "DumpEach.java"), [*options, "--", *files], version, **kwargs)
+    if proc.returncode != 0:
+        raise RuntimeError("DumpEach failed: " + proc.stderr.decode(errors="replace")[-2000:])
+    out = {}
+    for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
+        if line.startswith("{"):
+            d = json.loads(line)
+            out[d["file"]] = (d["rc"], d["stdout"], d["stderr"])
+    return out
+
+
 def main(argv=None) -> int:
     """``python tests/kafkajvm.py``: resolve every Kafka release the tests use (the broker's
     and each DumpLogSegments the dump tests match); one line and exit 1 when that fails."""
