@@ -785,6 +785,34 @@ def test_log_start_checkpoint_never_moves_backwards(tmp_path):
     assert got.get((TOPIC, 0), part.bases[2]) >= 7, got
 
 
+def test_log_start_offset_recorded_as_delete_records_records_it(tmp_path):
+    """--log-start-offset is the log start a DeleteRecords sets: above the first kept segment's
+    base it is the checkpoint's entry (the broker's, tests/test_kafka_retain.py), not that
+    base."""
+    part = Part(tmp_path)
+    part.checkpoint("log-start-offset-checkpoint", [("other", 0, 5)])
+    # bases 0, 3, 6, 9, 12: 7 is inside segment 2
+    ok(retain("--log-start-offset", 7, "--file-delete-delay-ms", 0, part.dir))
+    assert live_bases(part.dir) == part.bases[2:]
+    assert read_checkpoint(os.path.join(part.logdir, "log-start-offset-checkpoint")) == {
+        ("other", 0): 5, (TOPIC, 0): 7}
+
+
+def test_log_start_offset_inside_the_first_segment_moves_the_log_start(tmp_path):
+    """Nothing is deleted, but the log start moves (the broker's DeleteRecords inside the first
+    segment: the checkpoint entry, the leader epochs truncated there)."""
+    part = Part(tmp_path)
+    part.checkpoint("log-start-offset-checkpoint", [])
+    ok(retain("--log-start-offset", 2, "--file-delete-delay-ms", 0, part.dir))
+    assert live_bases(part.dir) == part.bases
+    assert read_checkpoint(os.path.join(part.logdir, "log-start-offset-checkpoint")) == {
+        (TOPIC, 0): 2}
+    epochs = os.path.join(part.dir, "leader-epoch-checkpoint")
+    if os.path.exists(epochs):
+        lines = open(epochs).read().splitlines()
+        assert all(int(line.split()[1]) >= 2 for line in lines[2:]), lines
+
+
 def test_log_start_checkpoint_absent_or_nothing_deleted(tmp_path):
     part = Part(tmp_path)
     ok(retain("--retention-ms", 0, "--now", T0 + HOUR, "--file-delete-delay-ms", 0, part.dir))

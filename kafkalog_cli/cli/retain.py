@@ -210,7 +210,8 @@ def _tables(plans, dry_run):
 @click.option("--retention-bytes", type=int, default=None,
               help="Per partition: delete the oldest segments while it stays above this size.")
 @click.option("--log-start-offset", type=click.IntRange(0), default=None,
-              help="Delete segments wholly below this offset.")
+              help="The log start offset, as DeleteRecords sets it: segments wholly below it "
+                   "are deleted, and it is recorded in log-start-offset-checkpoint.")
 @click.option("--now", type=int, default=None, metavar="MS",
               help="Evaluate at this time (epoch ms).")
 @click.option("--high-watermark", type=click.IntRange(0), default=None,
