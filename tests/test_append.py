@@ -1301,3 +1301,32 @@ def test_the_report_counts_in_english(tmp_path, n, text):
     res = append(d, input=b"x\n" * n)
     ok(res)
     assert res.out.splitlines()[-1].startswith(text), res.out
+
+
+def test_snapshot_at_the_log_end_for_a_clean_load_without_one(tmp_path):
+    """An append to a partition with no producer snapshot, in a log directory marked cleanly
+    shut down, leaves one at the log end: a broker's load of a clean log directory without any
+    snapshot skips the producer state rebuild (UnifiedLog.rebuildProducerState) and would forget
+    the producers appended (tests/test_kafka_append.py shows the broker taking a resend as new).
+    A partition with a snapshot already, or a log directory without the marker, gets none."""
+    from kafkalog_cli.log.snapshot import parse_snapshot
+
+    def run(logdir, marker):
+        logdir.mkdir()
+        if marker:
+            (logdir / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":3}')
+        d = logdir / "t-0"
+        line = b'{"key": "k", "value": "v", "producerId": 42, "producerEpoch": 1}\n'
+        ok(append(d, "--input-format", "jsonl", input=line * 3))
+        return d, sorted(n for n in os.listdir(d) if n.endswith(".snapshot"))
+
+    d, snaps = run(tmp_path / "clean", True)
+    assert snaps == ["%020d.snapshot" % 3]
+    [entry] = parse_snapshot((d / snaps[0]).read_bytes())
+    assert (entry.producer_id, entry.epoch, entry.last_sequence) == (42, 1, 2)
+    assert (tmp_path / "clean" / ".kafka_cleanshutdown").exists()
+    # a second run finds that snapshot: the load replays the log after it, no new one
+    ok(append(d, "--input-format", "jsonl",
+              input=b'{"key": "k", "value": "v", "producerId": 42, "producerEpoch": 1}\n'))
+    assert sorted(n for n in os.listdir(d) if n.endswith(".snapshot")) == snaps
+    assert run(tmp_path / "crashed", False)[1] == []
