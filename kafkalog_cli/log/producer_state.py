@@ -426,19 +426,22 @@ class Rebuilt(NamedTuple):
 
 def rebuild(segments: Sequence[Segment], up_to: int, *, state: Optional[ProducerState] = None,
             log_start_offset: int = 0,
-            max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Rebuilt:
+            max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+            snapshot_at: Iterable[int] = ()) -> Rebuilt:
     """The producer state at offset ``up_to`` (UnifiedLog.rebuildProducerState after a
     snapshot was loaded): from ``state`` (one loaded from a snapshot with ``load``; a new
     one, built from ``log_start_offset``, when None), the batches of ``segments`` (a
     partition's, oldest first) from the state's end offset to ``up_to`` are replayed one
     segment at a time. A snapshot is taken on reaching the base offset of each of the last two
-    segments, and at ``up_to``. Raises CorruptRecordError for a control batch that does not
-    hold an end marker, InvalidTxnStateError as the broker's loading fails."""
+    segments, and at ``up_to``; also on reaching each segment base offset in ``snapshot_at``
+    (the snapshots LogLoader.recoverSegment takes around the segments it recovers). Raises
+    CorruptRecordError for a control batch that does not hold an end marker,
+    InvalidTxnStateError as the broker's loading fails."""
     if state is None:
         state = ProducerState()
         state.end_offset = state.snapshot_offset = log_start_offset
     bases = [s.base_offset for s in segments if s.base_offset is not None]
-    snap_at = set(bases[-2:])
+    snap_at = set(bases[-2:]) | set(snapshot_at)
     taken: List[Tuple[int, bytes]] = []
     if up_to > state.end_offset:
         for segment, next_base in zip(segments, bases[1:] + [None]):
@@ -464,7 +467,8 @@ def load_state(segments: Sequence[Segment], snapshots: Sequence[Tuple[int, str]]
                now_ms: int, *, log_start_offset: Optional[int] = None,
                clean_shutdown: bool = False,
                expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-               max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Rebuilt:
+               max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+               snapshot_at: Iterable[int] = ()) -> Rebuilt:
     """The producer state of a partition at ``up_to`` (its log end offset) as the broker's
     log loading builds it (UnifiedLog.rebuildProducerState on a new ProducerStateManager):
     ``segments`` oldest first, ``snapshots`` the (offset, path) of its snapshot files
@@ -475,7 +479,8 @@ def load_state(segments: Sequence[Segment], snapshots: Sequence[Tuple[int, str]]
     - Otherwise the snapshots above ``up_to`` or at or below the log start offset are removed
       (ProducerStateManager.truncateAndReload), the newest readable one is loaded with
       producers expired at ``now_ms`` dropped (a corrupt one is removed and the next older one
-      tried), and the batches after it are replayed (``rebuild``).
+      tried), and the batches after it are replayed (``rebuild``, with snapshots taken at
+      the base offsets in ``snapshot_at`` too).
 
     Nothing is written or deleted here: the caller writes ``snapshots`` and deletes
     ``removed``."""
@@ -504,7 +509,7 @@ def load_state(segments: Sequence[Segment], snapshots: Sequence[Tuple[int, str]]
         state.load(entries, off, now_ms)
         break
     rebuilt = rebuild(segments, up_to, state=state, log_start_offset=log_start_offset,
-                      max_message_size=max_message_size)
+                      max_message_size=max_message_size, snapshot_at=snapshot_at)
     return Rebuilt(rebuilt.state, rebuilt.snapshots, sorted(removed))
 
 

@@ -661,24 +661,55 @@ def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
              if o is not None}
     bases = [b for b in logs if names.offset_name(b, names.LOG) in view]
     start = max(log_start_offset or 0, bases[0] if bases else 0)
+    # LogLoader.recoverSegment, for each segment it recovers, runs
+    # UnifiedLog.rebuildProducerState up to the segment's base offset on a new
+    # ProducerStateManager, whose truncateAndReload deletes every snapshot file above that
+    # base; then it takes a snapshot at the base (when the newest one left is below it) and,
+    # once LogSegment.recover has replayed the segment, at its end (the next segment's base,
+    # or the log end offset). So after recovery the snapshots above the first recovered
+    # segment's base are the ones recovery took, with the state replayed from the log; the
+    # older files there are deleted (set aside here), and a snapshot is taken at the base of
+    # every recovered segment and of the segment after each (where none is).
+    recovered = sorted(r.base_offset for r in plan.segments
+                       if r.recovered and r.base_offset is not None and r.base_offset in bases)
+    snapshot_at: Set[int] = set()
+    overwritten: List[int] = []
+    if recovered:
+        first = recovered[0]
+        for b in recovered:
+            snapshot_at.add(b)
+            later = [x for x in bases if x > b]
+            if later:
+                snapshot_at.add(later[0])
+        # A file where recovery takes a snapshot again stays as it is (the broker deletes and
+        # rewrites it with the state replayed from the log, which is what it holds: a second
+        # run, which recovers the last segment again, stays idle); any other above the first
+        # recovered base goes.
+        overwritten = sorted(o for o in found if o > first and o not in snapshot_at and o != leo)
     # (those above the log end offset are out of range already: the broker's recovery of a
-    # segment deletes them before its loader looks for strays)
-    strays = stray_snapshots([o for o in found if o <= leo], bases)
+    # segment deletes them before its loader looks for strays; with a segment recovered, the
+    # snapshot recovery takes at the log end offset is the newest, which makes every other
+    # snapshot at no base a stray)
+    strays = stray_snapshots([o for o in found if o <= leo and o not in overwritten]
+                             + ([leo] if recovered else []), bases)
     segments = [Segment.at(os.path.join(plan.directory, view[names.offset_name(b, names.LOG)]))
                 for b in bases]
     snapshots = [(o, os.path.join(plan.directory, view[n])) for o, n in sorted(found.items())
-                 if o not in strays]
+                 if o not in strays and o not in overwritten]
     try:
         loaded = load_state(segments, snapshots, leo, int(time.time() * 1000),
                             log_start_offset=start, clean_shutdown=plan.clean_shutdown,
-                            max_message_size=max_message_size)
+                            max_message_size=max_message_size, snapshot_at=snapshot_at)
     except (KafkalogError, CorruptRecordError, OSError) as e:
         plan.notes.append((names.offset_name(leo, names.SNAPSHOT), "producer snapshots not "
                            "written: the producer state could not be rebuilt (%s)" % e))
         return
-    for offset in sorted(set(strays) | set(loaded.removed)):
+    for offset in sorted(set(strays) | set(loaded.removed) | set(overwritten)):
         why = ("at no segment's base offset (ProducerStateManager.removeStraySnapshots)"
                if offset in strays else
+               "above the base offset %d of the first segment recovered (LogLoader."
+               "recoverSegment's ProducerStateManager.truncateAndReload deletes it; recovery "
+               "takes its own)" % recovered[0] if offset in overwritten else
                "above the log end offset %d" % leo if offset > leo else
                "at or below the log start offset %d" % start if offset <= start else
                "cannot be read: the broker deletes it")
