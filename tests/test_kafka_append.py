@@ -23,6 +23,11 @@ partition is taken at that moment. Then:
   batch goes to both through the broker; after a clean stop both partitions hold the same files,
   byte for byte: the sealed segment's log and trimmed indexes, the producer snapshot at the new
   base offset, the new active segment the broker kept writing into, the leader-epoch-checkpoint.
+  Not covered by this comparison: the final time index entry of a roll whose last batch has no
+  entry yet (LogSegment.onBecomeInactiveSegment). kafkalog adds it as a broker that appended the
+  batch does; a broker restarted since takes its largest timestamp from the time index's last
+  entry (LogSegment.maxTimestampSoFar) and adds none, so the twin's roll, made after the
+  restart, cannot judge it. The batches here end on an indexed one.
 """
 
 import base64
