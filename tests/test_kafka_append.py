@@ -27,7 +27,7 @@ partition is taken at that moment. Then:
   entry yet (LogSegment.onBecomeInactiveSegment). kafkalog adds it as a broker that appended the
   batch does; a broker restarted since takes its largest timestamp from the time index's last
   entry (LogSegment.maxTimestampSoFar) and adds none, so the twin's roll, made after the
-  restart, cannot judge it. The batches here end on an indexed one.
+  restart, cannot judge it.
 """
 
 import base64
