@@ -267,6 +267,16 @@ def _parse_time(text: Any) -> Optional[datetime.datetime]:
     return None
 
 
+def _holds_saved_files(folder: str) -> bool:
+    """Does the run folder hold a file other than our temporary ones (an interrupted write's
+    ``*.kafkalog-tmp``) and the restore record?"""
+    for dirpath, _, filenames in os.walk(folder):
+        for name in filenames:
+            if not name.endswith(TMP_SUFFIX) and name != RESTORED:
+                return True
+    return False
+
+
 def read_run(partition: str, run_id: str) -> Run:
     """The run ``run_id`` of the partition directory ``partition``, from its manifest. A
     manifest that cannot be read or is malformed leaves ``problem`` set."""
@@ -308,6 +318,15 @@ def read_run(partition: str, run_id: str) -> Run:
             if e.size is not None and names.file_kind(e.file) == names.LOG:
                 e.offsets = _tail_offsets(path)
             run.entries.append(e)
+    except FileNotFoundError as err:
+        # A run stopped before its first manifest was in place set nothing aside (every entry
+        # is written before its file operation): a folder holding none of its files is an
+        # empty run, not an unreadable one.
+        if not _holds_saved_files(run.path):
+            run.entries = []
+        else:
+            run.problem = "%s: manifest not read: %s" % (printable_name(os.path.join(
+                run.path, MANIFEST)), err.strerror or err)
     except (OSError, KafkalogError, ValueError, UnicodeDecodeError) as err:
         run.problem = "%s: manifest not read: %s" % (printable_name(os.path.join(
             run.path, MANIFEST)), getattr(err, "strerror", None) or err)
@@ -517,6 +536,10 @@ def plan_restore(run: Run) -> RestorePlan:
             plan.steps.append(RestoreStep(RETURN, e.target, e, size=os.lstat(saved).st_size))
             present[e.target] = 1
             returns_log = returns_log or names.is_live_log(e.target)
+        elif (e.what == "cut" and not has_saved and e.target in present and _regular(target)
+              and os.lstat(target).st_size >= e.end):
+            # the run was stopped between its intent and the cut: the bytes never left
+            plan.steps.append(RestoreStep(DONE, e.target, e))
         elif not has_saved:
             raise _refuse(saved, "the bytes run %s saved are not in its folder: restore refused"
                           % printable_name(run.id))

@@ -1252,22 +1252,28 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
             q.record(manifest_entry("moved", a.name, saved, a.why))
             in_place.add(a.name)
         elif a.kind == MOVE:
+            # The intent first: the manifest entry is flushed, then the file moved. A run
+            # killed between the two leaves an entry whose saved file is not there while the
+            # file is still in the partition, which a restore passes over and the next run
+            # sets aside again; never a file in the quarantine that no manifest lists.
             saved = q.reserve(a.name)
-            rename_noreplace(src, os.path.join(q.folder(), saved))
-            fsync_dir(os.path.dirname(os.path.join(q.folder(), saved)))
-            fsync_dir(directory)
             extra = {}
             if a.name in earlier:
                 extra["earlier_name"] = printable_name(earlier.pop(a.name))
             q.record(manifest_entry("moved", a.name, saved, a.why, **extra))
+            rename_noreplace(src, os.path.join(q.folder(), saved))
+            fsync_dir(os.path.dirname(os.path.join(q.folder(), saved)))
+            fsync_dir(directory)
         elif a.kind == RENAME:
             rename_noreplace(src, os.path.join(directory, a.target))
             fsync_dir(directory)
             earlier[a.target] = a.name
         elif a.kind == CUT:
+            # the intent first (as for a move), then the copy, then the cut: a run killed
+            # before the cut leaves the .log whole, whatever its entry says
             saved = q.reserve("%s.cut-%d-%d" % (a.name, a.start, a.end))
-            copy_range(src, a.start, a.end, os.path.join(q.folder(), saved))
             q.record(manifest_entry("cut", a.name, saved, a.why, range=[a.start, a.end]))
+            copy_range(src, a.start, a.end, os.path.join(q.folder(), saved))
             with os.fdopen(open_in_place(src, os.O_RDWR), "r+b") as f:  # never a symlink
                 f.truncate(a.start)
                 f.flush()
@@ -1279,6 +1285,16 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
                 q.record(written_entry(a.name, a.data, a.why))
             write_new(src, a.data)
         elif a.kind == SPLIT:
+            # the original segment's indexes are removed by the split (its .log's bytes are all
+            # in the new segments): their old bytes are kept, as every file replaced is
+            for kind in (names.INDEX, names.TIMEINDEX, names.TXNINDEX):
+                index = names.offset_name(_base(a.name), kind)
+                path = os.path.join(directory, index)
+                if os.path.isfile(path) and not os.path.islink(path):
+                    saved = q.reserve(index)
+                    q.record(manifest_entry("moved", index, saved,
+                                            "the index of a segment split: " + a.why))
+                    _link_aside(path, os.path.join(q.folder(), saved))
             split_segment(directory, a.name, a.pieces)
         elif a.kind == EPOCHS:
             if a.name in in_place:
