@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from kafka.record import MemoryRecords
 
+from appendcheck import kill_step
+
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS.parent / "fixtures" / "logdir"
 KILLSHIM = TESTS / "killshim.py"
@@ -36,9 +38,11 @@ def kafkalog(*args):
 
 
 def killed_at(step, *args):
-    """Run kafkalog ARGS under killshim, SIGKILLed before file operation ``step`` (0: never).
+    """Run kafkalog ARGS under killshim, SIGKILLed at kill point ``step`` (0: never):
+    appendcheck.kill_step's, every one of the first file operations, then every third.
     Returns (killed, stderr)."""
-    proc = subprocess.run([sys.executable, str(KILLSHIM), str(step), *map(str, args)],
+    proc = subprocess.run([sys.executable, str(KILLSHIM), str(kill_step(step) if step else 0),
+                           *map(str, args)],
                           capture_output=True, timeout=300)
     return proc.returncode == -9, proc.stderr.decode()
 
