@@ -689,6 +689,8 @@ def test_huge_auxiliary_files_are_one_line_each(tmp_path, size):
             assert len(mine) <= 1, (args, name, res)
             if args[0] == "verify-index" and name.endswith(".snapshot"):
                 continue  # verify-index reads no snapshot
+            if name.endswith(".index") and size < 2 ** 31:
+                continue  # read in pieces, its real entries only: no memory to run out of
             assert len(mine) == 1, (args, name, res)
             assert ("more than the 2147483647" if size > 2 ** 31 else
                     "too large to read into the memory available") in mine[0], (args, res)
