@@ -8,8 +8,6 @@ while an `append` is writing (its input still open), `recover` and `retain` of t
 partition, through either path, refuse.
 """
 
-import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from appendcheck import lock_held
+from test_writers_symlinks import tree_hash
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logdir"
 KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
@@ -27,19 +26,6 @@ KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
 def kafkalog(*args, input=b""):
     return subprocess.run([*KAFKALOG, *map(str, args)], input=input, capture_output=True,
                           timeout=120)
-
-
-def tree_hash(root):
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath, name)
-            rel = str(p.relative_to(root))
-            if p.is_symlink():
-                out[rel] = ("link", os.readlink(p))
-            elif p.is_file():
-                out[rel] = ("file", hashlib.sha256(p.read_bytes()).hexdigest())
-    return out
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import os
 import re
 from typing import IO, Collection, Dict, Iterator, List, Optional, Tuple
 
-from .files import FileFormatError, open_regular, read_sized
+from .files import FileFormatError, open_sized, read_sized
 from .indexbuild import write_atomically
 
 # Text checkpoints are small: an offset checkpoint lists a log directory's partitions (some
@@ -36,11 +36,7 @@ def _checkpoint_lines(path: str, fields: int) -> Iterator[Tuple[int, List[str]]]
     generator, one line at a time (lines end at \\n, \\r or \\r\\n, as BufferedReader's), so
     that a large file costs its text and no list of its lines; an entry count that does not
     match is raised once the lines are read (a caller keeping entries drops them then)."""
-    with open_regular(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > MAX_CHECKPOINT_BYTES:
-            raise FileFormatError("%s: %d bytes, more than the %d any file of this kind holds"
-                                  % (path, size, MAX_CHECKPOINT_BYTES))
+    with open_sized(path, MAX_CHECKPOINT_BYTES) as (f, _):
         try:
             yield from _split_entries(path, fields, io.TextIOWrapper(f, "utf-8", newline=None))
         except UnicodeDecodeError as e:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
-from typing import BinaryIO, Collection, Dict, Iterable, List, Optional, Union
+from typing import BinaryIO, Collection, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from ..errors import InvalidDataError, KafkalogError
 from . import names
@@ -174,17 +175,25 @@ def _mode_name(mode: int) -> str:
 MAX_AUX_BYTES = 2 ** 31 - 1
 
 
+@contextlib.contextmanager
+def open_sized(path: StrPath, limit: int = MAX_AUX_BYTES) -> Iterator[Tuple[BinaryIO, int]]:
+    """The regular file ``path`` open (open_regular) with its size at open; one larger than
+    ``limit`` is refused before anything is read (FileFormatError)."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise FileFormatError("%s: %d bytes, more than the %d any file of this kind holds"
+                                  % (path, size, limit))
+        yield f, size
+
+
 def read_sized(path: StrPath, limit: int = MAX_AUX_BYTES) -> bytes:
     """The whole contents of the regular file ``path``, up to the size it has when opened
     (a file that grows meanwhile is read as it was; open_regular refuses devices and FIFOs,
     which have no size to stop at); one truncated while read is a FileChangedError. A file
     larger than ``limit`` is refused before it is read (FileFormatError); one that does not
     fit in the memory left is an OSError (ENOMEM), not a MemoryError."""
-    with open_regular(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > limit:
-            raise FileFormatError("%s: %d bytes, more than the %d any file of this kind holds"
-                                  % (path, size, limit))
+    with open_sized(path, limit) as (f, size):
         try:
             data = f.read(size)
         except MemoryError:

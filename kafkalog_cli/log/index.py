@@ -18,7 +18,7 @@ import sys
 from typing import ClassVar, List, Optional, Tuple, TypeVar
 
 from .entries import LazyEntries
-from .files import MAX_AUX_BYTES, FileFormatError, open_regular, pread_exact
+from .files import FileFormatError, open_regular, open_sized, pread_exact
 from .names import base_offset_from_name
 
 DEFAULT_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
@@ -53,12 +53,8 @@ class _Index:
         # kept (``data``: the real entries, or slot 0 when there is none), with the last slot
         # (``_last``, which the sanity checks read); a huge or sparse file costs no more memory
         # than its real entries.
-        with open_regular(path) as f:
+        with open_sized(path) as (f, self.file_size):
             fd = f.fileno()
-            self.file_size = os.fstat(fd).st_size
-            if self.file_size > MAX_AUX_BYTES:
-                raise FileFormatError("%s: %d bytes, more than the %d any index holds"
-                                      % (path, self.file_size, MAX_AUX_BYTES))
             size = self.entry.size
             self.slots = self.file_size // size
             self.count = self._count_real(fd)
