@@ -196,6 +196,8 @@ class Broker:
             [kafkajvm.java(), *BROKER_JVM_OPTIONS,
              f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}",
              f"-Dkafka.logs.dir={self.workdir}",
+             # the native libraries lz4-java and snappy-java unpack: in the broker's workdir
+             f"-Djava.io.tmpdir={self.workdir}",
              "-cp", kafkajvm.classpath(self.version), "kafka.Kafka",
              str(self.workdir / "server.properties")],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

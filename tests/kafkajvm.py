@@ -15,6 +15,7 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 KAFKA = "4.4.0"
@@ -86,11 +87,14 @@ def run_class(main_class: str, args, version: str = KAFKA, timeout: float = 600,
               jvm_options=TOOL_JVM_OPTIONS, **kwargs) -> subprocess.CompletedProcess:
     """Run ``main_class`` of Kafka ``version`` to completion in its own process group, with
     the logging of Kafka's tools."""
-    return subprocess.run([java(), *jvm_options, *tool_log_options(), "-cp", classpath(version),
-                           main_class,
-                           *[str(a) for a in args]],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                          start_new_session=True, **kwargs)
+    # java.io.tmpdir: the native libraries lz4-java and snappy-java unpack, in a directory
+    # removed afterwards (not left in /tmp)
+    with tempfile.TemporaryDirectory(prefix="kafkalog-jvm-") as tmp:
+        return subprocess.run([java(), *jvm_options, f"-Djava.io.tmpdir={tmp}",
+                               *tool_log_options(), "-cp", classpath(version), main_class,
+                               *[str(a) for a in args]],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                              start_new_session=True, **kwargs)
 
 
 def dump_log_segments_class(version: str) -> str:

@@ -149,8 +149,8 @@ def tree_hashes(root):
 
 class Traffic:
     """Producers writing through ``bootstrap`` until ``stop()``: a thread per producer. The
-    transactional thread holds ``txn_lock`` from its EndTxn until its markers are surely
-    written; the killer takes the lock before SIGKILL, so no transaction is left prepared (the
+    transactional thread holds ``txn_lock`` from its InitProducerId (which aborts the previous
+    trial's open transaction) and each EndTxn until their markers are surely written; the killer takes the lock before SIGKILL, so no transaction is left prepared (the
     next start's coordinator would complete it with markers stamped with that start's time,
     writes that recovery does not make)."""
 
@@ -219,8 +219,14 @@ class Traffic:
         producer = self._producer(transactional_id=TXN_ID, compression_type="lz4", linger_ms=5,
                                   transaction_timeout_ms=600000)
         try:
-            # fences the producer of the trial before (and aborts its open transaction)
-            producer.init_transactions()
+            # fences the producer of the trial before and aborts its open transaction: under
+            # the lock too, its markers written before a kill (else both copies' coordinators
+            # complete the abort at their start, each with its own time)
+            with self.txn_lock:
+                if self.stopping.is_set():
+                    return
+                producer.init_transactions()
+                time.sleep(0.25)
             t = 0
             while not self.stopping.is_set():
                 producer.begin_transaction()
@@ -666,10 +672,12 @@ NEEDS = {delete_indexes: 2, leave_swap: 3, leave_cleaned_and_deleted: 3}
 
 
 def _enough_segments(logdir):
+    """Every damaged partition has the segments its damage needs, and its last segment at
+    least two whole batches (what a damage to the last segment cuts or flips)."""
     for part, damage in DAMAGES.items():
         d = Path(logdir, part)
-        if not d.is_dir() or len(list(d.glob("*.log"))) < NEEDS.get(damage, 1) or \
-                not any(p.stat().st_size > 0 for p in d.glob("*.log")):
+        logs = sorted(d.glob("*.log")) if d.is_dir() else []
+        if len(logs) < NEEDS.get(damage, 1) or len(_batches(logs[-1].read_bytes())) < 2:
             return False
     return True
 
@@ -682,11 +690,22 @@ def test_damaged_variants(kafka_broker, tmp_path):
     live = new_broker(kafka_broker, tmp_path / "live")
     live.start()
     set_up(live)
-    traffic = Traffic(live.bootstrap, seed=1000).start()
-    deadline = time.monotonic() + 60
-    while not _enough_segments(live.logdir) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    traffic.kill_at_random(live, random.Random(1000), 0.1, 0.6)
+    for attempt in range(4):
+        # traffic until every damage has room, then a kill; again (the broker restarted on the
+        # killed directory) if a segment rolled just before the kill left an empty last one
+        traffic = Traffic(live.bootstrap, seed=1000 + attempt).start()
+        deadline = time.monotonic() + 240
+        while not _enough_segments(live.logdir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        traffic.kill_at_random(live, random.Random(1000 + attempt), 0.1, 0.6)
+        if _enough_segments(live.logdir):
+            break
+        live.start()
+        live.wait_leaders([*TOPICS, *INTERNAL])
+    else:
+        pytest.fail("no kill left room for every damage: "
+                    + str({p: [f.stat().st_size for f in sorted(Path(live.logdir, p).glob("*.log"))]
+                           for p in DAMAGES}))
     damaged = tmp_path / "damaged"
     copy_logdir(live.logdir, damaged)
     done = {part: damage(damaged / part) for part, damage in DAMAGES.items()}

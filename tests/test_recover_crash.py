@@ -146,6 +146,15 @@ def check_nothing_lost(big, directory):
         big.prefix, len(big.bad))
 
 
+def first_change(directory, proc, limit=60.0):
+    """Return once recover running as ``proc`` has made its first change in ``directory`` (its
+    quarantine directory exists), or has ended."""
+    q = os.path.join(directory, QUARANTINE)
+    deadline = time.monotonic() + limit
+    while not os.path.exists(q) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.0005)
+
+
 def run_subprocess(directory):
     t = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "recover", directory], cwd=REPO,
@@ -202,10 +211,11 @@ def test_recover_survives_sigkill(big, tmp_path):
     assert p.returncode == 1, p
     shutil.rmtree(os.path.dirname(os.path.dirname(d)))
 
-    # -- kill it at random moments, then finish the job. Delays stratified (seeded), every
-    # other kill over [0, 1.1 x an uninterrupted run], the others over the part of the run
-    # that changes files, [0.9 x dry run, uninterrupted run]. At least KILLS kills; more
-    # while the loop has run less than BUDGET_S.
+    # -- kill it at random moments, then finish the job. Delays stratified (seeded): every
+    # other kill over [0, 1.1 x an uninterrupted run] from the start; the others, once recover
+    # has made its first change, over the rest of an uninterrupted run (the part that changes
+    # files, however loaded the machine). At least KILLS kills; more while the loop has run
+    # less than BUDGET_S.
     rng = random.Random(SEED)
     whole, changing = (0.0, full * 1.1), (min(before_changes * 0.9, full * 0.8), full * 1.02)
     spans = [whole if i % 2 == 0 else changing for i in range(2 * KILLS)]
@@ -221,6 +231,11 @@ def test_recover_survives_sigkill(big, tmp_path):
         delay = lo + (hi - lo) * (i // 2 + rng.random()) / KILLS
         proc = subprocess.Popen([sys.executable, "-m", "kafkalog_cli", "recover", d], cwd=REPO,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if i % 2:
+            # a kill while files change, whatever the machine's load: wait for recover's first
+            # change (its quarantine directory), then a random part of the changing stretch
+            delay = rng.uniform(0, max(full - before_changes, 0.01))
+            first_change(d, proc)
         time.sleep(delay)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)

@@ -58,7 +58,11 @@ def test_export_on_a_standalone_cluster(cluster, tmp_path):
 CORES_SCRIPT = """
 import sys
 from kafkalog_cli.spark import jobs
-spark = jobs.session(sys.argv[1], conf=[("spark.ui.enabled", "false")])
+# Spark's bound for the wait (30 s by default) raised: two workers starting on a loaded 2-core
+# machine may take longer than that to register their executors
+spark = jobs.session(sys.argv[1], conf=[("spark.ui.enabled", "false"),
+                                        ("spark.scheduler.maxRegisteredResourcesWaitingTime",
+                                         "240s")])
 print("started", spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1, flush=True)
 cores = jobs.cores(spark)
 print(cores, spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1, flush=True)
