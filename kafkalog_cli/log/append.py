@@ -16,12 +16,13 @@ batches to the .log, then their index entries (``write_out``, called before any 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import time
 from dataclasses import dataclass
-from typing import IO, BinaryIO, List, Optional, Set, Tuple, Type, Union
+from typing import IO, BinaryIO, Iterator, List, Optional, Set, Tuple, Type, Union
 
 from ..errors import KafkalogError, UsageError
 from ..format.records import V2_HEADER, Batch, read_batch
@@ -39,6 +40,16 @@ from .txnindex import ENTRY as TXN_ENTRY
 DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
 DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 ** 2  # segment.index.bytes
 PARTITION_LOCK = ".kafkalog-append.lock"
+
+
+class WriteFailed(KafkalogError):
+    """A write to the partition failed (a full disk: ENOSPC, EDQUOT, EFBIG; or EIO): the
+    active segment's files were cut back to the last whole batch and flushed. The message
+    says where the partition now ends and what of this run is on disk: exit code 2."""
+
+    def __init__(self, message: str, log_end_offset: int) -> None:
+        super().__init__(message)
+        self.log_end_offset = log_end_offset
 
 
 class AppendError(KafkalogError):
@@ -206,6 +217,9 @@ class PartitionWriter:
         self._out: List[bytes] = []
         self._out_index: List[bytes] = []
         self._out_time: List[bytes] = []
+        # the log end offset of what is written to the files (``next_offset`` runs ahead of it
+        # while append_plain gathers)
+        self.written_offset = 0
 
     @property
     def active(self) -> _Active:
@@ -228,7 +242,7 @@ class PartitionWriter:
                 self._create_segment(0)
             else:
                 self._load_active(base)
-            self._start_offset = self.next_offset
+            self._start_offset = self.written_offset = self.next_offset
         except BaseException:
             self._unlock()
             raise
@@ -370,7 +384,7 @@ class PartitionWriter:
         fsync_dir(self.directory)
         active.open_files()
         self._active = active
-        self.next_offset = base
+        self.next_offset = self.written_offset = base
 
     # -- writing -----------------------------------------------------------------------------
     def should_roll(self, batch_size: int, batch_max_ts: int, batch_last_offset: int) -> bool:
@@ -480,20 +494,21 @@ class PartitionWriter:
             self.roll()
         a = self.active
         position = a.size
-        _write(a.log, data)
-        a.note_batch(max_timestamp, last_offset)
-        if a.bytes_since_index > self.policy.index_interval:
-            _write(a.index, OffsetIndex.entry.pack(last_offset - a.base, position))
-            a.index_entries += 1
-            self._maybe_time_entry()
-            a.bytes_since_index = 0
-        a.bytes_since_index += len(data)
-        a.size += len(data)
-        self.next_offset = last_offset + 1
-        if batch is not None and batch.producer_id >= 0:
-            aborted = self.producers.append(batch, marker)
-            if aborted is not None:
-                a.append_aborted(TXN_ENTRY.pack(0, *aborted))
+        with self._whole_batches():
+            _write(a.log, data)
+            a.note_batch(max_timestamp, last_offset)
+            if a.bytes_since_index > self.policy.index_interval:
+                _write(a.index, OffsetIndex.entry.pack(last_offset - a.base, position))
+                a.index_entries += 1
+                self._maybe_time_entry()
+                a.bytes_since_index = 0
+            a.bytes_since_index += len(data)
+            a.size += len(data)
+            self.next_offset = last_offset + 1
+            if batch is not None and batch.producer_id >= 0:
+                aborted = self.producers.append(batch, marker)
+                if aborted is not None:
+                    a.append_aborted(TXN_ENTRY.pack(0, *aborted))
         if self._producers is not None:
             self._producers.end_offset = self.next_offset  # updateMapEndOffset
 
@@ -533,11 +548,44 @@ class PartitionWriter:
         a = self.active
         out, index, times = self._out, self._out_index, self._out_time
         self._out, self._out_index, self._out_time = [], [], []
-        _write_parts(a.log, out)
-        if index:
-            _write_parts(a.index, index)
-        if times:
-            _write_parts(a.timeindex, times)
+        with self._whole_batches():
+            _write_parts(a.log, out)
+            if index:
+                _write_parts(a.index, index)
+            if times:
+                _write_parts(a.timeindex, times)
+
+    @contextlib.contextmanager
+    def _whole_batches(self) -> Iterator[None]:
+        """Writes of whole batches (and their index entries) to the active segment, all or
+        none: when one fails (a full disk), every file of the segment is cut back to its size
+        before them and flushed, and WriteFailed says where the partition ends. On success
+        ``written_offset`` moves to ``next_offset``."""
+        a = self.active
+        before = [(f, os.fstat(f.fileno()).st_size) for f in a.files() if f is not None]
+        had_txnindex = a.txnindex is not None
+        try:
+            yield
+        except OSError as e:
+            for f, size in before:
+                os.ftruncate(f.fileno(), size)
+            if not had_txnindex and a.txnindex is not None:
+                os.ftruncate(a.txnindex.fileno(), 0)
+            a.flush()
+            self._out, self._out_index, self._out_time = [], [], []
+            raise self.write_failed(e) from None
+        self.written_offset = self.next_offset
+
+    def write_failed(self, error: OSError) -> WriteFailed:
+        """WriteFailed for ``error``, a write that failed: what of this run is on disk (each
+        batch whole, flushed by the caller) and where the partition ends."""
+        end = self.written_offset
+        done = ("this run's offsets %d to %d (its first %d records) are written"
+                % (self._start_offset, end - 1, end - self._start_offset)
+                if end > self._start_offset else "nothing of this run is written")
+        return WriteFailed("%s: %s: stopped at offset %d; %s, nothing after; the partition "
+                           "ends whole at offset %d"
+                           % (self.directory, error.strerror or error, end, done, end - 1), end)
 
     def _time_entry(self) -> Optional[bytes]:
         """TimeIndex.maybeAppend: an entry only when the max timestamp has grown (None
@@ -558,6 +606,14 @@ class PartitionWriter:
     def flush(self) -> None:
         self.write_out()
         self.active.flush()
+
+    def flush_written(self) -> None:
+        """After a failed write: the batches gathered and not written are dropped, what is
+        written is flushed."""
+        self._out, self._out_index, self._out_time = [], [], []
+        self.next_offset = self.written_offset
+        if self._active is not None:
+            self._active.flush()
 
     def roll(self) -> None:
         """UnifiedLog.roll: seal the active segment (LogSegment.onBecomeInactiveSegment writes

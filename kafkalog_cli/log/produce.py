@@ -21,7 +21,7 @@ from ..format.control import ABORT, COMMIT
 from ..format.encode import (Record, encode_control_batch, encode_legacy, encode_lines,
                              encode_v2_area, encode_v2_batch)
 from ..format.records import CREATE_TIME, LOG_APPEND_TIME, TIMESTAMP_TYPE_NAMES
-from .append import PartitionWriter, RollPolicy, now_ms
+from .append import PartitionWriter, RollPolicy, WriteFailed, now_ms
 from .partition import Partition
 from .producer_state import (CoordinatorFencedError, EndMarker, InvalidProducerEpochError,
                              OutOfOrderSequenceError, ProducerStateEntry)
@@ -586,6 +586,14 @@ def append_records(directory: str, records: Iterable[Item],
     os.makedirs(partition.log_dir, exist_ok=True)
     with partition.lock(), PartitionWriter(directory, settings.roll) as writer:
         appender = RecordAppender(writer, settings, on_flush)
-        stopped, dropped = appender.append_all(records)
+        try:
+            stopped, dropped = appender.append_all(records)
+        except WriteFailed:
+            raise
+        except OSError as e:
+            # a write beside the segment's (a roll's new files, a producer snapshot, the
+            # leader-epoch-checkpoint: each whole or absent) failed; the batches are whole
+            writer.flush_written()
+            raise writer.write_failed(e) from None
         return AppendResult(directory, appender.count, appender.first, writer.next_offset,
                             stopped, dropped)

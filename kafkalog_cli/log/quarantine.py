@@ -40,13 +40,35 @@ class Quarantine:
         self.path: Optional[str] = None
         self.entries: List[Dict[str, Any]] = []
         self._taken = {MANIFEST}
+        self._made_root = False
 
     def folder(self) -> str:
         if self.path is None:
             self.time = datetime.datetime.now(datetime.timezone.utc).strftime(
                 "%Y-%m-%dT%H:%M:%S.%fZ")
+            self._made_root = not os.path.lexists(os.path.join(self.directory,
+                                                               names.QUARANTINE))
             self.path = new_run_folder(self.directory)
         return self.path
+
+    def discard_if_empty(self) -> None:
+        """Remove the run folder when nothing was recorded in it (a run that failed before
+        setting anything aside: a full disk), with its numbered subfolders and, when the run
+        made it and it is empty, the quarantine directory. What is not empty stays."""
+        if self.path is None or self.entries:
+            return
+        try:
+            for name in os.listdir(self.path):
+                sub = os.path.join(self.path, name)
+                if name.isdigit() and real_dir(sub):
+                    os.rmdir(sub)
+            os.rmdir(self.path)
+            if self._made_root:
+                os.rmdir(os.path.join(self.directory, names.QUARANTINE))
+            fsync_dir(self.directory)
+        except OSError:
+            return  # something is in it: kept, as everything a run leaves in its folder
+        self.path = None
 
     def reserve(self, name: str) -> str:
         """A relative path in the run folder, free, for a file to be saved as ``name``."""
@@ -78,7 +100,11 @@ class Quarantine:
         if printable_name(partition) != partition:
             doc["partition_bytes_hex"] = os.fsencode(partition).hex()
         doc["entries"] = self.entries
-        write_atomically(os.path.join(folder, MANIFEST), json.dumps(doc, indent=1).encode())
+        try:
+            write_atomically(os.path.join(folder, MANIFEST), json.dumps(doc, indent=1).encode())
+        except BaseException:
+            self.entries.pop()  # not recorded: the manifest on disk is the one before
+            raise
 
 
 def real_dir(path: str) -> bool:
@@ -132,17 +158,25 @@ def copy_range(src: str, start: int, end: int, dst: str) -> None:
     """Save bytes [start, end) of ``src`` to the new file ``dst`` in chunks, flushed and
     renamed into place (never over an existing file)."""
     tmp = dst + TMP_SUFFIX
-    with open(src, "rb") as f, os.fdopen(create_replacing_stale(tmp), "wb") as out:
-        f.seek(start)
-        left = end - start
-        while left > 0:
-            chunk = f.read(min(left, 8 << 20))
-            if not chunk:
-                break
-            out.write(chunk)
-            left -= len(chunk)
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        with open(src, "rb") as f, os.fdopen(create_replacing_stale(tmp), "wb") as out:
+            f.seek(start)
+            left = end - start
+            while left > 0:
+                chunk = f.read(min(left, 8 << 20))
+                if not chunk:
+                    break
+                out.write(chunk)
+                left -= len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        # a write that fails (a full disk) leaves nothing of ours behind
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     rename_noreplace(tmp, dst)
     fsync_dir(os.path.dirname(dst))
 

@@ -1334,6 +1334,12 @@ def _link_aside(src: str, dst: str) -> None:
     fsync_dir(os.path.dirname(src))
 
 
+class RecoveryStopped(KafkalogError, OSError):
+    """A change of recovery failed (a full disk): the partition is as the changes before it
+    left it, each whole, everything set aside listed; the message says what was kept. Exit
+    code 2."""
+
+
 # A split leaves segments that fit by construction: one partition is split this many times at
 # most in a run (each split plans the partition again).
 MAX_SPLITS = 1000
@@ -1361,18 +1367,30 @@ def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     q = Quarantine(directory)
     done: List[Action] = []
     splits: List[Tuple[str, List[int]]] = []
-    for _ in range(MAX_SPLITS):
-        if plan.actions and before_change is not None and not done:
-            before_change()
-        execute(plan, q)
-        done += plan.actions
-        if plan.split is None:
-            break
-        splits.append((plan.split.name, [b for b, _, _ in plan.split.pieces]))
-        plan = plan_now()
-    else:
-        raise OSError(errno.EIO, "segments still overflow after %d splits" % MAX_SPLITS,
-                      directory)
+    try:
+        for _ in range(MAX_SPLITS):
+            if plan.actions and before_change is not None and not done:
+                before_change()
+            execute(plan, q)
+            done += plan.actions
+            if plan.split is None:
+                break
+            splits.append((plan.split.name, [b for b, _, _ in plan.split.pieces]))
+            plan = plan_now()
+        else:
+            raise OSError(errno.EIO, "segments still overflow after %d splits" % MAX_SPLITS,
+                          directory)
+    except OSError as e:
+        q.discard_if_empty()  # a run folder that failed before its first entry (a full disk)
+        kept = ("%d file%s set aside so far, listed in %s"
+                % (len(q.entries), "" if len(q.entries) == 1 else "s", q.path)
+                if q.entries else "nothing set aside")
+        raise RecoveryStopped(e.errno or errno.EIO, "%s: recovery stopped (%s); run recover "
+                              "again once that is resolved" % (e.strerror or e, kept),
+                              e.filename or directory) from None
+    except BaseException:
+        q.discard_if_empty()
+        raise
     plan.actions = done
     plan.splits = splits
     plan.quarantine = q.path
