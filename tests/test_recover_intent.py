@@ -9,15 +9,18 @@ segment's tail aside. It is SIGKILLed before each of its file operations in turn
 * `quarantine list` still reads every run (exit 0);
 * a second `recover` finishes (exit 0 or 1) and a third changes nothing.
 
-Restoring every run of a killed recover and of the rerun that finished it, newest first, should
-give back every byte of the damaged segments; it does not yet when the killed run had moved a
-later segment aside (`test_restore_after_a_killed_run_and_its_rerun`, a strict xfail).
+Restoring every run of a killed recover and of the rerun that finished it, newest first, gives
+back every byte of the damaged segments, also when the killed run had moved a later segment
+aside (the rerun's restore changes files back to what the killed run left: not newer data);
+a segment written after that restore is still newer data, and restoring the killed run is
+refused.
 """
 
 import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -146,9 +149,6 @@ def _kill_step_moving(src, name):
     return None
 
 
-@pytest.mark.xfail(strict=True, reason="restoring the killed run after its rerun's run is "
-                   "refused ('would interleave them with newer data'): the killed run had moved "
-                   "segment 300 aside, the rerun cut segment 0 and wrote a snapshot at 150")
 def test_restore_after_a_killed_run_and_its_rerun(tmp_path, damaged):
     src, _ = damaged
     k = _kill_step_moving(src, "00000000000000000300.log")
@@ -162,3 +162,26 @@ def test_restore_after_a_killed_run_and_its_rerun(tmp_path, damaged):
         restored = kafkalog("quarantine", "restore", part, run.name)
         assert restored.returncode == 0, (run.name, restored.stderr.decode())
     assert logs_of(part) == logs_of(src / "metrics-0")
+
+
+def test_restore_still_refuses_data_written_after_a_later_restore(tmp_path, damaged):
+    """The same runs, but a segment the rerun's restore gave back is written again after that
+    restore: restoring the killed run is refused (the data is newer than both)."""
+    src, _ = damaged
+    k = _kill_step_moving(src, "00000000000000000300.log")
+    assert k is not None
+    logs = tmp_path / "killed"
+    shutil.copytree(src, logs)
+    part = logs / "metrics-0"
+    assert killed_at(k, "recover", "--full", part)[0]
+    assert kafkalog("recover", "--full", part).returncode in (0, 1)
+    killed_run, rerun = sorted(p.name for p in (part / "kafkalog-quarantine").iterdir())
+    assert kafkalog("quarantine", "restore", part, rerun).returncode == 0
+    time.sleep(0.05)
+    seg = part / "00000000000000000000.log"
+    seg.write_bytes(seg.read_bytes() + seg.read_bytes()[:100])  # newer bytes
+    before = {p: p.read_bytes() for p in part.rglob("*") if p.is_file()}
+    refused = kafkalog("quarantine", "restore", part, killed_run)
+    assert refused.returncode == 2, refused.stderr.decode()
+    assert "interleave them with newer data" in refused.stderr.decode()
+    assert {p: p.read_bytes() for p in part.rglob("*") if p.is_file()} == before

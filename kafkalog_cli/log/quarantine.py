@@ -497,6 +497,27 @@ def _check_written(run: Run, e: RunEntry) -> int:
     return _check_occupant(run, e.target, e.target)
 
 
+def _restored_since(run: Run) -> Dict[str, float]:
+    """{file: when} for the files that runs made after ``run`` and restored since changed back
+    (``when``: the restore's end, its restored.json written): up to then, what they hold is
+    what they held before those runs (the partition as ``run``, or an older state, left it),
+    not newer data, whatever their modification time says."""
+    out: Dict[str, float] = {}
+    if run.time is None:
+        return out
+    for other in list_runs([run.partition]):
+        if (other.id == run.id or other.restored is None or other.time is None
+                or other.time <= run.time):
+            continue
+        try:
+            when = os.lstat(os.path.join(other.path, RESTORED)).st_mtime
+        except OSError:
+            continue
+        for e in other.entries:
+            out[e.target] = max(out.get(e.target, 0.0), when)
+    return out
+
+
 def _newer_segments(run: Run, present: Dict[str, int], exempt: List[str]) -> None:
     """Refuse when a segment (.log) with data was written after the run started and is not
     one the run touched: returning the run's segments or tails beside it would interleave
@@ -504,6 +525,7 @@ def _newer_segments(run: Run, present: Dict[str, int], exempt: List[str]) -> Non
     if run.time is None:
         return
     started = run.time.timestamp()
+    restored = _restored_since(run)
     for name in present:
         if name in exempt or not names.is_live_log(name):
             continue
@@ -512,7 +534,7 @@ def _newer_segments(run: Run, present: Dict[str, int], exempt: List[str]) -> Non
             st = os.lstat(path)
         except OSError:
             continue
-        if st.st_size > 0 and st.st_mtime > started:
+        if st.st_size > 0 and st.st_mtime > started and st.st_mtime > restored.get(name, 0.0):
             raise _refuse(path, "written after run %s (%d bytes): restoring the segments it "
                           "set aside would interleave them with newer data; restore refused"
                           % (printable_name(run.id), st.st_size))
