@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Long-run fuzzing of kafkalog's readers: the format layer, the auxiliary file readers, and the
-CLI in-process on mutated partition directories.
+CLI in-process on mutated partition directories; and of its writers (append, roll, retain,
+recover + quarantine restore) in-process on recovered partitions with symlinks, FIFOs and stale
+files planted at their temporary and lock names.
 
     .venv/bin/python fuzz/run.py                          # every target, 100,000 inputs each
     .venv/bin/python fuzz/run.py --targets format --runs 1000000
@@ -30,6 +32,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,7 +45,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, REPO)
 
 CRASH_DIR = os.path.join(HERE, "crashes")
-TARGETS = ("format", "aux", "cli")
+TARGETS = ("format", "aux", "cli", "writers")
 MAX_LEN = 1024 * 1024
 CLI_COMMANDS = (
     ("dump", "--deep-iteration", "--print-data-log"),
@@ -402,6 +405,255 @@ class CliTarget:
             shutil.rmtree(root, ignore_errors=True)
 
 
+WRITER_COMMANDS = (
+    "append-lines", "append-lines-codec", "append-jsonl", "append-jsonl-txn", "roll",
+    "roll-if-bytes", "retain-bytes", "retain-start-offset", "retain-logdir", "recover-restore",
+)
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+WRITERS_TIMEOUT = 50  # seconds per input (a writer blocked on a FIFO is a crash)
+
+
+def _timeout(signum, frame):
+    raise Crash("timeout: the input took more than %d s (blocked?)" % WRITERS_TIMEOUT)
+
+
+class WritersTarget(CliTarget):
+    """The writing commands in-process on a partition made whole by one ``recover`` (a fixture
+    or a kafka-python one, in a log directory of its own beside an "outside" tree), then
+    damaged: one file replaced by the input's bytes and/or a plant (fuzzlib.PLANT_OPS: a
+    symlink at a temporary name leading outside, a dangling symlink at a lock's name, a FIFO
+    or a stale file at a temporary name) and/or one of the hostile directory changes. Then one
+    writer: ``append`` (lines cut from the input's bytes, or JSON lines of an idempotent or
+    transactional producer, small --segment-bytes so that it rolls), ``roll``, ``retain``
+    (--retention-bytes or --log-start-offset, files removed at once), or ``recover`` followed
+    by ``quarantine restore`` of each of its runs, newest first. Then ``recover`` twice.
+
+    Input: partition, file, command, damage (bit 0: replace the file; bits 1-7: the plant or
+    directory change, 0 none), 4 bytes of numeric parameters, then the file's bytes (also the
+    append's input). Crashes: an exit status other than 0/1/2, an exception, a byte changed
+    outside the log directory, a new or changed ``*.kafkalog-tmp`` after a command, a second
+    recover that has something to do, a recover + restore that does not give the .log files
+    back byte for byte."""
+
+    name = "writers"
+    # the plants (fuzzlib.PLANT_OPS) three times as often as each directory change
+    DAMAGE = ("none",) + ("tmp-symlink-out", "lock-symlink", "tmp-fifo", "tmp-stale") * 3 + (
+        "rename-junk", "lifecycle", "remove", "empty", "tmpfile", "shortname", "loglog",
+        "devzero", "fifo")
+
+    def __init__(self, workdir):
+        super().__init__(workdir)
+        # the fixtures and generated partitions made whole first: one recover each, in a log
+        # directory of its own (the fixtures' with their checkpoints)
+        self.logdir_files = {}
+        prep = os.path.join(workdir, "prep")
+        for name in self.names:
+            logs = os.path.join(prep, name, "logs")
+            part = os.path.join(logs, name)
+            os.makedirs(part)
+            if name in ("events-0", "legacy-0", "metrics-0", "orders-0", "orders-1"):
+                for n in os.listdir(self.F.FIXTURES):
+                    src = os.path.join(self.F.FIXTURES, n)
+                    if os.path.isfile(src):
+                        shutil.copyfile(src, os.path.join(logs, n))
+            for n, content in self.parts[name].items():
+                with open(os.path.join(part, n), "wb") as f:
+                    f.write(content)
+            self._invoke_plain(["recover", part])
+            self.parts[name] = self._regular(part)
+            self.logdir_files[name] = self._regular(logs)
+        shutil.rmtree(prep, ignore_errors=True)
+        self._stdin = b""
+
+    @staticmethod
+    def _regular(d):
+        return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d))
+                if os.path.isfile(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n))
+                and not (n.startswith(".") and n.endswith(".lock"))}
+
+    def seeds(self):
+        out = []
+        for i, p in enumerate(self.names):
+            names = sorted(self.parts[p])
+            for c in range(len(WRITER_COMMANDS)):
+                j = (i + c) % len(names)
+                for dmg in (0, 1 + 2 * (1 + (i + c) % 4), 2 * (1 + (c % (len(self.DAMAGE) - 1)))):
+                    prm = (i * 7919 + j * 104729 + c * 1299709 + dmg * 15485863) & 0xFFFFFFFF
+                    out.append(bytes([i, j, c, dmg]) + prm.to_bytes(4, "big")
+                               + self.parts[p][names[j]])
+        return out
+
+    # -- running one command ------------------------------------------------------------------
+
+    def _tmp_files(self):
+        snap = self.F.snapshot_tree(self._logs)
+        return {k: v for k, v in snap.items() if k.endswith(b".kafkalog-tmp")}
+
+    def _invoke_writer(self, args, stdin=b""):
+        """One command; every invariant that holds for any command checked around it."""
+        outside = self.F.snapshot_tree(self._outside)
+        tmps = self._tmp_files()
+        saved_in = sys.stdin
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+        try:
+            code, out = self._invoke_plain(args, capture=True)
+        finally:
+            sys.stdin = saved_in
+        what = " ".join(a if not a.startswith(self._root) else "<%s>" % os.path.basename(a)
+                        for a in args[:4])
+        if code not in (0, 1, 2):
+            raise Crash("%s: exit status %r" % (what, code))
+        if self.F.snapshot_tree(self._outside) != outside:
+            raise Crash("%s changed a file outside the log directory" % what)
+        left = sorted(k for k, v in self._tmp_files().items() if tmps.get(k) != v)
+        if left:
+            raise Crash("%s left a temporary file: %s" % (what, left[0].decode("utf-8", "replace")))
+        return code, out
+
+    def _append_input(self, kind, body, p):
+        if kind in ("append-lines", "append-lines-codec"):
+            lines = body.split(b"\n")[:1 + (p >> 4) % 300]
+            return b"\n".join(lines) + (b"\n" if p & 1 else b""), ["--input-format", "lines"]
+        n = 1 + (p >> 4) % 60
+        pid, epoch = 1000 + (p >> 10) % 3, (p >> 12) % 2
+        seq0 = (p >> 13) % 4 if p & (1 << 15) else 0
+        out = []
+        for i in range(n):
+            rec = {"value": body[i * 24:(i + 1) * 24].hex(), "producerId": pid,
+                   "producerEpoch": epoch, "sequence": seq0 + i}
+            if i == (p >> 16) % (n + 8):  # a duplicate, a gap or a new epoch now and then
+                rec["sequence"] = (seq0 + i + (-1, 2, 0)[(p >> 20) % 3]) % (1 << 31)
+                if (p >> 20) % 3 == 2:
+                    rec["producerEpoch"] = epoch + 1
+            if kind == "append-jsonl-txn":
+                rec["transactional"] = True
+                if i and i % (3 + (p >> 22) % 5) == 0:
+                    out.append(json.dumps({"control": ("commit", "abort")[(p >> 25) & 1],
+                                           "producerId": pid, "producerEpoch": epoch}))
+            if p & (1 << 27):
+                rec["key"] = "k%d" % (i % 5)
+            out.append(json.dumps(rec))
+        if kind == "append-jsonl-txn" and p & (1 << 26):
+            out.append(json.dumps({"control": "commit", "producerId": pid, "producerEpoch": epoch}))
+        return ("\n".join(out) + "\n").encode(), ["--input-format", "jsonl"]
+
+    def _writer_args(self, kind, part, body, p):
+        end = self.F.log_end_offset(part) if os.path.isdir(part) else 0
+        if kind.startswith("append"):
+            stdin, fmt = self._append_input(kind, body, p)
+            args = ["append"] + fmt + ["--segment-bytes", str(200 + (p >> 5) % 3000)]
+            if p & 2:
+                args += ["--batch-records", str(1 + (p >> 8) % 20)]
+            if kind == "append-lines-codec":
+                args += ["--codec", CODECS[(p >> 28) % len(CODECS)]]
+            if p & 4:
+                args += ["--index-interval-bytes", str((p >> 6) % 600)]
+            return args + [part], stdin
+        if kind == "roll":
+            return ["roll", part], b""
+        if kind == "roll-if-bytes":
+            return ["roll", "--if-bytes", str(p % 5000), part], b""
+        hw = ["--high-watermark", str(end - (p >> 3) % 3)] if p & 4 and end >= 2 else []
+        if kind == "retain-bytes":
+            return ["retain", "--retention-bytes", str(p % 6000 - 1), "--file-delete-delay-ms",
+                    "0"] + hw + [part], b""
+        if kind == "retain-start-offset":
+            return ["retain", "--log-start-offset", str(p % (end + 20)), "--file-delete-delay-ms",
+                    "0"] + hw + [part], b""
+        if kind == "retain-logdir":
+            return ["retain", "--retention-bytes", str(p % 3000), "--roll-active",
+                    "--file-delete-delay-ms", "0"] + hw + [os.path.dirname(part)], b""
+        raise ValueError(kind)
+
+    def _log_files(self, part):
+        return {n: self.F._blob(os.path.join(part, n)) for n in os.listdir(part)
+                if n.endswith(".log")}
+
+    def _recover_and_restore(self, part):
+        """recover, then every run it made restored, newest first: the .log files as before."""
+        before = self._log_files(part)
+        qroot = os.path.join(part, "kafkalog-quarantine")
+        runs0 = set(os.listdir(qroot)) if os.path.isdir(qroot) else set()
+        code, _ = self._invoke_writer(["recover", part])
+        runs = sorted(set(os.listdir(qroot)) - runs0) if os.path.isdir(qroot) else []
+        codes = []
+        for run in reversed(runs):
+            codes.append(self._invoke_writer(["quarantine", "restore", part, run])[0])
+        after = self._log_files(part)
+        if after != before:
+            diff = sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
+            raise Crash("recover + quarantine restore did not give the .log files back "
+                        "(recover exit %d, restores %s): %s" % (code, codes, ", ".join(diff[:3])))
+
+    def _check_converges(self, part):
+        code, out = self._invoke_writer(["recover", part])
+        snap = self.F.snapshot_tree(self._logs)
+        code2, out2 = self._invoke_writer(["recover", part])
+        changed = self.F.snapshot_tree(self._logs) != snap
+        # a run that met an error (exit 2: a file it leaves alone, a refusal) may meet it
+        # again; the second run changes nothing either way
+        if changed or code2 not in ((0, 2) if code == 2 else (0,)):
+            raise Crash("second recover: exit %r after %r, %s: %s" % (
+                code2, code, "changed the log directory" if changed else "nothing changed",
+                out2.strip().splitlines()[-1:] if out2 else ""))
+
+    def describe(self, data):
+        if len(data) < 8:
+            return "too short: no input"
+        part = self.names[data[0] % len(self.names)]
+        names = sorted(self.parts[part])
+        target = names[data[1] % len(names)]
+        kind = WRITER_COMMANDS[data[2] % len(WRITER_COMMANDS)]
+        damage = self.DAMAGE[(data[3] >> 1) % len(self.DAMAGE)]
+        return ("partition %s (recovered), %s%s, damage %s, command %s, parameter %d"
+                % (part, target, " replaced (%d bytes)" % (len(data) - 8) if data[3] & 1
+                   else " kept", "" if damage == "none" else damage, kind,
+                   int.from_bytes(data[4:8], "big")))
+
+    def run(self, data):
+        if len(data) < 8:
+            return
+        part_name = self.names[data[0] % len(self.names)]
+        files = self.parts[part_name]
+        names = sorted(files)
+        target = names[data[1] % len(names)]
+        kind = WRITER_COMMANDS[data[2] % len(WRITER_COMMANDS)]
+        damage = self.DAMAGE[(data[3] >> 1) % len(self.DAMAGE)]
+        p = int.from_bytes(data[4:8], "big")
+        body = data[8:]
+        root = tempfile.mkdtemp(dir=self.work)
+        self._root = root
+        signal.signal(signal.SIGALRM, _timeout)
+        signal.alarm(WRITERS_TIMEOUT)
+        self._logs = os.path.join(root, "logs")
+        self._outside = os.path.join(root, self.F.OUTSIDE)
+        os.mkdir(self._outside)
+        with open(os.path.join(self._outside, "precious"), "wb") as f:
+            f.write(b"do not touch\n")
+        try:
+            part = os.path.join(self._logs, part_name)
+            os.makedirs(part)
+            for n, content in self.logdir_files[part_name].items():
+                with open(os.path.join(self._logs, n), "wb") as f:
+                    f.write(content)
+            for n, content in files.items():
+                with open(os.path.join(part, n), "wb") as f:
+                    f.write(body if n == target and data[3] & 1 else content)
+            if damage in self.F.PLANT_OPS:
+                self.F.plant(part, damage, data[1] + (p & 0xFF), p >> 8, self._outside)
+            elif damage != "none":
+                self.F.mutate_tree(part, [(damage, data[1] + 1, data[2], p, [])])
+            if kind == "recover-restore":
+                self._recover_and_restore(part)
+            else:
+                args, stdin = self._writer_args(kind, part, body, p)
+                self._invoke_writer(args, stdin)
+            self._check_converges(part)
+        finally:
+            signal.alarm(0)
+            shutil.rmtree(root, ignore_errors=True)
+
+
 # -- the worker: one target, one engine ------------------------------------------------------------
 
 def _location(exc):
@@ -470,6 +722,8 @@ def _make_target(name, workdir):
         return AuxTarget(workdir)
     if name == "cli":
         return CliTarget(workdir)
+    if name == "writers":
+        return WritersTarget(workdir)
     raise SystemExit("unknown target %r" % name)
 
 
@@ -477,13 +731,17 @@ def run_worker(args):
     import fuzzlib as F
     workdir = tempfile.mkdtemp(prefix="kafkalog-fuzz-",
                                dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    header = {"format": 1, "aux": 1, "cli": 8}[args.worker]
+    header = {"format": 1, "aux": 1, "cli": 8, "writers": 8}[args.worker]
     try:
         if args.engine == "atheris":
             import atheris
             with atheris.instrument_imports(include=["kafkalog_cli"]):
                 import kafkalog_cli.cli.dump  # noqa: F401
                 import kafkalog_cli.cli.recover  # noqa: F401
+                import kafkalog_cli.log.append  # noqa: F401
+                import kafkalog_cli.log.produce  # noqa: F401
+                import kafkalog_cli.log.quarantine  # noqa: F401
+                import kafkalog_cli.log.retain  # noqa: F401
                 import kafkalog_cli.cli.verify_index  # noqa: F401
                 import kafkalog_cli.format.control  # noqa: F401
                 import kafkalog_cli.format.records  # noqa: F401
@@ -619,7 +877,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--runs", type=int, default=100000, help="inputs per target")
-    ap.add_argument("--runs-per", default=None, metavar="format=N,aux=N,cli=N")
+    ap.add_argument("--runs-per", default=None, metavar="format=N,aux=N,cli=N,writers=N")
     ap.add_argument("--engine", choices=("auto", "atheris", "loop"), default="auto")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default=None, help="write the results to this file too")

@@ -849,6 +849,95 @@ TREE_OPS = ("file", "rename-junk", "nonnumeric", "nonutf8", "loglog",
             "tmpfile", "shortname", "symlink-out")
 
 
+# Plants among a partition's files (and its log directory's) at the names kafkalog's writers use:
+# a symlink at a temporary name leading to a file outside the log directory, a dangling symlink
+# at a lock's name, a FIFO at a temporary name, a stale (half-written) temporary file. The
+# writers must never write through them, never block on them, and leave no temporary file.
+PLANT_OPS = ("tmp-symlink-out", "lock-symlink", "tmp-fifo", "tmp-stale")
+TMP = ".kafkalog-tmp"
+LOG_DIR_TMP_NAMES = ("log-start-offset-checkpoint", "recovery-point-offset-checkpoint",
+                     "replication-offset-checkpoint", "cleaner-offset-checkpoint",
+                     ".kafka_cleanshutdown")
+
+
+def log_end_offset(part):
+    """The offset after the last complete entry of the partition's active segment (by Kafka's
+    layouts, not kafkalog's code); the active segment's base offset when it holds none."""
+    bases = sorted(int(n[:20]) for n in os.listdir(part)
+                   if KAFKA_SEGMENT_NAME.match(n) and os.path.isfile(os.path.join(part, n)))
+    if not bases:
+        return 0
+    with open(os.path.join(part, "%020d.log" % bases[-1]), "rb") as f:
+        data = f.read()
+    end = bases[-1]
+    for pos in entry_starts(data):
+        (size,) = struct.unpack_from(">i", data, pos + 8)
+        if size < 0 or pos + 12 + size > len(data):
+            break
+        (base,) = struct.unpack_from(">q", data, pos)
+        if data[pos + 16] == 2 and size >= 49:
+            (delta,) = struct.unpack_from(">i", data, pos + 23)
+            end = base + delta + 1
+        else:
+            end = base + 1
+    return end
+
+
+def tmp_plant_name(root, choice, files):
+    """A temporary name one of the writers uses, relative to the partition ``root`` (``../``:
+    the log directory): a partition file's (leader-epoch-checkpoint, an index), the producer
+    snapshot at the log end offset (what roll and append write), a log-directory checkpoint's."""
+    kinds = 3
+    k = choice % kinds
+    if k == 0 and files:
+        return files[(choice // kinds) % len(files)] + TMP
+    if k == 1:
+        return "%020d.snapshot%s" % (log_end_offset(root), TMP)
+    if k == 2 or not files:
+        return os.path.join("..", LOG_DIR_TMP_NAMES[(choice // kinds) % len(LOG_DIR_TMP_NAMES)]
+                            + TMP)
+    return "leader-epoch-checkpoint" + TMP
+
+
+def plant(root, op, choice, a, outside):
+    """One of PLANT_OPS in the partition ``root``; ``outside`` is a directory outside its log
+    directory, where the planted symlinks lead. Returns a description, or None."""
+    files = [f for f in tree_files(root) if os.sep not in f and not f.endswith(TMP)]
+    os.makedirs(outside, exist_ok=True)
+    if op == "lock-symlink":
+        rel = (".kafkalog-append.lock", os.path.join("..", ".lock"))[a % 2]
+        target = os.path.join(outside, "dangling-%d" % len(os.listdir(outside)))
+    else:
+        rel = tmp_plant_name(root, choice, files)
+        target = None
+    path = os.path.normpath(os.path.join(root, rel))
+    if os.path.lexists(path):
+        return None
+    if op == "tmp-symlink-out":
+        target = os.path.join(outside, "%d-precious" % len(os.listdir(outside)))
+        with open(target, "wb") as f:
+            f.write(b"outside the log directory, not to be written\n" * (1 + a % 4))
+        os.symlink(target, path)
+        return "%s -> symlink to %s" % (rel, target)
+    if op == "lock-symlink":
+        os.symlink(target, path)
+        return "%s -> dangling symlink to %s" % (rel, target)
+    if op == "tmp-fifo":
+        os.mkfifo(path)
+        return "%s -> FIFO" % rel
+    if op == "tmp-stale":
+        src = os.path.join(root, rel[:-len(TMP)]) if not rel.startswith("..") else \
+            os.path.normpath(os.path.join(root, rel[:-len(TMP)]))
+        data = b""
+        if os.path.isfile(src):
+            with open(src, "rb") as f:
+                data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[:a % (len(data) + 1)] + _noise(a, a % 7))
+        return "%s -> stale temporary file" % rel
+    raise ValueError(op)
+
+
 def tree_files(root):
     """Regular files under ``root`` (relative paths), sorted, the quarantine excluded."""
     out = []

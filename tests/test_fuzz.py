@@ -524,3 +524,89 @@ def test_cli_check_sees_a_crash(tmp_path):
     assert "KeyError: 'planted crash'" in r.err, r.err
     problems = F.run_problems(r)
     assert any(p.startswith("traceback:") and "KeyError" in p for p in problems), problems
+
+
+# -- the writers in-process (fuzz/run.py's writers target) ----------------------------------------
+
+def _fuzz_run_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fuzz_run", os.path.join(F.REPO, "fuzz", "run.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _known_defect(target, data, error):
+    """The defect the target found and tests/test_fuzz.py::test_recover_converges_after_log_start_at_log_end
+    pins (strict xfail): recover needs three runs after retain --log-start-offset at the log end."""
+    return "retain-start-offset" in target.describe(data) and str(error).startswith("second recover")
+
+
+def test_writers_mutated(tmp_path):
+    """append, roll, retain and recover + quarantine restore in-process on recovered partitions
+    with a file replaced, a symlink at a temporary name leading outside the log directory, a
+    dangling lock symlink, a FIFO or a stale file at a temporary name (fuzz/run.py's writers
+    target, a few dozen inputs, seeded): no exception, exit 0/1/2, nothing written outside,
+    no temporary file left, one recover enough, restore gives the .log files back."""
+    run = _fuzz_run_module()
+    target = run.WritersTarget(str(tmp_path))
+    seeds = target.seeds()
+    rng = random.Random(24)
+    problems = []
+    t0 = time.monotonic()
+    for i in range(budget(60)):
+        data = rng.choice(seeds)
+        if i % 2:
+            data = data[:8] + F.apply_ops(data[8:], F.random_ops(rng, 3), rng.choice(seeds)[8:])
+        try:
+            target.run(data)
+        except Exception as e:
+            if not _known_defect(target, data, e):
+                problems.append("%s: %s: %s" % (target.describe(data), type(e).__name__, e))
+    assert not problems, "\n".join(problems)
+    assert time.monotonic() - t0 < 60 * SCALE
+
+
+def test_writers_target_sees_a_temporary_file_left(tmp_path, monkeypatch):
+    """The writers target can fail: with write_atomically leaving a copy of its temporary
+    file behind (a planted defect), the first command that writes a checkpoint is a crash."""
+    import kafkalog_cli.log.indexbuild as indexbuild
+    run = _fuzz_run_module()
+    target = run.WritersTarget(str(tmp_path))
+    real = indexbuild._write_tmp
+
+    def leaky(path, data):
+        tmp = real(path, data)
+        shutil.copyfile(tmp, path + ".left" + indexbuild.TMP_SUFFIX)
+        return tmp
+
+    monkeypatch.setattr(indexbuild, "_write_tmp", leaky)
+    # an append of the lines of a segment's bytes (some records), the partition undamaged
+    seed = next(s for s in target.seeds() if "command append-lines," in target.describe(s)
+                and ".log kept, damage ," in target.describe(s))
+    with pytest.raises(run.Crash, match="left a temporary file"):
+        target.run(seed)
+
+
+@pytest.mark.xfail(strict=True, reason="recover needs three runs after retain --log-start-offset "
+                   "at the log end offset (found by fuzz/run.py's writers target)")
+def test_recover_converges_after_log_start_at_log_end(tmp_path):
+    """orders-1 recovered (log end offset 16, high watermark 16), then retain
+    --log-start-offset 31: the start offset becomes 16, leader-epoch-checkpoint 2@16
+    (truncateFromStart). The first recover drops 2@16 (truncateFromEnd at 16) and sets the
+    snapshot at 16 aside, exit 1; the second assigns 2@0 again from the batches of the
+    segment it recovers (no truncateFromStart), exit 1; only the third exits 0."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for n in os.listdir(F.FIXTURES):
+        if os.path.isfile(os.path.join(F.FIXTURES, n)):
+            shutil.copyfile(os.path.join(F.FIXTURES, n), logs / n)
+    part = _fixture_copy(str(logs / "orders-1"), "orders-1")
+    assert F.run_cli(["recover", part]).code in (0, 1)
+    r = F.run_cli(["retain", "--log-start-offset", "31", "--file-delete-delay-ms", "0", part])
+    assert r.code == 0, r
+    first = F.run_cli(["recover", part])
+    assert first.code in (0, 1), first
+    snap = F.snapshot_tree(str(logs))
+    second = F.run_cli(["recover", part])
+    assert (second.code, F.snapshot_tree(str(logs)) == snap) == (0, True), second.out
