@@ -373,7 +373,7 @@ class Campaign:
                 assert killed, "step %d of %d: the run ended first (%s)" % (k, steps, err)
                 self.settle(d, "killed before step %d of %d" % (k, steps), out)
 
-    def random_kills(self, kills=50, seed=20261126, budget_s=240):
+    def random_kills(self, kills=50, seed=20261126):
         """``kills`` SIGKILLs at random moments of the part of the run that changes files: after
         a file operation drawn at random (uniformly over the run's operations), a random delay
         of up to a few ms more, whatever the process is doing then (reading, encoding, between
@@ -382,7 +382,6 @@ class Campaign:
         steps = count_steps(self.args(self.partition(probe)), self.stdin)
         shutil.rmtree(os.path.dirname(probe))
         rng = random.Random(seed)
-        started = time.monotonic()
 
         def killed_run(i, step, delay):
             d = self.copy("random", i)
@@ -392,8 +391,10 @@ class Campaign:
         i = 0
         with ThreadPoolExecutor(max_workers=2) as pool:
             while self.stats["random_kills"] < kills:
-                assert time.monotonic() - started < budget_s, (
-                    "%d kills in %ds: %r" % (self.stats["random_kills"], budget_s, self.stats))
+                # a bound on attempts, not on time (a loaded machine is slower, not wrong):
+                # a kill lands unless the run ended within a few ms of its drawn step
+                assert i < 10 * kills, (
+                    "%d kills in %d attempts: %r" % (self.stats["random_kills"], i, self.stats))
                 batch = []
                 for _ in range(kills - self.stats["random_kills"]):
                     step, delay = rng.randint(1, steps), rng.uniform(0, 0.004)

@@ -33,7 +33,6 @@ pytestmark = pytest.mark.slow
 KILLS = 25   # the 50 random kills of the acceptance are in test_crash_state
 FLUSH = 200
 SEED = int(os.environ.get("KAFKALOG_CRASH_SEED", "20241105"))
-BUDGET_S = 80
 
 
 def record_line(i):
@@ -223,7 +222,6 @@ def test_sigkill_during_append(tmp_path, calibrated):
     while kills < KILLS:
         iterations += 1
         assert iterations <= 3 * KILLS, "too few kills landed while the append ran"
-        assert time.monotonic() - started < 3 * BUDGET_S, "crash test too slow"
         d = tmp_path / ("logs%d" % iterations) / "crash-0"
         if rnd.random() < 0.4:
             shutil.copytree(seed_dir, d)

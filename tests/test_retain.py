@@ -1409,3 +1409,25 @@ def test_producers_of_deleted_segments_are_kept_in_a_snapshot_at_the_log_end(tmp
     assert ac.kafkalog_in("recover", part).code in (0, 1)
     with open(snap, "rb") as f:
         assert cc.snapshot_entries(f.read()) == expected
+
+
+def test_log_start_offset_recorded_where_the_log_directory_had_no_checkpoint(tmp_path):
+    """A log directory without log-start-offset-checkpoint: a --log-start-offset above the
+    first kept segment's base creates it with the partition's entry (the broker writes the
+    file for every log directory, LogManager.checkpointLogStartOffsetsInDir), so that a load
+    starts the log there, not at the segment's base; without one needed, no file."""
+    logs = tmp_path / "logs"
+    part = logs / "t-0"
+    w = kg.SegmentWriter(0)
+    for i in range(3):
+        w.add_v2([kg.Rec(b"k", b"v%d" % i, kg.T0 + i)])
+    kg.write_segment(str(part), 0, *w.chunks)
+    w2 = kg.SegmentWriter(3)
+    for i in range(3):
+        w2.add_v2([kg.Rec(b"k", b"v%d" % i, kg.T0 + i)])
+    kg.write_segment(str(part), 3, *w2.chunks)
+    checkpoint = logs / "log-start-offset-checkpoint"
+    ok(retain("--log-start-offset", 3, "--file-delete-delay-ms", 0, part))
+    assert not checkpoint.exists()  # the log starts at the first segment's base
+    ok(retain("--log-start-offset", 5, "--file-delete-delay-ms", 0, part))
+    assert checkpoint.read_text() == "0\n1\nt 0 5\n"

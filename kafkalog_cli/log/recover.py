@@ -634,7 +634,7 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
                            "truncated at the log end offset %s)"
                            % (_entries_text(rebuilt), plan.log_end_offset))
     elif epochs is not None and plan.split is None:
-        _plan_leader_epochs(plan, view, epochs, before)
+        _plan_leader_epochs(plan, view, epochs, before, log_start_offset)
     if plan.split is None:
         _plan_snapshots(plan, view, logs, max_message_size, log_start_offset)
     return plan
@@ -840,20 +840,24 @@ def _plan_epochs_aside(plan: PartitionPlan, problem: str, cache: LeaderEpochCach
 
 
 def _plan_leader_epochs(plan: PartitionPlan, view: Dict[str, str], epochs: LeaderEpochCache,
-                        before: List[Tuple[int, int]]) -> None:
-    """The epochs recovered batches started (LogSegment.recover's assign), then the entries at
-    or past the log end offset dropped (LeaderEpochFileCache.truncateFromEnd, as UnifiedLog
-    does once the log is loaded): the checkpoint is rewritten when that changed it (its old
-    bytes copied to quarantine first)."""
+                        before: List[Tuple[int, int]], log_start_offset: Optional[int]) -> None:
+    """The epochs recovered batches started (LogSegment.recover's assign), then, as LogLoader
+    does once the log is loaded, the entries at or past the log end offset dropped
+    (LeaderEpochFileCache.truncateFromEnd) and those at or below the log start offset of
+    log-start-offset-checkpoint folded into one starting there (truncateFromStart): the
+    checkpoint is rewritten when that changed it (its old bytes copied to quarantine first)."""
     if plan.log_end_offset is not None:
         epochs.truncate_from_end(plan.log_end_offset)
+    if log_start_offset is not None:
+        epochs.truncate_from_start(log_start_offset)
     n = names.LEADER_EPOCH_CHECKPOINT
     if epochs.entries == before and (n in view or not epochs.entries):
         return
+    start = "" if log_start_offset is None else " and the log start offset %d" % log_start_offset
     plan.add(EPOCHS, n, "leader epochs %s (LeaderEpochFileCache: assigned from the recovered "
-             "batches, truncated at the log end offset %s)"
-             % (", ".join("%d@%d" % e for e in epochs.entries) or "none", plan.log_end_offset),
-             data=epochs.checkpoint_bytes())
+             "batches, truncated at the log end offset %s%s)"
+             % (", ".join("%d@%d" % e for e in epochs.entries) or "none", plan.log_end_offset,
+                start), data=epochs.checkpoint_bytes())
 
 
 def _first_recovered(plan: PartitionPlan, logs: List[int]) -> int:

@@ -554,18 +554,23 @@ def _checkpointed_log_start(partition: Partition) -> List[int]:
 
 
 def update_log_start_checkpoint(directory: str, first_base: int, log_start: int = 0) -> bool:
-    """Rewrite the log directory's log-start-offset-checkpoint, when it exists, for this
-    partition whose first segment now starts at ``first_base`` and whose log start offset is
-    ``log_start`` (the policy's, as a DeleteRecords sets it, when above that base): the log
-    start offset only ever grows (an entry above the base, from a DeleteRecords, stays), and
-    the entry is left out when the log start is the first segment's base, as the broker writes
-    it (LogManager.checkpointLogStartOffsetsInDir)."""
+    """Rewrite the log directory's log-start-offset-checkpoint for this partition whose first
+    segment now starts at ``first_base`` and whose log start offset is ``log_start`` (the
+    policy's, as a DeleteRecords sets it, when above that base): the log start offset only
+    ever grows (an entry above the base, from a DeleteRecords, stays), and the entry is left
+    out when the log start is the first segment's base, as the broker writes it
+    (LogManager.checkpointLogStartOffsetsInDir). A log directory without the file gets one
+    when the entry is needed (the broker writes it for every log directory): without it the
+    next load would start the log at the first segment's base."""
     partition = Partition(directory)
     path = os.path.join(partition.log_dir, names.LOG_START_OFFSET_CHECKPOINT)
     topic, number = partition.topic, partition.number
-    if topic is None or number is None or not os.path.isfile(path):
+    if topic is None or number is None:
         return False
-    entries = checkpoints.read_offset_checkpoint(path)
+    exists = os.path.isfile(path)
+    if not exists and (os.path.lexists(path) or max(first_base, log_start) <= first_base):
+        return False
+    entries = checkpoints.read_offset_checkpoint(path) if exists else []
     start = max([first_base, log_start] + _checkpointed_log_start(partition))
     entries = [e for e in entries if (e[0], e[1]) != (topic, number)]
     if start > first_base:
