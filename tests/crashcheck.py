@@ -262,10 +262,62 @@ def kafkalog_killed_after_step(step, delay, args, stdin_path=None):
     return killed, out
 
 
+def quarantine_runs(partition):
+    q = os.path.join(partition, QUARANTINE)
+    return sorted(os.listdir(q)) if os.path.isdir(q) else []
+
+
+def quarantine_problems(partition, runs_before, before):
+    """What is wrong with the quarantine after a recover that followed a kill: a file in a run
+    folder that its manifest does not list, or a run of that recover that `quarantine restore`
+    (newest first, on a copy) does not turn back into ``before`` (the partition's files as the
+    kill left them)."""
+    problems = []
+    for run in quarantine_runs(partition):
+        folder = os.path.join(partition, QUARANTINE, run)
+        manifest = os.path.join(folder, "manifest.json")
+        with open(manifest) as f:
+            listed = {e["saved_as"] for e in json.load(f)["entries"] if e.get("saved_as")}
+        for root, _, names in os.walk(folder):
+            for n in names:
+                rel = os.path.relpath(os.path.join(root, n), folder)
+                if rel not in listed and rel != "manifest.json" \
+                        and not rel.endswith(".kafkalog-tmp") and rel != "restored.json":
+                    problems.append("quarantine %s/%s listed by no manifest" % (run, rel))
+    new = [r for r in quarantine_runs(partition) if r not in runs_before]
+    if not new:
+        return problems
+    log_dir = os.path.dirname(partition)
+    copy = log_dir + "-restored"
+    shutil.copytree(log_dir, copy, symlinks=True)
+    try:
+        part = os.path.join(copy, os.path.basename(partition))
+        for run in reversed(new):
+            res = ac.kafkalog_in("quarantine", "restore", part, run)
+            if res.code != 0:
+                problems.append("quarantine restore %s: exit %d: %s" % (run, res.code, res.err))
+                return problems
+        # what the killed command left at one of kafkalog's temporary names is not data (a
+        # copy of what it was writing, the real file intact): recover removes it (README)
+        after = _files(part)
+        before = {n: v for n, v in before.items() if not n.endswith(".kafkalog-tmp")}
+        if after != before:
+            problems.append("quarantine restore of %s did not give back the partition as the "
+                            "kill left it: %s" % (", ".join(new), ", ".join(sorted(
+                                n for n in set(after) | set(before)
+                                if after.get(n) != before.get(n)))))
+    finally:
+        shutil.rmtree(copy)
+    return problems
+
+
 def recover(partition):
     res = ac.kafkalog_in("recover", partition)
     assert res.code in (0, 1), res
     return res
+
+
+QUARANTINE = "kafkalog-quarantine"
 
 
 class Campaign:
@@ -307,7 +359,11 @@ class Campaign:
         part = self.partition(log_dir)
         if log_dir_state(log_dir) != self.seed_state:
             self.stats["changed_by_kill"] += 1
+        killed_state = _files(part)
+        runs_before = set(quarantine_runs(part))
         recover(part)
+        self.failures += ["%s: %s" % (label, p) for p in
+                          quarantine_problems(part, runs_before, killed_state)]
         if self.check_killed is not None:
             self.check_killed(part, out)
         self.resume(part, out)

@@ -18,6 +18,7 @@ result (kafkagen/indexgen).
 Runs in the default ``pytest`` run (no marker deselects it); about 45 s on an idle machine.
 """
 
+import json
 import os
 import random
 import re
@@ -111,20 +112,35 @@ class Big:
 
 
 def quarantine_union(directory):
-    """[(folder, name, bytes)] of every file in every quarantine folder."""
+    """[(folder, name, bytes)] of every file the manifests of the quarantine's run folders list
+    (by the name it was set aside under); asserts that every file in a run folder is listed
+    (the manifest entry is written before the file is moved there) and that ``quarantine
+    list`` reads every run."""
     out = []
     q = os.path.join(directory, QUARANTINE)
-    if os.path.isdir(q):
-        for sub in sorted(os.listdir(q)):
-            # a second file of the same name in one run is kept in a numbered subfolder
-            for root, _, names in os.walk(os.path.join(q, sub)):
-                for n in sorted(names):
-                    with open(os.path.join(root, n), "rb") as f:
-                        out.append((sub, n, f.read()))
+    if not os.path.isdir(q):
+        return out
+    for sub in sorted(os.listdir(q)):
+        run = os.path.join(q, sub)
+        manifest = os.path.join(run, "manifest.json")
+        entries = json.load(open(manifest))["entries"] if os.path.exists(manifest) else []
+        listed = {e["saved_as"] for e in entries if e.get("saved_as")}
+        for root, _, names in os.walk(run):
+            for n in sorted(names):
+                rel = os.path.relpath(os.path.join(root, n), run)
+                if rel == "manifest.json" or rel.endswith(".kafkalog-tmp"):
+                    continue
+                assert rel in listed, "%s/%s: in the quarantine, listed by no manifest" % (
+                    sub, rel)
+                with open(os.path.join(root, n), "rb") as f:
+                    out.append((sub, n, f.read()))
+    listing = kafkalog("quarantine", "list", directory)
+    assert listing.code == 0, listing
     return out
 
 
 def check_nothing_lost(big, directory):
+    """Every byte recover set aside or cut is in a file the quarantine's manifests list."""
     found = quarantine_union(directory)
     have = {}
     for _, n, data in found:

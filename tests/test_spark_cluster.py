@@ -235,7 +235,7 @@ def test_an_output_that_exists_or_cannot_be_written_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("master,words", [
-    ("spark://127.0.0.1:%d" % sparkcluster.free_port(), "cannot reach the Spark master"),
+    ("spark://127.0.0.1:{free port}", "cannot reach the Spark master"),
     ("bogus", "not a Spark master URL"),
     ("spark://nohostport", "expected spark://HOST:PORT"),
 ])
@@ -243,6 +243,8 @@ def test_a_master_that_cannot_be_used_is_one_line_fast(master, words):
     """Checked before a JVM starts: one line, exit 2, in seconds (it took 88 s and printed
     three Java stack traces and a Python traceback)."""
     import time
+    # the port chosen when the test runs (the same test ids in every pytest-xdist worker)
+    master = master.replace("{free port}", str(sparkcluster.free_port()))
     t = time.monotonic()
     p = kafkalog_proc("scan", FIXTURES, "--master", master, timeout=120)
     assert time.monotonic() - t < 20
