@@ -24,6 +24,7 @@ from ..log.produce import (DEFAULT_MAX_MESSAGE_BYTES, AppendResult, AppendSettin
                            append_records)
 from . import jsonvocab
 from .errors import error_text, exit_code, fail
+from .numbers import java_int, java_long, java_short
 
 
 def _print(fmt, obj, text):
@@ -73,9 +74,9 @@ def _stopped_text(result: AppendResult):
               "(a record, with producerId/producerEpoch/sequence/transactional if any, or a "
               "{\"control\": \"commit\"|\"abort\", \"producerId\": ..} marker).")
 @click.option("--key", default=None, help="lines: the key of every record (default: null).")
-@click.option("--batch-records", type=click.IntRange(1), default=1000000,
+@click.option("--batch-records", type=java_int(1), default=1000000,
               help="Records per batch at most.")
-@click.option("--batch-bytes", type=click.IntRange(1), default=16384, show_default=True,
+@click.option("--batch-bytes", type=java_int(1), default=16384, show_default=True,
               help="Bytes of records per batch, about (a producer's batch.size).")
 @click.option("--codec", type=click.Choice(codecs.CODEC_NAMES), default="none", show_default=True,
               help="Compression of each batch (compression.type).")
@@ -85,24 +86,24 @@ def _stopped_text(result: AppendResult):
               default="CreateTime", show_default=True,
               help="CreateTime: the line's timestamp (default: now); LogAppendTime: now, for "
               "every record (message.timestamp.type).")
-@click.option("--segment-bytes", type=click.IntRange(1), default=DEFAULT_SEGMENT_BYTES,
+@click.option("--segment-bytes", type=java_int(1), default=DEFAULT_SEGMENT_BYTES,
               show_default=True, help="Roll when the active segment would grow past this "
               "(segment.bytes).")
-@click.option("--segment-ms", type=click.IntRange(0), default=None, help="Roll when the active "
+@click.option("--segment-ms", type=java_long(0), default=None, help="Roll when the active "
               "segment's records span more than this (record time, as the broker measures it).")
-@click.option("--segment-index-bytes", type=click.IntRange(12), default=DEFAULT_SEGMENT_INDEX_BYTES,
+@click.option("--segment-index-bytes", type=java_int(12), default=DEFAULT_SEGMENT_INDEX_BYTES,
               show_default=True, help="Largest index file; roll when one is full "
               "(segment.index.bytes).")
-@click.option("--index-interval-bytes", type=click.IntRange(0), default=DEFAULT_INDEX_INTERVAL,
+@click.option("--index-interval-bytes", type=java_int(0), default=DEFAULT_INDEX_INTERVAL,
               show_default=True, help="Bytes of batches between two index entries "
               "(index.interval.bytes).")
-@click.option("--flush-messages", type=click.IntRange(1), default=None,
+@click.option("--flush-messages", type=java_long(1), default=None,
               help="fsync (and report) every N messages; by default once, at the end.")
-@click.option("--producer-id", type=int, default=-1,
+@click.option("--producer-id", type=java_long(-1), default=-1,
               help="lines: write as this idempotent producer (default: none, -1).")
-@click.option("--producer-epoch", type=int, default=-1,
+@click.option("--producer-epoch", type=java_short(-1), default=-1,
               help="lines: the producer's epoch (with --producer-id).")
-@click.option("--base-sequence", type=int, default=-1,
+@click.option("--base-sequence", type=java_int(-1), default=-1,
               help="lines: the first batch's first sequence (default: the producer's next).")
 @click.option("--transactional", is_flag=True,
               help="lines: the batches are part of the producer's open transaction.")
@@ -115,7 +116,7 @@ def _stopped_text(result: AppendResult):
               help="The partition leader epoch of the batches (default: the higher of the "
               "latest epoch of leader-epoch-checkpoint and the epoch of the log's last batch, "
               "else 0; one below either is refused); a newer one is added to the checkpoint.")
-@click.option("--max-message-bytes", type=click.IntRange(62), default=DEFAULT_MAX_MESSAGE_BYTES,
+@click.option("--max-message-bytes", type=java_int(62), default=DEFAULT_MAX_MESSAGE_BYTES,
               show_default=True, help="The largest record batch the broker accepts "
               "(max.message.bytes): a record that cannot fit in one stops the run at its line.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
@@ -160,9 +161,9 @@ def append(directory, input_format, key, batch_records, batch_bytes, codec, magi
 
 @click.command(short_help="Seal the active segment; start a new one at the next offset.")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
-@click.option("--if-bytes", type=click.IntRange(0), default=None,
+@click.option("--if-bytes", type=java_long(0), default=None,
               help="Roll only when the active segment holds at least this many bytes.")
-@click.option("--if-older", type=click.IntRange(0), default=None, metavar="MS",
+@click.option("--if-older", type=java_long(0), default=None, metavar="MS",
               help="Roll only when the active segment's first batch is older than this.")
 def roll(directory, if_bytes, if_older):
     """Seal the active segment of partition DIRECTORY and start an empty one at the next offset.

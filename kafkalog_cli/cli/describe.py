@@ -15,6 +15,7 @@ from ..log.describe import describe as describe_path
 from ..log.files import printable_name
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text, fail
+from .numbers import java_int
 
 
 def _human(n):
@@ -240,7 +241,7 @@ def _tables(d):
 @click.option("--crc", "check_crc", is_flag=True,
               help="Also check every batch's CRC: reads every byte (slower); by default only "
                    "batch headers are read.")
-@click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
+@click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when opening legacy wrappers.")
 def describe(path, fmt, check_crc, max_message_size):
     """Describe a log directory, a partition directory or a segment's .log at a glance.

@@ -21,6 +21,7 @@ from .dump_aux import IndexOptions, dump_aux
 from .errors import fail
 from .render import COORDINATOR_JSON, WRITERS, DumpOptions, kafka_version
 from .._lazy import lazy_module
+from .numbers import java_int, java_long
 
 verify = lazy_module("kafkalog_cli.log.verify")  # its notes, read when a file vanishes
 
@@ -155,9 +156,9 @@ def _targets(paths, files):
 @click.option("--deep-iteration", is_flag=True, help="Print a line per record under each batch.")
 @click.option("--skip-record-metadata", is_flag=True,
               help="Leave the metadata out of record lines.")
-@click.option("--max-bytes", type=click.IntRange(0), default=KAFKA_MAX_BYTES, show_default=True,
+@click.option("--max-bytes", type=java_int(0), default=KAFKA_MAX_BYTES, show_default=True,
               help="Read only this many bytes of each log file.")
-@click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
+@click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True,
               help="Largest record accepted; a batch may inflate to 16 times this.")
 @click.option("--key-decoder", type=click.Choice(decoders.DECODER_NAMES), default=None,
@@ -192,7 +193,7 @@ def _targets(paths, files):
               "LongDecoder, DefaultDecoder (as --key-decoder string, int, long, hex).")
 @click.option("--value-decoder-class", default=None, metavar="CLASS",
               help="As --key-decoder-class, for payloads.")
-@click.option("--base-offset", type=click.IntRange(0), default=None,
+@click.option("--base-offset", type=java_long(0), default=None,
               help="Base offset of a segment whose file name is not its offset.")
 @click.option("--timestamps", type=click.Choice(["ms", "iso"]), default="ms", show_default=True,
               help="iso adds a readable UTC time beside each epoch value (text formats).")
@@ -208,9 +209,9 @@ def _targets(paths, files):
               help="Index files: check the entries against the log, print no entry lines.")
 @click.option("--index-sanity-check", is_flag=True,
               help="Index files: run only the broker's start-up sanity check.")
-@click.option("--from-offset", type=click.IntRange(0), default=None,
+@click.option("--from-offset", type=java_long(0), default=None,
               help="Only records at this offset or later (found through the offset index).")
-@click.option("--to-offset", type=click.IntRange(0), default=None,
+@click.option("--to-offset", type=java_long(0), default=None,
               help="Only records at this offset or earlier.")
 @click.option("--from-timestamp", default=None, metavar="TIME", callback=_timestamp_option,
               help="Start at the first record whose timestamp is at least TIME (through the time "

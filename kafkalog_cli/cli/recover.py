@@ -20,6 +20,7 @@ from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text
 from .render import human_bytes, new_offsets_text, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir
+from .numbers import java_int
 
 EXIT_OK, EXIT_REPAIRED, EXIT_ERROR = 0, 1, 2
 
@@ -451,10 +452,10 @@ def _segment_text(r, dry_run):
                    "marker say.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: JSON Lines on stdout, for cron.")
-@click.option("--index-interval-bytes", type=click.IntRange(0), default=DEFAULT_INDEX_INTERVAL,
+@click.option("--index-interval-bytes", type=java_int(0), default=DEFAULT_INDEX_INTERVAL,
               show_default=True,
               help="Bytes of log between two index entries (index.interval.bytes).")
-@click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
+@click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when validating batches.")
 def recover(paths, dry_run, full, fmt, index_interval_bytes, max_message_size):
     """Recover partitions as a broker loading its log directory would, losing nothing.

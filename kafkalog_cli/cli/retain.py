@@ -18,6 +18,7 @@ from ..log.retain import DELETED, Policy, retain_partition
 from .errors import error_text, fail
 from .render import human_bytes, new_offsets_text, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir
+from .numbers import java_long
 
 # 1: a dry run that would delete something (as `recover --dry-run` exits 1 when it would repair)
 EXIT_OK, EXIT_WOULD_CHANGE, EXIT_ERROR = 0, 1, 2
@@ -205,20 +206,20 @@ def _tables(plans, dry_run):
 
 @click.command(short_help="Delete expired segments, as a broker's retention does.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
-@click.option("--retention-ms", type=int, default=None,
+@click.option("--retention-ms", type=java_long(None), default=None,
               help="Delete segments whose largest timestamp is older than now minus this.")
-@click.option("--retention-bytes", type=int, default=None,
+@click.option("--retention-bytes", type=java_long(None), default=None,
               help="Per partition: delete the oldest segments while it stays above this size.")
-@click.option("--log-start-offset", type=click.IntRange(0), default=None,
+@click.option("--log-start-offset", type=java_long(0), default=None,
               help="The log start offset, as DeleteRecords sets it: segments wholly below it "
                    "are deleted, and it is recorded in log-start-offset-checkpoint.")
-@click.option("--now", type=int, default=None, metavar="MS",
+@click.option("--now", type=java_long(None), default=None, metavar="MS",
               help="Evaluate at this time (epoch ms).")
-@click.option("--high-watermark", type=click.IntRange(0), default=None,
+@click.option("--high-watermark", type=java_long(0), default=None,
               help="Used when replication-offset-checkpoint has no entry for the partition.")
 @click.option("--roll-active", is_flag=True,
               help="When every segment is to go, roll first so that the active one can go too.")
-@click.option("--file-delete-delay-ms", type=click.IntRange(0), default=60000, show_default=True,
+@click.option("--file-delete-delay-ms", type=java_long(0), default=60000, show_default=True,
               help="Remove .deleted files this long after their deletion (0: at once).")
 @click.option("--dry-run", is_flag=True,
               help="Print the plan; change nothing. Exit 1 when something would be deleted.")

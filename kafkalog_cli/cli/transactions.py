@@ -18,6 +18,7 @@ from ..log.transactions import (ABORT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN
 from ..log.verify import TargetError
 from . import jsonvocab
 from .errors import error_text, fail
+from .numbers import java_int, java_long
 
 EXIT_OK, EXIT_HANGING, EXIT_USAGE = 0, 1, 2
 
@@ -156,17 +157,17 @@ class _Output:
 @click.command(short_help="List the transactions of partitions; find hanging ones.")
 # readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
 @click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
-@click.option("--now", type=int, default=None, metavar="MS",
+@click.option("--now", type=java_long(None), default=None, metavar="MS",
               help="Measure the ages of open transactions from this time (epoch ms) "
                    "[default: the newest timestamp in the partition].")
-@click.option("--hanging-after-ms", type=click.IntRange(0), default=DEFAULT_HANGING_AFTER_MS,
+@click.option("--hanging-after-ms", type=java_long(0), default=DEFAULT_HANGING_AFTER_MS,
               show_default=True,
               help="An open transaction older than this is hanging (exit 1); the default is "
                    "Kafka's transaction.max.timeout.ms.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True,
               help="json: JSON Lines on stdout (a line per transaction, one per partition).")
-@click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
+@click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when reading batches.")
 def transactions(paths, now, hanging_after_ms, fmt, max_message_size):
     """List the transactions of partitions and find the hanging ones.

@@ -12,6 +12,7 @@ from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.verify import TargetError, UnknownFile, verify_target
 from . import jsonvocab
 from .errors import error_text
+from .numbers import java_int
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -59,7 +60,7 @@ def _summary_table(reports):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True,
               help="json: JSON Lines on stdout (problems, notes, a line per file).")
-@click.option("--max-message-size", type=click.IntRange(1), default=DEFAULT_MAX_MESSAGE_SIZE,
+@click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when reading batches.")
 def verify_index(paths, sanity_only, fmt, max_message_size):
     """Check .index, .timeindex and .txnindex files against their logs.
