@@ -40,16 +40,24 @@ def implementation(request, monkeypatch):
 
 # -- Apache Kafka itself (tests/kafkajvm.py, kafkabroker.py, kafkatraffic.py) -------------------
 
+# The longest test files, run first: with the suite spread over the cores (pytest-xdist, a
+# file per worker at a time), a long file started last would run alone at the end.
+LONGEST_FIRST = ("test_kafka_recover.py", "test_crash_state.py", "test_spark_cluster.py",
+                 "test_kafka_dump.py", "test_loglog_rules.py", "test_recover_crash.py")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Mark every test that needs a Spark session slow, and every test that uses a Kafka
-    fixture ``kafka`` (before ``-m`` deselects)."""
+    fixture ``kafka`` (before ``-m`` deselects); the longest files first."""
     for item in items:
         names = getattr(item, "fixturenames", ())
         if "spark" in names:
             item.add_marker(pytest.mark.slow)
         if any(n.startswith("kafka_") for n in names):
             item.add_marker(pytest.mark.kafka)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def _kafka_or_fail():

@@ -276,8 +276,10 @@ def quarantine_problems(partition, runs_before, before):
     for run in quarantine_runs(partition):
         folder = os.path.join(partition, QUARANTINE, run)
         manifest = os.path.join(folder, "manifest.json")
-        with open(manifest) as f:
-            listed = {e["saved_as"] for e in json.load(f)["entries"] if e.get("saved_as")}
+        listed = set()
+        if os.path.exists(manifest):  # a run killed before its first entry has none
+            with open(manifest) as f:
+                listed = {e["saved_as"] for e in json.load(f)["entries"] if e.get("saved_as")}
         for root, _, names in os.walk(folder):
             for n in names:
                 rel = os.path.relpath(os.path.join(root, n), folder)
