@@ -596,6 +596,9 @@ def plan_restore(run: Run) -> RestorePlan:
               and os.lstat(target).st_size >= e.end):
             # the run was stopped between its intent and the cut: the bytes never left
             plan.steps.append(RestoreStep(DONE, e.target, e))
+        elif e.what == "copied" and not has_saved and e.target in present:
+            # the run was stopped between its intent and the copy: the file was not rewritten
+            plan.steps.append(RestoreStep(DONE, e.target, e))
         elif not has_saved:
             raise _refuse(saved, "the bytes run %s saved are not in its folder: restore refused"
                           % printable_name(run.id))

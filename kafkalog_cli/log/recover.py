@@ -1251,9 +1251,10 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
             os.unlink(src)  # our own half-written temporary: the real file is intact
             fsync_dir(directory)
         elif a.kind == MOVE and a.in_place:
+            # the intent first, as for a move (see below)
             saved = q.reserve(a.name)
-            _link_aside(src, os.path.join(q.folder(), saved))
             q.record(manifest_entry("moved", a.name, saved, a.why))
+            _link_aside(src, os.path.join(q.folder(), saved))
             in_place.add(a.name)
         elif a.kind == MOVE:
             # The intent first: the manifest entry is flushed, then the file moved. A run
@@ -1305,9 +1306,11 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
                 in_place.discard(a.name)  # its old bytes are in quarantine (linked) already
             elif os.path.isfile(src):
                 # a checkpoint is replaced as the broker replaces it, its old bytes kept
+                # the intent first: a run killed before the copy leaves an entry whose saved
+                # file is not there while the checkpoint is not rewritten yet
                 saved = q.reserve(a.name)
-                write_new(os.path.join(q.folder(), saved), read_sized(src, MAX_INDEX_READ))
                 q.record(manifest_entry("copied", a.name, saved, a.why))
+                write_new(os.path.join(q.folder(), saved), read_sized(src, MAX_INDEX_READ))
             elif _new_name(q, a.name):
                 q.record(written_entry(a.name, a.data, a.why))
             write_atomically(src, a.data)
