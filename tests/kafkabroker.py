@@ -23,6 +23,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 import uuid
 import weakref
@@ -90,8 +91,12 @@ def free_port() -> int:
 
 
 def _cluster_id() -> str:
-    # Kafka's Uuid.toString: 16 bytes in URL-safe base64 without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random id as Kafka's Uuid.randomUuid makes one: 16 bytes in URL-safe base64 without
+    padding, drawn again while it starts with '-' (which a command line reads as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def copy_logdir(src, dst):
@@ -117,6 +122,23 @@ _BROKERS: "weakref.WeakSet[Broker]" = weakref.WeakSet()
 def _close_all():
     for broker in list(_BROKERS):
         broker.close()
+
+
+def _close_all_on_sigterm():
+    """SIGTERM to the test process (a run stopped by hand, a CI timeout) skips atexit: kill
+    this process's brokers first, then let SIGTERM do what it did before. Installed once, from
+    the main thread, over the default disposition only."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_sigterm(signum, frame):
+        _close_all()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 class Broker:
@@ -168,7 +190,7 @@ class Broker:
         self._write_config()
         proc = kafkajvm.run_class(
             "kafka.tools.StorageTool",
-            ["format", "-t", _cluster_id(), "-c", self.workdir / "server.properties",
+            ["format", f"--cluster-id={_cluster_id()}", "-c", self.workdir / "server.properties",
              "--standalone"], self.version, timeout=300,
             jvm_options=kafkajvm.TOOL_JVM_OPTIONS)
         if proc.returncode != 0:
@@ -191,6 +213,7 @@ class Broker:
         else:
             self._write_config()
         self.starts += 1
+        _close_all_on_sigterm()
         out = open(self.workdir / f"broker-{self.starts}.out", "wb")
         self.proc = subprocess.Popen(
             [kafkajvm.java(), *BROKER_JVM_OPTIONS,

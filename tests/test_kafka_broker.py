@@ -107,3 +107,59 @@ def test_a_failing_test_still_stops_its_broker(tmp_path, kafka_classpath):
     pgid = int((workdir / "pgid").read_text())
     assert not _group_alive(pgid)
     assert _processes_naming(str(workdir)) == []
+
+
+def test_sigterm_to_the_test_run_stops_its_brokers(tmp_path, kafka_classpath):
+    """A test run stopped by SIGTERM (by hand, or a CI timeout) skips atexit; the brokers it
+    started are stopped all the same."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    tests = Path(__file__).resolve().parent
+    workdir = tmp_path / "terminated-broker"
+    (tmp_path / "conftest.py").write_text(
+        "import importlib.util, sys\n"
+        f"sys.path.insert(0, {str(tests)!r})\n"
+        "spec = importlib.util.spec_from_file_location(\n"
+        f"    'kafkalog_tests_conftest', {str(tests / 'conftest.py')!r})\n"
+        "ours = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(ours)\n"
+        "kafka_broker, kafka_classpath = ours.kafka_broker, ours.kafka_classpath\n")
+    (tmp_path / "test_waits.py").write_text(
+        "import time\n"
+        "from pathlib import Path\n"
+        "def test_waits(kafka_broker):\n"
+        f"    b = kafka_broker(Path({str(workdir)!r}))\n"
+        "    b.start()\n"
+        "    Path(b.workdir, 'pgid').write_text(str(b.proc.pid))\n"
+        "    time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             str(tmp_path / "test_waits.py")], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(3000):
+            if (workdir / "pgid").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (workdir / "pgid").exists(), proc.communicate()[0].decode()[-3000:]
+        pgid = int((workdir / "pgid").read_text())
+        assert _group_alive(pgid)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGTERM
+    assert not _group_alive(pgid)
+    assert _processes_naming(str(workdir)) == []
+
+
+def test_cluster_ids_never_read_as_an_option():
+    """One random id in 64 starts with '-' in URL-safe base64; StorageTool's argument parser
+    then reads it as an option ("--cluster-id/-t: expected one argument"). Kafka's
+    Uuid.randomUuid draws again; so does the fixture."""
+    from kafkabroker import _cluster_id
+    ids = [_cluster_id() for _ in range(5000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
