@@ -399,8 +399,19 @@ class CliTarget:
                 if vcode == 1:
                     kinds = sorted({json.loads(line).get("kind", "?") for line in vout.splitlines()
                                     if '"problem"' in line})
+                    # what recover keeps as the broker keeps it, and verify-index rightly calls a
+                    # problem: epochs that go backwards in the batches themselves, and a leader
+                    # epoch checkpoint the broker loads as it is (recover left its bytes alone)
+                    kept = set()
+                    if self.F.epochs_go_backwards(d):
+                        kept.add("leader_epoch_backwards")
+                    name = b"leader-epoch-checkpoint"
+                    if name in before and self.F.partition_contents(d).get(name) == before[name]:
+                        kept.add("leader_epoch_mismatch")
+                    kinds = [k for k in kinds if k not in kept] if kinds else ["problems"]
+                if vcode == 1 and kinds:
                     raise Crash("verify-index finds %s in what recover rebuilt: %s"
-                                % ("+".join(kinds) or "problems", vout[-300:]))
+                                % ("+".join(kinds), vout[-300:]))
         finally:
             shutil.rmtree(root, ignore_errors=True)
 

@@ -1221,6 +1221,24 @@ def independent_verdict(data, start, base):
     return None
 
 
+def epochs_go_backwards(part):
+    """Whether a v2 batch of the partition's segments (base offset order) carries a leader
+    epoch below one an earlier batch carries: data the broker's recovery keeps
+    (LogSegment.recover assigns only a larger epoch to the cache) and that verify-index rightly
+    calls leader_epoch_backwards. Read from the batch headers, not by kafkalog."""
+    highest = -1
+    for name in kafka_segments(part):
+        data = open(name, "rb").read()
+        for pos in entry_starts(data):
+            if data[pos + 16] != 2:
+                continue
+            (epoch,) = struct.unpack_from(">i", data, pos + 12)
+            if 0 <= epoch < highest:
+                return True
+            highest = max(highest, epoch)
+    return False
+
+
 def manifest_entries(part):
     """Every entry of the quarantine manifests of ``part``, run folder by run folder."""
     qroot = os.path.join(part, "kafkalog-quarantine")
