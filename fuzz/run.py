@@ -306,15 +306,19 @@ class CliTarget:
                 out.append(values.get(a, a))
         return out if named else out + [d]
 
+    def _chosen(self, data, commands):
+        """What an input's first 8 bytes choose: the partition, the file of it the input
+        replaces, the command (one of ``commands``) and the command's numeric parameter."""
+        part = self.names[data[0] % len(self.names)]
+        names = sorted(self.parts[part])
+        return (part, names[data[1] % len(names)], commands[data[2] % len(commands)],
+                int.from_bytes(data[4:8], "big"))
+
     def describe(self, data):
         """What an input stands for, in words (for --replay)."""
         if len(data) < 8:
             return "too short: no input"
-        part = self.names[data[0] % len(self.names)]
-        names = sorted(self.parts[part])
-        target = names[data[1] % len(names)]
-        cmd = CLI_COMMANDS[data[2] % len(CLI_COMMANDS)]
-        p = int.from_bytes(data[4:8], "big")
+        part, target, cmd, p = self._chosen(data, CLI_COMMANDS)
         orig, new = self.parts[part][target], data[8:]
         changed = sum(1 for a, b in zip(orig, new) if a != b) + abs(len(orig) - len(new))
         tree = ""
@@ -329,11 +333,8 @@ class CliTarget:
     def run(self, data):
         if len(data) < 8:
             return
-        part = self.names[data[0] % len(self.names)]
+        part, target, cmd, p = self._chosen(data, CLI_COMMANDS)
         files = self.parts[part]
-        names = sorted(files)
-        target = names[data[1] % len(names)]
-        cmd = CLI_COMMANDS[data[2] % len(CLI_COMMANDS)]
         root = tempfile.mkdtemp(dir=self.work)
         self._outside = os.path.join(root, self.F.OUTSIDE)
         try:
@@ -346,7 +347,6 @@ class CliTarget:
                 ops = self.F.TREE_OPS[1:]  # the directory changes (not "file")
                 op = ops[data[3] % len(ops)]
                 self.F.mutate_tree(d, [(op, data[1] + 1, data[2], data[3], [])])
-            p = int.from_bytes(data[4:8], "big")
             if cmd[0] == "c-vs-python":
                 self._compare_builds(self._expand(cmd[1:], d, p))
                 return
@@ -631,26 +631,18 @@ class WritersTarget(CliTarget):
     def describe(self, data):
         if len(data) < 8:
             return "too short: no input"
-        part = self.names[data[0] % len(self.names)]
-        names = sorted(self.parts[part])
-        target = names[data[1] % len(names)]
-        kind = WRITER_COMMANDS[data[2] % len(WRITER_COMMANDS)]
+        part, target, kind, p = self._chosen(data, WRITER_COMMANDS)
         damage = self.DAMAGE[(data[3] >> 1) % len(self.DAMAGE)]
         return ("partition %s (recovered), %s%s, damage %s, command %s, parameter %d"
                 % (part, target, " replaced (%d bytes)" % (len(data) - 8) if data[3] & 1
-                   else " kept", "" if damage == "none" else damage, kind,
-                   int.from_bytes(data[4:8], "big")))
+                   else " kept", "" if damage == "none" else damage, kind, p))
 
     def run(self, data):
         if len(data) < 8:
             return
-        part_name = self.names[data[0] % len(self.names)]
+        part_name, target, kind, p = self._chosen(data, WRITER_COMMANDS)
         files = self.parts[part_name]
-        names = sorted(files)
-        target = names[data[1] % len(names)]
-        kind = WRITER_COMMANDS[data[2] % len(WRITER_COMMANDS)]
         damage = self.DAMAGE[(data[3] >> 1) % len(self.DAMAGE)]
-        p = int.from_bytes(data[4:8], "big")
         body = data[8:]
         root = tempfile.mkdtemp(dir=self.work)
         self._root = root

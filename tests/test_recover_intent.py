@@ -149,7 +149,11 @@ def _kill_step_moving(src, name):
     return None
 
 
-def test_restore_after_a_killed_run_and_its_rerun(tmp_path, damaged):
+@pytest.fixture
+def killed_and_rerun(tmp_path, damaged):
+    """A copy of the damaged log directory whose metrics-0 went through a `recover --full`
+    SIGKILLed after it had moved segment 300 aside, then a second `recover --full` that
+    finished: (the damaged log directory, that partition), two runs in its quarantine."""
     src, _ = damaged
     k = _kill_step_moving(src, "00000000000000000300.log")
     assert k is not None
@@ -158,23 +162,21 @@ def test_restore_after_a_killed_run_and_its_rerun(tmp_path, damaged):
     part = logs / "metrics-0"
     assert killed_at(k, "recover", "--full", part)[0]
     assert kafkalog("recover", "--full", part).returncode in (0, 1)
+    return src, part
+
+
+def test_restore_after_a_killed_run_and_its_rerun(killed_and_rerun):
+    src, part = killed_and_rerun
     for run in sorted((part / "kafkalog-quarantine").iterdir(), reverse=True):
         restored = kafkalog("quarantine", "restore", part, run.name)
         assert restored.returncode == 0, (run.name, restored.stderr.decode())
     assert logs_of(part) == logs_of(src / "metrics-0")
 
 
-def test_restore_still_refuses_data_written_after_a_later_restore(tmp_path, damaged):
+def test_restore_still_refuses_data_written_after_a_later_restore(killed_and_rerun):
     """The same runs, but a segment the rerun's restore gave back is written again after that
     restore: restoring the killed run is refused (the data is newer than both)."""
-    src, _ = damaged
-    k = _kill_step_moving(src, "00000000000000000300.log")
-    assert k is not None
-    logs = tmp_path / "killed"
-    shutil.copytree(src, logs)
-    part = logs / "metrics-0"
-    assert killed_at(k, "recover", "--full", part)[0]
-    assert kafkalog("recover", "--full", part).returncode in (0, 1)
+    _, part = killed_and_rerun
     killed_run, rerun = sorted(p.name for p in (part / "kafkalog-quarantine").iterdir())
     assert kafkalog("quarantine", "restore", part, rerun).returncode == 0
     time.sleep(0.05)

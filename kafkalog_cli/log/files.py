@@ -115,6 +115,27 @@ def create_replacing_stale(path: StrPath, mode: int = 0o644) -> int:
     return create_exclusive(path, mode)
 
 
+@contextlib.contextmanager
+def writing_temporary(path: StrPath) -> Iterator[BinaryIO]:
+    """Our own temporary file ``path`` made anew (``create_replacing_stale``) and open to
+    write, flushed and synced to disk (fsync) when the block ends; when the block or the flush
+    fails (a full disk), the file is removed: nothing of ours is left behind. The caller
+    renames it into place, as Kafka's CheckpointFile does with its ``.tmp`` file
+    (Utils.atomicMoveWithFallback)."""
+    fd = create_replacing_stale(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        raise
+
+
 def open_in_place(path: StrPath, flags: int) -> int:
     """Open the existing file ``path`` to change it in place (append, truncate, rewrite),
     refusing a symlink (SymlinkRefusedError): O_NOFOLLOW, no O_CREAT."""

@@ -11,7 +11,7 @@ import os
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 
-from .files import create_replacing_stale
+from .files import writing_temporary
 from .index import OffsetIndex, TimeIndex
 from .txnindex import ENTRY as TXN_ENTRY
 
@@ -119,18 +119,8 @@ def _write_tmp(path: str, data: bytes) -> str:
     # name) is removed and a new file created (O_EXCL|O_NOFOLLOW), never followed.
     # A write that fails (a full disk) leaves nothing of ours behind.
     tmp = path + TMP_SUFFIX
-    fd = create_replacing_stale(tmp)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with writing_temporary(tmp) as f:
+        f.write(data)
     return tmp
 
 

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import KafkalogError, UsageError
 from . import names
-from .files import create_replacing_stale, open_in_place, printable_name, read_sized
+from .files import open_in_place, printable_name, read_sized, writing_temporary
 from .indexbuild import TMP_SUFFIX, fsync_dir, rename_noreplace, write_atomically, write_new
 
 MANIFEST = "manifest.json"
@@ -158,25 +158,15 @@ def copy_range(src: str, start: int, end: int, dst: str) -> None:
     """Save bytes [start, end) of ``src`` to the new file ``dst`` in chunks, flushed and
     renamed into place (never over an existing file)."""
     tmp = dst + TMP_SUFFIX
-    try:
-        with open(src, "rb") as f, os.fdopen(create_replacing_stale(tmp), "wb") as out:
-            f.seek(start)
-            left = end - start
-            while left > 0:
-                chunk = f.read(min(left, 8 << 20))
-                if not chunk:
-                    break
-                out.write(chunk)
-                left -= len(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:
-        # a write that fails (a full disk) leaves nothing of ours behind
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with open(src, "rb") as f, writing_temporary(tmp) as out:
+        f.seek(start)
+        left = end - start
+        while left > 0:
+            chunk = f.read(min(left, 8 << 20))
+            if not chunk:
+                break
+            out.write(chunk)
+            left -= len(chunk)
     rename_noreplace(tmp, dst)
     fsync_dir(os.path.dirname(dst))
 
