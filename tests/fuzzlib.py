@@ -184,6 +184,44 @@ def _legacy_value_at(entry):
     return vpos, bytes(entry[vpos + 4:vpos + 4 + vlen])
 
 
+def legacy_lengths_problem(entry, depth=0):
+    """Why the legacy message ``entry`` (offset, size, then the message), or one inside its
+    compressed value, has a key or value length that runs past the message's end, or None.
+    Java's LegacyRecord slices a key or value by its length field and fails on one that does
+    not fit (kafka-python slices short silently). Inner messages are walked as Kafka's
+    DataLogInputStream walks them: a truncated last one ends the set."""
+    magic = entry[16]
+    kpos = 18 + (8 if magic == 1 else 0)
+    end = len(entry)
+    if end < kpos + 8:
+        return "message of %d bytes has no room for its key and value lengths" % end
+    (klen,) = struct.unpack_from(">i", entry, kpos)
+    vpos = kpos + 4 + max(klen, 0)
+    if vpos + 4 > end:
+        return "key of %d bytes runs past its message" % klen
+    (vlen,) = struct.unpack_from(">i", entry, vpos)
+    if vpos + 4 + max(vlen, 0) > end:
+        return "value of %d bytes runs past its message" % vlen
+    codec = entry[17] & 0x07
+    if not codec or vlen < 0 or depth > 0:
+        return None
+    inner = decompress(codec, bytes(entry[vpos + 4:vpos + 4 + vlen]))
+    if inner is None:
+        return None  # kafka-python's verdict on the payload stands
+    pos = 0
+    while pos + 12 <= len(inner):
+        (size,) = struct.unpack_from(">i", inner, pos + 8)
+        if size < 14:
+            return "inner message size %d below the smallest message" % size
+        if pos + 12 + size > len(inner):
+            break
+        problem = legacy_lengths_problem(inner[pos:pos + 12 + size], depth + 1)
+        if problem is not None:
+            return "inner message at %d: %s" % (pos, problem)
+        pos += 12 + size
+    return None
+
+
 def _rebuild_legacy(entry, vpos, value):
     out = bytearray(entry[:vpos]) + struct.pack(">i", len(value)) + value
     struct.pack_into(">i", out, 8, len(out) - 12)
@@ -1210,6 +1248,9 @@ def independent_verdict(data, start, base):
         last = b.base_offset
         if not records:
             return "no records"
+        problem = legacy_lengths_problem(rest[:12 + size])
+        if problem is not None:
+            return problem
         if b.compression_type and any(r.offset > last for r in records):
             return "inner offset above the wrapper's"
     if prev_last is not None and last <= prev_last:
@@ -1237,6 +1278,68 @@ def epochs_go_backwards(part):
                 return True
             highest = max(highest, epoch)
     return False
+
+
+def broker_epochs_after_load(part):
+    """The leader-epoch-checkpoint text the broker's load of the partition as it is now would
+    leave, or None when a file it needs cannot be read. Kafka's rules, written here from its
+    source (not kafkalog's code): the cache loaded from the checkpoint; without a clean
+    shutdown, the segments from the one holding the recovery point on recovered, each v2
+    batch's epoch assigned when it is above the latest (LogSegment.recover;
+    LeaderEpochFileCache.assign drops the entries at or above the new epoch or start offset);
+    then truncateFromEnd(log end offset) and truncateFromStart(log start offset)
+    (LogLoader.load). The segments are taken as valid (what a first recover left)."""
+    def offsets_file(path, topic, number):
+        try:
+            lines = open(path, "rb").read().decode().splitlines()
+        except OSError:
+            return 0
+        for line in lines[2:]:
+            t, n, o = line.rsplit(" ", 2)
+            if (t, int(n)) == (topic, number):
+                return int(o)
+        return 0
+    logdir = os.path.dirname(os.path.abspath(part))
+    topic, _, number = os.path.basename(part).rpartition("-")
+    try:
+        lines = open(os.path.join(part, "leader-epoch-checkpoint"), "rb").read().decode()
+        lines = lines.splitlines()
+        entries = [tuple(int(x) for x in line.split()) for line in lines[2:]]
+        if lines[0] != "0" or int(lines[1]) != len(entries):
+            return None
+        recovery_point = offsets_file(os.path.join(logdir, "recovery-point-offset-checkpoint"),
+                                      topic, int(number))
+        log_start = offsets_file(os.path.join(logdir, "log-start-offset-checkpoint"),
+                                 topic, int(number))
+    except (OSError, ValueError, IndexError):
+        return None
+    epochs = [list(e) for e in entries]  # [epoch, start offset], increasing
+    segments = [(int(os.path.basename(n)[:20]), n) for n in kafka_segments(part)]
+    if not segments:
+        return None
+    log_start = max(log_start, segments[0][0])
+    first = max([b for b, _ in segments if b <= recovery_point] or [segments[0][0]])
+    clean = os.path.exists(os.path.join(logdir, ".kafka_cleanshutdown"))
+    log_end = segments[-1][0]
+    for base, name in segments:
+        data = open(name, "rb").read()
+        for pos in entry_starts(data):
+            if pos + 12 + struct.unpack_from(">i", data, pos + 8)[0] > len(data):
+                break
+            (offset,) = struct.unpack_from(">q", data, pos)
+            magic = data[pos + 16]
+            last = offset + struct.unpack_from(">i", data, pos + 23)[0] if magic == 2 else offset
+            log_end = max(log_end, last + 1)
+            if magic != 2 or clean or base < first:
+                continue
+            (epoch,) = struct.unpack_from(">i", data, pos + 12)
+            if epoch >= 0 and (not epochs or epoch > epochs[-1][0]):
+                epochs = [e for e in epochs if e[0] < epoch and e[1] < offset] + [[epoch, offset]]
+    epochs = [e for e in epochs if e[1] < log_end]
+    below = [e for e in epochs if e[1] <= log_start]
+    if below:
+        epochs = [[below[-1][0], log_start]] + [e for e in epochs if e[1] > log_start]
+    return "0\n%d\n" % len(epochs) + "".join("%d %d\n" % tuple(e) for e in epochs)
 
 
 def manifest_entries(part):

@@ -8,6 +8,7 @@ Partitions are written by kafka-python (tests/kafkagen.py) with broker-equivalen
 from those, and every run is a real process (``python -m kafkalog_cli recover``).
 """
 
+import hashlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import sys
 
 import pytest
 
+import crashcheck
 import indexgen as ig
 import kafkagen as kg
 from dumpcheck import files_in
@@ -407,17 +409,31 @@ def test_offset_overflow_is_split_not_cut(tmp_path):
         assert files[name(base, "timeindex")] == ig.encode_time_index(idx.time_entries, base)
     assert sorted(n for n in files if n.endswith(".log")) == [name(b, "log") for b, _, _ in
                                                               pieces]
-    # nothing was quarantined for it: no byte was removed (the manifest records only the
-    # files written where there were none: the new segments' indexes and snapshots)
+    # the original segment is kept in the quarantine, verbatim; the manifest lists it and
+    # every file written where there was none: the new segments, their indexes and snapshots
     (run,) = os.listdir(os.path.join(d, QUARANTINE))
-    assert os.listdir(os.path.join(d, QUARANTINE, run)) == ["manifest.json"]
+    assert os.listdir(os.path.join(d, QUARANTINE, run)) == sorted(["manifest.json",
+                                                                   name(0, "log")])
+    assert read(os.path.join(d, QUARANTINE, run, name(0, "log"))) == data
     with open(os.path.join(d, QUARANTINE, run, "manifest.json"), encoding="utf-8") as f:
         entries = json.load(f)["entries"]
-    assert {e["what"] for e in entries} == {"written"}
-    assert {name(b, "index") for b, _, _ in pieces} <= {e["file"] for e in entries}
+    assert [(e["what"], e["file"]) for e in entries if e["what"] != "written"] == [
+        ("moved", name(0, "log"))]
+    written = {e["file"]: e for e in entries if e["what"] == "written"}
+    for base, start, end in pieces:
+        assert written[name(base, "log")]["size"] == end - start
+        assert written[name(base, "log")]["sha256"] == hashlib.sha256(data[start:end]).hexdigest()
+        assert name(base, "index") in written
     with open(os.path.join(str(tmp_path), "logdir", CHECKPOINT), encoding="utf-8") as f:
         assert f.read() == ig.offset_checkpoint([("o", 0, leo)])
     assert recover(d).returncode == 0
+    # and a restore undoes the split: the original segment back, the new ones set aside
+    r = subprocess.run([sys.executable, "-m", "kafkalog_cli", "quarantine", "restore", d, run],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r
+    files = files_in(d)
+    assert sorted(n for n in files if n.endswith(".log")) == [name(0, "log")]
+    assert files[name(0, "log")] == data
 
 
 @pytest.mark.slow   # a run killed before each of its file-system steps
@@ -442,9 +458,15 @@ def test_offset_overflow_split_survives_a_kill_at_every_step(tmp_path):
         if not killed:
             assert p.returncode == 1, p
             break
+        killed_state = crashcheck._files(d)
+        runs_before = crashcheck.quarantine_runs(d)
         res = recover(d)
         assert res.returncode in (0, 1), (step, res)
         assert files_in(d) == final, "killed before step %d" % step
+        # what any run set aside is listed, and restoring the settling run gives the killed
+        # state back
+        problems = crashcheck.quarantine_problems(d, runs_before, killed_state)
+        assert not problems, (step, problems)
     assert step > 5
 
 

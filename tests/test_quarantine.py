@@ -72,12 +72,12 @@ def check_manifest_and_names(directory):
         for i, e in enumerate(m["entries"]):
             if e["what"] == "written":   # a file the run wrote where there was none
                 check_written_entry(e, m["entries"][:i])
-        saved = [e["saved_as"] for e in m["entries"] if e["what"] != "written"]
+        saved = [e["saved_as"] for e in m["entries"] if e["what"] not in ("written", "renamed")]
         assert len(saved) == len(set(saved)), "a saved name used twice: %r" % saved
         on_disk = {rel for r, rel, _ in files if r == run and rel != "manifest.json"}
         assert set(saved) == on_disk, (sorted(saved), sorted(on_disk))
         for e in m["entries"]:
-            assert e["what"] in ("moved", "cut", "written") and e["why"].strip(), e
+            assert e["what"] in ("moved", "cut", "written", "renamed") and e["why"].strip(), e
     return files
 
 
@@ -164,8 +164,12 @@ def test_swap_then_set_aside_keeps_both_files(tmp_path, with_index_swaps):
                                            before[os.fsencode(name(b1, kind + ".swap"))]]), kind
     # the manifest says where the second B.log came from
     entries = [e for m in manifests(d).values() for e in m["entries"]]
-    again = [e for e in entries if e["file"] == name(b1, "log")]
+    again = [e for e in entries if e["file"] == name(b1, "log") and e["what"] == "moved"]
     assert len(again) == 2 and {e.get("earlier_name") for e in again} == {None, name(b1, "log.swap")}
+    # and that the swap was completed: a rename, recorded before it was made
+    renamed = [e for e in entries if e["what"] == "renamed"]
+    assert [(e["file"], e["earlier_name"]) for e in renamed if e["file"] == name(b1, "log")] \
+        == [(name(b1, "log"), name(b1, "log.swap"))]
     # and a second run has nothing to do
     res2 = recover(d)
     assert res2.code == 0, res2

@@ -121,6 +121,9 @@ def read_manifest(qdir, kinds=("cut", "moved")):
         if e["what"] == "written":
             check_written_entry(e, m["entries"][:i])
             continue
+        if e["what"] == "renamed":  # a .swap renamed into place: nothing held
+            assert "saved_as" not in e and e["earlier_name"].endswith(".swap"), e
+            continue
         assert e["what"] in ("cut", "moved"), e
         assert isinstance(e["file"], str) and isinstance(e["saved_as"], str), e
         assert isinstance(e["why"], str) and e["why"].strip(), e

@@ -14,8 +14,8 @@ from ..log import names
 from ..log.files import printable_name
 from ..log.lock import LogDirLock
 from ..log.logdir import partitions_of
-from ..log.quarantine import (APPEND, DISPLACE, DONE, RETURN, REWRITE, find_run, list_runs,
-                              purge_runs, restore_run)
+from ..log.quarantine import (APPEND, DISPLACE, DONE, RENAME_BACK, RETURN, REWRITE, find_run,
+                              list_runs, purge_runs, restore_run)
 from . import jsonvocab
 from .errors import fail
 
@@ -49,6 +49,8 @@ def _holds(e):
     if e.what == "written":
         return "%d bytes written where there was no file, sha256 %s; nothing kept" % (
             e.size, e.sha256[:12] if e.sha256 else "?")
+    if e.what == "renamed":
+        return "renamed from %s; nothing kept" % printable_name(e.earlier)
     parts = ["missing" if e.size is None else "%d bytes" % e.size]
     if e.what == "cut":
         parts.append("bytes %d-%d of the log" % (e.start, e.end))
@@ -149,6 +151,8 @@ def _table(runs):
                 extra.append("offsets %d-%d" % e.offsets)
             if e.what == "written":
                 extra.append("written where there was no file, not kept here")
+            if e.what == "renamed":
+                extra.append("renamed from %s, nothing kept here" % printable_name(e.earlier))
             table.add_row(part, run.id + state, _when(run), e.what, printable_name(e.file),
                           "-" if e.size is None else _human(e.size), ", ".join(extra), e.why)
     Console().print(table)
@@ -160,6 +164,7 @@ _DONE_TEXT = {DISPLACE: ("set aside in a new quarantine run (it stands where the
               RETURN: ("returned", "would be returned"),
               APPEND: ("cut bytes appended back", "cut bytes would be appended back"),
               REWRITE: ("old contents written back", "old contents would be written back"),
+              RENAME_BACK: ("renamed back", "would be renamed back"),
               DONE: ("already back (a restore interrupted after it)",
                      "already back (a restore interrupted after it)")}
 
@@ -233,6 +238,8 @@ def restore_cmd(path, run_id, dry_run, fmt):
                     ", offsets %d-%d" % e.offsets if e.offsets else "")
             elif step.kind in (RETURN, REWRITE, DISPLACE):
                 detail = " (%d bytes)" % step.size
+            elif step.kind == RENAME_BACK:
+                detail = " to %s (%d bytes)" % (printable_name(e.earlier), step.size)
             click.echo("%s: %s%s" % (printable_name(where), text, detail))
     if fmt == "json":
         click.echo(json.dumps(jsonvocab.summary(

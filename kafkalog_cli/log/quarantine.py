@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import stat
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import KafkalogError, UsageError
 from . import names
@@ -148,8 +148,31 @@ def written_entry(name: str, data: bytes, why: str) -> Dict[str, Any]:
     """A manifest entry for a file a run wrote where there was none (nothing saved): its
     SHA-256 and size, so that a restore can tell it from newer data and set it aside
     (``kafkalog quarantine restore``). For ``Quarantine.record``."""
-    entry = manifest_entry("written", name, "", why, sha256=hashlib.sha256(data).hexdigest(),
-                           size=len(data))
+    return _written(name, hashlib.sha256(data).hexdigest(), len(data), why)
+
+
+def renamed_entry(name: str, earlier: str, why: str) -> Dict[str, Any]:
+    """A manifest entry for a file a run renamed to ``name`` from ``earlier`` (a .swap segment
+    swapped into place, LogLoader's completion of a swap): nothing saved; a restore renames it
+    back."""
+    entry = manifest_entry("renamed", name, "", why, earlier_name=printable_name(earlier))
+    if printable_name(earlier) != earlier:
+        entry["earlier_name_bytes_hex"] = os.fsencode(earlier).hex()
+    del entry["saved_as"]
+    return entry
+
+
+def written_range_entry(name: str, src: str, start: int, end: int, why: str) -> Dict[str, Any]:
+    """``written_entry`` for a file that will hold bytes [start, end) of ``src`` (a segment a
+    split makes), hashed in chunks."""
+    h = hashlib.sha256()
+    for chunk in read_range(src, start, end):
+        h.update(chunk)
+    return _written(name, h.hexdigest(), end - start, why)
+
+
+def _written(name: str, sha256: str, size: int, why: str) -> Dict[str, Any]:
+    entry = manifest_entry("written", name, "", why, sha256=sha256, size=size)
     del entry["saved_as"]
     return entry
 
@@ -158,17 +181,30 @@ def copy_range(src: str, start: int, end: int, dst: str) -> None:
     """Save bytes [start, end) of ``src`` to the new file ``dst`` in chunks, flushed and
     renamed into place (never over an existing file)."""
     tmp = dst + TMP_SUFFIX
-    with open(src, "rb") as f, writing_temporary(tmp) as out:
-        f.seek(start)
-        left = end - start
-        while left > 0:
-            chunk = f.read(min(left, 8 << 20))
-            if not chunk:
-                break
+    chunks = read_range(src, start, end)
+    with writing_temporary(tmp) as out:
+        for chunk in chunks:
             out.write(chunk)
-            left -= len(chunk)
     rename_noreplace(tmp, dst)
     fsync_dir(os.path.dirname(dst))
+
+
+def read_range(src: str, start: int, end: int) -> Iterator[bytes]:
+    """Bytes [start, end) of ``src`` (fewer if it is shorter) in chunks of at most 8 MiB; the
+    file is opened at the call."""
+    f = open(src, "rb")
+
+    def chunks() -> Iterator[bytes]:
+        with f:
+            f.seek(start)
+            left = end - start
+            while left > 0:
+                chunk = f.read(min(left, 8 << 20))
+                if not chunk:
+                    break
+                yield chunk
+                left -= len(chunk)
+    return chunks()
 
 
 # -- listing, restoring and purging runs (`kafkalog quarantine`) ---------------------------------
@@ -180,6 +216,8 @@ RESTORE_TOOL = "kafkalog quarantine restore"
 # Files recover rebuilds from the log (LogSegment.recover, UnifiedLog.rebuildProducerState):
 # one standing where a run's file is to return is set aside in a new run, whatever wrote it.
 DERIVED_KINDS = (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.SNAPSHOT)
+# Entries that keep no bytes in the run folder.
+NOTHING_KEPT = ("written", "renamed")
 
 
 class RestoreRefused(KafkalogError, OSError):
@@ -190,7 +228,8 @@ class RestoreRefused(KafkalogError, OSError):
 class RunEntry:
     """One manifest entry: ``what`` ("moved": a whole file, "cut": bytes ``start``-``end`` cut
     from the end of the .log ``file``, "copied": the old bytes of a file rewritten in place,
-    "written": a file the run wrote where there was none, nothing saved, ``sha256`` its hash),
+    "written": a file the run wrote where there was none, nothing saved, ``sha256`` its hash,
+    "renamed": a file the run renamed to ``file`` from ``earlier``, nothing saved),
     ``file`` (its real name), ``earlier`` (the name it had before the run renamed it from a
     .swap, or None), ``saved`` (the path inside the run folder), ``why``; ``size`` of the saved
     bytes (None: missing), ``offsets`` (first, last) of the batches they hold (None: none
@@ -235,11 +274,11 @@ class Run:
     @property
     def files(self) -> int:
         """Files held in the run folder."""
-        return sum(1 for e in self.entries if e.what != "written")
+        return sum(1 for e in self.entries if e.what not in NOTHING_KEPT)
 
     @property
     def bytes(self) -> int:
-        return sum(e.size or 0 for e in self.entries if e.what != "written")
+        return sum(e.size or 0 for e in self.entries if e.what not in NOTHING_KEPT)
 
 
 def _entry_name(entry: Dict[str, Any], key: str) -> str:
@@ -314,7 +353,7 @@ def read_run(partition: str, run_id: str) -> Run:
         run.time = _parse_time(doc.get("time")) or run.time
         for raw in doc["entries"]:
             if not isinstance(raw, dict) or raw.get("what") not in (
-                    "moved", "cut", "copied", "written"):
+                    "moved", "cut", "copied", "written", "renamed"):
                 raise ValueError("an entry of unknown kind: %r" % (raw,))
             e = RunEntry(raw["what"], _entry_name(raw, "file"), str(raw.get("saved_as", "")),
                          str(raw.get("why", "")))
@@ -323,6 +362,10 @@ def read_run(partition: str, run_id: str) -> Run:
                 if not isinstance(sha, str) or len(sha) != 64 or not isinstance(size, int):
                     raise ValueError("written entry without sha256 and size: %r" % (raw,))
                 e.sha256, e.size = sha.lower(), size
+                run.entries.append(e)
+                continue
+            if e.what == "renamed":
+                e.earlier = _entry_name(raw, "earlier_name")
                 run.entries.append(e)
                 continue
             path = _saved_path(run, raw.get("saved_as"))
@@ -406,7 +449,8 @@ def find_run(partitions: List[str], run_id: str) -> Run:
 
 # -- restoring a run --------------------------------------------------------------------------
 
-DONE, DISPLACE, RETURN, APPEND, REWRITE = "done", "displace", "return", "append", "rewrite"
+DONE, DISPLACE, RETURN, APPEND, REWRITE, RENAME_BACK = (
+    "done", "displace", "return", "append", "rewrite", "rename")
 
 
 class RestoreStep:
@@ -530,6 +574,26 @@ def _newer_segments(run: Run, present: Dict[str, int], exempt: List[str]) -> Non
                           % (printable_name(run.id), st.st_size))
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Are ``a`` and ``b`` one file (a hard link), or regular files of the same bytes (the
+    copy made where the file system has no hard links)?"""
+    try:
+        sa, sb = os.lstat(a), os.lstat(b)
+    except OSError:
+        return False
+    if os.path.samestat(sa, sb):
+        return True
+    return (stat.S_ISREG(sa.st_mode) and stat.S_ISREG(sb.st_mode) and sa.st_size == sb.st_size
+            and _sha256(a) == _sha256(b))
+
+
+def _kept_in_place(run: Run, name: str) -> bool:
+    """Is the file at ``name`` the very file a ``moved`` entry of ``run`` set aside?"""
+    target = os.path.join(run.partition, name)
+    return any(e.what == "moved" and e.target == name and e.saved
+               and _same_file(target, os.path.join(run.path, e.saved)) for e in run.entries)
+
+
 def _same_prefix(log: str, start: int, saved: str, length: int) -> bool:
     """Are bytes [start, start + length) of ``log`` the first ``length`` bytes of ``saved``?"""
     with open(log, "rb") as a, open(saved, "rb") as b:
@@ -557,11 +621,30 @@ def plan_restore(run: Run) -> RestorePlan:
     plan = RestorePlan(run)
     present: Dict[str, int] = {n: 1 for n in os.listdir(run.partition)
                                if os.path.lexists(os.path.join(run.partition, n))}
-    exempt = [e.file for e in run.entries if e.what == "cut"]
+    exempt = [e.file for e in run.entries if e.what in ("cut", "renamed")]
     returns_log = False
     for e in reversed(run.entries):
         target = os.path.join(run.partition, e.target)
+        if e.what == "renamed":
+            assert e.earlier is not None
+            now = os.path.join(run.partition, e.file)
+            if e.file in present and e.earlier not in present and _regular(now):
+                plan.steps.append(RestoreStep(RENAME_BACK, e.file, e,
+                                              size=os.lstat(now).st_size))
+                del present[e.file]
+                present[e.earlier] = 1
+            elif e.file not in present and e.earlier in present:
+                plan.steps.append(RestoreStep(DONE, e.file, e))  # never renamed, or back
+            else:
+                raise _refuse(now, "run %s renamed %s to this name; %s: restore refused" % (
+                    printable_name(run.id), printable_name(e.earlier),
+                    "both names are taken" if e.file in present else "neither name is there"))
+            continue
         if e.what == "written":
+            if e.target in present and _kept_in_place(run, e.target):
+                # set aside by a link and never replaced (a split stopped before it renamed
+                # its segments into place, undone by the next recover): nothing was written
+                continue
             if e.target in present:
                 size = _check_written(run, e)
                 plan.steps.append(RestoreStep(DISPLACE, e.target, e, size=size))
@@ -570,6 +653,9 @@ def plan_restore(run: Run) -> RestorePlan:
         saved = os.path.join(run.path, e.saved)
         has_saved = _regular(saved)
         if e.what == "moved":
+            if has_saved and e.target in present and _same_file(target, saved):
+                plan.steps.append(RestoreStep(DONE, e.target, e))
+                continue
             if not has_saved:
                 if e.target in present and not os.path.lexists(saved):
                     plan.steps.append(RestoreStep(DONE, e.target, e))
@@ -721,6 +807,10 @@ def restore_run(run: Run, dry_run: bool = False) -> RestorePlan:
                        else "stood where run %%s's %s returned" % printable_name(e.target))
                 q.record(manifest_entry("moved", step.name, kept, why % printable_name(run.id)
                                         + " (kafkalog quarantine restore)"))
+            elif step.kind == RENAME_BACK:
+                assert e.earlier is not None
+                rename_noreplace(target, os.path.join(run.partition, e.earlier))
+                fsync_dir(run.partition)
             elif step.kind == RETURN:
                 rename_noreplace(saved, target)
                 fsync_dir(run.partition)

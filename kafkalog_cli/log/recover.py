@@ -70,7 +70,8 @@ from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, Index
                          fsync_dir, rename_noreplace, txn_index_bytes,
                          write_atomically, write_new)
 from .snapshot import read_snapshot
-from .quarantine import Quarantine, copy_range, manifest_entry, written_entry
+from .quarantine import (Quarantine, copy_range, manifest_entry, renamed_entry, written_entry,
+                         written_range_entry)
 from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile,
                       Segment, order_problem, reach_problem)
 from .txnindex import TransactionIndex
@@ -1198,9 +1199,9 @@ def split_segment(directory: str, name: str, pieces: List[Tuple[int, int, int]])
     as ``<base>.log.cleaned`` (a temporary file flushed, then renamed), renamed to ``.swap`` from
     the highest base offset down (a crash in between leaves .swap files above a .cleaned one: a
     split that did not finish, undone), then the original segment's files removed and the .swap
-    files renamed into place. The original .log is removed, not kept in quarantine: its bytes
-    are all in the new segments (their sizes add up to its size, checked before it goes); its
-    indexes are rebuilt by the recovery of the new segments, which have none yet."""
+    files renamed into place. The new segments' sizes add up to the original's (checked before
+    it goes); their indexes are rebuilt by their recovery. (``execute`` keeps the original
+    segment's files in the quarantine first.)"""
     src = os.path.join(directory, name)
     size = os.path.getsize(src)
     if sum(end - start for _, start, end in pieces) != size or pieces[0][1] != 0:
@@ -1270,6 +1271,9 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
             fsync_dir(os.path.dirname(os.path.join(q.folder(), saved)))
             fsync_dir(directory)
         elif a.kind == RENAME:
+            # recorded first: a restore renames it back (a run killed before the rename
+            # leaves an entry whose rename a restore finds not done)
+            q.record(renamed_entry(a.target, a.name, a.why))
             rename_noreplace(src, os.path.join(directory, a.target))
             fsync_dir(directory)
             earlier[a.target] = a.name
@@ -1290,16 +1294,24 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
                 q.record(written_entry(a.name, a.data, a.why))
             write_new(src, a.data)
         elif a.kind == SPLIT:
-            # the original segment's indexes are removed by the split (its .log's bytes are all
-            # in the new segments): their old bytes are kept, as every file replaced is
-            for kind in (names.INDEX, names.TIMEINDEX, names.TXNINDEX):
-                index = names.offset_name(_base(a.name), kind)
-                path = os.path.join(directory, index)
+            # the original segment's files are removed by the split: their old bytes are kept
+            # (hard links: no space taken), as every file replaced is, the intent first; the
+            # segments the split writes are recorded before they are written, so that a
+            # restore sets them aside and returns the original
+            for kind in (names.LOG, names.INDEX, names.TIMEINDEX, names.TXNINDEX):
+                name = names.offset_name(_base(a.name), kind)
+                path = os.path.join(directory, name)
                 if os.path.isfile(path) and not os.path.islink(path):
-                    saved = q.reserve(index)
-                    q.record(manifest_entry("moved", index, saved,
-                                            "the index of a segment split: " + a.why))
+                    saved = q.reserve(name)
+                    why = ("the segment split: " if kind == names.LOG
+                           else "the index of a segment split: ")
+                    q.record(manifest_entry("moved", name, saved, why + a.why))
                     _link_aside(path, os.path.join(q.folder(), saved))
+            for base, start, end in a.pieces:
+                q.record(written_range_entry(
+                    names.offset_name(base, names.LOG), src, start, end,
+                    "bytes %d-%d of the segment split (LocalLog.splitOverflowedSegment)"
+                    % (start, end)))
             split_segment(directory, a.name, a.pieces)
         elif a.kind == EPOCHS:
             if a.name in in_place:
@@ -1322,8 +1334,7 @@ def _new_name(q: Quarantine, name: str) -> bool:
     run)? A file the run writes there is recorded as a ``written`` manifest entry (its hash):
     ``kafkalog quarantine restore`` sets it aside, so that the partition is again what it was
     (a segment without its .index is recovered again after a clean shutdown, as the run did).
-    (The segments a split writes are not recorded: the segment they replace is not kept, and a
-    restore does not join them again.)"""
+    (The segments a split writes are recorded by the split itself.)"""
     shown = printable_name(name)
     return not any(e.get("file") == shown and e.get("what") == "moved" for e in q.entries)
 
@@ -1336,7 +1347,7 @@ def _link_aside(src: str, dst: str) -> None:
     except OSError as e:
         if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
             raise
-        write_new(dst, read_sized(src, MAX_INDEX_READ))
+        copy_range(src, 0, os.lstat(src).st_size, dst)
     fsync_dir(os.path.dirname(dst))
     fsync_dir(os.path.dirname(src))
 
