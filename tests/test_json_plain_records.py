@@ -10,7 +10,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalog_cli.cli import jsonvocab, render
+from kafkalog_cli import jsonvocab
+from kafkalog_cli.cli import render
 from kafkalog_cli.format import records
 
 

@@ -22,7 +22,7 @@ from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.names import topic_partition
 from ..log.produce import (DEFAULT_MAX_MESSAGE_BYTES, AppendResult, AppendSettings,
                            append_records)
-from . import jsonvocab
+from .. import jsonvocab
 from .errors import error_text, exit_code, fail
 from .numbers import java_int, java_long, java_short
 

@@ -16,7 +16,7 @@ from ..log.lock import LogDirLock
 from ..log.logdir import partitions_of
 from ..log.quarantine import (APPEND, DISPLACE, DONE, RENAME_BACK, RETURN, REWRITE, find_run,
                               list_runs, purge_runs, restore_run)
-from . import jsonvocab
+from .. import jsonvocab
 from .errors import fail
 
 

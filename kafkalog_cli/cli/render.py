@@ -20,7 +20,8 @@ from ..format.records import RECORD_CHUNK, record_sequence
 from ..log import names
 from ..log.files import printable_name
 from ..log.read import MISPLACED, NOT_DECODED, BatchProblem, BatchRead, BytesProblem
-from . import decoders, jsonvocab
+from .. import jsonvocab
+from . import decoders
 from .._lazy import lazy_module
 
 verify = lazy_module("kafkalog_cli.log.verify")  # its problem kinds, read when there are problems
@@ -791,8 +792,8 @@ class MessagesWriter(Writer):
 # -- json --------------------------------------------------------------------------------------
 
 class JsonWriter(Writer):
-    """JSON Lines in the shared vocabulary (jsonvocab.py, README "JSON output"): a "batch"
-    object per batch, a "record" object per record, a "summary" object at the end."""
+    """JSON Lines in the shared vocabulary (kafkalog_cli/jsonvocab.py, README "JSON output"):
+    a "batch" object per batch, a "record" object per record, a "summary" object at the end."""
 
     def __init__(self, out, err, opts):
         super().__init__(out, err, opts)

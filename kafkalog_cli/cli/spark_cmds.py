@@ -11,7 +11,7 @@ import sys
 import click
 
 from ..errors import EXIT_INVALID, EXIT_OK, KafkalogError, UsageError
-from . import jsonvocab
+from .. import jsonvocab
 from .errors import fail
 
 

@@ -16,7 +16,7 @@ from ..log.read import Note
 from ..log.transactions import (ABORT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN, Transaction,
                                 transactions_of)
 from ..log.verify import TargetError
-from . import jsonvocab
+from .. import jsonvocab
 from .errors import error_text, fail
 from .numbers import java_int, java_long
 

@@ -10,7 +10,7 @@ import click
 from ..log.files import printable_name
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.verify import TargetError, UnknownFile, verify_target
-from . import jsonvocab
+from .. import jsonvocab
 from .errors import error_text
 from .numbers import java_int
 

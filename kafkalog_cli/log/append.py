@@ -39,7 +39,7 @@ from .txnindex import ENTRY as TXN_ENTRY
 
 DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
 DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 ** 2  # segment.index.bytes
-PARTITION_LOCK = ".kafkalog-append.lock"
+PARTITION_LOCK = names.APPEND_LOCK
 
 
 class WriteFailed(KafkalogError):

@@ -10,13 +10,13 @@ import errno
 import os
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-
+from . import names
 from .files import writing_temporary
 from .index import OffsetIndex, TimeIndex
 from .txnindex import ENTRY as TXN_ENTRY
 
 DEFAULT_INDEX_INTERVAL = 4096  # index.interval.bytes
-TMP_SUFFIX = ".kafkalog-tmp"
+TMP_SUFFIX = names.TMP_SUFFIX
 
 # An aborted transaction as the .txnindex lists it (AbortedTxn): producer id, first offset,
 # last offset, last stable offset.

@@ -39,6 +39,15 @@ EPOCH_DIGITS = 10  # Snapshots.filenameFromSnapshotId: the epoch, zero-padded to
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"  # the log directory's lock (LogManager.LOCK_FILE_NAME)
 QUARANTINE = "kafkalog-quarantine"  # where recover keeps what it sets aside, in each partition
+# kafkalog's own names: a run folder's manifest and restore record, a run folder being purged
+# (``.<run>.purging``), the suffix of every temporary file it writes before renaming it into
+# place, the partition's append lock and retain's intent file.
+QUARANTINE_MANIFEST = "manifest.json"
+QUARANTINE_RESTORED = "restored.json"
+QUARANTINE_PURGING = ".purging"
+TMP_SUFFIX = ".kafkalog-tmp"
+APPEND_LOCK = ".kafkalog-append.lock"
+RETAIN_INTENT = ".kafkalog-retain-intent"
 
 _NAMED_KINDS = {LEADER_EPOCH_CHECKPOINT: LEADER_EPOCHS, PARTITION_METADATA_FILE: PARTITION_METADATA,
                 BOOTSTRAP_SNAPSHOT: KRAFT_SNAPSHOT}

@@ -19,7 +19,7 @@ from . import names
 from .files import open_in_place, printable_name, read_sized, writing_temporary
 from .indexbuild import TMP_SUFFIX, fsync_dir, rename_noreplace, write_atomically, write_new
 
-MANIFEST = "manifest.json"
+MANIFEST = names.QUARANTINE_MANIFEST
 
 
 class Quarantine:
@@ -209,8 +209,8 @@ def read_range(src: str, start: int, end: int) -> Iterator[bytes]:
 
 # -- listing, restoring and purging runs (`kafkalog quarantine`) ---------------------------------
 
-RESTORED = "restored.json"   # written in a run's folder once every entry is back in place
-PURGING = ".purging"         # a run folder being deleted is first renamed to ``.<run>.purging``
+RESTORED = names.QUARANTINE_RESTORED  # written in a run's folder once every entry is back
+PURGING = names.QUARANTINE_PURGING    # a run folder being deleted: ``.<run>.purging`` first
 RUN_STAMP = "%Y%m%dT%H%M%S.%fZ"
 RESTORE_TOOL = "kafkalog quarantine restore"
 # Files recover rebuilds from the log (LogSegment.recover, UnifiedLog.rebuildProducerState):

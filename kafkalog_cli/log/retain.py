@@ -340,7 +340,7 @@ def segment_files(directory: str, base: int) -> List[str]:
     return sorted(found) + ([log] if os.path.exists(os.path.join(directory, log)) else [])
 
 
-INTENT = ".kafkalog-retain-intent"
+INTENT = names.RETAIN_INTENT
 _INTENT_LOG_START = "log_start_offset"  # the label of the intent's second line
 
 

@@ -378,7 +378,7 @@ CSV_COLUMNS = [name for name, _ in EXPORT_COLUMNS[:8]] + ["keyEncoding", "value"
 def export_rows(batch) -> Iterator[Dict[str, Any]]:
     """The rows of one Arrow batch of the data source as dump's record objects."""
     import pyarrow as pa
-    from ..cli.jsonvocab import bytes_json, headers_json
+    from ..jsonvocab import bytes_json, headers_json
     from ..format.records import TIMESTAMP_TYPE_NAMES
     cols = {name: batch.column(source) for name, source in EXPORT_COLUMNS}
     cols["timestamp"] = cols["timestamp"].cast(pa.int64())  # microseconds

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any, Dict, Optional, Tuple
 
-from ..log.names import topic_partition
+from .log.names import topic_partition
 
 _SNAKE = re.compile(r"_([a-z0-9])")
 
