@@ -624,7 +624,10 @@ def test_long_run_findings_replay_clean(tmp_path, finding):
     whose inner message's value length runs past its end, which recover cuts (Java's
     LegacyRecord cannot read it, kafka-python silently reads it short); writers-1cfd8b512c21: a
     leader-epoch-checkpoint entry past the log end that hides the batches' epochs from the
-    first load, as from the broker's."""
+    first load, as from the broker's; cli-b660c1e09c40: a legacy offset (outside the CRC) of a
+    segment's last message raised past the next segment's base, which recover once took for a
+    reason to cut the next segment whole (LogSegment.recover compares no segment with the one
+    before)."""
     run = _fuzz_run_module()
     target = run._make_target(finding.split("-", 1)[0], str(tmp_path))
     with open(os.path.join(FINDINGS, finding), "rb") as f:

@@ -897,7 +897,9 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
     the log there. The others are kept as they are; their batches are replayed into the
     producer state when a later segment is recovered, so that its aborted transactions get the
     last stable offsets the broker's ProducerStateManager gives them."""
-    prev_last: Optional[int] = None
+    # Each segment checks the order of its own batches only: LogSegment.recover knows nothing
+    # of the segment before, and the broker keeps a segment whose offsets start below the
+    # previous segment's last (an offset outside the CRC damaged there, say).
     start = _first_recovered(plan, logs)
     rules = [_segment_rule(plan, view, base, i >= start) for i, base in enumerate(logs)]
     last_recovered = max((i for i, rule in enumerate(rules) if rule in RECOVERING), default=-1)
@@ -916,11 +918,10 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
                     for batch in log.batches():
                         _update_producer_state(state, log, batch)
             _plan_sane(plan, view, base, report)
-            prev_last = None  # not read: the next recovered segment checks its own order only
             if last:
                 plan.log_end_offset = _next_offset(source, view, max_message_size)
             continue
-        scan = scan_segment(source, prev_last, state, interval, max_message_size, epochs)
+        scan = scan_segment(source, None, state, interval, max_message_size, epochs)
         report.records, report.first_offset = scan.records, scan.first_offset
         report.next_offset = scan.next_offset
         for position, first, lastoff in scan.unchecked:
@@ -944,8 +945,6 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
         if ends_log or last:
             plan.log_end_offset = base if scan.next_offset is None else scan.next_offset
             return
-        if scan.last_offset is not None:  # an empty segment leaves the order to the one before
-            prev_last = scan.last_offset
 
 
 def _seed_producer_state(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
