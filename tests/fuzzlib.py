@@ -1280,6 +1280,15 @@ def epochs_go_backwards(part):
     return False
 
 
+def _java_split(line):
+    """Java's ``Pattern.compile("\\s+").split(line)``, as Kafka's checkpoint formatters split a
+    line: a leading separator gives an empty first field, trailing empty fields are dropped."""
+    fields = re.split(r"[ \t\n\x0b\f\r]+", line)
+    while fields and fields[-1] == "":
+        fields.pop()
+    return fields
+
+
 def broker_epochs_after_load(part):
     """The leader-epoch-checkpoint text the broker's load of the partition as it is now would
     leave, or None when a file it needs cannot be read. Kafka's rules, written here from its
@@ -1304,9 +1313,10 @@ def broker_epochs_after_load(part):
     try:
         lines = open(os.path.join(part, "leader-epoch-checkpoint"), "rb").read().decode()
         lines = lines.splitlines()
-        entries = [tuple(int(x) for x in line.split()) for line in lines[2:]]
-        if lines[0] != "0" or int(lines[1]) != len(entries):
-            return None
+        entries = [tuple(int(x) for x in _java_split(line)) for line in lines[2:]]
+        if (lines[0] != "0" or int(lines[1]) != len(entries)
+                or any(len(e) != 2 or min(e) < 0 for e in entries)):
+            return None  # not one the broker loads: the emulation has nothing to say
         recovery_point = offsets_file(os.path.join(logdir, "recovery-point-offset-checkpoint"),
                                       topic, int(number))
         log_start = offsets_file(os.path.join(logdir, "log-start-offset-checkpoint"),
@@ -1324,10 +1334,11 @@ def broker_epochs_after_load(part):
     for base, name in segments:
         data = open(name, "rb").read()
         for pos in entry_starts(data):
-            if pos + 12 + struct.unpack_from(">i", data, pos + 8)[0] > len(data):
+            (size,) = struct.unpack_from(">i", data, pos + 8)
+            magic = data[pos + 16]
+            if pos + 12 + size > len(data) or (magic == 2 and size < 49):
                 break
             (offset,) = struct.unpack_from(">q", data, pos)
-            magic = data[pos + 16]
             last = offset + struct.unpack_from(">i", data, pos + 23)[0] if magic == 2 else offset
             log_end = max(log_end, last + 1)
             if magic != 2 or clean or base < first:
