@@ -208,7 +208,7 @@ def legacy_lengths_problem(entry, depth=0):
     inner = decompress(codec, bytes(entry[vpos + 4:vpos + 4 + vlen]))
     if inner is None:
         return None  # kafka-python's verdict on the payload stands
-    pos = 0
+    pos = whole = 0
     while pos + 12 <= len(inner):
         (size,) = struct.unpack_from(">i", inner, pos + 8)
         if size < 14:
@@ -219,6 +219,10 @@ def legacy_lengths_problem(entry, depth=0):
         if problem is not None:
             return "inner message at %d: %s" % (pos, problem)
         pos += 12 + size
+        whole += 1
+    if not whole:
+        # AbstractLegacyRecordBatch.DeepRecordsIterator: "no inner records"
+        return "compressed wrapper holds no whole inner message"
     return None
 
 
