@@ -150,18 +150,22 @@ def tree_hashes(root):
 class Traffic:
     """Producers writing through ``bootstrap`` until ``stop()``: a thread per producer. The
     transactional thread holds ``txn_lock`` from its InitProducerId (which aborts the previous
-    trial's open transaction) and each EndTxn until their markers are surely written; the killer takes the lock before SIGKILL, so no transaction is left prepared (the
-    next start's coordinator would complete it with markers stamped with that start's time,
+    trial's open transaction) and each EndTxn until the coordinator has written the
+    transaction's end to ``__transaction_state`` (read from the broker's files in ``logdir``);
+    the killer takes the lock before SIGKILL, so no transaction is left prepared (the next
+    start's coordinator would complete it, its markers and end stamped with that start's time,
     writes that recovery does not make)."""
 
-    def __init__(self, bootstrap, seed):
+    def __init__(self, bootstrap, seed, logdir):
         self.bootstrap = bootstrap
+        self.logdir = logdir
         self.seed = seed
         self.stopping = threading.Event()
         self.txn_lock = threading.Lock()
         self.threads = []
         self.errors = []
         self.sent = 0
+        self.settled = 0  # transactions seen ended in __transaction_state
 
     def start(self):
         for i, codec in enumerate(CODECS):
@@ -226,7 +230,7 @@ class Traffic:
                 if self.stopping.is_set():
                     return
                 producer.init_transactions()
-                time.sleep(0.25)
+                self._wait_txn_settled()
             t = 0
             while not self.stopping.is_set():
                 producer.begin_transaction()
@@ -247,11 +251,46 @@ class Traffic:
                         producer.abort_transaction()
                     else:
                         producer.commit_transaction()
-                    time.sleep(0.25)  # the coordinator's markers (TransactionMarkerChannelManager)
+                    # EndTxn is answered once PrepareCommit/PrepareAbort is written; the
+                    # markers and the Complete state follow (TransactionMarkerChannelManager)
+                    self._wait_txn_settled()
                 t += 1
                 self.sent += 1
         finally:
             producer.close(timeout=0)
+
+    def _txn_status(self):
+        """The status of TXN_ID's last record in ``__transaction_state`` as the broker's files
+        hold it (TransactionLogValue: version, producer id, epoch, timeout, then the status
+        byte), or None when there is none yet."""
+        from kafka.record.memory_records import MemoryRecords
+        key = struct.pack(">hh", 0, len(TXN_ID)) + TXN_ID.encode()
+        status = None
+        for part in sorted(Path(self.logdir).glob("__transaction_state-*")):
+            for log in sorted(part.glob("*.log")):
+                records = MemoryRecords(log.read_bytes())
+                while True:
+                    try:
+                        batch = records.next_batch()
+                    except Exception:  # a batch being written: the end of what is there
+                        break
+                    if batch is None:
+                        break
+                    for r in batch:
+                        if r.key == key:
+                            status = None if r.value is None else r.value[16]
+        return status
+
+    def _wait_txn_settled(self):
+        """Until TXN_ID's last status in ``__transaction_state`` is Empty, CompleteCommit or
+        CompleteAbort (0, 4, 5: TransactionState), at most 600 looks."""
+        for _ in range(600):
+            if self._txn_status() in (0, 4, 5):
+                self.settled += 1
+                return
+            time.sleep(0.05)
+        self.errors.append("the transaction did not settle in 600 looks at __transaction_state"
+                           " (last status %r)" % self._txn_status())
 
     def kill_at_random(self, broker, rng, low=0.3, high=1.8):
         """Let the traffic run a random while, then SIGKILL the broker mid-stream."""
@@ -265,6 +304,8 @@ class Traffic:
         for t in self.threads:  # a producer blocked on the dead broker ends within max_block_ms
             t.join(0.5)
         assert not self.errors, self.errors
+        # the transactional thread takes the lock first, for its InitProducerId
+        assert self.settled > 0, "no transaction was seen settled in __transaction_state"
         assert self.sent >= 50, "the traffic did not get going"
 
 
@@ -562,7 +603,7 @@ def test_sigkill_campaign(kafka_broker, tmp_path):
     live.start()
     set_up(live)
     # the coordinators' topics exist once a transactional producer and a group have used them
-    traffic = Traffic(live.bootstrap, seed=-1).start()
+    traffic = Traffic(live.bootstrap, seed=-1, logdir=live.logdir).start()
     traffic.kill_at_random(live, random.Random(-1), 1.0, 1.5)
     killed = live.logdir
     notes = []
@@ -579,7 +620,7 @@ def test_sigkill_campaign(kafka_broker, tmp_path):
             shutil.rmtree(trial.b.workdir)
             if not last:
                 # the next trial's traffic on A, which a broker now serves
-                traffic = Traffic(trial.a.bootstrap, seed=n).start()
+                traffic = Traffic(trial.a.bootstrap, seed=n, logdir=trial.a.logdir).start()
                 traffic.kill_at_random(trial.a, rng)
                 killed = trial.a.logdir
             if n >= 2:
@@ -693,7 +734,7 @@ def test_damaged_variants(kafka_broker, tmp_path):
     for attempt in range(4):
         # traffic until every damage has room, then a kill; again (the broker restarted on the
         # killed directory) if a segment rolled just before the kill left an empty last one
-        traffic = Traffic(live.bootstrap, seed=1000 + attempt).start()
+        traffic = Traffic(live.bootstrap, seed=1000 + attempt, logdir=live.logdir).start()
         deadline = time.monotonic() + 240
         while not _enough_segments(live.logdir) and time.monotonic() < deadline:
             time.sleep(0.2)
