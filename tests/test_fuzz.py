@@ -629,7 +629,9 @@ def test_long_run_findings_replay_clean(tmp_path, finding):
     reason to cut the next segment whole (LogSegment.recover compares no segment with the one
     before); cli-dc6eee68f1de: a legacy lz4 wrapper whose one inner message runs past the
     decompressed bytes (Java's DeepRecordsIterator finds no inner records, kafka-python reads
-    it short), which recover cuts."""
+    it short), which recover cuts; cli-6a79f2a8e2b6: a KRaft control record whose value does
+    not decode, whose INVALID line the pure-Python writer lost (the C and pure-Python dumps
+    differed)."""
     run = _fuzz_run_module()
     target = run._make_target(finding.split("-", 1)[0], str(tmp_path))
     with open(os.path.join(FINDINGS, finding), "rb") as f:

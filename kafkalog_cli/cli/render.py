@@ -94,7 +94,9 @@ class Writer:
             chunk = "\n".join(self._lines).encode("utf-8", "replace")
             self._chunks.append(chunk)
             self._pending += len(chunk)
-            self._lines = []
+            # emptied in place: a writer's loop may hold ``self._lines.append`` across a flush
+            # (a warning flushes), and its next lines must not go to a list nobody writes
+            self._lines.clear()
 
     def put_bytes(self, data):
         """Add already encoded output (whole lines), keeping the order with text lines."""
