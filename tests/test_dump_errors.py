@@ -189,6 +189,26 @@ def test_flipped_bit_in_offset_field_is_not_a_crc_error(tmp_path):
     assert [line for line in res.err_lines if "does not follow" in line] == back, res.err
 
 
+@pytest.mark.parametrize("magic", [3, 56, 127])
+def test_unknown_magic_outside_the_crc_is_invalid(tmp_path, magic):
+    """The magic byte lies outside the v2 CRC: a batch whose magic became 3 or more keeps
+    isvalid true and prints as Kafka's tool prints it (FileLogInputStream reads it as v2), but
+    the rule that recover applies calls it invalid (it cuts there, "unknown magic"): dump
+    says so on stderr and exits 1, in both builds and at batch level too (the fuzzer found
+    dump exiting 0 where recover cut)."""
+    w = good_segment()
+    data = bytearray(w.data())
+    data[16] = magic                     # the first batch's magic
+    path = kg.write_segment(tmp_path, 0, bytes(data))
+    for args in (["--deep-iteration"], []):
+        res = dump(*args, path)
+        assert res.code == 1, res
+        assert "magic: %d " % magic in res.lines[2] and "isvalid: true" in res.lines[2], res.out
+        assert [line for line in res.err_lines if "unknown magic" in line] == [
+            "kafkalog: %s: records of the batch at position 0 (offset 0) cannot be read: "
+            "unknown magic %d" % (path, magic)], res.err
+
+
 def test_inner_legacy_crc_mismatch_is_reported_per_record(tmp_path):
     """An inner message of a compressed wrapper with a bad CRC: the wrapper is valid, the record
     says isValid: false (inner CRCs are not checked by Kafka's reader, but printed)."""

@@ -631,7 +631,8 @@ def test_long_run_findings_replay_clean(tmp_path, finding):
     decompressed bytes (Java's DeepRecordsIterator finds no inner records, kafka-python reads
     it short), which recover cuts; cli-6a79f2a8e2b6: a KRaft control record whose value does
     not decode, whose INVALID line the pure-Python writer lost (the C and pure-Python dumps
-    differed)."""
+    differed); cli-c6102403f4be: a v2 batch whose magic byte (outside the CRC) became 56,
+    which recover cut as "unknown magic" while dump exited 0."""
     run = _fuzz_run_module()
     target = run._make_target(finding.split("-", 1)[0], str(tmp_path))
     with open(os.path.join(FINDINGS, finding), "rb") as f:

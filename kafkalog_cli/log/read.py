@@ -210,6 +210,12 @@ class SegmentReader:
                     else:
                         self.invalid = True
                         yield BatchProblem(item, MISPLACED, problem)
+                if item.magic > 2:
+                    # The magic byte lies outside the v2 CRC. FileLogInputStream reads such a
+                    # batch as v2 (DumpLogSegments prints it, isvalid by its CRC), but no
+                    # producer writes it and consumers refuse it: invalid, as recover says.
+                    self.invalid = True
+                    yield BatchProblem(item, RECORDS, "unknown magic %d" % item.magic)
                 if item.is_control and self.skip_control:
                     continue
                 outcome = yield from self._batch(item)
