@@ -632,7 +632,9 @@ def test_long_run_findings_replay_clean(tmp_path, finding):
     it short), which recover cuts; cli-6a79f2a8e2b6: a KRaft control record whose value does
     not decode, whose INVALID line the pure-Python writer lost (the C and pure-Python dumps
     differed); cli-c6102403f4be: a v2 batch whose magic byte (outside the CRC) became 56,
-    which recover cut as "unknown magic" while dump exited 0."""
+    which recover cut as "unknown magic" while dump exited 0; cli-23c5ed998b8a: a control
+    batch with a damaged record count, cut below the log end, which the producer state rebuild
+    still read (only a second recover wrote the snapshots)."""
     run = _fuzz_run_module()
     target = run._make_target(finding.split("-", 1)[0], str(tmp_path))
     with open(os.path.join(FINDINGS, finding), "rb") as f:

@@ -400,14 +400,18 @@ def end_marker(log: LogFile, batch: Batch) -> Optional[EndMarker]:
     return None
 
 
-def producer_batches(log: LogFile, start: int = 0,
-                     end: Optional[int] = None) -> Iterator[Tuple[Batch, Optional[EndMarker]]]:
+def producer_batches(log: LogFile, start: int = 0, end: Optional[int] = None,
+                     end_position: Optional[int] = None
+                     ) -> Iterator[Tuple[Batch, Optional[EndMarker]]]:
     """The v2 batches of producers (producer id >= 0) in ``log`` whose last offset is in
     ``[start, end)``, each with its end marker when it is a control batch: what
     LogSegment.read gives UnifiedLog.rebuildProducerState, read header by header
     (LogFile.headers: the records of a control batch only are read; no CRC is checked, as the
-    broker's rebuild checks none)."""
+    broker's rebuild checks none). ``end_position``: where the segment is to be cut (the
+    rebuild follows its recovery, which truncated it there)."""
     for batch in log.headers():
+        if end_position is not None and batch.position >= end_position:
+            return
         if batch.last_offset < start or batch.magic < 2 or batch.producer_id < 0:
             continue
         if end is not None and batch.last_offset >= end:
@@ -427,7 +431,8 @@ class Rebuilt(NamedTuple):
 def rebuild(segments: Sequence[Segment], up_to: int, *, state: Optional[ProducerState] = None,
             log_start_offset: int = 0,
             max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-            snapshot_at: Iterable[int] = ()) -> Rebuilt:
+            snapshot_at: Iterable[int] = (),
+            cut_at: Optional[Dict[int, int]] = None) -> Rebuilt:
     """The producer state at offset ``up_to`` (UnifiedLog.rebuildProducerState after a
     snapshot was loaded): from ``state`` (one loaded from a snapshot with ``load``; a new
     one, built from ``log_start_offset``, when None), the batches of ``segments`` (a
@@ -436,7 +441,8 @@ def rebuild(segments: Sequence[Segment], up_to: int, *, state: Optional[Producer
     segments, and at ``up_to``; also on reaching each segment base offset in ``snapshot_at``
     (the snapshots LogLoader.recoverSegment takes around the segments it recovers). Raises
     CorruptRecordError for a control batch that does not hold an end marker,
-    InvalidTxnStateError as the broker's loading fails."""
+    InvalidTxnStateError as the broker's loading fails. ``cut_at``: {segment base offset: byte
+    position} of the segments a recovery is about to cut there, read up to it."""
     if state is None:
         state = ProducerState()
         state.end_offset = state.snapshot_offset = log_start_offset
@@ -455,7 +461,8 @@ def rebuild(segments: Sequence[Segment], up_to: int, *, state: Optional[Producer
                 if snap is not None:
                     taken.append(snap)
             with segment.open(max_message_size) as log:
-                state.replay(producer_batches(log, state.end_offset, up_to))
+                state.replay(producer_batches(log, state.end_offset, up_to,
+                                              (cut_at or {}).get(base)))
     state.end_offset = up_to
     snap = state.take_snapshot()
     if snap is not None:
@@ -468,7 +475,8 @@ def load_state(segments: Sequence[Segment], snapshots: Sequence[Tuple[int, str]]
                clean_shutdown: bool = False,
                expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-               snapshot_at: Iterable[int] = ()) -> Rebuilt:
+               snapshot_at: Iterable[int] = (),
+               cut_at: Optional[Dict[int, int]] = None) -> Rebuilt:
     """The producer state of a partition at ``up_to`` (its log end offset) as the broker's
     log loading builds it (UnifiedLog.rebuildProducerState on a new ProducerStateManager):
     ``segments`` oldest first, ``snapshots`` the (offset, path) of its snapshot files
@@ -509,7 +517,8 @@ def load_state(segments: Sequence[Segment], snapshots: Sequence[Tuple[int, str]]
         state.load(entries, off, now_ms)
         break
     rebuilt = rebuild(segments, up_to, state=state, log_start_offset=log_start_offset,
-                      max_message_size=max_message_size, snapshot_at=snapshot_at)
+                      max_message_size=max_message_size, snapshot_at=snapshot_at,
+                      cut_at=cut_at)
     return Rebuilt(rebuilt.state, rebuilt.snapshots, sorted(removed))
 
 

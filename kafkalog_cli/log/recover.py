@@ -697,10 +697,14 @@ def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
                 for b in bases]
     snapshots = [(o, os.path.join(plan.directory, view[n])) for o, n in sorted(found.items())
                  if o not in strays and o not in overwritten]
+    # the segments as recovery leaves them: a cut one read up to its cut
+    cut_at = {_base(a.name): a.start for a in plan.actions
+              if a.kind == CUT and names.file_kind(a.name) == names.LOG}
     try:
         loaded = load_state(segments, snapshots, leo, int(time.time() * 1000),
                             log_start_offset=start, clean_shutdown=plan.clean_shutdown,
-                            max_message_size=max_message_size, snapshot_at=snapshot_at)
+                            max_message_size=max_message_size, snapshot_at=snapshot_at,
+                            cut_at=cut_at)
     except (KafkalogError, CorruptRecordError, OSError) as e:
         plan.notes.append((names.offset_name(leo, names.SNAPSHOT), "producer snapshots not "
                            "written: the producer state could not be rebuilt (%s)" % e))
@@ -1062,8 +1066,9 @@ def _count_removed(report: SegmentReport, path: str, start: int) -> None:
         for batch in log.batches(start):
             first = batch.base_offset if first is None else min(first, batch.base_offset)
             last = batch.last_offset if last is None else max(last, batch.last_offset)
-            records += (batch.count if batch.count is not None
-                        else batch.last_offset - batch.base_offset + 1)
+            # (a damaged header's negative count holds no record)
+            records += max(0, batch.count if batch.count is not None
+                           else batch.last_offset - batch.base_offset + 1)
             end = batch.position + batch.size
         size = log.size
     report.removed_first, report.removed_last = first, last
