@@ -1248,6 +1248,10 @@ def independent_verdict(data, start, base):
                     return "malformed control record key"
         if any(r.offset > last or r.offset < b.base_offset for r in records):
             return "record offset outside the batch's range"
+        if any(r.timestamp is not None and not -2 ** 63 <= r.timestamp <= 2 ** 63 - 1
+               for r in records):
+            # Java wraps the sum silently; kafkalog's one rule calls it invalid (SECURITY.md)
+            return "record timestamp overflows a long"
     else:
         last = b.base_offset
         if not records:

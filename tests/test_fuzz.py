@@ -634,7 +634,9 @@ def test_long_run_findings_replay_clean(tmp_path, finding):
     differed); cli-c6102403f4be: a v2 batch whose magic byte (outside the CRC) became 56,
     which recover cut as "unknown magic" while dump exited 0; cli-23c5ed998b8a: a control
     batch with a damaged record count, cut below the log end, which the producer state rebuild
-    still read (only a second recover wrote the snapshots)."""
+    still read (only a second recover wrote the snapshots); cli-30dcbb076955: a record whose
+    timestamp overflows a long, which recover cuts by kafkalog's one rule (Java wraps it,
+    kafka-python reads the big number)."""
     run = _fuzz_run_module()
     target = run._make_target(finding.split("-", 1)[0], str(tmp_path))
     with open(os.path.join(FINDINGS, finding), "rb") as f:
