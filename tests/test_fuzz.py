@@ -636,7 +636,8 @@ def test_long_run_findings_replay_clean(tmp_path, finding):
     batch with a damaged record count, cut below the log end, which the producer state rebuild
     still read (only a second recover wrote the snapshots); cli-30dcbb076955: a record whose
     timestamp overflows a long, which recover cuts by kafkalog's one rule (Java wraps it,
-    kafka-python reads the big number)."""
+    kafka-python reads the big number); cli-d6047fe6a853: a batch whose base offset became -1,
+    which the broker cannot load (recover raised a traceback; now one line, exit 2)."""
     run = _fuzz_run_module()
     target = run._make_target(finding.split("-", 1)[0], str(tmp_path))
     with open(os.path.join(FINDINGS, finding), "rb") as f:

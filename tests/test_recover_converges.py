@@ -135,3 +135,27 @@ def test_a_cut_marker_below_the_log_end_is_not_replayed(tmp_path):
     (part / "00000000000000000000.log").write_bytes(data)
     check_one_run_enough(tmp_path / "logdir")
     assert (part / "00000000000000001000.snapshot").exists()
+
+
+def test_a_negative_base_offset_the_broker_cannot_load_is_one_line(tmp_path):
+    """A first batch whose base offset (outside the CRC) became -1, its last offset still in
+    the segment: LogSegment.recover would assign its leader epoch from offset -1, which
+    LeaderEpochFileCache.assign refuses (IllegalArgumentException), so the broker cannot load
+    the partition. recover says so in one line, exit 2, and changes nothing (it raised a
+    traceback; found by the fuzzer)."""
+    import kafkagen as kg
+    w = kg.SegmentWriter(0, partition_leader_epoch=3)
+    w.add_v2([kg.Rec(b"k%d" % i, b"v", kg.T0) for i in range(6)])
+    w.add_v2([kg.Rec(b"n", b"v", kg.T0)])
+    data = bytearray(w.data())
+    data[0:8] = (-1).to_bytes(8, "big", signed=True)
+    part = tmp_path / "logdir" / "t-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(bytes(data))
+    before = tree(tmp_path / "logdir")
+    res = run("recover", part)
+    assert res.returncode == 2, res
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "negative base offset -1" in lines[0], res.stderr
+    assert changed(before, tree(tmp_path / "logdir")) == []

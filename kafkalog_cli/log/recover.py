@@ -359,6 +359,22 @@ def _records_problem(log: LogFile, batch: Batch,
     return None, marker_key
 
 
+def _observe_epoch(cache: LeaderEpochCache, batch: Batch, path: str) -> None:
+    """LogSegment.recover's assignment of a v2 batch's leader epoch. From a negative base
+    offset LeaderEpochFileCache.assign refuses it (IllegalArgumentException) and the broker
+    cannot load the partition: recover leaves it as it is, said in one line."""
+    latest = cache.latest_epoch
+    epoch = batch.partition_leader_epoch
+    if batch.base_offset < 0 <= epoch and (latest is None or epoch > latest):
+        raise UnloadableBatchError(
+            errno.EINVAL, "the batch at position %d has the negative base offset %d (its last "
+            "offset %d) with leader epoch %d: the broker's recovery cannot assign that epoch "
+            "(LeaderEpochFileCache.assign refuses a negative start offset) and cannot load the "
+            "partition; left as it is" % (batch.position, batch.base_offset, batch.last_offset,
+                                          batch.partition_leader_epoch), path)
+    cache.observe(batch.partition_leader_epoch, batch.base_offset)
+
+
 def scan_segment(segment: Segment, prev_last: Optional[int], state: ProducerState,
                  interval: int = DEFAULT_INDEX_INTERVAL,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
@@ -398,7 +414,7 @@ def scan_segment(segment: Segment, prev_last: Optional[int], state: ProducerStat
                 result.aborted.append(aborted)
             result.keep(item)
             if epochs is not None and item.magic >= 2:
-                epochs.observe(item.partition_leader_epoch, item.base_offset)
+                _observe_epoch(epochs, item, segment.log_path)
             prev_last = item.last_offset
     result.builder.finish()
     return result
@@ -599,6 +615,11 @@ def _plan_orphan_indexes(plan: PartitionPlan, view: Dict[str, str], logs: List[i
                 and not names.lifecycle_suffix(n) and _base(n) not in bases):
             plan.add(MOVE, n, "index without a log (the broker deletes it)")
             del view[n]
+
+
+class UnloadableBatchError(KafkalogError, OSError):
+    """A batch the broker's own recovery fails on (not one it truncates): the partition is
+    left as it is. Exit code 2."""
 
 
 class SymlinkCutError(KafkalogError, OSError):
@@ -820,7 +841,7 @@ def _rebuilt_leader_epochs(plan: PartitionPlan, view: Dict[str, str], max_messag
                 if batch.position + batch.size > report.kept:
                     break
                 if batch.magic >= 2:
-                    cache.observe(batch.partition_leader_epoch, batch.base_offset)
+                    _observe_epoch(cache, batch, source.log_path)
     if plan.log_end_offset is not None:
         cache.truncate_from_end(plan.log_end_offset)
     if log_start_offset is not None:
