@@ -86,10 +86,12 @@ def test_slices_wait_for_the_executors_to_register(tmp_path):
         finally:
             p.kill()
         assert p.returncode == 0, err[-3000:]
-        # each executor registered has 2 cores; how many are there when the count has held
-        # still depends on the machine's load, but never none (without the wait: "2 0")
+        # each executor has 2 cores; how many are there when the count has held still depends
+        # on the machine's load, but never none (without the wait: "2 0"). The cores are the
+        # scheduler's (defaultParallelism), the count the block managers' (registered a
+        # moment after their executor: "4 1" on a loaded machine), so the cores may be ahead.
         cores, registered = map(int, out.split())
-        assert registered >= 1 and cores == 2 * registered, out
+        assert registered >= 1 and 2 * registered <= cores <= 4 and cores % 2 == 0, out
     finally:
         c.stop()
 
