@@ -77,12 +77,11 @@ def test_broker_serves_stops_and_leaves_nothing(kafka_broker, tmp_path):
     assert _processes_naming(str(broker.workdir)) == []
 
 
-def test_a_failing_test_still_stops_its_broker(tmp_path, kafka_classpath):
-    """The ``kafka_broker`` fixture closes every broker it made whatever happens: a pytest run
-    of a test that starts a broker and then fails leaves no process of that broker."""
+def _use_our_fixtures(directory):
+    """A conftest.py in ``directory`` that gives a pytest run there this suite's
+    ``kafka_broker`` and ``kafka_classpath`` fixtures."""
     tests = Path(__file__).resolve().parent
-    workdir = tmp_path / "failing-broker"
-    (tmp_path / "conftest.py").write_text(
+    (directory / "conftest.py").write_text(
         "import importlib.util, sys\n"
         f"sys.path.insert(0, {str(tests)!r})\n"
         "spec = importlib.util.spec_from_file_location(\n"
@@ -90,6 +89,13 @@ def test_a_failing_test_still_stops_its_broker(tmp_path, kafka_classpath):
         "ours = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(ours)\n"
         "kafka_broker, kafka_classpath = ours.kafka_broker, ours.kafka_classpath\n")
+
+
+def test_a_failing_test_still_stops_its_broker(tmp_path, kafka_classpath):
+    """The ``kafka_broker`` fixture closes every broker it made whatever happens: a pytest run
+    of a test that starts a broker and then fails leaves no process of that broker."""
+    workdir = tmp_path / "failing-broker"
+    _use_our_fixtures(tmp_path)
     (tmp_path / "test_fails.py").write_text(
         "from pathlib import Path\n"
         "def test_fails(kafka_broker):\n"
@@ -116,16 +122,8 @@ def test_sigterm_to_the_test_run_stops_its_brokers(tmp_path, kafka_classpath):
     import subprocess
     import sys
     import time
-    tests = Path(__file__).resolve().parent
     workdir = tmp_path / "terminated-broker"
-    (tmp_path / "conftest.py").write_text(
-        "import importlib.util, sys\n"
-        f"sys.path.insert(0, {str(tests)!r})\n"
-        "spec = importlib.util.spec_from_file_location(\n"
-        f"    'kafkalog_tests_conftest', {str(tests / 'conftest.py')!r})\n"
-        "ours = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(ours)\n"
-        "kafka_broker, kafka_classpath = ours.kafka_broker, ours.kafka_classpath\n")
+    _use_our_fixtures(tmp_path)
     (tmp_path / "test_waits.py").write_text(
         "import time\n"
         "from pathlib import Path\n"
