@@ -13,6 +13,10 @@ The names below are imported when first used, so that importing the package (as 
 
 __version__ = "0.1.0"
 
+# the codec error handler the readers decode text with (Java's UTF-8 replacement), registered
+# before any of them runs
+from .format import utf8 as _utf8  # noqa: E402,F401
+
 _API = {
     "LogDir": "kafkalog_cli.log.logdir",
     "Partition": "kafkalog_cli.log.partition",

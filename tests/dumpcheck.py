@@ -170,8 +170,14 @@ def record_meta_pairs(kb, r, kafka_format="4.2"):
     return out
 
 
+# A UTF-16 surrogate's UTF-8 bytes (0xED 0xA0-0xBF, and a continuation byte after them): Java's
+# String decoder replaces them with one U+FFFD where Python's "replace" gives one per byte
+_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]?")
+
+
 def text_string(b):
-    return b.decode("utf-8", "replace")
+    """Java's new String(b, UTF_8): Python's replacement, but one U+FFFD per surrogate."""
+    return "\ufffd".join(part.decode("utf-8", "replace") for part in _SURROGATE.split(bytes(b)))
 
 
 def data_tail(kb, r, key_text=text_string, value_text=text_string):

@@ -558,11 +558,12 @@ def test_record_lines_of_decoded_records(print_data, monkeypatch):
         record(key=b"\xff\xfeok", value="h\u00e9llo \u2603 \U0001F600".encode(), headers=[(b"a", b"1"), (b"\xc3", None)]),
         record(off_delta=1, key=None, value=None),
         record(off_delta=7, key=b"", value=b"\xed\xa0\x80 surrogate \xf4\x90\x80\x80"),
+        record(off_delta=8, key=b"\xed\xbfA", value=b"two \xed\xa0 bytes \xed\xa0"),
         record(off_delta=INT32_MAX, value=b"x" * 300),
     ])
     recs = records.Records()
     recs.headers = []
-    records._decode_v2_loop(data, 0, 4, 0, 4, 5, 1000, None, 1 << 20, recs)
+    records._decode_v2_loop(data, 0, 5, 0, 5, 5, 1000, None, 1 << 20, recs)
     for base_seq in (-1, 0, INT32_MAX - 3, INT32_MAX, INT32_MIN):
         for ts_type in (records.CREATE_TIME, records.LOG_APPEND_TIME):
             same_record_lines(recs, 5, base_seq, ts_type, print_data, monkeypatch)

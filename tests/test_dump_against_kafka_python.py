@@ -280,7 +280,8 @@ def test_empty_key_and_value_are_not_null(tmp_path):
     (b"ok\xc3(", "ok\ufffd("),
     (b"\xe2\x82", "\ufffd"),                  # truncated 3-byte sequence: one replacement
     (b"\xc0\xaf", "\ufffd\ufffd"),            # overlong encoding
-    (b"\xed\xa0\x80", "\ufffd\ufffd\ufffd"),  # UTF-16 surrogate
+    (b"\xed\xa0\x80", "\ufffd"),            # UTF-16 surrogate: one, as Java (Python: three)
+    (b"\xed\xbfA", "\ufffdA"),              # a surrogate's two bytes: one, as Java
     (b"a\xf0\x9f\x99", "a\ufffd"),            # truncated 4-byte sequence
     ("🙂".encode(), "🙂"),
     (b"\xf4\x90\x80\x80", "\ufffd" * 4),     # above U+10FFFF
@@ -292,10 +293,11 @@ def test_empty_key_and_value_are_not_null(tmp_path):
     (b"\x00\x7f\x1b", "\x00\x7f\x1b"),       # control characters are printed raw
     (b"\xef\xbf\xbf\xf4\x8f\xbf\xbf", "\uffff\U0010ffff"),  # valid edge code points
     (b"\xef\xbb\xbfbom", "\ufeffbom"),         # a BOM is kept
-], ids=["ff", "c3", "e282", "overlong", "surrogate", "f09f99", "emoji", "f4-90", "e0-80",
+], ids=["ff", "c3", "e282", "overlong", "surrogate", "surrogate-2", "f09f99", "emoji", "f4-90", "e0-80",
         "f0-80", "c2-end", "e1-80-a", "cont", "controls", "edges", "bom"])
 def test_malformed_utf8_is_replaced(tmp_path, raw, text):
-    """Java's new String(bytes, UTF_8): each maximal malformed subpart becomes one U+FFFD."""
+    """Java's new String(bytes, UTF_8): each malformed part becomes one U+FFFD (the parts as
+    tests/test_java_utf8.py checks them against Java itself)."""
     data = kg.v2_batch([kg.Rec(raw, raw, kg.T0)])
     path = kg.write_segment(tmp_path, 0, data)
     res = dump("--print-data-log", path)

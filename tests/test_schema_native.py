@@ -70,9 +70,10 @@ STRINGS = ["", "x" * 3000, "\x00\x01\x07\x1f\x7f\n\r\t\b\f\"\\/<>&'", "é€𝄞
            "ascii only, with spaces"]
 # bytes a string may hold that are not well-formed UTF-8, each 3 bytes long (they replace the
 # 3-byte encoding of U+E000 in an encoded message): a surrogate, an overlong form, a code point
-# past U+10FFFF, a truncated sequence, stray bytes
+# past U+10FFFF, a truncated sequence, stray bytes, a surrogate's first two bytes (which Java
+# replaces as one character)
 BAD_UTF8 = [b"\xed\xa0\x80", b"\xe0\x80\xaf", b"\xf4\x90\x80", b"\xe2\x82A", b"\xff\xfe\x80",
-            b"\xc0\xaf\x80", b"\x80\x80\x80", b"\xf0\x9f\x98"]
+            b"\xc0\xaf\x80", b"\x80\x80\x80", b"\xf0\x9f\x98", b"\xed\xb0A", b"A\xed\xbf"]
 MARK = "\ue000"
 
 

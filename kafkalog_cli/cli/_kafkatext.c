@@ -368,8 +368,8 @@ batch_line(PyObject *self, PyObject *args)
     return out_finish(&o);
 }
 
-/* Append bytes as UTF-8 text: ASCII and valid UTF-8 as they are, malformed input through
- * Python's "replace" decoder (each maximal malformed subsequence becomes U+FFFD). */
+/* Append bytes as UTF-8 text: ASCII and valid UTF-8 as they are, malformed input as Java's
+ * String decodes it (U+FFFD for each malformed part, through format/utf8.py's error handler). */
 static int
 out_text_raw(out_t *o, const unsigned char *s, Py_ssize_t n)
 {
@@ -392,7 +392,7 @@ out_text_raw(out_t *o, const unsigned char *s, Py_ssize_t n)
         o->len += n;
         return 0;
     }
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "replace");
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "kafkalog-java-utf8");
     if (text == NULL)
         return -1;
     Py_ssize_t len;

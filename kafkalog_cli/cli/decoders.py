@@ -15,14 +15,14 @@ from typing import Any, Callable, Dict, Optional, Union
 
 from ..errors import UsageError
 from ..format import confluent
+from ..format.utf8 import java_text
 
 DECODER_NAMES = ("string", "hex", "base64", "int", "long", "json", "confluent")
 
 
 def _string(b, offset=None):
-    # Java's new String(bytes, UTF_8) replaces each maximal malformed subsequence with U+FFFD,
-    # as Python's "replace" handler does.
-    return b.decode("utf-8", "replace")
+    # as Java's new String(bytes, UTF_8)
+    return java_text(b)
 
 
 def _fixed_int(size, name):

@@ -215,14 +215,14 @@ put_escaped(text_t *t, const unsigned char *s, Py_ssize_t n)
     return WALK_OK;
 }
 
-/* A string field's bytes as its JSON text: decoded as Python's "replace" decoder does
- * (U+FFFD for each malformed part), then escaped. */
+/* A string field's bytes as its JSON text: decoded as Java's String decodes them (U+FFFD for
+ * each malformed part, through format/utf8.py's error handler), then escaped. */
 static int
 put_string(text_t *t, const unsigned char *s, Py_ssize_t n)
 {
     if (utf8_valid(s, n))
         return put_escaped(t, s, n);
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "replace");
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "kafkalog-java-utf8");
     if (text == NULL)
         return WALK_ERR;
     Py_ssize_t len;

@@ -104,7 +104,7 @@ read_headers(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, PyObject
             PyErr_Format(err, "invalid header key size %lld", (long long)klen);
             goto fail;
         }
-        PyObject *key = PyUnicode_DecodeUTF8((const char *)buf + *pos, (Py_ssize_t)klen, "replace");
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)buf + *pos, (Py_ssize_t)klen, "kafkalog-java-utf8");
         if (key == NULL)
             goto fail;
         *pos += (Py_ssize_t)klen;
