@@ -42,6 +42,19 @@ class Partition:
         """The log directory holding this partition (where its .lock and checkpoints are)."""
         return os.path.dirname(os.path.abspath(self.directory))
 
+    def checkpointed(self, file_name: str) -> Optional[int]:
+        """The partition's entry in its log directory's offset checkpoint ``file_name``
+        (``names.RECOVERY_POINT_CHECKPOINT``, ``LOG_START_OFFSET_CHECKPOINT``,
+        ``HIGH_WATERMARK_CHECKPOINT``, ``CLEANER_OFFSET_CHECKPOINT``): the last line naming it,
+        as the broker reads the file into a map (OffsetCheckpointFile.read); None when there is
+        no such file or no entry, or when the directory's name is no partition's. A file that
+        cannot be read raises OSError or FileFormatError."""
+        topic, number = self.topic, self.number
+        path = os.path.join(self.log_dir, file_name)
+        if topic is None or number is None or not os.path.isfile(path):
+            return None
+        return checkpoints.offset_checkpoint_entries(path, {(topic, number)}).get((topic, number))
+
     def segments(self) -> List[Segment]:
         """The live segments (every ``<20 digits>.log``, no lifecycle suffix), oldest first."""
         return [Segment(self.directory, base)

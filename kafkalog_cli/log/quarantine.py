@@ -705,24 +705,21 @@ def _recovery_point_to_lower(run: Run) -> Optional[Tuple[str, int, int]]:
     the run did (LogLoader recovers from the segment holding the recovery point). Lowering it
     is always safe: more is recovered. A missing entry or file already means every segment;
     an unreadable file is left alone (RestoreRefused would stop a restore for a checkpoint)."""
-    from . import checkpoints
-    topic, number = names.topic_partition(run.partition)
+    from .partition import Partition
     offsets = [names.base_offset_from_name(e.target) for e in run.entries
                if not names.lifecycle_suffix(e.target)
                and names.partition_file_kind(e.target) in names.SEGMENT_KINDS]
     lowest = min((o for o in offsets if o is not None), default=None)
-    if topic is None or number is None or lowest is None:
+    if lowest is None:
         return None
-    path = os.path.join(os.path.dirname(os.path.abspath(run.partition)),
-                        names.RECOVERY_POINT_CHECKPOINT)
+    partition = Partition(run.partition)
     try:
-        entries = checkpoints.read_offset_checkpoint(path)
+        found = partition.checkpointed(names.RECOVERY_POINT_CHECKPOINT)
     except (OSError, KafkalogError):
         return None
-    found = [o for t, p, o in entries if (t, p) == (topic, number)]
-    if not found or found[-1] <= lowest:
+    if found is None or found <= lowest:
         return None
-    return path, found[-1], lowest
+    return os.path.join(partition.log_dir, names.RECOVERY_POINT_CHECKPOINT), found, lowest
 
 
 def _plan_append(run: Run, e: RunEntry, saved: str, target: str, there: bool) -> RestoreStep:

@@ -513,19 +513,15 @@ def _recovery_point_below(directory: str, log_start: int
     the log start offset retention leaves (``log_start``, or the log-start-offset-checkpoint's
     entry when higher), else (None, None); (None, why) when the file cannot be read."""
     partition = Partition(directory)
-    topic, number = partition.topic, partition.number
-    path = os.path.join(partition.log_dir, names.RECOVERY_POINT_CHECKPOINT)
-    if topic is None or number is None or not os.path.isfile(path):
-        return None, None
     try:
-        found = [o for t, p, o in checkpoints.read_offset_checkpoint(path)
-                 if (t, p) == (topic, number)]
+        found = partition.checkpointed(names.RECOVERY_POINT_CHECKPOINT)
     except (OSError, FileFormatError) as e:
+        path = os.path.join(partition.log_dir, names.RECOVERY_POINT_CHECKPOINT)
         return None, "%s: not read (%s): the recovery point is not raised" % (path, e)
     start = _recorded_log_start(directory, log_start)
-    if not found or found[-1] >= start:
+    if found is None or found >= start:
         return None, None
-    return (found[-1], start), None
+    return (found, start), None
 
 
 def raise_recovery_point(directory: str, log_start: int) -> Optional[Tuple[int, int]]:
@@ -546,11 +542,8 @@ def raise_recovery_point(directory: str, log_start: int) -> Optional[Tuple[int, 
 
 def _checkpointed_log_start(partition: Partition) -> List[int]:
     """The partition's entry of its log directory's log-start-offset-checkpoint, if any."""
-    path = os.path.join(partition.log_dir, names.LOG_START_OFFSET_CHECKPOINT)
-    topic, number = partition.topic, partition.number
-    if topic is None or number is None or not os.path.isfile(path):
-        return []
-    return [o for t, p, o in checkpoints.read_offset_checkpoint(path) if (t, p) == (topic, number)]
+    found = partition.checkpointed(names.LOG_START_OFFSET_CHECKPOINT)
+    return [] if found is None else [found]
 
 
 def update_log_start_checkpoint(directory: str, first_base: int, log_start: int = 0) -> bool:
@@ -575,8 +568,7 @@ def update_log_start_checkpoint(directory: str, first_base: int, log_start: int 
     entries = [e for e in entries if (e[0], e[1]) != (topic, number)]
     if start > first_base:
         entries.append((topic, number, start))
-    text = "0\n%d\n" % len(entries) + "".join("%s %d %d\n" % e for e in entries)
-    write_atomically(path, text.encode("utf-8"))
+    write_atomically(path, checkpoints.offset_checkpoint_bytes(entries))
     return True
 
 

@@ -18,11 +18,12 @@ from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from ..format.scan import InvalidBytes
-from . import checkpoints, files, names
+from . import files, names
 from .files import (ActiveSegments, FileChangedError, FileFormatError, Found, expand,
                     printable_name)
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import LeaderEpochCache, read_checkpoint_strict
+from .partition import Partition
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .txnindex import TransactionIndex
 
@@ -907,14 +908,8 @@ def _checkpointed_log_start(directory: str) -> Optional[int]:
     """The partition's entry in its log directory's log-start-offset-checkpoint, or None (no
     file, no entry, a directory name that is no partition's, or a file that cannot be read:
     verify-index does not judge that file)."""
-    topic, number = names.topic_partition(directory)
-    path = os.path.join(os.path.dirname(os.path.abspath(directory)),
-                        names.LOG_START_OFFSET_CHECKPOINT)
-    if topic is None or number is None or not os.path.isfile(path):
-        return None
     try:
-        return checkpoints.offset_checkpoint_entries(path, {(topic, number)}).get(
-            (topic, number))
+        return Partition(directory).checkpointed(names.LOG_START_OFFSET_CHECKPOINT)
     except (OSError, KafkalogError):
         return None
 
