@@ -11,10 +11,10 @@ import click
 
 from ..errors import KafkalogError, UsageError
 from ..log.append import AppendError
-from ..log.lock import LogDirLock, preview_warning
+from ..log.lock import preview_warning
 from ..log.names import RECOVERY_POINT_CHECKPOINT, topic_partition
 from ..log.partition import Partition
-from ..log.retain import DELETED, Policy, retain_partition
+from ..log.retain import DELETED, LogDirRetention, Policy
 from .errors import error_text, fail
 from .render import human_bytes, new_offsets_text, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir
@@ -245,23 +245,24 @@ def retain(ctx, paths, retention_ms, retention_bytes, log_start_offset, now, hig
     by_log_dir, ok = partitions_by_log_dir(paths)
     status = EXIT_OK if ok else EXIT_ERROR
     for log_dir, partitions in by_log_dir.items():
-        directory = log_dir  # where an error without a file name is said to be
+        run = LogDirRetention(log_dir, partitions, policy, dry_run, file_delete_delay_ms)
+        warned = False
         try:
-            # a dry run only reads: beside a broker it goes on, with a warning
-            with LogDirLock(log_dir, create=not dry_run, preview=dry_run,
-                            partitions=partitions) as lock:
-                if lock.held is not None:
-                    click.echo("kafkalog: warning: " + preview_warning(lock.held), err=True)
-                for directory in partitions:
-                    plan = retain_partition(directory, policy, dry_run, file_delete_delay_ms)
-                    out.partition(plan)  # what was done, once it is done
-                    if dry_run and plan.deleted:
-                        status = max(status, EXIT_WOULD_CHANGE)
+            for plan in run.run():
+                # a dry run only reads: beside a broker it goes on, with a warning
+                if run.lock_held is not None and not warned:
+                    warned = True
+                    click.echo("kafkalog: warning: " + preview_warning(run.lock_held), err=True)
+                out.partition(plan)  # what was done, once it is done
+                if dry_run and plan.deleted:
+                    status = max(status, EXIT_WOULD_CHANGE)
         except AppendError as e:
             click.echo("kafkalog: cannot roll the active segment first: %s" % e, err=True)
             status = EXIT_ERROR
         except (OSError, KafkalogError) as e:  # LockHeld: a broker holds the log directory
-            click.echo("kafkalog: " + error_text(e, directory), err=True)
+            if run.lock_held is not None and not warned:
+                click.echo("kafkalog: warning: " + preview_warning(run.lock_held), err=True)
+            click.echo("kafkalog: " + error_text(e, run.current), err=True)
             status = EXIT_ERROR
     out.summary()
     sys.exit(status)

@@ -20,13 +20,14 @@ from __future__ import annotations
 import errno
 import os
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 from . import checkpoints, names
 from .append import PartitionWriter
 from .files import FileFormatError
 from .indexbuild import fsync_dir, rename_noreplace, write_atomically
 from .leader_epochs import LeaderEpochCache
+from .lock import LockHeld, LogDirLock
 from .logdir import CleanShutdownMarker, LogDir
 from .partition import Partition
 from .producer_state import load_state, snapshot_path, write_snapshot
@@ -631,3 +632,32 @@ def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
     purge_deleted(directory, delete_delay_ms, int(time.time() * 1000))
     marker.restore()
     return plan
+
+
+class LogDirRetention:
+    """Retention of ``partitions`` (directories) of the log directory ``log_dir`` under its
+    lock, as LogManager's retention pass goes over its logs: ``run`` yields each partition's
+    plan, carried out (only planned with ``dry_run``). A real run refuses a log directory a
+    broker holds (LockHeld); a dry run only reads, and goes on beside it (``lock_held`` says
+    who holds it, for the caller's warning). ``current`` is the partition being retained (where
+    an error without a file name is said to be). An error ends the run: the partitions after
+    it are not retained."""
+
+    def __init__(self, log_dir: str, partitions: List[str], policy: Policy,
+                 dry_run: bool = False, delete_delay_ms: int = 60000) -> None:
+        self.log_dir = log_dir
+        self.partitions = partitions
+        self.policy = policy
+        self.dry_run = dry_run
+        self.delete_delay_ms = delete_delay_ms
+        self.lock_held: Optional[LockHeld] = None
+        self.current = log_dir
+
+    def run(self) -> Iterator[RetentionPlan]:
+        with LogDirLock(self.log_dir, create=not self.dry_run, preview=self.dry_run,
+                        partitions=self.partitions) as lock:
+            self.lock_held = lock.held
+            for directory in self.partitions:
+                self.current = directory
+                yield retain_partition(directory, self.policy, self.dry_run,
+                                       self.delete_delay_ms)
