@@ -101,3 +101,29 @@ def test_no_recover_or_retain_while_an_append_writes(linked, command, via):
         writer.stdin.close()
         writer.wait(timeout=30)
     assert writer.returncode == 0, writer.stderr.read()
+
+
+@pytest.mark.parametrize("command", ["restore", "purge", "restore --dry-run"])
+def test_the_quarantine_through_a_symlinked_partition_is_locked_where_it_lives(linked, tmp_path,
+                                                                                command):
+    """restore and purge of a run reached through ``logdirB``: refused while ``logdir``'s lock
+    is held; a dry run reads, with the one-line warning naming that lock."""
+    logdir, logdir_b = linked
+    assert kafkalog("recover", "--full", logdir).returncode == 1
+    (run_id,) = [p.name for p in (logdir / "orders-0" / "kafkalog-quarantine").iterdir()
+                 if not p.name.startswith(".")]
+    args = {"restore": ["quarantine", "restore", logdir_b / "orders-0", run_id],
+            "purge": ["quarantine", "purge", logdir_b, "--older-than", "0"],
+            "restore --dry-run": ["quarantine", "restore", logdir_b / "orders-0", run_id,
+                                  "--dry-run"]}[command]
+    with lock_held(logdir):
+        before = tree_hash(tmp_path)
+        proc = kafkalog(*args)
+        after = tree_hash(tmp_path)
+    err = proc.stderr.decode()
+    assert "Traceback" not in err
+    assert str(logdir / ".lock") in err and len(err.splitlines()) == 1, err
+    assert proc.returncode == (0 if "dry" in command else 2), (proc.returncode, err)
+    after.pop("logdirB/.lock", None)
+    before.pop("logdirB/.lock", None)
+    assert after == before

@@ -12,7 +12,7 @@ import click
 from ..errors import KafkalogError
 from ..log import names
 from ..log.files import printable_name
-from ..log.lock import LogDirLock
+from ..log.lock import preview_warning
 from ..log.logdir import partitions_of
 from ..log.quarantine import (APPEND, DISPLACE, DONE, RENAME_BACK, RETURN, REWRITE, find_run,
                               list_runs, purge_runs, restore_run)
@@ -169,16 +169,6 @@ _DONE_TEXT = {DISPLACE: ("set aside in a new quarantine run (it stands where the
                      "already back (a restore interrupted after it)")}
 
 
-def _warn_if_locked(partition):
-    log_dir = os.path.dirname(os.path.abspath(partition))
-    try:
-        with LogDirLock(log_dir, create=False):
-            pass
-    except OSError as e:
-        click.echo("kafkalog: warning: %s; a dry run reads anyway, but the files may change "
-                   "before a real restore" % (e.strerror or e), err=True)
-
-
 @quarantine.command("restore", short_help="Put back what run RUN set aside.")
 @click.argument("path", type=click.Path(readable=False))
 @click.argument("run_id", metavar="RUN")
@@ -198,9 +188,9 @@ def restore_cmd(path, run_id, dry_run, fmt):
     partitions = _partitions(path)
     try:
         run = find_run(partitions, run_id)
-        if dry_run:
-            _warn_if_locked(run.partition)
         plan = restore_run(run, dry_run)
+        if plan.lock_held is not None:
+            click.echo("kafkalog: warning: " + preview_warning(plan.lock_held), err=True)
     except (OSError, KafkalogError) as e:
         fail(e, path)
     topic, number = _topic(run.partition)

@@ -18,6 +18,7 @@ from ..errors import KafkalogError, UsageError
 from . import names
 from .files import open_in_place, printable_name, read_sized, writing_temporary
 from .indexbuild import TMP_SUFFIX, fsync_dir, rename_noreplace, write_atomically, write_new
+from .lock import LockHeld, LogDirLock
 
 MANIFEST = names.QUARANTINE_MANIFEST
 
@@ -481,6 +482,8 @@ class RestorePlan:
         self.displaced_run: Optional[str] = None
         # (checkpoint path, old, new): the partition's recovery point lowered, or None
         self.recovery_point: Optional[Tuple[str, int, int]] = None
+        # a dry run's: who holds the log directory's lock (a real restore raises it)
+        self.lock_held: Optional[LockHeld] = None
 
 
 def _refuse(path: str, why: str) -> RestoreRefused:
@@ -762,19 +765,23 @@ def _append(log: str, pos: int, saved: str, at: int) -> None:
 
 def restore_run(run: Run, dry_run: bool = False) -> RestorePlan:
     """Put back what ``run`` set aside (``plan_restore`` says what and refuses what it must),
-    holding the log directory's lock (LockHeld while a broker holds it; a dry run takes no
-    lock and changes nothing). Files now standing where run's files return are set aside
+    holding the lock of the log directory that really holds the partition (LockHeld while a
+    broker holds it; a dry run changes nothing and reads beside a broker, ``lock_held`` saying
+    who holds it). Files now standing where run's files return are set aside
     first in a new run of the quarantine (``displaced_run``), so nothing is lost. The
     log directory's clean-shutdown marker is lifted before the first change and put back once
     everything is flushed, as recover does. Every step is flushed before the next, and a
     restore interrupted at any point is finished by running it again. Once done, the run's
     folder gets ``restored.json`` (the saved tails and copies stay in it until purged)."""
-    from .logdir import CleanShutdownMarker, LogDir
-    if dry_run:
-        return plan_restore(run)
-    log_dir = os.path.dirname(os.path.abspath(run.partition))
-    with LogDir(log_dir).lock():
+    from .logdir import CleanShutdownMarker
+    from .partition import Partition
+    log_dir = Partition(run.partition).log_dir
+    with LogDirLock(log_dir, create=not dry_run, preview=dry_run,
+                    partitions=[run.partition]) as lock:
         plan = plan_restore(run)
+        if dry_run:
+            plan.lock_held = lock.held
+            return plan
         marker = CleanShutdownMarker(log_dir)
         q = Quarantine(run.partition, tool=RESTORE_TOOL)
         if plan.recovery_point is not None:
@@ -832,11 +839,11 @@ def purge_runs(partitions: List[str], older_than: datetime.timedelta,
                now: Optional[datetime.datetime] = None, dry_run: bool = False) -> List[Run]:
     """Delete the runs of the partitions that started more than ``older_than`` before ``now``
     (the manifest's time; for a run without a readable one, the time in its folder name),
-    holding each log directory's lock (a dry run takes none and deletes nothing). Returns the
+    holding the lock of each log directory that really holds them (a dry run takes none and
+    deletes nothing). Returns the
     runs deleted (or that would be). A run is renamed to ``.<id>.purging`` (flushed) before it
     is deleted, so a run half deleted by a crash is never listed nor restored; a later purge
     finishes it."""
-    from .logdir import LogDir
     now = now or datetime.datetime.now(datetime.timezone.utc)
     cutoff = now - older_than
     runs = [r for r in list_runs(partitions) if r.time is not None and r.time < cutoff]
@@ -846,7 +853,7 @@ def purge_runs(partitions: List[str], older_than: datetime.timedelta,
     for p in partitions:
         by_log_dir.setdefault(os.path.dirname(os.path.abspath(p)), []).append(p)
     for log_dir, parts in by_log_dir.items():
-        with LogDir(log_dir).lock():
+        with LogDirLock(log_dir, partitions=parts):
             for r in runs:
                 if r.partition in parts:
                     _delete_run(r)
