@@ -772,6 +772,7 @@ def run_worker(args):
                 import kafkalog_cli.format.scan  # noqa: F401
                 import kafkalog_cli.log.checkpoints  # noqa: F401
                 import kafkalog_cli.log.recover  # noqa: F401
+                import kafkalog_cli.log.recover_run  # noqa: F401
                 import kafkalog_cli.log.snapshot  # noqa: F401
                 import kafkalog_cli.log.verify  # noqa: F401
         target = _make_target(args.worker, workdir)

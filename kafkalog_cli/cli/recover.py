@@ -15,7 +15,8 @@ from ..log.names import (CLEAN_SHUTDOWN_FILE, LOG, SNAPSHOT, partition_file_kind
                          topic_partition)
 from ..log.recover import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW, RULE_CLEAN,
                            RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT, RULE_TXN_BELOW_BASE,
-                           SPLIT, WRITE, LogDirRecovery)
+                           SPLIT, WRITE)
+from ..log.recover_run import LogDirRecovery
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text
 from .render import human_bytes, new_offsets_text, offsets_text, plural, table_output

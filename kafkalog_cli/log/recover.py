@@ -18,7 +18,8 @@ Which segments are recovered follows LogLoader:
 * A recovered segment whose offsets do not fit 32-bit offsets relative to its base is split
   (LocalLog.splitOverflowedSegment), not cut: see ``split_segment``.
 
-Afterwards the recovery point is written back at the log end offset (``LogDirRecovery``): every
+Afterwards the recovery point is written back at the log end offset (``LogDirRecovery``, in
+``recover_run``): every
 batch below it has been validated, or was below the recovery point already, and the validated
 logs are flushed before the checkpoint says so.
 
@@ -32,8 +33,9 @@ removed without a copy in quarantine: it holds nothing but the fact of a clean s
 broker epoch), and its loss only costs the broker a longer start. A run never creates a marker
 that was not there: a clean shutdown is the broker's to state.
 
-``plan_partition`` reads a partition directory and decides; ``execute`` carries the plan out;
-``recover_partition`` does both. Everything removed (files, and the bytes cut from a .log) goes
+``plan_partition`` reads a partition directory and decides (each recovered segment read by
+``recovery_scan``); ``recover_run.execute`` carries the plan out; ``recover_run.recover_partition``
+does both. Everything removed (files, and the bytes cut from a .log) goes
 verbatim into a quarantine folder inside the partition directory, which a broker ignores (it
 only loads files); a file written where there was none is recorded there too (its hash), so
 that ``kafkalog quarantine restore`` can take it away again. The steps are ordered so that a
@@ -51,30 +53,24 @@ from __future__ import annotations
 import errno
 import os
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..errors import KafkalogError
-from ..format import control
-from ..format.errors import CorruptRecordError, LimitExceededError
-from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER, Batch, Records
-from ..format.scan import plain_records_ok
-from . import checkpoints, names
-from .files import FileFormatError, open_in_place, printable_name, read_sized
+from ..format.errors import CorruptRecordError
+from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER
+from . import names
+from .files import FileFormatError, printable_name
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import LeaderEpochCache, read_checkpoint_strict
-from .lock import LockHeld, LogDirLock
-from .logdir import CleanShutdownMarker, LogDir
-from .producer_state import (InvalidTxnStateError, ProducerState, end_marker, load_state,
-                             stray_snapshots)
-from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, AbortedEntry, IndexBuilder,
-                         fsync_dir, rename_noreplace, txn_index_bytes,
-                         write_atomically, write_new)
+from .producer_state import ProducerState, load_state, stray_snapshots
+from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, fsync_dir, rename_noreplace,
+                         txn_index_bytes)
 from .snapshot import read_snapshot
-from .quarantine import (Quarantine, copy_range, manifest_entry, renamed_entry, written_entry,
-                         written_range_entry)
-from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile,
-                      Segment, order_problem, reach_problem)
-from .txnindex import TransactionIndex
+from .quarantine import copy_range
+from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, Segment, order_problem
+from .recovery_scan import (SegmentScan, observe_epoch, overflows, same_index,
+                            same_txn_index, scan_segment, txn_below_base,
+                            update_producer_state)
 
 
 MOVE, RENAME, CUT, WRITE, REMOVE, SPLIT = "move", "rename", "cut", "write", "remove", "split"
@@ -257,226 +253,6 @@ class PartitionPlan:
         self.actions.append(Action(kind, name, why, **kw))
 
 
-# -- analysing a segment (LogSegment.recover) ------------------------------------------------------
-
-class SegmentScan:
-    """The longest valid prefix of a segment: its rebuilt indexes (``builder``, ``aborted``),
-    its offsets and records, and why and where it ends."""
-
-    def __init__(self, builder: IndexBuilder) -> None:
-        self.valid_end = 0
-        self.first_bad: Optional[int] = None
-        self.reason: Optional[str] = None
-        self.last_offset: Optional[int] = None
-        self.first_offset: Optional[int] = None
-        self.records = 0
-        self.bad_offset: Optional[int] = None  # base offset of the first invalid batch
-        # The first invalid batch is valid but for an offset past 32 bits from the base: the
-        # segment is split there (LogSegmentOffsetOverflowException), not cut.
-        self.overflow = False
-        self.builder = builder
-        self.aborted: List[AbortedEntry] = []
-        # (position, base offset, last offset) of batches kept with their records unchecked
-        self.unchecked: List[Tuple[int, int, int]] = []
-
-    def keep(self, batch: Batch) -> None:
-        """``batch`` is valid: index it and extend the valid prefix over it."""
-        # LogSegment.recover indexes the batch header's maxTimestamp
-        self.builder.add(batch.position, batch.size, batch.last_offset, batch.max_timestamp)
-        self.valid_end = batch.position + batch.size
-        self.last_offset = batch.last_offset
-        if self.first_offset is None:
-            self.first_offset = batch.base_offset
-        # a legacy entry's header has no count: its offsets say how many messages it holds
-        self.records += (batch.count if batch.count is not None
-                         else batch.last_offset - batch.base_offset + 1)
-
-    @property
-    def next_offset(self) -> Optional[int]:
-        """The offset after the last valid batch (None: there is none)."""
-        return None if self.last_offset is None else self.last_offset + 1
-
-
-def _header_problem(batch: Batch, base: int, prev_last: Optional[int]) -> Optional[str]:
-    """Why a batch is invalid by its header alone (size and completeness are the scanner's)."""
-    if not batch.is_valid:
-        return "CRC mismatch (stored %d, computed %s)" % (batch.crc, batch.computed_crc)
-    if batch.magic > 2:
-        return "unknown magic %d" % batch.magic
-    return (order_problem(batch.last_offset, prev_last)
-            or reach_problem(batch.last_offset, base))
-
-
-def _overflows(batch: Batch, base: int) -> bool:
-    """Does ``batch`` lie past what 32-bit offsets relative to ``base`` reach (the segment is
-    split there: LogSegment.recover's LogSegmentOffsetOverflowException)?"""
-    return batch.last_offset - base > MAX_RELATIVE_OFFSET
-
-
-def control_problem(recs: Records) -> Optional[str]:
-    """Why the records of a control batch are malformed, or None: every key a control key
-    (ControlRecordType: at least 4 bytes, a version that is not negative), an ABORT/COMMIT
-    value an end transaction marker (EndTransactionMarker), a KRaft control value readable as
-    its type. The same rule as the readers' (a record they cannot show makes them exit 1)."""
-    for offset, key, value in zip(recs.offsets, recs.keys, recs.values):
-        try:
-            type_id = control.control_type(key)
-            if type_id in (control.ABORT, control.COMMIT):
-                control.end_txn_marker(value)
-            elif type_id in control.kraft_control_names():
-                # read by format.schema as ControlRecordUtils reads it (version 0)
-                control.kraft_control_json(type_id, value)
-        except CorruptRecordError as e:
-            return "control record at offset %d: %s" % (offset, e)
-    return None
-
-
-def _records_problem(log: LogFile, batch: Batch,
-                     scan: SegmentScan) -> Tuple[Optional[str], Optional[bytes]]:
-    """Why the records of ``batch`` make it invalid (None: they do not), and a control batch's
-    first record key (its end marker's; None for an empty one). Decoded chunk by chunk: memory
-    stays bounded by the batch's decompressed size, however many records it holds.
-
-    Records inflating further than the bound are no proof of damage: the batch is kept, its
-    records unchecked, and ``scan.unchecked`` says so."""
-    log.ensure(batch.position, batch.position + batch.size)
-    if plain_records_ok(log.buf, batch, log.max_message_size):
-        return None, None  # an uncompressed data batch whose records read: none made
-    marker_key = None
-    try:
-        for recs in log.iter_records(batch):
-            if batch.is_control:
-                if marker_key is None and len(recs):
-                    marker_key = recs.keys[0]
-                reason = control_problem(recs)
-                if reason is not None:
-                    return reason, marker_key
-    except LimitExceededError:
-        scan.unchecked.append((batch.position, batch.base_offset, batch.last_offset))
-        return None, None
-    except CorruptRecordError as e:
-        return "records cannot be read: %s" % e, marker_key
-    return None, marker_key
-
-
-def _observe_epoch(cache: LeaderEpochCache, batch: Batch, path: str) -> None:
-    """LogSegment.recover's assignment of a v2 batch's leader epoch. From a negative base
-    offset LeaderEpochFileCache.assign refuses it (IllegalArgumentException) and the broker
-    cannot load the partition: recover leaves it as it is, said in one line."""
-    latest = cache.latest_epoch
-    epoch = batch.partition_leader_epoch
-    if batch.base_offset < 0 <= epoch and (latest is None or epoch > latest):
-        raise UnloadableBatchError(
-            errno.EINVAL, "the batch at position %d has the negative base offset %d (its last "
-            "offset %d) with leader epoch %d: the broker's recovery cannot assign that epoch "
-            "(LeaderEpochFileCache.assign refuses a negative start offset) and cannot load the "
-            "partition; left as it is" % (batch.position, batch.base_offset, batch.last_offset,
-                                          batch.partition_leader_epoch), path)
-    cache.observe(batch.partition_leader_epoch, batch.base_offset)
-
-
-def scan_segment(segment: Segment, prev_last: Optional[int], state: ProducerState,
-                 interval: int = DEFAULT_INDEX_INTERVAL,
-                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-                 epochs: Optional[LeaderEpochCache] = None) -> SegmentScan:
-    """Validate ``segment``'s .log batch by batch and build its indexes (LogSegment.recover).
-    A batch is valid when it is complete, its size and magic are right, its CRC holds, its last
-    offset follows ``prev_last`` (the previous batch's) and fits the segment, its records decode
-    and are as many as the header says, and, in a control batch, they are well-formed control
-    records. A batch whose records inflate past the bound is kept with its records unchecked
-    (its CRC holds, and the broker's recovery does not look inside a data batch): ``unchecked``
-    lists them. ``state`` is the partition's producer state, which each valid batch updates
-    (LogSegment.recover's updateProducerState): its aborted transactions' .txnindex entries
-    are the segment's."""
-    base = segment.base_offset
-    if base is None:
-        raise ValueError("%s: the file name holds no base offset" % segment.log_path)
-    result = SegmentScan(IndexBuilder(base, interval))
-    # A record as large as its batch may inflate to is valid: the broker's recovery keeps it.
-    with segment.open(max_message_size, record_limit_factor=BATCH_LIMIT_FACTOR) as log:
-        for item in log.entries():
-            if not isinstance(item, Batch):
-                result.first_bad, result.reason = item.position, item.reason
-                break
-            reason = _header_problem(item, base, prev_last)
-            marker_key = None
-            if reason is None:
-                reason, marker_key = _records_problem(log, item, result)
-            if reason is not None:
-                result.first_bad, result.reason = item.position, reason
-                result.bad_offset = item.base_offset
-                result.overflow = (item.is_valid and item.magic <= 2
-                                   and order_problem(item.last_offset, prev_last) is None
-                                   and _overflows(item, base))
-                break
-            aborted = _update_producer_state(state, log, item)
-            if aborted is not None:
-                result.aborted.append(aborted)
-            result.keep(item)
-            if epochs is not None and item.magic >= 2:
-                _observe_epoch(epochs, item, segment.log_path)
-            prev_last = item.last_offset
-    result.builder.finish()
-    return result
-
-
-def _update_producer_state(state: ProducerState, log: LogFile,
-                           batch: Batch) -> Optional[AbortedEntry]:
-    """LogSegment.recover's updateProducerState for one valid batch (ProducerState.append); the
-    .txnindex entry of the aborted transaction it ends, or None. What the broker's loading
-    would refuse (a control record that is no end marker, a non-transactional write inside an
-    open transaction) leaves the state as it was: the batch itself is valid and kept."""
-    if batch.magic < 2 or batch.producer_id < 0:
-        return None
-    try:
-        return state.append(batch, end_marker(log, batch) if batch.is_control else None)
-    except (CorruptRecordError, LimitExceededError, InvalidTxnStateError):
-        return None
-
-
-# -- comparing the indexes a segment has with the rebuilt ones -----------------------------------
-
-# An index file larger than this is no index the broker wrote (segment.index.bytes tops out at
-# Int.MAX, but a file past this is not read into memory to be compared: it is replaced).
-MAX_INDEX_READ = 64 * 1024 * 1024
-
-
-def _same_index(path: str, rebuilt: bytes, entry_size: int, active: bool) -> bool:
-    """Is the index file at ``path`` the one LogSegment.recover rebuilds, byte for byte? The
-    active segment's may go on with zeros after its entries, to a whole number of entries (the
-    broker pre-allocates it to segment.index.bytes, and expands it again when it loads the
-    log); a sealed segment's may not (it is trimmed on roll)."""
-    try:
-        data = read_sized(path, MAX_INDEX_READ)
-    except (OSError, FileFormatError):
-        return False
-    if data == rebuilt:
-        return True
-    return (active and len(data) % entry_size == 0 and data[:len(rebuilt)] == rebuilt
-            and not data[len(rebuilt):].strip(b"\0"))
-
-
-def _same_txn_index(path: Optional[str], rebuilt: bytes) -> bool:
-    """Is the .txnindex at ``path`` (None: there is none) the rebuilt one, byte for byte (no
-    file and an empty one both say: no aborted transaction)?"""
-    if path is None:
-        return not rebuilt
-    try:
-        return read_sized(path, MAX_INDEX_READ) == rebuilt
-    except (OSError, FileFormatError):
-        return False
-
-
-def _txn_below_base(path: str) -> bool:
-    """Does the .txnindex at ``path`` hold an entry whose last offset is below the segment's
-    base offset (LogSegment.sanityCheck's CorruptIndexException, which sends the segment to
-    recovery)? One that cannot be read at all says so too."""
-    try:
-        return bool(TransactionIndex(path).sanity_problems())
-    except (OSError, FileFormatError):
-        return True
-
-
 # -- planning a partition (LogLoader) --------------------------------------------------------
 
 def _base(name: str) -> int:
@@ -615,11 +391,6 @@ def _plan_orphan_indexes(plan: PartitionPlan, view: Dict[str, str], logs: List[i
                 and not names.lifecycle_suffix(n) and _base(n) not in bases):
             plan.add(MOVE, n, "index without a log (the broker deletes it)")
             del view[n]
-
-
-class UnloadableBatchError(KafkalogError, OSError):
-    """A batch the broker's own recovery fails on (not one it truncates): the partition is
-    left as it is. Exit code 2."""
 
 
 class SymlinkCutError(KafkalogError, OSError):
@@ -841,7 +612,7 @@ def _rebuilt_leader_epochs(plan: PartitionPlan, view: Dict[str, str], max_messag
                 if batch.position + batch.size > report.kept:
                     break
                 if batch.magic >= 2:
-                    _observe_epoch(cache, batch, source.log_path)
+                    observe_epoch(cache, batch, source.log_path)
     if plan.log_end_offset is not None:
         cache.truncate_from_end(plan.log_end_offset)
     if log_start_offset is not None:
@@ -910,7 +681,7 @@ def _segment_rule(plan: PartitionPlan, view: Dict[str, str], base: int, recoveri
     if index not in view and index not in plan.blocked:
         return RULE_NO_INDEX
     txn = names.offset_name(base, names.TXNINDEX)
-    if txn in view and _txn_below_base(os.path.join(plan.directory, view[txn])):
+    if txn in view and txn_below_base(os.path.join(plan.directory, view[txn])):
         return RULE_TXN_BELOW_BASE
     return RULE_CLEAN if plan.clean_shutdown else RULE_BELOW
 
@@ -941,7 +712,7 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
             if replay_from <= i < last_recovered:
                 with source.open(max_message_size, record_limit_factor=BATCH_LIMIT_FACTOR) as log:
                     for batch in log.batches():
-                        _update_producer_state(state, log, batch)
+                        update_producer_state(state, log, batch)
             _plan_sane(plan, view, base, report)
             if last:
                 plan.log_end_offset = _next_offset(source, view, max_message_size)
@@ -1165,9 +936,9 @@ def _plan_indexes(plan: PartitionPlan, view: Dict[str, str], base: int, scan: Se
             continue
         path = os.path.join(directory, view[n]) if n in view else None
         if kind == names.TXNINDEX:
-            same = _same_txn_index(path, data)
+            same = same_txn_index(path, data)
         else:
-            same = path is not None and _same_index(path, data, entry_size, active)
+            same = path is not None and same_index(path, data, entry_size, active)
         if same:
             continue
         report.indexes_replaced.append(kind)
@@ -1197,7 +968,7 @@ def split_points(segment: Segment, max_message_size: int = DEFAULT_MAX_MESSAGE_S
             if (not batch.is_valid or batch.magic > 2
                     or order_problem(batch.last_offset, prev_last) is not None):
                 break
-            if _overflows(batch, pieces[-1][0]):
+            if overflows(batch, pieces[-1][0]):
                 pieces.append((batch.base_offset, batch.position))
             prev_last = batch.last_offset
         size = log.size
@@ -1254,341 +1025,3 @@ def split_segment(directory: str, name: str, pieces: List[Tuple[int, int, int]])
     for base, swap in sorted(swaps):
         rename_noreplace(swap, os.path.join(directory, names.offset_name(base, names.LOG)))
     fsync_dir(directory)
-
-
-# -- carrying a plan out -------------------------------------------------------------------------
-
-def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Optional[str]:
-    """Carry ``plan`` out; return the quarantine folder used (None when nothing was kept).
-    ``quarantine``: the run's folder, when an earlier plan of the same run made one.
-
-    Every rename is one that cannot replace a file (``rename_noreplace``); a rebuilt index is
-    written only where no file holds its name any more (its predecessor was set aside first).
-    """
-    q = quarantine if quarantine is not None else Quarantine(plan.directory)
-    if not plan.actions:
-        return q.path
-    directory = plan.directory
-    earlier: Dict[str, str] = {}  # name -> the .swap name it had before this run renamed it
-    in_place: Set[str] = set()    # set aside by a link, to be replaced by the next action
-    for a in plan.actions:
-        src = os.path.join(directory, a.name)
-        if a.kind == REMOVE:
-            os.unlink(src)  # our own half-written temporary: the real file is intact
-            fsync_dir(directory)
-        elif a.kind == MOVE and a.in_place:
-            # the intent first, as for a move (see below)
-            saved = q.reserve(a.name)
-            q.record(manifest_entry("moved", a.name, saved, a.why))
-            _link_aside(src, os.path.join(q.folder(), saved))
-            in_place.add(a.name)
-        elif a.kind == MOVE:
-            # The intent first: the manifest entry is flushed, then the file moved. A run
-            # killed between the two leaves an entry whose saved file is not there while the
-            # file is still in the partition, which a restore passes over and the next run
-            # sets aside again; never a file in the quarantine that no manifest lists.
-            saved = q.reserve(a.name)
-            extra = {}
-            if a.name in earlier:
-                extra["earlier_name"] = printable_name(earlier.pop(a.name))
-            q.record(manifest_entry("moved", a.name, saved, a.why, **extra))
-            rename_noreplace(src, os.path.join(q.folder(), saved))
-            fsync_dir(os.path.dirname(os.path.join(q.folder(), saved)))
-            fsync_dir(directory)
-        elif a.kind == RENAME:
-            # recorded first: a restore renames it back (a run killed before the rename
-            # leaves an entry whose rename a restore finds not done)
-            q.record(renamed_entry(a.target, a.name, a.why))
-            rename_noreplace(src, os.path.join(directory, a.target))
-            fsync_dir(directory)
-            earlier[a.target] = a.name
-        elif a.kind == CUT:
-            # the intent first (as for a move), then the copy, then the cut: a run killed
-            # before the cut leaves the .log whole, whatever its entry says
-            saved = q.reserve("%s.cut-%d-%d" % (a.name, a.start, a.end))
-            q.record(manifest_entry("cut", a.name, saved, a.why, range=[a.start, a.end]))
-            copy_range(src, a.start, a.end, os.path.join(q.folder(), saved))
-            with os.fdopen(open_in_place(src, os.O_RDWR), "r+b") as f:  # never a symlink
-                f.truncate(a.start)
-                f.flush()
-                os.fsync(f.fileno())
-        elif a.kind == WRITE:
-            if _new_name(q, a.name):
-                # recorded first: a run killed before the write leaves an entry whose file is
-                # not there, which a restore passes over
-                q.record(written_entry(a.name, a.data, a.why))
-            write_new(src, a.data)
-        elif a.kind == SPLIT:
-            # the original segment's files are removed by the split: their old bytes are kept
-            # (hard links: no space taken), as every file replaced is, the intent first; the
-            # segments the split writes are recorded before they are written, so that a
-            # restore sets them aside and returns the original
-            for kind in (names.LOG, names.INDEX, names.TIMEINDEX, names.TXNINDEX):
-                name = names.offset_name(_base(a.name), kind)
-                path = os.path.join(directory, name)
-                if os.path.isfile(path) and not os.path.islink(path):
-                    saved = q.reserve(name)
-                    why = ("the segment split: " if kind == names.LOG
-                           else "the index of a segment split: ")
-                    q.record(manifest_entry("moved", name, saved, why + a.why))
-                    _link_aside(path, os.path.join(q.folder(), saved))
-            for base, start, end in a.pieces:
-                q.record(written_range_entry(
-                    names.offset_name(base, names.LOG), src, start, end,
-                    "bytes %d-%d of the segment split (LocalLog.splitOverflowedSegment)"
-                    % (start, end)))
-            split_segment(directory, a.name, a.pieces)
-        elif a.kind == EPOCHS:
-            if a.name in in_place:
-                in_place.discard(a.name)  # its old bytes are in quarantine (linked) already
-            elif os.path.isfile(src):
-                # a checkpoint is replaced as the broker replaces it, its old bytes kept
-                # the intent first: a run killed before the copy leaves an entry whose saved
-                # file is not there while the checkpoint is not rewritten yet
-                saved = q.reserve(a.name)
-                q.record(manifest_entry("copied", a.name, saved, a.why))
-                write_new(os.path.join(q.folder(), saved), read_sized(src, MAX_INDEX_READ))
-            elif _new_name(q, a.name):
-                q.record(written_entry(a.name, a.data, a.why))
-            write_atomically(src, a.data)
-    return q.path
-
-
-def _new_name(q: Quarantine, name: str) -> bool:
-    """Is ``name`` one no file held when the run started (none set aside under it in this
-    run)? A file the run writes there is recorded as a ``written`` manifest entry (its hash):
-    ``kafkalog quarantine restore`` sets it aside, so that the partition is again what it was
-    (a segment without its .index is recovered again after a clean shutdown, as the run did).
-    (The segments a split writes are recorded by the split itself.)"""
-    shown = printable_name(name)
-    return not any(e.get("file") == shown and e.get("what") == "moved" for e in q.entries)
-
-
-def _link_aside(src: str, dst: str) -> None:
-    """Put the file ``src`` at ``dst`` (in quarantine) as a hard link, ``src`` left in place (a
-    copy of its bytes where the file system has no hard links); both directories flushed."""
-    try:
-        os.link(src, dst, follow_symlinks=False)
-    except OSError as e:
-        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
-            raise
-        copy_range(src, 0, os.lstat(src).st_size, dst)
-    fsync_dir(os.path.dirname(dst))
-    fsync_dir(os.path.dirname(src))
-
-
-class RecoveryStopped(KafkalogError, OSError):
-    """A change of recovery failed (a full disk): the partition is as the changes before it
-    left it, each whole, everything set aside listed; the message says what was kept. Exit
-    code 2."""
-
-
-# A split leaves segments that fit by construction: one partition is split this many times at
-# most in a run (each split plans the partition again).
-MAX_SPLITS = 1000
-
-
-def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
-                      max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-                      dry_run: bool = False, recovery_point: Optional[int] = None,
-                      clean_shutdown: bool = False, full: bool = False,
-                      before_change: Optional[Callable[[], None]] = None,
-                      log_start_offset: Optional[int] = None) -> PartitionPlan:
-    """Recover the partition ``directory`` as LogLoader would (see ``plan_partition`` for the
-    inputs): plan, then (unless ``dry_run``) carry the plan out; after a split, plan and carry
-    out again, as LogLoader loads the segments again. The plan returned holds every action of
-    the run; ``quarantine`` is the folder that holds what was removed (None when nothing was).
-    ``before_change`` is called once before the first change. The caller holds the log
-    directory's lock."""
-    def plan_now() -> PartitionPlan:
-        return plan_partition(directory, interval, max_message_size, recovery_point,
-                              clean_shutdown, full, log_start_offset)
-
-    plan = plan_now()
-    if dry_run:
-        return plan
-    q = Quarantine(directory)
-    done: List[Action] = []
-    splits: List[Tuple[str, List[int]]] = []
-    try:
-        for _ in range(MAX_SPLITS):
-            if plan.actions and before_change is not None and not done:
-                before_change()
-            execute(plan, q)
-            done += plan.actions
-            if plan.split is None:
-                break
-            splits.append((plan.split.name, [b for b, _, _ in plan.split.pieces]))
-            plan = plan_now()
-        else:
-            raise OSError(errno.EIO, "segments still overflow after %d splits" % MAX_SPLITS,
-                          directory)
-    except OSError as e:
-        q.discard_if_empty()  # a run folder that failed before its first entry (a full disk)
-        kept = ("%d file%s set aside so far, listed in %s"
-                % (len(q.entries), "" if len(q.entries) == 1 else "s", q.path)
-                if q.entries else "nothing set aside")
-        raise RecoveryStopped(e.errno or errno.EIO, "%s: recovery stopped (%s); run recover "
-                              "again once that is resolved" % (e.strerror or e, kept),
-                              e.filename or directory) from None
-    except BaseException:
-        q.discard_if_empty()
-        raise
-    plan.actions = done
-    plan.splits = splits
-    plan.quarantine = q.path
-    return plan
-
-
-# -- a log directory (LogManager.loadLogs) ---------------------------------------------------------
-
-class PartitionResult:
-    """One partition of a ``LogDirRecovery``: its plan, or the error that stopped it."""
-
-    __slots__ = ("directory", "plan", "error")
-
-    def __init__(self, directory: str, plan: Optional[PartitionPlan],
-                 error: Optional[OSError]) -> None:
-        self.directory = directory
-        self.plan = plan
-        self.error = error
-
-
-class LogDirRecovery:
-    """Recover ``partitions`` (directories) of the log directory ``log_dir`` as LogManager loads
-    them: the clean-shutdown marker and the recovery points read first, each partition
-    recovered (``run`` yields its result as it is done), then the recovery points written back
-    at the partitions' log end offsets (the logs validated flushed first) and the marker handled
-    as the module's docstring says. After ``run``: ``clean_shutdown`` (the marker was there),
-    ``marker`` (what became of it: None, "kept", "removed" (a change, then a failure: left
-    out), "restored"; in a dry run "would-restore", "would-remove"), ``checkpoint_updates``
-    {(topic, n): (old or None, new)} of the recovery point entries written (or, in a dry run,
-    that would be), ``checkpoint_problem`` (why the checkpoint was not read or written, or None)."""
-
-    def __init__(self, log_dir: str, partitions: List[str],
-                 interval: int = DEFAULT_INDEX_INTERVAL,
-                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, dry_run: bool = False,
-                 full: bool = False) -> None:
-        self.log_dir = log_dir
-        self.partitions = partitions
-        self.interval = interval
-        self.max_message_size = max_message_size
-        self.dry_run = dry_run
-        self.full = full
-        self.clean_shutdown = False
-        self.marker: Optional[str] = None
-        self.checkpoint_path = os.path.join(log_dir, names.RECOVERY_POINT_CHECKPOINT)
-        self.checkpoint_updates: Dict[Tuple[str, int], Tuple[Optional[int], int]] = {}
-        self.checkpoint_problem: Optional[str] = None
-        self.temporary_files: List[str] = []  # ours, of an interrupted write: removed
-        self.lock_held: Optional[LockHeld] = None  # a dry run's: who holds the lock
-        self._marker = CleanShutdownMarker(log_dir)
-
-    def run(self) -> Iterator[PartitionResult]:
-        """Take the log directory's lock (OSError when a broker holds it), recover each
-        partition, then write the recovery points and settle the marker."""
-        # A dry run only reads: beside a broker holding the lock it goes on (``lock_held``
-        # says so, for the caller's warning); a real run refuses.
-        with LogDirLock(self.log_dir, create=not self.dry_run, preview=self.dry_run,
-                        partitions=self.partitions) as lock:
-            self.lock_held = lock.held
-            self.temporary_files = remove_temporary_files(self.log_dir, self.dry_run)
-            self.clean_shutdown = self._marker.present()
-            if self.clean_shutdown:
-                self.marker = "kept"
-            points: Dict[Tuple[str, int], int] = {}
-            readable = True
-            # only the entries of the partitions recovered are kept (a large file is read one
-            # entry at a time)
-            wanted: Set[Tuple[str, int]] = set()
-            for topic, number in map(names.topic_partition, self.partitions):
-                if topic is not None and number is not None:
-                    wanted.add((topic, number))
-            try:
-                points = LogDir(self.log_dir).offset_checkpoint(names.RECOVERY_POINT_CHECKPOINT,
-                                                                wanted)
-            except (OSError, FileFormatError) as e:
-                # LogManager reads an unreadable checkpoint as an empty one: every segment is
-                # recovered. It is not written over: what it holds is not ours to lose.
-                readable = False
-                self.checkpoint_problem = "%s: not read (%s): every segment recovered; not " \
-                    "written" % (printable_name(self.checkpoint_path), e)
-            try:
-                starts = LogDir(self.log_dir).offset_checkpoint(
-                    names.LOG_START_OFFSET_CHECKPOINT, wanted)
-            except (OSError, FileFormatError):
-                starts = {}  # LogManager: every log start at its first segment's base
-            failed = changed = False
-            ends: Dict[Tuple[str, int], int] = {}
-            flushed: List[Tuple[str, PartitionPlan]] = []
-            for partition in self.partitions:
-                topic, number = names.topic_partition(partition)
-                key = (topic, number) if topic is not None and number is not None else None
-                try:
-                    plan = recover_partition(
-                        partition, self.interval, self.max_message_size, self.dry_run,
-                        points.get(key) if key is not None else None, self.clean_shutdown,
-                        self.full, self._remove_marker,
-                        starts.get(key) if key is not None else None)
-                except OSError as e:
-                    failed = True
-                    yield PartitionResult(partition, None, e)
-                    continue
-                changed = changed or plan.changes
-                if plan.blocked:
-                    failed = True  # a file not read: the partition is not known to be whole
-                elif key is not None and plan.log_end_offset is not None:
-                    ends[key] = plan.log_end_offset
-                    flushed.append((partition, plan))
-                yield PartitionResult(partition, plan, None)
-            for key, end in ends.items():
-                if points.get(key) != end:
-                    self.checkpoint_updates[key] = (points.get(key), end)
-            if self.dry_run:
-                if self.clean_shutdown and changed:
-                    self.marker = "would-restore" if not failed else "would-remove"
-                return
-            if readable and self.checkpoint_updates:
-                for partition, plan in flushed:
-                    _flush_recovered(plan)
-                checkpoints.write_offset_checkpoint(
-                    self.checkpoint_path, {k: new for k, (_, new) in
-                                           self.checkpoint_updates.items()})
-            if not failed and self._marker.restore():
-                self.marker = "restored"
-
-    def _remove_marker(self) -> None:
-        """Before a partition of this log directory changes: a broker must not trust a clean
-        shutdown we may not finish."""
-        if self.clean_shutdown and self._marker.lift():
-            self.marker = "removed"
-
-
-def remove_temporary_files(log_dir: str, dry_run: bool = False) -> List[str]:
-    """Our temporary files in the log directory itself (a checkpoint or the clean-shutdown
-    marker being written when a run was killed): each is a copy about to be renamed into
-    place, so it holds nothing the directory lacks. Removed (with ``dry_run``, only listed);
-    returns their paths."""
-    found = sorted(os.path.join(log_dir, n) for n in os.listdir(log_dir)
-                   if n.endswith(TMP_SUFFIX) and os.path.isfile(os.path.join(log_dir, n)))
-    if found and not dry_run:
-        for path in found:
-            os.unlink(path)
-        fsync_dir(log_dir)
-    return found
-
-
-def _flush_recovered(plan: PartitionPlan) -> None:
-    """Flush the logs recovery validated (read, perhaps from memory not yet written): the
-    recovery point only moves over data on disk."""
-    for r in plan.segments:
-        if r.recovered:
-            path = os.path.join(plan.directory, r.name)
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
