@@ -1903,7 +1903,7 @@ def test_library_recover_partition(tmp_path):
     the cut at the first bad byte (where we wrote the garbage) and changes nothing; then it
     carries the plan out: the log keeps its valid prefix, the cut bytes are in the quarantine
     folder the plan names, the later segment's files are moved there."""
-    from kafkalog_cli.log.recover import CUT, MOVE
+    from kafkalog_cli.log.recover_plan import CUT, MOVE
     from kafkalog_cli.log.recover_run import recover_partition
     part = make_partition(str(tmp_path / "logdir" / "lib-0"))
     data, prefix = mut_garbage_tail(part.segs[1].data)

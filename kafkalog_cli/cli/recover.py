@@ -13,9 +13,9 @@ from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.lock import preview_warning
 from ..log.names import (CLEAN_SHUTDOWN_FILE, LOG, SNAPSHOT, partition_file_kind,
                          topic_partition)
-from ..log.recover import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW, RULE_CLEAN,
-                           RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT, RULE_TXN_BELOW_BASE,
-                           SPLIT, WRITE)
+from ..log.recover_plan import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW,
+                                RULE_CLEAN, RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT,
+                                RULE_TXN_BELOW_BASE, SPLIT, WRITE)
 from ..log.recover_run import LogDirRecovery
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text

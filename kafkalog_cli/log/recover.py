@@ -53,224 +53,37 @@ from __future__ import annotations
 import errno
 import os
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import KafkalogError
-from ..format.errors import CorruptRecordError
-from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER
 from . import names
+from .names import partition_file_kind
 from .files import FileFormatError, printable_name
 from .index import OffsetIndex, TimeIndex
-from .leader_epochs import LeaderEpochCache, read_checkpoint_strict
-from .producer_state import ProducerState, load_state, stray_snapshots
+from .leader_epochs import LeaderEpochCache
+from .producer_state import ProducerState
 from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, fsync_dir, rename_noreplace,
                          txn_index_bytes)
 from .snapshot import read_snapshot
 from .quarantine import copy_range
 from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, Segment, order_problem
-from .recovery_scan import (SegmentScan, observe_epoch, overflows, same_index,
-                            same_txn_index, scan_segment, txn_below_base,
-                            update_producer_state)
-
-
-MOVE, RENAME, CUT, WRITE, REMOVE, SPLIT = "move", "rename", "cut", "write", "remove", "split"
-EPOCHS = "epochs"  # the leader-epoch-checkpoint rewritten (a copy of the old one kept)
-
-
-class Action:
-    """One change: move a file to quarantine, rename a .swap into place, cut a .log (its tail
-    saved to quarantine first), write a rebuilt index file, or split a .log whose offsets
-    overflow into the segments ``pieces`` [(base offset, start, end)] (``split_segment``)."""
-
-    __slots__ = ("kind", "name", "why", "target", "start", "end", "data", "pieces", "in_place")
-
-    def __init__(self, kind: str, name: str, why: str, target: str = "", start: int = 0,
-                 end: int = 0, data: bytes = b"",
-                 pieces: Optional[List[Tuple[int, int, int]]] = None,
-                 in_place: bool = False) -> None:
-        self.pieces = pieces or []
-        # MOVE: the file stays under its name until the next action (EPOCHS) replaces it (a
-        # hard link to it is made in quarantine, not a rename: see ``_plan_epochs_aside``)
-        self.in_place = in_place
-        self.kind = kind
-        self.name = name      # file name inside the partition directory
-        self.why = why
-        self.target = target  # RENAME: the new name
-        self.start = start    # CUT: keep [0, start), save [start, end)
-        self.end = end
-        self.data = data      # WRITE: the new contents
-
-
-# Which of LogLoader's rules chose what happens to a segment (``SegmentReport.rule``).
-RULE_FULL = "full"                             # --full: every segment recovered
-RULE_RECOVERY_POINT = "recovery-point"         # from the segment holding the recovery point
-RULE_BELOW = "below-recovery-point"            # sane (LogSegment.sanityCheck): kept, not read
-RULE_CLEAN = "clean-shutdown"                  # the marker: no recovery of unflushed segments
-RULE_NO_INDEX = "missing-index"                # sanityCheck: no .index, so recovered
-RULE_TXN_BELOW_BASE = "txnindex-below-base"    # sanityCheck: CorruptIndexException, recovered
-RULE_AFTER_CUT = "after-corrupt-segment"       # deleted by the broker after a truncation
-RECOVERING = (RULE_FULL, RULE_RECOVERY_POINT, RULE_NO_INDEX, RULE_TXN_BELOW_BASE)
-SANITY_RECOVERY = (RULE_NO_INDEX, RULE_TXN_BELOW_BASE)
-
-
-class SegmentReport:
-    """What recovery found and did for one segment, and which rule chose it (``rule``).
-    ``records``, ``first_offset`` and ``next_offset`` describe the valid batches kept when the
-    segment was read (None when it was not); ``bad_offset`` is the base offset of the first
-    invalid batch when its header could be read; ``split_into`` the base offsets of the segments
-    an offset overflow split it into."""
-
-    __slots__ = ("name", "size", "kept", "first_bad", "reason", "index_entries",
-                 "timeindex_entries", "txn_entries", "moved", "notes", "rule", "base_offset",
-                 "records", "first_offset", "next_offset", "bad_offset", "split_into",
-                 "indexes_replaced", "timeindex_created", "removed_records", "removed_first",
-                 "removed_last", "torn_bytes", "torn_first", "torn_last", "torn_records")
-
-    def __init__(self, name: str, size: int, rule: str = RULE_RECOVERY_POINT) -> None:
-        self.name = name
-        self.size = size
-        self.kept = size
-        self.first_bad: Optional[int] = None
-        self.reason: Optional[str] = None
-        self.index_entries: Optional[int] = None      # set when the indexes were rebuilt
-        self.timeindex_entries: Optional[int] = None
-        self.txn_entries: Optional[int] = None
-        self.moved = False
-        self.notes: List[str] = []     # things said, not changed (batches left unchecked)
-        self.rule = rule
-        self.base_offset = names.base_offset_from_name(name)
-        self.records: Optional[int] = None
-        self.first_offset: Optional[int] = None
-        self.next_offset: Optional[int] = None
-        self.bad_offset: Optional[int] = None
-        self.split_into: List[int] = []
-        self.indexes_replaced: List[str] = []   # kinds whose file the rebuilt one replaces
-        self.timeindex_created = False
-        # What the cut tail (or, for a segment set aside, the whole file) holds: the whole
-        # batches' records and offset range (None: no whole batch), and the bytes after the
-        # last of them that hold no batch (a torn write, garbage)
-        self.removed_records = 0
-        self.removed_first: Optional[int] = None
-        self.removed_last: Optional[int] = None
-        self.torn_bytes = 0
-        # The batch those bytes are the start of, when its header can be read there (a write
-        # torn by a crash): its offsets and record count, from the header, lost with it (None:
-        # no such bytes, or no header to read: offsets unknown)
-        self.torn_first: Optional[int] = None
-        self.torn_last: Optional[int] = None
-        self.torn_records: Optional[int] = None
-
-    @property
-    def cut(self) -> int:
-        """Bytes removed: the tail cut, or the whole file of a segment set aside."""
-        return self.size - self.kept
-
-    @property
-    def bytes_cut(self) -> int:
-        """Bytes cut from the end of a segment kept (0 for one set aside whole)."""
-        return 0 if self.moved else self.size - self.kept
-
-    @property
-    def bytes_set_aside(self) -> int:
-        """The size of a segment set aside whole (0 for one kept)."""
-        return self.size if self.moved else 0
-
-    @property
-    def recovered(self) -> bool:
-        """Read batch by batch and its indexes rebuilt (LogSegment.recover)."""
-        return self.rule in RECOVERING and not self.moved
-
-
-class PartitionPlan:
-    """Everything recovery changes in one partition directory (``actions``, in order), what it
-    found per segment (``segments``), and what it only reports; the inputs LogLoader took
-    (``recovery_point``: None when the checkpoint lists none; ``clean_shutdown``; ``full``) and
-    the log end offset recovery leaves (None: no segment)."""
-
-    def __init__(self, directory: str, recovery_point: Optional[int] = None,
-                 clean_shutdown: bool = False, full: bool = False) -> None:
-        self.directory = directory
-        self.actions: List[Action] = []
-        self.segments: List[SegmentReport] = []
-        self.notes: List[Tuple[str, str]] = []   # (file name, text): found and reported, left alone
-        self.blocked: Set[str] = set()  # Kafka names held by something that is not a regular file
-        self.quarantine: Optional[str] = None  # the folder ``execute`` kept things in
-        self.recovery_point = recovery_point
-        self.clean_shutdown = clean_shutdown
-        self.full = full
-        self.log_end_offset: Optional[int] = None
-        self.split: Optional[Action] = None   # a split planned: segments after it not planned
-        self.splits: List[Tuple[str, List[int]]] = []  # splits carried out: (log, new bases)
-
-    @property
-    def changes(self) -> bool:
-        return bool(self.actions)
-
-    @property
-    def bytes_cut(self) -> int:
-        """Bytes cut from the segments kept (the segments moved away whole not counted)."""
-        return sum(r.bytes_cut for r in self.segments)
-
-    @property
-    def bytes_set_aside(self) -> int:
-        """Bytes of the segments set aside whole."""
-        return sum(r.bytes_set_aside for r in self.segments)
-
-    @property
-    def segments_set_aside(self) -> int:
-        return sum(1 for r in self.segments if r.moved)
-
-    @property
-    def records_removed(self) -> int:
-        """Records of the whole batches cut or set aside."""
-        return sum(r.removed_records for r in self.segments)
-
-    @property
-    def torn_records(self) -> int:
-        """Records of the torn batches (their headers read) cut or set aside."""
-        return sum(r.torn_records or 0 for r in self.segments)
-
-    @property
-    def torn_offsets(self) -> Optional[Tuple[int, int]]:
-        """(first, last) offset of the torn batches whose headers were read (None: none)."""
-        known = [(r.torn_first, r.torn_last) for r in self.segments
-                 if r.torn_first is not None and r.torn_last is not None]
-        return (min(a for a, _ in known), max(b for _, b in known)) if known else None
-
-    @property
-    def torn_unknown(self) -> int:
-        """Torn tails (bytes holding no whole batch) whose batch header cannot be read."""
-        return sum(1 for r in self.segments if r.torn_bytes and r.torn_first is None)
-
-    @property
-    def removed_offsets(self) -> Optional[Tuple[int, int]]:
-        """(first, last) offset of the whole batches cut or set aside (None: none)."""
-        firsts = [r.removed_first for r in self.segments if r.removed_first is not None]
-        lasts = [r.removed_last for r in self.segments if r.removed_last is not None]
-        return (min(firsts), max(lasts)) if firsts and lasts else None
-
-    def add(self, kind: str, name: str, why: str, **kw: Any) -> None:
-        self.actions.append(Action(kind, name, why, **kw))
-
+from .recover_plan import (CUT, MOVE, RECOVERING, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW,
+                           RULE_CLEAN, RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT,
+                           RULE_TXN_BELOW_BASE, SANITY_RECOVERY, SPLIT, WRITE, PartitionPlan,
+                           SegmentReport, file_base)
+from .recover_state import (epochs_text, load_leader_epochs, plan_epochs_aside,
+                            plan_leader_epochs, plan_log_start_reset, plan_snapshots,
+                            rebuilt_leader_epochs)
+from .recovery_scan import (SegmentScan, count_removed, overflows, same_index, same_txn_index,
+                            scan_segment, txn_below_base, update_producer_state)
 
 # -- planning a partition (LogLoader) --------------------------------------------------------
-
-def _base(name: str) -> int:
-    """The offset a Kafka file's name starts with (one ``partition_file_kind`` knows)."""
-    base = names.base_offset_from_name(name)
-    if base is None:
-        raise ValueError("%s: the name holds no offset" % name)
-    return base
-
-
-def _kind(name: str) -> Optional[str]:
-    return names.partition_file_kind(name)
-
 
 def _is_segment_swap(name: str) -> bool:
     """A .swap of a numbered segment's log or index file (the names the log cleaner and the
     segment split give files they are about to swap in)."""
-    return names.lifecycle_suffix(name) == names.SWAP and _kind(name) in names.SEGMENT_KINDS
+    return (names.lifecycle_suffix(name) == names.SWAP
+            and partition_file_kind(name) in names.SEGMENT_KINDS)
 
 
 def _plan_odd_files(plan: PartitionPlan, entries: List[str]) -> List[str]:
@@ -282,7 +95,7 @@ def _plan_odd_files(plan: PartitionPlan, entries: List[str]) -> List[str]:
     # A FIFO, a device, a directory or a dangling symlink under a Kafka file's name: left
     # alone, and never written over (its segment's index is not rebuilt under that name).
     for n in entries:
-        if _kind(n) is not None and not os.path.isfile(os.path.join(directory, n)):
+        if partition_file_kind(n) is not None and not os.path.isfile(os.path.join(directory, n)):
             plan.blocked.add(n)
             plan.notes.append((n, "not a regular file: left alone"))
     for n in regular:
@@ -290,7 +103,8 @@ def _plan_odd_files(plan: PartitionPlan, entries: List[str]) -> List[str]:
             plan.add(REMOVE, n, "temporary file of an interrupted kafkalog write")
     regular = [n for n in regular if not n.endswith(TMP_SUFFIX)]
     for n in regular:
-        if _kind(n) is None and not n.startswith(".") and not names.lifecycle_suffix(n):
+        if (partition_file_kind(n) is None and not n.startswith(".")
+                and not names.lifecycle_suffix(n)):
             plan.notes.append((n, "not a name Kafka gives a file (no segment's): left alone"))
     return regular
 
@@ -316,7 +130,7 @@ def _plan_leftovers(plan: PartitionPlan, regular: List[str]) -> Tuple[Dict[str, 
         if not _is_segment_swap(n):
             plan.notes.append((n, "a .swap name the broker does not write: left alone"))
             continue
-        if min_cleaned is not None and _base(n) >= min_cleaned:
+        if min_cleaned is not None and file_base(n) >= min_cleaned:
             plan.add(MOVE, n, "swap file of a segment split that did not finish")
             del view[n]
         else:
@@ -324,9 +138,9 @@ def _plan_leftovers(plan: PartitionPlan, regular: List[str]) -> Tuple[Dict[str, 
     for n in cleaned:
         plan.add(MOVE, n, "log cleaner output that was never swapped in (.cleaned)")
         del view[n]
-    log_swap_bases = {_base(n) for n in swaps if _kind(n) == names.LOG}
+    log_swap_bases = {file_base(n) for n in swaps if partition_file_kind(n) == names.LOG}
     for n in list(swaps):
-        if _base(n) not in log_swap_bases:
+        if file_base(n) not in log_swap_bases:
             # Not part of a segment swap: renaming it would replace the segment's index with
             # one nothing vouches for. Set aside; the index is checked and rebuilt if wrong.
             plan.add(MOVE, n, "index .swap without its segment's .log.swap (the broker's loader "
@@ -340,7 +154,7 @@ def _swap_range(directory: str, log_swaps: List[str]) -> Tuple[int, int]:
     """[min base, max next offset) of the swap segments."""
     low = high = None
     for n in log_swaps:
-        base = nxt = _base(n)
+        base = nxt = file_base(n)
         with Segment.at(os.path.join(directory, n)).open() as log:
             for batch in log.batches():
                 nxt = batch.last_offset + 1
@@ -358,7 +172,7 @@ def _plan_swaps(plan: PartitionPlan, view: Dict[str, str], swaps: List[str]) -> 
             plan.notes.append((n, "swap not completed: a file that is not a regular file holds "
                                   "a name it would take"))
         return
-    log_swaps = [n for n in swaps if _kind(n) == names.LOG]
+    log_swaps = [n for n in swaps if partition_file_kind(n) == names.LOG]
     if log_swaps:
         # The segments the swap replaces go (any file whose name starts with an offset in the
         # swap's range, snapshots too).
@@ -366,14 +180,14 @@ def _plan_swaps(plan: PartitionPlan, view: Dict[str, str], swaps: List[str]) -> 
         for n in sorted(view):
             base = names.base_offset_from_name(n)
             if (not names.lifecycle_suffix(n) and base is not None and low <= base < high
-                    and _kind(n) is not None):
+                    and partition_file_kind(n) is not None):
                 plan.add(MOVE, n, "replaced by the swap segment covering offsets %d-%d"
                          % (low, high - 1))
                 del view[n]
     # The .swap files renamed into place, the .log.swap first (once it is in place, the
     # segment's index .swap files are plain renames). A file still holding the final name is
     # set aside first: nothing is replaced.
-    for n in sorted(swaps, key=lambda n: _kind(n) != names.LOG):
+    for n in sorted(swaps, key=lambda n: partition_file_kind(n) != names.LOG):
         final = names.without_lifecycle_suffix(n)
         if final in view:
             plan.add(MOVE, final, "replaced by %s (completing a swap)" % printable_name(n))
@@ -385,10 +199,10 @@ def _plan_swaps(plan: PartitionPlan, view: Dict[str, str], swaps: List[str]) -> 
 def _plan_orphan_indexes(plan: PartitionPlan, view: Dict[str, str], logs: List[int]) -> None:
     """Index files of no segment go, as the broker deletes them (a log that is not a regular
     file still has its indexes)."""
-    bases = set(logs) | {_base(n) for n in plan.blocked if names.is_live_log(n)}
+    bases = set(logs) | {file_base(n) for n in plan.blocked if names.is_live_log(n)}
     for n in sorted(view):
-        if (_kind(n) in (names.INDEX, names.TIMEINDEX, names.TXNINDEX)
-                and not names.lifecycle_suffix(n) and _base(n) not in bases):
+        if (partition_file_kind(n) in (names.INDEX, names.TIMEINDEX, names.TXNINDEX)
+                and not names.lifecycle_suffix(n) and file_base(n) not in bases):
             plan.add(MOVE, n, "index without a log (the broker deletes it)")
             del view[n]
 
@@ -413,248 +227,24 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     # Names are Kafka's (a 20-digit offset), so each log has a base offset of its own.
     logs = names.live_log_bases(view)
     _plan_orphan_indexes(plan, view, logs)
-    epochs, unloadable = _leader_epochs(plan, view)
+    epochs, unloadable = load_leader_epochs(plan, view)
     before = list(epochs.entries) if epochs is not None else []
     _plan_segments(plan, view, logs, interval, max_message_size, epochs)
     if plan.split is None and log_start_offset is not None and (
             plan.log_end_offset is None or plan.log_end_offset < log_start_offset):
-        _plan_log_start_reset(plan, view, log_start_offset, epochs, unloadable)
+        plan_log_start_reset(plan, view, log_start_offset, epochs, unloadable)
         return plan
     if unloadable is not None and plan.split is None:
-        rebuilt = _rebuilt_leader_epochs(plan, view, max_message_size, log_start_offset)
-        _plan_epochs_aside(plan, unloadable, rebuilt, "rebuilt from the log: %s (the entries "
+        rebuilt = rebuilt_leader_epochs(plan, view, max_message_size, log_start_offset)
+        plan_epochs_aside(plan, unloadable, rebuilt, "rebuilt from the log: %s (the entries "
                            "LeaderEpochFileCache.assign gives every v2 batch from the log start, "
                            "truncated at the log end offset %s)"
-                           % (_entries_text(rebuilt), plan.log_end_offset))
+                           % (epochs_text(rebuilt), plan.log_end_offset))
     elif epochs is not None and plan.split is None:
-        _plan_leader_epochs(plan, view, epochs, before, log_start_offset)
+        plan_leader_epochs(plan, view, epochs, before, log_start_offset)
     if plan.split is None:
-        _plan_snapshots(plan, view, logs, max_message_size, log_start_offset)
+        plan_snapshots(plan, view, logs, max_message_size, log_start_offset)
     return plan
-
-
-def _plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
-                    max_message_size: int, log_start_offset: Optional[int]) -> None:
-    """LogLoader's last step for producer snapshots, on the segments recovery leaves:
-    ProducerStateManager.removeStraySnapshots (a snapshot at no segment's base offset, but the
-    newest when it is above every base), then UnifiedLog.rebuildProducerState
-    (``producer_state.load_state``: snapshots above the log end offset, at or below the log
-    start offset, or unreadable, removed; the newest readable one loaded; the batches after it
-    replayed, with snapshots taken at the base offsets of the last two segments the replay
-    reaches and at the log end offset). Every snapshot removed is set aside; those taken are
-    written where no file holds their name. The log start offset is the larger of
-    ``log_start_offset`` (log-start-offset-checkpoint; None: 0) and the first segment's base
-    offset, as LogLoader.load takes it. A state that cannot be rebuilt (a marker that is no end
-    marker, a write outside an open transaction) is reported and nothing is changed."""
-    leo = plan.log_end_offset
-    if leo is None:
-        return
-    found = {o: n for o, n in ((names.base_offset_from_name(n), n) for n in view
-                               if _kind(n) == names.SNAPSHOT and not names.lifecycle_suffix(n))
-             if o is not None}
-    bases = [b for b in logs if names.offset_name(b, names.LOG) in view]
-    start = max(log_start_offset or 0, bases[0] if bases else 0)
-    # LogLoader.recoverSegment, for each segment it recovers, runs
-    # UnifiedLog.rebuildProducerState up to the segment's base offset on a new
-    # ProducerStateManager, whose truncateAndReload deletes every snapshot file above that
-    # base; then it takes a snapshot at the base (when the newest one left is below it) and,
-    # once LogSegment.recover has replayed the segment, at its end (the next segment's base,
-    # or the log end offset). So after recovery the snapshots above the first recovered
-    # segment's base are the ones recovery took, with the state replayed from the log; the
-    # older files there are deleted (set aside here), and a snapshot is taken at the base of
-    # every recovered segment and of the segment after each (where none is).
-    recovered = sorted(r.base_offset for r in plan.segments
-                       if r.recovered and r.base_offset is not None and r.base_offset in bases)
-    snapshot_at: Set[int] = set()
-    overwritten: List[int] = []
-    if recovered:
-        first = recovered[0]
-        for b in recovered:
-            snapshot_at.add(b)
-            later = [x for x in bases if x > b]
-            if later:
-                snapshot_at.add(later[0])
-        # A file where recovery takes a snapshot again stays as it is (the broker deletes and
-        # rewrites it with the state replayed from the log, which is what it holds: a second
-        # run, which recovers the last segment again, stays idle); any other above the first
-        # recovered base goes.
-        overwritten = sorted(o for o in found if o > first and o not in snapshot_at and o != leo)
-    # (those above the log end offset are out of range already: the broker's recovery of a
-    # segment deletes them before its loader looks for strays; with a segment recovered, the
-    # snapshot recovery takes at the log end offset is the newest, which makes every other
-    # snapshot at no base a stray)
-    strays = stray_snapshots([o for o in found if o <= leo and o not in overwritten]
-                             + ([leo] if recovered else []), bases)
-    segments = [Segment.at(os.path.join(plan.directory, view[names.offset_name(b, names.LOG)]))
-                for b in bases]
-    snapshots = [(o, os.path.join(plan.directory, view[n])) for o, n in sorted(found.items())
-                 if o not in strays and o not in overwritten]
-    # the segments as recovery leaves them: a cut one read up to its cut
-    cut_at = {_base(a.name): a.start for a in plan.actions
-              if a.kind == CUT and names.file_kind(a.name) == names.LOG}
-    try:
-        loaded = load_state(segments, snapshots, leo, int(time.time() * 1000),
-                            log_start_offset=start, clean_shutdown=plan.clean_shutdown,
-                            max_message_size=max_message_size, snapshot_at=snapshot_at,
-                            cut_at=cut_at)
-    except (KafkalogError, CorruptRecordError, OSError) as e:
-        plan.notes.append((names.offset_name(leo, names.SNAPSHOT), "producer snapshots not "
-                           "written: the producer state could not be rebuilt (%s)" % e))
-        return
-    for offset in sorted(set(strays) | set(loaded.removed) | set(overwritten)):
-        why = ("at no segment's base offset (ProducerStateManager.removeStraySnapshots)"
-               if offset in strays else
-               "above the base offset %d of the first segment recovered (LogLoader."
-               "recoverSegment's ProducerStateManager.truncateAndReload deletes it; recovery "
-               "takes its own)" % recovered[0] if offset in overwritten else
-               "above the log end offset %d" % leo if offset > leo else
-               "at or below the log start offset %d" % start if offset <= start else
-               "cannot be read: the broker deletes it")
-        plan.add(MOVE, found[offset], "producer snapshot %s" % why)
-        del view[found[offset]]
-    for offset, data in loaded.snapshots:
-        n = names.offset_name(offset, names.SNAPSHOT)
-        if n not in view and n not in plan.blocked:
-            plan.add(WRITE, n, "producer state at the %s %d (UnifiedLog.rebuildProducerState)"
-                     % ("log end offset" if offset == leo else "segment base offset", offset),
-                     data=data)
-            view[n] = n
-
-
-def _plan_log_start_reset(plan: PartitionPlan, view: Dict[str, str], log_start_offset: int,
-                          epochs: Optional[LeaderEpochCache],
-                          unloadable: Optional[str] = None) -> None:
-    """LogLoader.recoverLog when the log end offset is below the log start offset
-    (log-start-offset-checkpoint), or no segment is left: every segment goes (set aside), the
-    leader epoch cache is cleared, the producer state starts afresh at the log start offset
-    (ProducerStateManager.truncateFullyAndStartAt: every snapshot goes), and an empty segment
-    is created at the log start offset, last (a run killed before it finds no segment, or
-    segments still ending below the log start offset, and goes on)."""
-    why = "the log end offset %s is below the log start offset %d (log-start-offset-" \
-        "checkpoint): the broker deletes every segment" % (plan.log_end_offset, log_start_offset)
-    for report in plan.segments:
-        if not report.moved:
-            report.moved, report.kept = True, 0
-            if report.name in view:
-                _count_removed(report, os.path.join(plan.directory, view[report.name]), 0)
-    # what recovery meant to cut or write in the segments is moot: they go whole
-    plan.actions = [a for a in plan.actions
-                    if not (a.kind in (WRITE, CUT) and _kind(a.name) in names.SEGMENT_KINDS)]
-    moved = {a.name for a in plan.actions if a.kind == MOVE}
-    for n in sorted(view):
-        if _kind(n) not in names.SEGMENT_KINDS + (names.SNAPSHOT,) or names.lifecycle_suffix(n):
-            continue
-        if n not in moved and os.path.lexists(os.path.join(plan.directory, view[n])):
-            plan.add(MOVE, n, why)   # (a file recovery meant to write is not there yet)
-        del view[n]
-    if unloadable is not None:
-        _plan_epochs_aside(plan, unloadable, LeaderEpochCache(), "leader epochs cleared: " + why)
-    elif epochs is not None and epochs.entries:
-        plan.add(EPOCHS, names.LEADER_EPOCH_CHECKPOINT, "leader epochs cleared: " + why,
-                 data=LeaderEpochCache().checkpoint_bytes())
-    for kind in (names.INDEX, names.TIMEINDEX, names.LOG):
-        n = names.offset_name(log_start_offset, kind)
-        if n not in plan.blocked:
-            plan.add(WRITE, n, "an empty segment at the log start offset %d (LogLoader)"
-                     % log_start_offset, data=b"")
-    plan.log_end_offset = log_start_offset
-
-
-def _leader_epochs(plan: PartitionPlan, view: Dict[str, str]
-                   ) -> Tuple[Optional[LeaderEpochCache], Optional[str]]:
-    """The partition's leader epoch cache as the broker loads it (empty without a file), and
-    None; or (None, why) for a file the broker cannot load; (None, None) when the name is held
-    by something that is not a regular file (reported, left alone).
-
-    The file is read as LeaderEpochFileCache's constructor reads it and held to what the cache
-    keeps (``read_checkpoint_strict``). A broker that cannot read it (CheckpointFile throws an
-    IOException: a bad version, a malformed line, a wrong count; CheckpointFileWithFailureHandler
-    turns it into a KafkaStorageException and marks the whole log directory offline) or whose
-    cache refuses an entry (LeaderEpochFileCache.assign: IllegalArgumentException for a negative
-    one) never loads the partition; entries that do not increase are ones no cache wrote. Such a
-    file is set aside and rebuilt from the log (``_plan_epochs_aside``)."""
-    n = names.LEADER_EPOCH_CHECKPOINT
-    if n in plan.blocked:
-        return None, None
-    if n not in view:
-        return LeaderEpochCache(), None
-    try:
-        return LeaderEpochCache(read_checkpoint_strict(os.path.join(plan.directory,
-                                                                    view[n]))), None
-    except (OSError, KafkalogError) as e:
-        return None, (e.strerror or str(e)) if isinstance(e, OSError) else _without_path(
-            str(e), os.path.join(plan.directory, view[n]))
-
-
-def _without_path(message: str, path: str) -> str:
-    return message[len(path) + 2:] if message.startswith(path + ": ") else message
-
-
-def _entries_text(cache: LeaderEpochCache) -> str:
-    return ", ".join("%d@%d" % e for e in cache.entries) or "none"
-
-
-def _rebuilt_leader_epochs(plan: PartitionPlan, view: Dict[str, str], max_message_size: int,
-                           log_start_offset: Optional[int]) -> LeaderEpochCache:
-    """The leader epoch cache of the log this plan leaves: every v2 batch of the segments kept
-    (as far as each is kept: a cut segment up to its cut), headers only, observed in offset
-    order as LogSegment.recover observes them (LeaderEpochFileCache.assign of each epoch above
-    the latest, at its batch's base offset); then truncated as LogLoader truncates the cache
-    once the log is loaded: at the log end offset (truncateFromEnd) and at the log start offset
-    of log-start-offset-checkpoint (truncateFromStart)."""
-    cache = LeaderEpochCache()
-    for report in plan.segments:
-        if report.moved or report.name not in view:
-            continue
-        source = Segment.at(os.path.join(plan.directory, view[report.name]))
-        with source.open(max_message_size) as log:
-            for batch in log.batches():
-                if batch.position + batch.size > report.kept:
-                    break
-                if batch.magic >= 2:
-                    observe_epoch(cache, batch, source.log_path)
-    if plan.log_end_offset is not None:
-        cache.truncate_from_end(plan.log_end_offset)
-    if log_start_offset is not None:
-        cache.truncate_from_start(log_start_offset)
-    return cache
-
-
-def _plan_epochs_aside(plan: PartitionPlan, problem: str, cache: LeaderEpochCache,
-                       why: str) -> None:
-    """A leader-epoch-checkpoint the broker cannot load is set aside in quarantine (MOVE) and
-    ``cache`` written in its place (EPOCHS). The move is made as a hard link in quarantine and
-    the file stays under its name until the atomic write (a temporary file flushed, then
-    renamed) replaces it: at every instant the name holds the old file or the new one, never
-    nothing. A partition without the file would be loaded with an empty cache filled from the
-    recovered segments only, so a run killed between a plain move and the write would leave a
-    rerun a different result; this way the rerun finds the old file and does it all again."""
-    n = names.LEADER_EPOCH_CHECKPOINT
-    plan.add(MOVE, n, "cannot be loaded by the broker (%s): LeaderEpochFileCache fails to read "
-             "it and the log directory goes offline; set aside, replaced by one rebuilt from "
-             "the log" % problem, in_place=True)
-    plan.add(EPOCHS, n, why, data=cache.checkpoint_bytes())
-
-
-def _plan_leader_epochs(plan: PartitionPlan, view: Dict[str, str], epochs: LeaderEpochCache,
-                        before: List[Tuple[int, int]], log_start_offset: Optional[int]) -> None:
-    """The epochs recovered batches started (LogSegment.recover's assign), then, as LogLoader
-    does once the log is loaded, the entries at or past the log end offset dropped
-    (LeaderEpochFileCache.truncateFromEnd) and those at or below the log start offset of
-    log-start-offset-checkpoint folded into one starting there (truncateFromStart): the
-    checkpoint is rewritten when that changed it (its old bytes copied to quarantine first)."""
-    if plan.log_end_offset is not None:
-        epochs.truncate_from_end(plan.log_end_offset)
-    if log_start_offset is not None:
-        epochs.truncate_from_start(log_start_offset)
-    n = names.LEADER_EPOCH_CHECKPOINT
-    if epochs.entries == before and (n in view or not epochs.entries):
-        return
-    start = "" if log_start_offset is None else " and the log start offset %d" % log_start_offset
-    plan.add(EPOCHS, n, "leader epochs %s (LeaderEpochFileCache: assigned from the recovered "
-             "batches, truncated at the log end offset %s%s)"
-             % (", ".join("%d@%d" % e for e in epochs.entries) or "none", plan.log_end_offset,
-                start), data=epochs.checkpoint_bytes())
 
 
 def _first_recovered(plan: PartitionPlan, logs: List[int]) -> int:
@@ -806,11 +396,11 @@ def _plan_cut(plan: PartitionPlan, view: Dict[str, str], source: Segment, scan: 
     """The segment keeps its valid prefix (UnifiedLog truncation). In the unflushed range the
     segments after it (``later``) go first; a segment recovered by the sanity check alone
     leaves them (LogLoader.loadSegmentFiles). (The producer snapshots above the new log end
-    are ``_plan_snapshots``'.)"""
+    are ``plan_snapshots``'.)"""
     name = report.name
     report.kept, report.first_bad, report.reason = scan.valid_end, scan.first_bad, scan.reason
     report.bad_offset = scan.bad_offset
-    _count_removed(report, source.log_path, scan.valid_end)
+    count_removed(report, source.log_path, scan.valid_end)
     if (report.bad_offset is None and report.torn_first is not None
             and report.first_bad == report.size - report.torn_bytes):
         report.bad_offset = report.torn_first  # the first bad batch is the torn one
@@ -841,80 +431,8 @@ def _moved_report(directory: str, view: Dict[str, str], name: str) -> SegmentRep
     report = SegmentReport(name, os.path.getsize(path), RULE_AFTER_CUT)
     report.kept = 0
     report.moved = True
-    _count_removed(report, path, 0)
+    count_removed(report, path, 0)
     return report
-
-
-def _count_removed(report: SegmentReport, path: str, start: int) -> None:
-    """What the bytes of the .log ``path`` from ``start`` on (a tail cut, or a whole segment set
-    aside) hold, into ``report``: the records and offset range of the whole batches there (by
-    their headers, valid or not: what a reader of the quarantined bytes finds), and the bytes
-    after the last of them that hold no batch. Headers only, as LogFile.batches reads them."""
-    end = start
-    first: Optional[int] = None
-    last: Optional[int] = None
-    records = 0
-    with Segment.at(path).open() as log:
-        for batch in log.batches(start):
-            first = batch.base_offset if first is None else min(first, batch.base_offset)
-            last = batch.last_offset if last is None else max(last, batch.last_offset)
-            # (a damaged header's negative count holds no record)
-            records += max(0, batch.count if batch.count is not None
-                           else batch.last_offset - batch.base_offset + 1)
-            end = batch.position + batch.size
-        size = log.size
-    report.removed_first, report.removed_last = first, last
-    report.removed_records = records
-    report.torn_bytes = max(0, size - end)
-    if report.torn_bytes:
-        before = last
-        if before is None:  # the batches kept before the cut, else the segment's base
-            before = (report.next_offset - 1 if report.next_offset is not None
-                      else report.base_offset - 1 if report.base_offset is not None else None)
-        torn = torn_batch(path, end, report.torn_bytes, before)
-        if torn is not None:
-            report.torn_first, report.torn_last, report.torn_records = torn
-
-
-def torn_batch(path: str, position: int, available: int,
-               before: Optional[int]) -> Optional[Tuple[int, int, int]]:
-    """(base offset, last offset, records) of the batch whose first ``available`` bytes
-    end the file at ``position`` (a write torn by a crash: FileLogInputStream.nextBatch finds
-    its size past the end of the file), from its header; None when no header can be read
-    there: fewer bytes than a header, a size that does not run past the file's end (then it
-    is no torn batch), a magic that is not 0-2, figures no producer writes, a base offset not
-    after ``before`` (the last offset before it), or a compressed legacy wrapper (its header
-    holds its last offset only). A v2 header is DefaultRecordBatch's (RECORD_BATCH_OVERHEAD,
-    61 bytes: baseOffset, lastOffsetDelta, recordsCount); a legacy entry is one message
-    (LegacyRecord: its offset)."""
-    with open(path, "rb") as f:
-        f.seek(position)
-        head = f.read(min(available, V2_HEADER.size))
-    if len(head) < LEGACY_HEADER.size:
-        return None
-    offset, size, _, magic, attributes = LEGACY_HEADER.unpack_from(head)
-    if size + 12 <= available:
-        return None
-    if magic == 2:
-        if len(head) < V2_HEADER.size or size < V2_HEADER.size - 12:
-            return None
-        fields = V2_HEADER.unpack_from(head)
-        first, delta, count = fields[0], fields[6], fields[12]
-        if delta < 0 or count < 0 or count > delta + 1:
-            return None
-        last = first + delta
-    elif magic in (0, 1):
-        # (a message's smallest size: crc, magic, attributes, key and value lengths, and
-        # in v1 a timestamp)
-        if attributes & ATTR_CODEC or size < (14 if magic == 0 else 22):
-            return None
-        first = last = offset
-        count = 1
-    else:
-        return None
-    if first < 0 or (before is not None and first <= before):
-        return None
-    return first, last, count
 
 
 def _plan_indexes(plan: PartitionPlan, view: Dict[str, str], base: int, scan: SegmentScan,
@@ -1015,7 +533,7 @@ def split_segment(directory: str, name: str, pieces: List[Tuple[int, int, int]])
         rename_noreplace(path, swap)
         fsync_dir(directory)
         swaps.append((base, swap))
-    original = _base(name)
+    original = file_base(name)
     for kind in (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.LOG):
         path = os.path.join(directory, names.offset_name(original, kind))
         # (a name held by something that is not a regular file is left alone, as everywhere)

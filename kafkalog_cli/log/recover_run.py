@@ -18,8 +18,9 @@ from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, fsync_dir, rename_n
                          write_atomically, write_new)
 from .quarantine import (Quarantine, copy_range, manifest_entry, renamed_entry, written_entry,
                          written_range_entry)
-from .recover import (CUT, EPOCHS, MOVE, REMOVE, RENAME, SPLIT, WRITE, Action, PartitionPlan,
-                      _base, plan_partition, split_segment)
+from .recover import plan_partition, split_segment
+from .recover_plan import (CUT, EPOCHS, MOVE, REMOVE, RENAME, SPLIT, WRITE, Action, PartitionPlan,
+                           file_base)
 from .recovery_scan import MAX_INDEX_READ
 from .segment import DEFAULT_MAX_MESSAGE_SIZE
 
@@ -91,7 +92,7 @@ def execute(plan: PartitionPlan, quarantine: Optional[Quarantine] = None) -> Opt
             # segments the split writes are recorded before they are written, so that a
             # restore sets them aside and returns the original
             for kind in (names.LOG, names.INDEX, names.TIMEINDEX, names.TXNINDEX):
-                name = names.offset_name(_base(a.name), kind)
+                name = names.offset_name(file_base(a.name), kind)
                 path = os.path.join(directory, name)
                 if os.path.isfile(path) and not os.path.islink(path):
                     saved = q.reserve(name)

@@ -12,7 +12,7 @@ from typing import List, Optional, Tuple
 from ..errors import KafkalogError
 from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
-from ..format.records import Batch, Records
+from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER, Batch, Records
 from ..format.scan import plain_records_ok
 from .files import FileFormatError, read_sized
 from .leader_epochs import LeaderEpochCache
@@ -20,10 +20,11 @@ from .producer_state import InvalidTxnStateError, ProducerState, end_marker
 from .indexbuild import DEFAULT_INDEX_INTERVAL, AbortedEntry, IndexBuilder
 from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile,
                       Segment, order_problem, reach_problem)
+from .recover_plan import SegmentReport
 from .txnindex import TransactionIndex
 
 
-# -- analysing a segment (LogSegment.recover) ------------------------------------------------------
+# -- analysing a segment (LogSegment.recover) -----------------------------------------------------
 
 class UnloadableBatchError(KafkalogError, OSError):
     """A batch the broker's own recovery fails on (not one it truncates): the partition is
@@ -205,7 +206,7 @@ def update_producer_state(state: ProducerState, log: LogFile,
         return None
 
 
-# -- comparing the indexes a segment has with the rebuilt ones -----------------------------------
+# -- comparing the indexes a segment has with the rebuilt ones ------------------------------------
 
 # An index file larger than this is no index the broker wrote (segment.index.bytes tops out at
 # Int.MAX, but a file past this is not read into memory to be compared: it is replaced).
@@ -246,3 +247,77 @@ def txn_below_base(path: str) -> bool:
         return bool(TransactionIndex(path).sanity_problems())
     except (OSError, FileFormatError):
         return True
+
+
+# -- what the bytes set aside or cut hold ---------------------------------------------------------
+
+def count_removed(report: SegmentReport, path: str, start: int) -> None:
+    """What the bytes of the .log ``path`` from ``start`` on (a tail cut, or a whole segment set
+    aside) hold, into ``report``: the records and offset range of the whole batches there (by
+    their headers, valid or not: what a reader of the quarantined bytes finds), and the bytes
+    after the last of them that hold no batch. Headers only, as LogFile.batches reads them."""
+    end = start
+    first: Optional[int] = None
+    last: Optional[int] = None
+    records = 0
+    with Segment.at(path).open() as log:
+        for batch in log.batches(start):
+            first = batch.base_offset if first is None else min(first, batch.base_offset)
+            last = batch.last_offset if last is None else max(last, batch.last_offset)
+            # (a damaged header's negative count holds no record)
+            records += max(0, batch.count if batch.count is not None
+                           else batch.last_offset - batch.base_offset + 1)
+            end = batch.position + batch.size
+        size = log.size
+    report.removed_first, report.removed_last = first, last
+    report.removed_records = records
+    report.torn_bytes = max(0, size - end)
+    if report.torn_bytes:
+        before = last
+        if before is None:  # the batches kept before the cut, else the segment's base
+            before = (report.next_offset - 1 if report.next_offset is not None
+                      else report.base_offset - 1 if report.base_offset is not None else None)
+        torn = torn_batch(path, end, report.torn_bytes, before)
+        if torn is not None:
+            report.torn_first, report.torn_last, report.torn_records = torn
+
+
+def torn_batch(path: str, position: int, available: int,
+               before: Optional[int]) -> Optional[Tuple[int, int, int]]:
+    """(base offset, last offset, records) of the batch whose first ``available`` bytes
+    end the file at ``position`` (a write torn by a crash: FileLogInputStream.nextBatch finds
+    its size past the end of the file), from its header; None when no header can be read
+    there: fewer bytes than a header, a size that does not run past the file's end (then it
+    is no torn batch), a magic that is not 0-2, figures no producer writes, a base offset not
+    after ``before`` (the last offset before it), or a compressed legacy wrapper (its header
+    holds its last offset only). A v2 header is DefaultRecordBatch's (RECORD_BATCH_OVERHEAD,
+    61 bytes: baseOffset, lastOffsetDelta, recordsCount); a legacy entry is one message
+    (LegacyRecord: its offset)."""
+    with open(path, "rb") as f:
+        f.seek(position)
+        head = f.read(min(available, V2_HEADER.size))
+    if len(head) < LEGACY_HEADER.size:
+        return None
+    offset, size, _, magic, attributes = LEGACY_HEADER.unpack_from(head)
+    if size + 12 <= available:
+        return None
+    if magic == 2:
+        if len(head) < V2_HEADER.size or size < V2_HEADER.size - 12:
+            return None
+        fields = V2_HEADER.unpack_from(head)
+        first, delta, count = fields[0], fields[6], fields[12]
+        if delta < 0 or count < 0 or count > delta + 1:
+            return None
+        last = first + delta
+    elif magic in (0, 1):
+        # (a message's smallest size: crc, magic, attributes, key and value lengths, and
+        # in v1 a timestamp)
+        if attributes & ATTR_CODEC or size < (14 if magic == 0 else 22):
+            return None
+        first = last = offset
+        count = 1
+    else:
+        return None
+    if first < 0 or (before is not None and first <= before):
+        return None
+    return first, last, count
