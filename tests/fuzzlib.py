@@ -840,7 +840,7 @@ def read_aux_file(kind, path, log_path=None, probe=0):
     """Read ``path`` with the reader of its kind and use everything it gives (entries, sanity
     checks, lookups, checks against ``log_path``). Exceptions other than the documented ones
     propagate to the caller."""
-    from kafkalog_cli.log import checkpoints, verify
+    from kafkalog_cli.log import checkpoints, index_check
     from kafkalog_cli.log.index import OffsetIndex, TimeIndex
     from kafkalog_cli.log.segment import LogFile
     from kafkalog_cli.log.snapshot import read_snapshot
@@ -859,15 +859,15 @@ def read_aux_file(kind, path, log_path=None, probe=0):
             if log_path is not None:
                 with LogFile(log_path) as log:
                     if kind == "index":
-                        verify.check_offset_index(idx, log)
+                        index_check.check_offset_index(idx, log)
                     else:
-                        verify.check_time_index(idx, None, log)
+                        index_check.check_time_index(idx, None, log)
         elif kind == "txnindex":
             txn = TransactionIndex(path)
             txn.sanity_problems()
             if log_path is not None:
                 with LogFile(log_path) as log:
-                    verify.check_txn_index(txn, log)
+                    index_check.check_txn_index(txn, log)
         elif kind == "snapshot":
             for e in read_snapshot(path):
                 e.first_sequence, e.has_batch_metadata

@@ -21,6 +21,7 @@ from ..log.txnindex import TransactionIndex
 # Read only when a file beside the logs is dumped: a dump of logs does without their imports.
 checkpoints = lazy_module("kafkalog_cli.log.checkpoints")
 verify = lazy_module("kafkalog_cli.log.verify")
+index_check = lazy_module("kafkalog_cli.log.index_check")
 
 
 class IndexOptions:
@@ -49,11 +50,11 @@ def _check_time_index(tindex, log):
         oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
     except (OSError, FileFormatError):
         oindex = None  # scanned from the start instead; the offset index tells its own error
-    return verify.check_time_index(tindex, oindex, log)
+    return index_check.check_time_index(tindex, oindex, log)
 
 
 def _check_offset_index(index, log):
-    return verify.check_offset_index(index, log)
+    return index_check.check_offset_index(index, log)
 
 
 # kind: (reader, check against the log, names of an entry's fields in print order)
@@ -128,7 +129,7 @@ class _SlotZero:
 def _batch_at_start(log):
     """Does a batch start at position 0 of ``log``, whole (what FileRecords.slice(0,
     maxMessageSize).batches() yields first)?"""
-    return isinstance(verify.batch_at(log, 0), Batch)
+    return isinstance(index_check.batch_at(log, 0), Batch)
 
 
 def dump_index(path, writer, iopts):
@@ -145,7 +146,7 @@ def _note_zero_tail(index, path, writer, iopts):
 
 
 def _sanity(index, writer):
-    problems = verify.sanity_problems(index)
+    problems = index_check.sanity_problems(index)
     if not problems:
         writer.note("%s passed sanity check." % files.printable_name(index.path))
     writer.problems(problems)

@@ -24,7 +24,7 @@ from .. import jsonvocab
 from . import decoders
 from .._lazy import lazy_module
 
-verify = lazy_module("kafkalog_cli.log.verify")  # its problem kinds, read when there are problems
+index_check = lazy_module("kafkalog_cli.log.index_check")  # its problem kinds, when there are some
 
 _BOOL = ("false", "true")
 _FLUSH_LINES = 32
@@ -251,7 +251,7 @@ class Writer:
     def _print_problems(self):
         """Kafka's end-of-run summaries for index mismatches and time index errors, in its
         order and wording; any other finding as a line of its own."""
-        if not self._problems:  # nothing to group: verify (its problem kinds) is not imported
+        if not self._problems:  # nothing to group: index_check (its problem kinds) is not imported
             self.err.flush()
             return
         by_kind = {}
@@ -262,23 +262,24 @@ class Writer:
         # a java.util.HashMap in the Java tool (4.3+), a Scala mutable.HashMap before.
         # DumpLogSegments.dumpIndex: the Java tool keeps one mismatch per index offset, highest
         # first (a TreeMap in reverse order); the Scala tool prepends each to a List.
-        grouped = ((verify.OFFSET_MISMATCH, "Mismatches in :%s", not self._java),
-                   (verify.TIMESTAMP_MISMATCH, "Found timestamp mismatch in :%s", False),
-                   (verify.TIMESTAMP_OUT_OF_ORDER, "Found out of order timestamp in :%s", False),
-                   (verify.OFFSET_NOT_FOUND,
+        grouped = ((index_check.OFFSET_MISMATCH, "Mismatches in :%s", not self._java),
+                   (index_check.TIMESTAMP_MISMATCH, "Found timestamp mismatch in :%s", False),
+                   (index_check.TIMESTAMP_OUT_OF_ORDER, "Found out of order timestamp in :%s",
+                    False),
+                   (index_check.OFFSET_NOT_FOUND,
                     "The following indexed offsets are not found in :%s" if self._java
                     else "The following indexed offsets are not found in the log.", False))
         for kind, header, reverse in grouped:
             # every problem is a call on the map (computeIfAbsent; the Scala tool's put for an
             # offset index mismatch), but the Scala tool puts a time index's list once
-            once = not self._java and kind != verify.OFFSET_MISMATCH
+            once = not self._java and kind != index_check.OFFSET_MISMATCH
             files = self._map_order(by_kind.pop(kind, []), once)
             for path, items in files:
                 err.write((header % path if "%s" in header else header) + "\n")
-                if kind == verify.OFFSET_MISMATCH and self._java:
+                if kind == index_check.OFFSET_MISMATCH and self._java:
                     items = sorted({p.fields["index_offset"]: p for p in items}.values(),
                                    key=lambda p: -p.fields["index_offset"])
-                indent = "" if kind == verify.OFFSET_NOT_FOUND else "  "
+                indent = "" if kind == index_check.OFFSET_NOT_FOUND else "  "
                 for p in (reversed(items) if reverse else items):
                     err.write("%s%s\n" % (indent, p.message))
         for items in by_kind.values():

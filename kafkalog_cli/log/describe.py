@@ -38,7 +38,7 @@ from .partition import Partition
 from .segment import (DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile, Segment,
                       order_problem, reach_problem)
 from .snapshot import read_snapshot
-from .verify import sanity_problems
+from .index_check import sanity_problems
 
 # Problem and note kinds (stable names, used in JSON output)
 INVALID_BYTES = "invalid_bytes"              # bytes that hold no batch: recovery cuts there

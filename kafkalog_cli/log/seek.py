@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 
 
 def batch_at(log: "LogFile", position: int) -> "Optional[Union[Batch, InvalidBytes]]":
-    """verify.batch_at, imported on the first seek: reading a log needs none of verify's own
+    """index_check.batch_at, imported on the first seek: reading a log needs none of verify's own
     imports (checkpoints, leader epochs, indexes), and start-up time counts."""
-    from .verify import batch_at as at
+    from .index_check import batch_at as at
     return at(log, position)
 
 
