@@ -16,7 +16,7 @@ suite keeps the Spark commands' tests that need no JVM.
 
 import pytest
 
-import kafkalog_cli.cli.render as _render
+import kafkalog_cli.cli.render_kafka as _render
 import kafkalog_cli.format.records as _records
 
 

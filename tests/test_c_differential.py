@@ -3,7 +3,7 @@
 ``_speedups.decode_v2`` must return what ``records._decode_v2_loop`` returns (the position
 reached and every record field) or raise the same error class with the same message, leaving
 the same complete records behind. ``_kafkatext``'s ``batch_lines``/``batch_line``/``record_lines``
-must produce the bytes that render.KafkaWriter's Python code produces. The inputs are batches
+must produce the bytes that render_kafka.KafkaWriter's Python code produces. The inputs are batches
 built here from Kafka's published v2 layout (DefaultRecordBatch / DefaultRecord) at the edges
 (offsets and timestamps next to the 64-bit limits, counts near 2^31, empty and maximal records,
 every varint width, negative lengths, headers), then random bytes and mutations from hypothesis.
@@ -26,7 +26,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog_cli.cli import render
+from kafkalog_cli.cli import render, render_kafka
 from kafkalog_cli.format import records
 from kafkalog_cli.format.errors import CorruptRecordError, LimitExceededError
 from kafkalog_cli.format.scan import OFFSET_OVERFLOW, InvalidBytes, scan
@@ -424,7 +424,7 @@ def test_mutated_record_streams(stream, base_offset, base_ts, cut, flips, insert
 # -- the kafka text: batch lines ----------------------------------------------------------------
 
 def _writer():
-    w = render.KafkaWriter(None, None, render.DumpOptions())
+    w = render_kafka.KafkaWriter(None, None, render.DumpOptions())
     w._lines = []
     return w
 
@@ -532,7 +532,7 @@ def test_batch_lines_random(picks, garbage, flips, pos, max_bytes, base, cut):
 # -- the kafka text: record lines ---------------------------------------------------------------
 
 def python_record_lines(recs, base_offset, base_seq, ts_type, print_data, monkeypatch):
-    monkeypatch.setattr(render, "_kafkatext", None)
+    monkeypatch.setattr(render_kafka, "_kafkatext", None)
     w = _writer()
     w.opts.print_data = print_data
     b = records.Batch()
@@ -622,10 +622,10 @@ def _deep_dump(path, native, chunk, kafka_format, print_data):
     from kafkalog_cli.log.read import SegmentReader
     from kafkalog_cli.log.segment import LogFile
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(render, "_kafkatext", native)
-        m.setattr(render, "_FAST_CHUNK", chunk)
+        m.setattr(render_kafka, "_kafkatext", native)
+        m.setattr(render_kafka, "FAST_CHUNK", chunk)
         out, err = io.BytesIO(), io.StringIO()
-        w = render.KafkaWriter(out, err, render.DumpOptions(
+        w = render_kafka.KafkaWriter(out, err, render.DumpOptions(
             deep=True, print_data=print_data, kafka_format=kafka_format))
         with LogFile(path, max_message_size=400) as log:
             reader = SegmentReader(log, None, records=True, fast=w.fast_path(),

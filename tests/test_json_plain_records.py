@@ -1,5 +1,5 @@
 """dump --format json writes the record objects of data records shown with the string decoders as
-text directly (render.JsonWriter._plain_records), not through the JSON encoder: the bytes must be
+text directly (render_json.JsonWriter._plain_records), not through the JSON encoder: the bytes must be
 those the encoder writes for the objects the README's vocabulary gives (the same keys in the same
 order, strings escaped as json escapes them, bytes that are not UTF-8 as base64), for v2 records
 and legacy messages, valid or not, with any key, value and header bytes."""
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog_cli import jsonvocab
-from kafkalog_cli.cli import render
+from kafkalog_cli.cli import render, render_json
 from kafkalog_cli.format import records
 
 
@@ -38,7 +38,7 @@ def _encoded(b, recs, topic, partition, path):
 
 
 def _written(b, recs, path):
-    w = render.JsonWriter(io.BytesIO(), io.StringIO(), render.DumpOptions(deep=True))
+    w = render_json.JsonWriter(io.BytesIO(), io.StringIO(), render.DumpOptions(deep=True))
     w.begin_file(path, 0)
     w._lines = []
     w.records(b, recs)

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 import schemaenc
 from kafkagen import Rec, v2_batch, write_segment
-from kafkalog_cli.cli import parsers, render
+from kafkalog_cli.cli import parsers, render, render_kafka
 from kafkalog_cli.format import records, schema
 from test_c_differential import MODULE_DIR, _load
 
@@ -356,7 +356,7 @@ def test_record_lines_with_payloads_are_the_python_parser_lines(base_seq):
                                recs.headers, 1000, base_seq, "CreateTime", True, payloads)
 
     opts = render.DumpOptions(print_data=True, parser=parsers.PARSERS["cluster-metadata"])
-    w = render.KafkaWriter(None, None, opts)
+    w = render_kafka.KafkaWriter(None, None, opts)
     w._c_parser_records = None  # render's Python loop
     w._lines = []
     b = records.Batch()

@@ -15,19 +15,8 @@ from ..log.describe import describe as describe_path
 from ..log.files import printable_name
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text, fail
+from .output import human_bytes
 from .numbers import java_int
-
-
-def _human(n):
-    """Bytes as a short human-readable figure (1024-based units)."""
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (size, unit))
-        size /= 1024
-    return str(n)  # pragma: no cover
 
 
 def _time(ms, sep="T"):
@@ -115,7 +104,7 @@ class _Output:
         self.emit(_segment_json(s),
                   "%s: %s, %d records, %d batches, %s (%d bytes), time %s to %s, codecs %s, "
                   "magic %s, index entries %s, time index entries %s%s"
-                  % (where, offsets, s.records, s.batches, _human(s.size), s.size,
+                  % (where, offsets, s.records, s.batches, human_bytes(s.size), s.size,
                      _time(s.min_timestamp), _time(s.max_timestamp),
                      ",".join(s.codecs) or "-", ",".join(map(str, s.magic)) or "-",
                      _opt(_index_entries(s.offset_index)), _opt(_index_entries(s.time_index)),
@@ -132,7 +121,7 @@ class _Output:
                   "checkpointed log start %s, cleaner offset %s; leader epochs %s; "
                   "producer snapshots %s"
                   % (where, _opt(p.log_start_offset), _opt(p.log_end_offset), p.records,
-                     p.batches, _human(p.size), p.size, len(p.segments),
+                     p.batches, human_bytes(p.size), p.size, len(p.segments),
                      _opt(p.recovery_point), _opt(p.high_watermark),
                      _opt(p.checkpointed_log_start), _opt(p.cleaner_offset), epochs, snaps))
         for s in p.segments:
@@ -155,7 +144,7 @@ class _Output:
                   "%d topics, %d partitions, %d segments, %d records, %d batches, %s; "
                   "%d problems, %d notes: %s"
                   % (len(topics), len(d.partitions), len(segments), records, batches,
-                     _human(size), len(problems), len(notes),
+                     human_bytes(size), len(problems), len(notes),
                      "consistent" if not problems else "INCONSISTENT"))
 
     def render(self, d):
@@ -189,7 +178,7 @@ def _tables(d):
         for p in parts:
             problems = len(p.all_problems())
             table.add_row(_opt(p.partition), _opt(p.log_start_offset), _opt(p.log_end_offset),
-                          str(p.records), str(p.batches), _human(p.size), str(len(p.segments)),
+                          str(p.records), str(p.batches), human_bytes(p.size), str(len(p.segments)),
                           _opt(p.recovery_point), _opt(p.high_watermark),
                           " ".join("%d@%d" % e for e in p.leader_epochs) or "-",
                           " ".join("%d(%s)" % (o, _opt(n)) for o, n in p.snapshots) or "-",
@@ -209,7 +198,7 @@ def _tables(d):
                           escape(os.path.basename(s.path)) + ("*" if s.active else ""),
                           "-" if s.first_offset is None else "%d-%d" % (s.first_offset,
                                                                         s.last_offset),
-                          str(s.records), str(s.batches), _human(s.size),
+                          str(s.records), str(s.batches), human_bytes(s.size),
                           _time(s.min_timestamp, " "), _time(s.max_timestamp, " "),
                           ",".join(s.codecs) or "-", ",".join(map(str, s.magic)) or "-",
                           _opt(_index_entries(s.offset_index)),
@@ -227,7 +216,7 @@ def _tables(d):
         console.print(table)
     problems = d.all_problems()
     console.print("%d segments, %d records, %s: %s" % (
-        len(segments), sum(s.records for s in segments), _human(sum(s.size for s in segments)),
+        len(segments), sum(s.records for s in segments), human_bytes(sum(s.size for s in segments)),
         "consistent" if not problems else "[red]%d problems[/red]" % len(problems)))
 
 

@@ -19,7 +19,9 @@ from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from . import decoders
 from .dump_aux import IndexOptions, dump_aux
 from .errors import fail
-from .render import COORDINATOR_JSON, WRITERS, DumpOptions, kafka_version
+from .render import COORDINATOR_JSON, DumpOptions, kafka_version
+from .render_json import JsonWriter, MessagesWriter
+from .render_kafka import KafkaWriter
 from .._lazy import lazy_module
 from .numbers import java_int, java_long
 
@@ -144,6 +146,9 @@ def _targets(paths, files):
         targets.extend(p for p in spec.split(",") if p)
     targets.extend(paths)
     return targets
+
+
+WRITERS = {"kafka": KafkaWriter, "messages": MessagesWriter, "json": JsonWriter}
 
 
 @click.command(short_help="Print log, index and snapshot files as kafka-dump-log.sh.")

@@ -17,6 +17,7 @@ from ..log.logdir import partitions_of
 from ..log.quarantine import (APPEND, DISPLACE, DONE, RENAME_BACK, RETURN, REWRITE, find_run,
                               list_runs, purge_runs, restore_run)
 from .. import jsonvocab
+from .output import human_bytes
 from .errors import fail
 
 
@@ -34,14 +35,6 @@ def _topic(partition):
 
 def _when(run):
     return run.time.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if run.time is not None else None
-
-
-def _human(n):
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return ("%d %s" % (n, unit)) if unit == "B" else "%.1f %s" % (n, unit)
-        n /= 1024.0
-    return str(n)  # not reached
 
 
 def _holds(e):
@@ -154,7 +147,7 @@ def _table(runs):
             if e.what == "renamed":
                 extra.append("renamed from %s, nothing kept here" % printable_name(e.earlier))
             table.add_row(part, run.id + state, _when(run), e.what, printable_name(e.file),
-                          "-" if e.size is None else _human(e.size), ", ".join(extra), e.why)
+                          "-" if e.size is None else human_bytes(e.size), ", ".join(extra), e.why)
     Console().print(table)
 
 

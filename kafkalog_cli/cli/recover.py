@@ -19,7 +19,7 @@ from ..log.recover_plan import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RU
 from ..log.recover_run import LogDirRecovery
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text
-from .render import human_bytes, new_offsets_text, offsets_text, plural, table_output
+from .output import human_bytes, new_offsets_text, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir
 from .numbers import java_int
 

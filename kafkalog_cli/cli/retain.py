@@ -16,7 +16,7 @@ from ..log.names import RECOVERY_POINT_CHECKPOINT, topic_partition
 from ..log.partition import Partition
 from ..log.retain import DELETED, LogDirRetention, Policy
 from .errors import error_text, fail
-from .render import human_bytes, new_offsets_text, offsets_text, plural, table_output
+from .output import human_bytes, new_offsets_text, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir
 from .numbers import java_long
 

@@ -1,0 +1,46 @@
+"""What the reports of recover, retain, describe and transactions share on a terminal and in
+plain lines: sizes, counts and offset ranges in words, and which layout an output gets."""
+
+from __future__ import annotations
+
+import sys
+
+
+def human_bytes(n):
+    """Bytes as a short figure for a terminal (1024-based units: 1.2 MiB), "-" for None; JSON
+    keeps the exact integer."""
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return ("%d B" % n) if unit == "B" else ("%.1f %s" % (size, unit))
+        size /= 1024
+    return str(n)  # pragma: no cover
+
+
+def table_output(fmt):
+    """One layout per output: a rich table on a terminal, plain lines on a pipe (or JSON)."""
+    return fmt == "text" and sys.stdout.isatty()
+
+
+def plural(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def offsets_text(first, last, records):
+    """"offsets 290-299, 10 records", or "no batch"."""
+    if first is None or last is None:
+        return "no batch"
+    return "offsets %d-%d, %s" % (first, last, plural(records, "record"))
+
+
+def new_offsets_text(label, objs, key):
+    """The summary's tail naming each partition's new offset (``key`` of its JSON object):
+    "; new log end offset 290", or one per partition when there are several."""
+    if len(objs) == 1:
+        return "; new %s %s" % (label, objs[0][key])
+    if objs:
+        return "; new %ss %s" % (label, ", ".join(
+            "%s-%s %s" % (o["topic"], o["partition"], o[key]) for o in objs))
+    return ""
