@@ -765,6 +765,7 @@ def run_worker(args):
                 import kafkalog_cli.log.append  # noqa: F401
                 import kafkalog_cli.log.produce  # noqa: F401
                 import kafkalog_cli.log.quarantine  # noqa: F401
+                import kafkalog_cli.log.quarantine_runs  # noqa: F401
                 import kafkalog_cli.log.retain  # noqa: F401
                 import kafkalog_cli.cli.verify_index  # noqa: F401
                 import kafkalog_cli.format.control  # noqa: F401

@@ -14,8 +14,8 @@ from ..log import names
 from ..log.files import printable_name
 from ..log.lock import preview_warning
 from ..log.logdir import partitions_of
-from ..log.quarantine import (APPEND, DISPLACE, DONE, RENAME_BACK, RETURN, REWRITE, find_run,
-                              list_runs, purge_runs, restore_run)
+from ..log.quarantine_runs import (APPEND, DISPLACE, DONE, RENAME_BACK, RETURN, REWRITE,
+                                   find_run, list_runs, purge_runs, restore_run)
 from .. import jsonvocab
 from .output import human_bytes
 from .errors import fail
