@@ -262,7 +262,7 @@ class CliTarget:
     def _compare_builds(self, args):
         """The same command with the C fast paths and with the pure-Python code they mirror
         (switched off in this process, as tests/conftest.py does): identical output."""
-        import kafkalog_cli.cli.render as render
+        import kafkalog_cli.cli.render_kafka as render
         import kafkalog_cli.format.records as records
         import kafkalog_cli.format.schema as schema
         saved = render._kafkatext, records._speedups, schema._schemawalk
