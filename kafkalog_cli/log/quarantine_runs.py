@@ -579,9 +579,9 @@ def restore_run(run: Run, dry_run: bool = False) -> RestorePlan:
     """Put back what ``run`` set aside (``plan_restore`` says what and refuses what it must),
     holding the lock of the log directory that really holds the partition (LockHeld while a
     broker holds it; a dry run changes nothing and reads beside a broker, ``lock_held`` saying
-    who holds it). Files now standing where run's files return are set aside
-    first in a new run of the quarantine (``displaced_run``), so nothing is lost. The
-    log directory's clean-shutdown marker is lifted before the first change and put back once
+    who holds it). Files now standing where run's files return are set aside first in a new
+    run of the quarantine (``displaced_run``), so nothing is lost. The log directory's
+    clean-shutdown marker is lifted before the first change and put back once
     everything is flushed, as recover does. Every step is flushed before the next, and a
     restore interrupted at any point is finished by running it again. Once done, the run's
     folder gets ``restored.json`` (the saved tails and copies stay in it until purged)."""
@@ -652,10 +652,9 @@ def purge_runs(partitions: List[str], older_than: datetime.timedelta,
     """Delete the runs of the partitions that started more than ``older_than`` before ``now``
     (the manifest's time; for a run without a readable one, the time in its folder name),
     holding the lock of each log directory that really holds them (a dry run takes none and
-    deletes nothing). Returns the
-    runs deleted (or that would be). A run is renamed to ``.<id>.purging`` (flushed) before it
-    is deleted, so a run half deleted by a crash is never listed nor restored; a later purge
-    finishes it."""
+    deletes nothing). Returns the runs deleted (or that would be). A run is renamed to
+    ``.<id>.purging`` (flushed) before it is deleted, so a run half deleted by a crash is never
+    listed nor restored; a later purge finishes it."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     cutoff = now - older_than
     runs = [r for r in list_runs(partitions) if r.time is not None and r.time < cutoff]
