@@ -15,14 +15,14 @@ from typing import Any, Callable, Dict, Optional, Union
 
 from ..errors import UsageError
 from ..format import confluent
-from ..format.utf8 import java_text
+from ..format.utf8 import ERRORS as JAVA_UTF8
 
 DECODER_NAMES = ("string", "hex", "base64", "int", "long", "json", "confluent")
 
 
 def _string(b, offset=None):
     # as Java's new String(bytes, UTF_8)
-    return java_text(b)
+    return b.decode("utf-8", JAVA_UTF8)
 
 
 def _fixed_int(size, name):

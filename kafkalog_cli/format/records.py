@@ -17,7 +17,7 @@ from .crc import crc32c
 
 from . import codecs
 from .errors import CorruptRecordError, LimitExceededError
-from .utf8 import java_text
+from .utf8 import ERRORS as JAVA_UTF8
 
 # The optional C decoder (built from _speedups.c when a compiler is there). Setting
 # KAFKALOG_PURE_PYTHON=1 forces the pure-Python decoder, so tests can check both.
@@ -450,7 +450,7 @@ def _read_headers(data, pos, end):
         klen, pos = _varint(data, pos, end, 5)
         if klen < 0 or klen > end - pos:
             raise CorruptRecordError("invalid header key size %d" % klen)
-        key = java_text(data[pos:pos + klen])
+        key = data[pos:pos + klen].decode("utf-8", JAVA_UTF8)
         pos += klen
         vlen, pos = _varint(data, pos, end, 5)
         if vlen < 0:

@@ -69,7 +69,7 @@ from importlib import resources
 from typing import Any, Callable
 
 from .errors import CorruptRecordError
-from .utf8 import java_text
+from .utf8 import ERRORS as JAVA_UTF8
 
 # The optional C walker of the layouts (built from _schemawalk.c, when a compiler is there);
 # KAFKALOG_PURE_PYTHON=1 leaves it out, so tests can check both.
@@ -293,7 +293,7 @@ class _Gen:
             "_uvarint": _uvarint, "_underflow": _underflow, "_null_field": _null_field,
             "_too_long": _too_long, "_short_string": _short_string, "_too_many": _too_many,
             "_left_over": _left_over, "_unpack": struct.unpack_from, "_b64": binascii.b2a_base64,
-            "_java_text": java_text,
+            "_JAVA_UTF8": JAVA_UTF8,
             "_URLSAFE": bytes.maketrans(b"+/", b"-_"), "_I8": _I8.unpack_from,
             "_I16": _I16.unpack_from, "_I32": _I32.unpack_from, "_tags": _tags,
             "_tags_text": _tags_text,
@@ -360,7 +360,7 @@ class _Gen:
                     body + "if end > len(data):",
                     body + "    raise _short_string(n, len(data) - pos)",
                     # as Java's String decodes it (ByteBufferAccessor.readString)
-                    body + "%s = _java_text(data[pos:end])" % var,
+                    body + "%s = data[pos:end].decode('utf-8', _JAVA_UTF8)" % var,
                     body + "pos = end"]
         elif t in ("bytes", "records"):
             self.length(True, out, ind)

@@ -57,6 +57,13 @@ class LogDirLock:
         self.held: Optional[LockHeld] = None
         self._fds: List[int] = []
 
+    @classmethod
+    def for_run(cls, log_dir: str, partitions: Sequence[str], dry_run: bool) -> "LogDirLock":
+        """The lock a writing command takes for ``partitions`` of ``log_dir``: a real run's
+        (created when missing, LockHeld when another process holds it), or with ``dry_run`` the
+        read-only preview (nothing created; ``held`` says who holds it)."""
+        return cls(log_dir, create=not dry_run, preview=dry_run, partitions=partitions)
+
     def __enter__(self) -> "LogDirLock":
         try:
             for path in self.paths:

@@ -588,8 +588,7 @@ def restore_run(run: Run, dry_run: bool = False) -> RestorePlan:
     from .logdir import CleanShutdownMarker
     from .partition import Partition
     log_dir = Partition(run.partition).log_dir
-    with LogDirLock(log_dir, create=not dry_run, preview=dry_run,
-                    partitions=[run.partition]) as lock:
+    with LogDirLock.for_run(log_dir, [run.partition], dry_run) as lock:
         plan = plan_restore(run)
         if dry_run:
             plan.lock_held = lock.held

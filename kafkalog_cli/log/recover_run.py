@@ -257,8 +257,7 @@ class LogDirRecovery:
         partition, then write the recovery points and settle the marker."""
         # A dry run only reads: beside a broker holding the lock it goes on (``lock_held``
         # says so, for the caller's warning); a real run refuses.
-        with LogDirLock(self.log_dir, create=not self.dry_run, preview=self.dry_run,
-                        partitions=self.partitions) as lock:
+        with LogDirLock.for_run(self.log_dir, self.partitions, self.dry_run) as lock:
             self.lock_held = lock.held
             self.temporary_files = remove_temporary_files(self.log_dir, self.dry_run)
             self.clean_shutdown = self._marker.present()

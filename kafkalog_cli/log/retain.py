@@ -654,8 +654,7 @@ class LogDirRetention:
         self.current = log_dir
 
     def run(self) -> Iterator[RetentionPlan]:
-        with LogDirLock(self.log_dir, create=not self.dry_run, preview=self.dry_run,
-                        partitions=self.partitions) as lock:
+        with LogDirLock.for_run(self.log_dir, self.partitions, self.dry_run) as lock:
             self.lock_held = lock.held
             for directory in self.partitions:
                 self.current = directory
