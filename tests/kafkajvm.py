@@ -11,12 +11,14 @@ kept in ``tests/kafka/.classpath-<version>.txt`` beside the pom.
 Nothing of kafkalog imports this module: the product never needs a JVM, only its tests do.
 """
 
+import fcntl
 import functools
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 KAFKA = "4.4.0"
 DUMP_RELEASES = {"3.x": "3.9.1", "4.0": "4.0.2", "4.1": "4.1.1", "4.2": "4.2.1", "4.3": "4.3.1",
@@ -46,14 +48,30 @@ def java() -> str:
     return found
 
 
-@functools.lru_cache(maxsize=None)
-def classpath(version: str = KAFKA) -> str:
-    """Kafka ``version``'s broker and tools with every dependency, as a ``java -cp`` value."""
-    cached = POM_DIR / f".classpath-{version}.txt"
+def _cached_classpath(cached: Path) -> Optional[str]:
     if cached.is_file():
         text = cached.read_text().strip()
         if text and all(Path(p).is_file() for p in text.split(os.pathsep)):
             return text
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def classpath(version: str = KAFKA) -> str:
+    """Kafka ``version``'s broker and tools with every dependency, as a ``java -cp`` value.
+    Resolved once by Maven; processes asking at the same time (pytest-xdist's workers on a
+    fresh clone) wait for the first one's resolution under a lock file."""
+    cached = POM_DIR / f".classpath-{version}.txt"
+    text = _cached_classpath(cached)
+    if text is not None:
+        return text
+    with open(POM_DIR / f".classpath-{version}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        text = _cached_classpath(cached)
+        return text if text is not None else _resolve(version, cached)
+
+
+def _resolve(version: str, cached: Path) -> str:
     mvn = shutil.which("mvn")
     if not mvn:
         raise KafkaUnavailable("mvn is not on PATH: Maven resolves Kafka's jars for the tests "
