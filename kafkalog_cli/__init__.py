@@ -24,6 +24,21 @@ _API = {
     "Record": "kafkalog_cli.log.read",
     "KafkalogError": "kafkalog_cli.errors",
     "InvalidDataError": "kafkalog_cli.errors",
+    "LockHeld": "kafkalog_cli.log.lock",
+    # the operations' inputs and reports (Partition and LogDir methods)
+    "Policy": "kafkalog_cli.log.retain",
+    "AppendSettings": "kafkalog_cli.log.produce",
+    "Description": "kafkalog_cli.log.describe",
+    "PartitionDescription": "kafkalog_cli.log.describe",
+    "SegmentDescription": "kafkalog_cli.log.describe",
+    "FileReport": "kafkalog_cli.log.verify",
+    "Transaction": "kafkalog_cli.log.transactions",
+    "PartitionSummary": "kafkalog_cli.log.transactions",
+    "PartitionPlan": "kafkalog_cli.log.recover_plan",
+    "LogDirRecovery": "kafkalog_cli.log.recover_run",
+    "RetentionPlan": "kafkalog_cli.log.retain",
+    "RollResult": "kafkalog_cli.log.append",
+    "AppendResult": "kafkalog_cli.log.produce",
 }
 
 __all__ = sorted(_API) + ["__version__"]

@@ -50,7 +50,7 @@ def kafka_python_records(partition, include_control=False):
 
 
 def test_the_examples_are_all_tested():
-    assert len(readme_examples()) == 5
+    assert len(readme_examples()) == 6
 
 
 def test_example_partitions_and_segments():
@@ -93,9 +93,26 @@ def test_example_segment_files():
     assert run_example(3) == expected
 
 
+def test_example_operations():
+    every = kafka_python_records("orders-0", include_control=True)
+    first_segment = sorted(n for n in os.listdir(os.path.join(LOGDIR, "orders-0"))
+                           if n.endswith(".log"))[0]
+    with open(os.path.join(LOGDIR, "orders-0", first_segment), "rb") as f:
+        below = [r.offset for kb in kafka_python_read(f.read()) for r in kb.records]
+    assert max(below) < 50  # the example's log start offset leaves the first segment whole below
+    before = {n: os.path.getmtime(os.path.join(LOGDIR, "orders-0", n))
+              for n in os.listdir(os.path.join(LOGDIR, "orders-0"))}
+    assert run_example(4) == [
+        "%d %d %d" % (every[0][0], every[-1][0] + 1, len(every)),
+        "%d %r" % (len(below), (min(below), max(below))),
+        "False"]  # the shipped fixtures were written whole: recovery has nothing to change
+    assert before == {n: os.path.getmtime(os.path.join(LOGDIR, "orders-0", n))
+                      for n in os.listdir(os.path.join(LOGDIR, "orders-0"))}
+
+
 def test_example_dataframe():
     offsets = [r[0] for r in kafka_python_records("events-0")]
-    assert run_example(4) == ["%d %d %d" % (len(offsets), min(offsets), max(offsets))]
+    assert run_example(5) == ["%d %d %d" % (len(offsets), min(offsets), max(offsets))]
 
 
 # -- Partition.records against kafka-python, on files it wrote --------------------------------

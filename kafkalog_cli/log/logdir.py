@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Collection, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Collection, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import UsageError
 from . import checkpoints, names
@@ -15,6 +15,12 @@ from .files import open_regular, printable_name, read_sized
 from .indexbuild import fsync_dir, write_new
 from .lock import LogDirLock
 from .partition import Partition, is_partition_dir
+from .segment import DEFAULT_MAX_MESSAGE_SIZE
+
+if TYPE_CHECKING:
+    from .describe import Description
+    from .recover_run import LogDirRecovery
+    from .retain import Policy, RetentionPlan
 
 
 class LogDir:
@@ -47,6 +53,38 @@ class LogDir:
 
     def lock(self, create: bool = True) -> LogDirLock:
         return LogDirLock(self.path, create)
+
+    # -- the operations over its partitions -----------------------------------------------------
+
+    def describe(self, check_crc: bool = False,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> "Description":
+        """Every partition described (Partition.describe), with the checkpoint files' findings
+        and the partitions that could not be read (``errors``)."""
+        from .describe import describe
+        return describe(self.path, max_message_size, check_crc)
+
+    def recover(self, partitions: Optional[Sequence[Partition]] = None, dry_run: bool = False,
+                full: bool = False, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+                ) -> "LogDirRecovery":
+        """The broker's recovery of ``partitions`` (default: every one) as LogManager loads
+        them, under the lock: ``results`` holds each partition's PartitionResult (its plan,
+        carried out unless ``dry_run``, or the error that stopped it); the recovery points
+        and the clean-shutdown marker are in the other fields. Raises LockHeld when a broker
+        holds the lock (not in a dry run)."""
+        from .recover_run import LogDirRecovery
+        chosen = self.partitions() if partitions is None else partitions
+        recovery = LogDirRecovery(self.path, [p.directory for p in chosen],
+                                  max_message_size=max_message_size, dry_run=dry_run, full=full)
+        return recovery.run_all()
+
+    def retain(self, policy: "Policy", partitions: Optional[Sequence[Partition]] = None,
+               dry_run: bool = False, delete_delay_ms: int = 60000) -> "List[RetentionPlan]":
+        """Retention by ``policy`` of ``partitions`` (default: every one), under the lock:
+        each partition's plan, carried out unless ``dry_run``."""
+        from .retain import LogDirRetention
+        chosen = self.partitions() if partitions is None else partitions
+        return list(LogDirRetention(self.path, [p.directory for p in chosen], policy, dry_run,
+                                    delete_delay_ms).run())
 
     def __repr__(self) -> str:
         return "LogDir(%r)" % self.path

@@ -4,14 +4,21 @@ its producer snapshots and leader epochs, and the lock of the log directory it l
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple, Union
 
 from . import checkpoints, names
 from .lock import LogDirLock
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 
 if TYPE_CHECKING:
+    from .append import RollResult
+    from .describe import PartitionDescription
+    from .produce import AppendResult, AppendSettings, Item
     from .read import Record
+    from .recover_plan import PartitionPlan
+    from .retain import Policy, RetentionPlan
+    from .transactions import Item as TransactionItem
+    from .verify import FileReport, TargetError, UnknownFile
 
 
 class Partition:
@@ -103,6 +110,77 @@ class Partition:
         """The lock of the log directory that really holds this partition (symlinks
         resolved), as a broker takes it (use as a context manager)."""
         return LogDirLock(self.log_dir, create, partitions=[self.directory])
+
+    # -- the operations: each plans, then (unless a dry run) carries the plan out --------------
+
+    def describe(self, check_crc: bool = False,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> "PartitionDescription":
+        """What the partition holds (`kafkalog describe`): offsets, records, time ranges,
+        segments, indexes, checkpoints, leader epochs, producer snapshots, and the findings
+        among them. Reads only batch headers unless ``check_crc``."""
+        from .describe import describe_partition
+        return describe_partition(self.directory, max_message_size=max_message_size,
+                                  check_crc=check_crc)
+
+    def verify(self, sanity_only: bool = False, max_message_size: Optional[int] = None
+               ) -> "Iterator[Union[FileReport, TargetError, UnknownFile]]":
+        """The check of every index file against the segments (`kafkalog verify-index`): a
+        FileReport per index file, in order, the leader epochs' last."""
+        from .verify import verify_target
+        return verify_target(self.directory, sanity_only, max_message_size)
+
+    def transactions(self, now: Optional[int] = None,
+                     hanging_after_ms: Optional[int] = None,
+                     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+                     ) -> "Iterator[TransactionItem]":
+        """The partition's transactions (`kafkalog transactions`): each Transaction, then the
+        PartitionSummary; a Note for invalid data passed over."""
+        from .transactions import DEFAULT_HANGING_AFTER_MS, partition_transactions
+        return partition_transactions(
+            self.directory, now,
+            DEFAULT_HANGING_AFTER_MS if hanging_after_ms is None else hanging_after_ms,
+            max_message_size)
+
+    def recover(self, dry_run: bool = False, full: bool = False,
+                max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> "PartitionPlan":
+        """The broker's recovery of this partition (`kafkalog recover`), under its log
+        directory's lock: the plan, carried out unless ``dry_run``. The log directory's
+        recovery point entry and clean-shutdown marker are read and written as LogManager
+        does (LogDir.recover, for this partition alone). Raises LockHeld when a broker holds
+        the lock (not in a dry run), RecoveryStopped or another OSError when the partition
+        cannot be recovered."""
+        from .logdir import LogDir
+        result = LogDir(self.log_dir).recover([self], dry_run, full, max_message_size)
+        (only,) = result.results
+        if only.error is not None:
+            raise only.error
+        assert only.plan is not None
+        return only.plan
+
+    def retain(self, policy: "Policy", dry_run: bool = False,
+               delete_delay_ms: int = 60000) -> "RetentionPlan":
+        """Retention by ``policy`` (`kafkalog retain`), under the log directory's lock: the
+        plan, carried out unless ``dry_run``. Raises LockHeld when a broker holds the lock
+        (not in a dry run)."""
+        from .retain import LogDirRetention
+        (plan,) = LogDirRetention(self.log_dir, [self.directory], policy, dry_run,
+                                  delete_delay_ms).run()
+        return plan
+
+    def roll(self, if_bytes: Optional[int] = None, if_older: Optional[int] = None,
+             now: Optional[int] = None) -> "RollResult":
+        """Seal the active segment and start an empty one at the next offset (`kafkalog
+        roll`), as UnifiedLog.roll, unless it is empty or a condition is not met."""
+        from .append import roll_partition
+        return roll_partition(self.directory, if_bytes, if_older, now)
+
+    def append(self, records: "Iterable[Item]", settings: "Optional[AppendSettings]" = None
+               ) -> "AppendResult":
+        """Append ``records`` (format.encode.Record, ProducedRecord, Marker) as producers and a
+        broker would (`kafkalog append`): offsets from the log end, segments rolled, indexes,
+        snapshots and leader epochs kept. The directory is created when absent."""
+        from .produce import append_records
+        return append_records(self.directory, records, settings)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Partition) and os.path.abspath(other.directory) == \

@@ -250,6 +250,7 @@ class LogDirRecovery:
         self.checkpoint_problem: Optional[str] = None
         self.temporary_files: List[str] = []  # ours, of an interrupted write: removed
         self.lock_held: Optional[LockHeld] = None  # a dry run's: who holds the lock
+        self.results: List[PartitionResult] = []  # run_all's
         self._marker = CleanShutdownMarker(log_dir)
 
     def run(self) -> Iterator[PartitionResult]:
@@ -323,6 +324,11 @@ class LogDirRecovery:
                                            self.checkpoint_updates.items()})
             if not failed and self._marker.restore():
                 self.marker = "restored"
+
+    def run_all(self) -> "LogDirRecovery":
+        """``run`` to its end, each partition's result kept in ``results``."""
+        self.results = list(self.run())
+        return self
 
     def _remove_marker(self) -> None:
         """Before a partition of this log directory changes: a broker must not trust a clean
