@@ -15,9 +15,8 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from . import names
 from .files import printable_name, writing_temporary
-from .indexbuild import TMP_SUFFIX, fsync_dir, rename_noreplace, write_atomically
+from .indexbuild import fsync_dir, rename_noreplace, write_atomically
 
-MANIFEST = names.QUARANTINE_MANIFEST
 
 
 class Quarantine:
@@ -37,7 +36,7 @@ class Quarantine:
         self.time: Optional[str] = None  # when the run folder was made (ISO 8601, UTC)
         self.path: Optional[str] = None
         self.entries: List[Dict[str, Any]] = []
-        self._taken = {MANIFEST}
+        self._taken = {names.QUARANTINE_MANIFEST}
         self._made_root = False
 
     def folder(self) -> str:
@@ -72,7 +71,7 @@ class Quarantine:
         """A relative path in the run folder, free, for a file to be saved as ``name``."""
         folder = self.folder()
         saved = printable_name(name)
-        if saved.endswith(TMP_SUFFIX):
+        if saved.endswith(names.TMP_SUFFIX):
             saved += "_"  # never mistaken for one of our temporary files
         k = 1
         rel = saved
@@ -99,7 +98,8 @@ class Quarantine:
             doc["partition_bytes_hex"] = os.fsencode(partition).hex()
         doc["entries"] = self.entries
         try:
-            write_atomically(os.path.join(folder, MANIFEST), json.dumps(doc, indent=1).encode())
+            write_atomically(os.path.join(folder, names.QUARANTINE_MANIFEST),
+                             json.dumps(doc, indent=1).encode())
         except BaseException:
             self.entries.pop()  # not recorded: the manifest on disk is the one before
             raise
@@ -178,7 +178,7 @@ def _written(name: str, sha256: str, size: int, why: str) -> Dict[str, Any]:
 def copy_range(src: str, start: int, end: int, dst: str) -> None:
     """Save bytes [start, end) of ``src`` to the new file ``dst`` in chunks, flushed and
     renamed into place (never over an existing file)."""
-    tmp = dst + TMP_SUFFIX
+    tmp = dst + names.TMP_SUFFIX
     chunks = read_range(src, start, end)
     with writing_temporary(tmp) as out:
         for chunk in chunks:

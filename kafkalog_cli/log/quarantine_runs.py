@@ -17,13 +17,11 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import KafkalogError, UsageError
 from . import names
 from .files import open_in_place, printable_name, read_sized
-from .indexbuild import TMP_SUFFIX, fsync_dir, rename_noreplace, write_new
+from .indexbuild import fsync_dir, rename_noreplace, write_new
 from .lock import LockHeld, LogDirLock
-from .quarantine import MANIFEST, Quarantine, manifest_entry, real_dir
+from .quarantine import Quarantine, manifest_entry, real_dir
 
 
-RESTORED = names.QUARANTINE_RESTORED  # written in a run's folder once every entry is back
-PURGING = names.QUARANTINE_PURGING    # a run folder being deleted: ``.<run>.purging`` first
 RUN_STAMP = "%Y%m%dT%H%M%S.%fZ"
 RESTORE_TOOL = "kafkalog quarantine restore"
 # Files recover rebuilds from the log (LogSegment.recover, UnifiedLog.rebuildProducerState):
@@ -148,7 +146,7 @@ def _holds_saved_files(folder: str) -> bool:
     ``*.kafkalog-tmp``) and the restore record?"""
     for dirpath, _, filenames in os.walk(folder):
         for name in filenames:
-            if not name.endswith(TMP_SUFFIX) and name != RESTORED:
+            if not name.endswith(names.TMP_SUFFIX) and name != names.QUARANTINE_RESTORED:
                 return True
     return False
 
@@ -159,7 +157,7 @@ def read_run(partition: str, run_id: str) -> Run:
     run = Run(partition, run_id)
     run.time = _parse_time(run_id)
     try:
-        doc = json.loads(read_sized(os.path.join(run.path, MANIFEST), 64 << 20))
+        doc = json.loads(read_sized(os.path.join(run.path, names.QUARANTINE_MANIFEST), 64 << 20))
         if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
             raise ValueError("no entries list")
         run.tool = str(doc.get("tool", ""))
@@ -206,10 +204,10 @@ def read_run(partition: str, run_id: str) -> Run:
             run.entries = []
         else:
             run.problem = "%s: manifest not read: %s" % (printable_name(os.path.join(
-                run.path, MANIFEST)), err.strerror or err)
+                run.path, names.QUARANTINE_MANIFEST)), err.strerror or err)
     except (OSError, KafkalogError, ValueError, UnicodeDecodeError) as err:
         run.problem = "%s: manifest not read: %s" % (printable_name(os.path.join(
-            run.path, MANIFEST)), getattr(err, "strerror", None) or err)
+            run.path, names.QUARANTINE_MANIFEST)), getattr(err, "strerror", None) or err)
     if run.time is None:
         try:
             run.time = datetime.datetime.fromtimestamp(os.lstat(run.path).st_mtime,
@@ -217,7 +215,8 @@ def read_run(partition: str, run_id: str) -> Run:
         except OSError:
             pass
     try:
-        restored = json.loads(read_sized(os.path.join(run.path, RESTORED), 1 << 20))
+        restored = json.loads(read_sized(os.path.join(run.path, names.QUARANTINE_RESTORED),
+                                         1 << 20))
         run.restored = restored if isinstance(restored, dict) else {}
     except FileNotFoundError:
         pass
@@ -359,7 +358,7 @@ def _restored_since(run: Run) -> Dict[str, float]:
                 or other.time <= run.time):
             continue
         try:
-            when = os.lstat(os.path.join(other.path, RESTORED)).st_mtime
+            when = os.lstat(os.path.join(other.path, names.QUARANTINE_RESTORED)).st_mtime
         except OSError:
             continue
         for e in other.entries:
@@ -431,8 +430,8 @@ def plan_restore(run: Run) -> RestorePlan:
     if run.problem is not None:
         raise RestoreRefused(errno.EINVAL, run.problem + "; restore refused")
     if run.restored is not None:
-        raise _refuse(os.path.join(run.path, RESTORED), "run %s was restored already"
-                      % printable_name(run.id))
+        raise _refuse(os.path.join(run.path, names.QUARANTINE_RESTORED),
+                      "run %s was restored already" % printable_name(run.id))
     plan = RestorePlan(run)
     present: Dict[str, int] = {n: 1 for n in os.listdir(run.partition)
                                if os.path.lexists(os.path.join(run.partition, n))}
@@ -638,7 +637,7 @@ def restore_run(run: Run, dry_run: bool = False) -> RestorePlan:
         marker.restore()
         # last: a restore killed before it is finished by a rerun (every step then done)
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        write_new(os.path.join(run.path, RESTORED), json.dumps(
+        write_new(os.path.join(run.path, names.QUARANTINE_RESTORED), json.dumps(
             {"tool": RESTORE_TOOL, "time": now, "displacedTo": plan.displaced_run},
             indent=1).encode())
     return plan
@@ -674,7 +673,7 @@ def purge_runs(partitions: List[str], older_than: datetime.timedelta,
 
 def _delete_run(run: Run) -> None:
     root = os.path.dirname(run.path)
-    doomed = os.path.join(root, "." + run.id + PURGING)
+    doomed = os.path.join(root, "." + run.id + names.QUARANTINE_PURGING)
     rename_noreplace(run.path, doomed)
     fsync_dir(root)
     shutil.rmtree(doomed)
@@ -686,6 +685,7 @@ def _remove_purging_leftovers(partition: str) -> None:
     if not real_dir(root):
         return
     for n in os.listdir(root):
-        if n.startswith(".") and n.endswith(PURGING) and real_dir(os.path.join(root, n)):
+        if (n.startswith(".") and n.endswith(names.QUARANTINE_PURGING)
+                and real_dir(os.path.join(root, n))):
             shutil.rmtree(os.path.join(root, n))
             fsync_dir(root)
