@@ -112,11 +112,12 @@ def build_segment(workdir, layout, size_mib, codec, seed=42):
     return path
 
 
-def run_child(args, argv=None):
-    """Run `python -m kafkalog_cli ARGS` > /dev/null; return (wall s, child's peak RSS bytes)."""
+def run_child(args, argv=None, env=None):
+    """Run `python -m kafkalog_cli ARGS` > /dev/null (in ``env``, default ours); return (wall
+    s, child's peak RSS bytes)."""
     argv = argv or [sys.executable, "-m", "kafkalog_cli"] + args
     t0 = time.perf_counter()
-    pid = os.posix_spawn(sys.executable, argv, os.environ,
+    pid = os.posix_spawn(sys.executable, argv, os.environ if env is None else env,
                          file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
     _, status, usage = os.wait4(pid, 0)
     elapsed = time.perf_counter() - t0

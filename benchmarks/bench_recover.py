@@ -7,9 +7,12 @@ indexes (bench_seek.write_indexes), appends a 64 KiB garbage tail, and times
 `kafkalog recover` on it (a subprocess, start-up and its fsyncs included; the copy is synced
 to disk first), best of --repeat; then a second run on the recovered partition (nothing to do:
 validation and index checks only). With --baseline PYTHON, the same runs with that interpreter
-too (e.g. the venv of a worktree of an older commit), interleaved.
+too (e.g. the venv of a worktree of an older commit), interleaved; with --compare-path DIR, the
+same runs of another checkout (e.g. `git worktree add /tmp/base COMMIT`, its C modules built in
+place) by this interpreter with PYTHONPATH=DIR, interleaved.
 
     .venv/bin/python benchmarks/bench_recover.py [--size-mb 1024] [--quick] [--baseline PYTHON]
+        [--compare-path DIR]
 """
 
 import argparse
@@ -27,11 +30,11 @@ from bench_seek import write_indexes
 TARGET = 1000  # MB/s the issue asks for
 
 
-def run(args, python=sys.executable, cwd=None):
+def run(args, python=sys.executable, cwd=None, env=None):
     # cwd: not this checkout, whose kafkalog_cli `-m` would import before the interpreter's own
     t0 = time.perf_counter()
     p = subprocess.run([python, "-m", "kafkalog_cli"] + args, stdout=subprocess.DEVNULL,
-                       cwd=cwd)
+                       cwd=cwd, env=env)
     return time.perf_counter() - t0, p.returncode
 
 
@@ -58,32 +61,40 @@ def main():
     parser.add_argument("--baseline", metavar="PYTHON",
                         help="also time this interpreter's kafkalog (printed as 'before'), "
                         "interleaved with this one's")
+    parser.add_argument("--compare-path", metavar="DIR", action="append", default=[],
+                        help="also time the kafkalog of this checkout (PYTHONPATH=DIR), "
+                        "interleaved with this one's")
     args = parser.parse_args()
     source = build_segment(args.workdir, "1k", 32 if args.quick else args.size_mb, "none")
     size = os.path.getsize(source)
-    pythons = [("after  " if args.baseline else "", sys.executable)]
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    pythons = [("after  " if args.baseline or args.compare_path else "", sys.executable, env)]
     if args.baseline:
-        pythons.insert(0, ("before ", args.baseline))
-    best = {label: float("inf") for label, _ in pythons}
+        pythons.insert(0, ("before ", args.baseline, env))
+    for path in args.compare_path:
+        pythons.insert(0, ("%s " % os.path.basename(os.path.abspath(path)), sys.executable,
+                           dict(env, PYTHONPATH=os.path.abspath(path))))
+    best = {label: float("inf") for label, _, _ in pythons}
     again = {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         part = os.path.join(tmp, "bench-0")
         for _ in range(args.repeat):
-            for label, python in pythons:
+            for label, python, child_env in pythons:
                 fresh_partition(source, part)
-                secs, code = run(["recover", part], python, tmp)
+                secs, code = run(["recover", part], python, tmp, child_env)
                 if code != 1:
                     sys.exit("recover exited %d, expected 1 (repaired)" % code)
                 best[label] = min(best[label], secs)
-        for label, python in pythons:
+        for label, python, child_env in pythons:
             fresh_partition(source, part)
-            run(["recover", part], python, tmp)
+            run(["recover", part], python, tmp, child_env)
             os.sync()
-            again[label], code = run(["recover", part], python, tmp)
+            again[label], code = run(["recover", part], python, tmp, child_env)
             if code != 0:
                 sys.exit("second recover exited %d, expected 0 (nothing to do)" % code)
     print("%s: %.1f MB" % (source, size / 1e6))
-    for label, _ in pythons:
+    for label, _, _ in pythons:
         print("%s recover (cut + index rebuild): %.3f s, %.0f MB/s"
               % (label, best[label], size / best[label] / 1e6))
         print("%s recover again (nothing to do): %.3f s, %.0f MB/s"
