@@ -763,6 +763,7 @@ def run_worker(args):
                 import kafkalog_cli.cli.dump  # noqa: F401
                 import kafkalog_cli.cli.recover  # noqa: F401
                 import kafkalog_cli.log.append  # noqa: F401
+                import kafkalog_cli.log.segment_writer  # noqa: F401
                 import kafkalog_cli.log.produce  # noqa: F401
                 import kafkalog_cli.log.quarantine  # noqa: F401
                 import kafkalog_cli.log.quarantine_runs  # noqa: F401
