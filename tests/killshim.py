@@ -6,11 +6,11 @@
 A file operation is a call that changes the file system or makes data durable: opening a file
 for writing, a write to a descriptor, truncate, fsync, rename (the no-replace rename through
 ctypes too), unlink, mkdir, link, utime; and every write of the append path's segment writer
-(``log/segment_writer.py``: its batches and index entries go through one function). STEP 0 never kills: the run ends normally
-and prints ``killshim: N steps`` on stderr, N the number of operations it made. The kill is a
-real SIGKILL of this process, so the files are left as a power cut that spares the page cache
-(or an OOM kill) leaves them. Nothing of kafkalog is replaced: the wrapped functions count and
-then call the originals.
+(``log/segment_writer.py``: its batches and index entries go through one function). STEP 0
+never kills: the run ends normally and prints ``killshim: N steps`` on stderr, N the number of
+operations it made. The kill is a real SIGKILL of this process, so the files are left as a
+power cut that spares the page cache (or an OOM kill) leaves them. Nothing of kafkalog is
+replaced: the wrapped functions count and then call the originals.
 """
 
 import builtins

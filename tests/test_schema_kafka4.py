@@ -109,9 +109,11 @@ def test_clear_elr_record():
     """ClearElrRecord (apiKey 28, KIP-966's ELR cleared for a topic, or all topics)."""
     spec = SPECS["ClearElrRecord"]
     frame = schemaenc.metadata_frame(spec, 0, {"TopicName": "orders"})
-    assert metadata_record.decode_metadata_record(frame) == ("CLEAR_ELR_RECORD", 0, {"topicName": "orders"})
+    assert metadata_record.decode_metadata_record(frame) == (
+        "CLEAR_ELR_RECORD", 0, {"topicName": "orders"})
     frame = schemaenc.metadata_frame(spec, 0, {})
-    assert metadata_record.decode_metadata_record(frame) == ("CLEAR_ELR_RECORD", 0, {"topicName": ""})
+    assert metadata_record.decode_metadata_record(frame) == (
+        "CLEAR_ELR_RECORD", 0, {"topicName": ""})
 
 
 def _offsets(record_type, key_values, value_version, value_values):
