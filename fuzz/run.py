@@ -264,16 +264,16 @@ class CliTarget:
         (switched off in this process, as tests/conftest.py does): identical output."""
         import kafkalog_cli.cli.render_kafka as render
         import kafkalog_cli.format.records as records
-        import kafkalog_cli.format.schema as schema
-        saved = render._kafkatext, records._speedups, schema._schemawalk
+        import kafkalog_cli.format.metadata_record as metadata_record
+        saved = render._kafkatext, records._speedups, metadata_record._schemawalk
         if saved == (None, None, None):
             return
         c = self._invoke(args, capture=True)
-        render._kafkatext, records._speedups, schema._schemawalk = None, None, None
+        render._kafkatext, records._speedups, metadata_record._schemawalk = None, None, None
         try:
             py = self._invoke(args, capture=True)
         finally:
-            render._kafkatext, records._speedups, schema._schemawalk = saved
+            render._kafkatext, records._speedups, metadata_record._schemawalk = saved
         if c != py:
             cl, pl = c[1].splitlines(), py[1].splitlines()
             common = min(len(cl), len(pl))
@@ -763,6 +763,7 @@ def run_worker(args):
                 import kafkalog_cli.cli.dump  # noqa: F401
                 import kafkalog_cli.cli.recover  # noqa: F401
                 import kafkalog_cli.log.append  # noqa: F401
+                import kafkalog_cli.log.segment_writer  # noqa: F401
                 import kafkalog_cli.log.produce  # noqa: F401
                 import kafkalog_cli.log.quarantine  # noqa: F401
                 import kafkalog_cli.log.quarantine_runs  # noqa: F401

@@ -5,12 +5,12 @@
 
 A file operation is a call that changes the file system or makes data durable: opening a file
 for writing, a write to a descriptor, truncate, fsync, rename (the no-replace rename through
-ctypes too), unlink, mkdir, link, utime; and every write of ``append``'s segment writer (its
-batches and index entries go through one function). STEP 0 never kills: the run ends normally
-and prints ``killshim: N steps`` on stderr, N the number of operations it made. The kill is a
-real SIGKILL of this process, so the files are left as a power cut that spares the page cache
-(or an OOM kill) leaves them. Nothing of kafkalog is replaced: the wrapped functions count and
-then call the originals.
+ctypes too), unlink, mkdir, link, utime; and every write of the append path's segment writer
+(``log/segment_writer.py``: its batches and index entries go through one function). STEP 0
+never kills: the run ends normally and prints ``killshim: N steps`` on stderr, N the number of
+operations it made. The kill is a real SIGKILL of this process, so the files are left as a
+power cut that spares the page cache (or an OOM kill) leaves them. Nothing of kafkalog is
+replaced: the wrapped functions count and then call the originals.
 """
 
 import builtins
@@ -66,10 +66,10 @@ def _writes(file, mode="r", *args, **kwargs):
 
 builtins.open = counted(builtins.open, _writes)
 
-from kafkalog_cli.log import append as _append  # noqa: E402
+from kafkalog_cli.log import segment_writer as _segment_writer  # noqa: E402
 from kafkalog_cli.log import indexbuild as _indexbuild  # noqa: E402
 
-_append._write = counted(_append._write)
+_segment_writer._write = counted(_segment_writer._write)
 if _indexbuild._renameat2 is not None:
     _indexbuild._renameat2 = counted(_indexbuild._renameat2)
 

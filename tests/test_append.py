@@ -1098,7 +1098,7 @@ def test_append_records_from_python(tmp_path):
     """``append_records`` used directly: the batches, offsets, producer fields and flush
     callbacks it promises, read back with kafka-python; a second call continues the offsets."""
     from kafkalog_cli.format.encode import Record
-    from kafkalog_cli.log.append import RollPolicy
+    from kafkalog_cli.log.segment_writer import RollPolicy
     from kafkalog_cli.log.produce import AppendSettings, append_records
     d = part_dir(tmp_path)
     recs = [Record(b"k%d" % i, compressible(i).encode(), T0 + i, (("h", b"x%d" % i), ("n", None)))

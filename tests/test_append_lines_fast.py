@@ -11,7 +11,7 @@ import random
 import pytest
 
 import appendcheck as ac
-from kafkalog_cli.log.append import RollPolicy
+from kafkalog_cli.log.segment_writer import RollPolicy
 from kafkalog_cli.log.append_input import InputLines
 from kafkalog_cli.log.produce import AppendSettings, append_records
 

@@ -22,7 +22,7 @@ import kafkagen as kg
 from kafkagen import uvarint
 from dumpcheck import dump, dump_subprocess, json_objects
 
-from kafkalog_cli.format import coordinator, schema
+from kafkalog_cli.format import coordinator, layouts
 
 T0 = 1700000000000
 
@@ -478,7 +478,7 @@ def test_coordinator_cases_cover_every_record_type_once():
         assert seen.setdefault((coordinator_name, record_type), key_spec["name"]) == \
             key_spec["name"]
     for (coordinator_name, record_type), key_name in seen.items():
-        assert schema.coordinator_messages(coordinator_name, record_type)[0] == key_name
+        assert layouts.coordinator_messages(coordinator_name, record_type)[0] == key_name
 
 
 @pytest.mark.parametrize("coordinator_name,key_spec,record_type,key_version,value_spec,version",

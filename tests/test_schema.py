@@ -16,7 +16,7 @@ import pytest
 
 import schemaenc
 from kafkagen import ATTR_CONTROL, Rec, fix_v2_crc, v2_batch, write_segment
-from kafkalog_cli.format import schema
+from kafkalog_cli.format import jackson, layouts, metadata_record, schema
 from kafkalog_cli.format.errors import CorruptRecordError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,10 +37,10 @@ _check_fields = schemaenc.check_fields
 def test_every_vendored_definition_is_transcribed():
     # besides them: older releases' values the newest cannot read (tests/test_schema_kafka4.py)
     earlier = {m for c in ("group", "share", "transaction") for t in range(64)
-               for m in schema.coordinator_earlier_values(c, t)}
-    assert sorted(SPECS) == [m for m in schema.messages() if m not in earlier]
+               for m in layouts.coordinator_earlier_values(c, t)}
+    assert sorted(SPECS) == [m for m in layouts.messages() if m not in earlier]
     for name, spec in SPECS.items():
-        assert schema.valid_versions(name) == schemaenc.versions(spec["validVersions"])
+        assert layouts.valid_versions(name) == schemaenc.versions(spec["validVersions"])
 
 
 @pytest.mark.parametrize("name,version", CASES)
@@ -92,26 +92,26 @@ def test_metadata_frame_every_type_lowest_and_highest(name):
     lo, hi = schemaenc.versions(spec["validVersions"])
     for version in sorted({lo, hi}):
         values = schemaenc.random_values(spec, version, random.Random(version), "present")
-        type_name, got_version, value = schema.decode_metadata_record(
+        type_name, got_version, value = metadata_record.decode_metadata_record(
             schemaenc.metadata_frame(spec, version, values))
         assert type_name == schemaenc.type_name(name)
         assert got_version == version
         _check_fields(schemaenc.expected_json(spec, version, values), value, name)
-    assert schema.metadata_type(spec["apiKey"]) == (name, schemaenc.type_name(name))
+    assert layouts.metadata_type(spec["apiKey"]) == (name, schemaenc.type_name(name))
 
 
 def test_lookups():
-    assert schema.coordinator_messages("group", 1) == ("OffsetCommitKey", "OffsetCommitValue")
-    assert schema.coordinator_messages("group", 2) == ("GroupMetadataKey", "GroupMetadataValue")
-    assert schema.coordinator_messages("transaction", 0) == ("TransactionLogKey",
+    assert layouts.coordinator_messages("group", 1) == ("OffsetCommitKey", "OffsetCommitValue")
+    assert layouts.coordinator_messages("group", 2) == ("GroupMetadataKey", "GroupMetadataValue")
+    assert layouts.coordinator_messages("transaction", 0) == ("TransactionLogKey",
                                                              "TransactionLogValue")
-    assert schema.coordinator_messages("share", 1) == ("ShareUpdateKey", "ShareUpdateValue")
-    assert schema.coordinator_messages("group", 999) is None
-    assert schema.control_message(2) == ("LeaderChangeMessage", "LEADER_CHANGE")
-    assert schema.control_message(6) == ("VotersRecord", "KRAFT_VOTERS")
-    assert schema.control_message(0) is None
-    assert schema.source()["commit"] == "26b251a451ce941d3d7a55e6487bcb7f16b5ad48"  # 4.3.1
-    assert schema.source()["version"] == "4.3.1"
+    assert layouts.coordinator_messages("share", 1) == ("ShareUpdateKey", "ShareUpdateValue")
+    assert layouts.coordinator_messages("group", 999) is None
+    assert layouts.control_message(2) == ("LeaderChangeMessage", "LEADER_CHANGE")
+    assert layouts.control_message(6) == ("VotersRecord", "KRAFT_VOTERS")
+    assert layouts.control_message(0) is None
+    assert layouts.source()["commit"] == "26b251a451ce941d3d7a55e6487bcb7f16b5ad48"  # 4.3.1
+    assert layouts.source()["version"] == "4.3.1"
 
 
 def _frame(api_key, version, body):
@@ -128,7 +128,7 @@ def _frame(api_key, version, body):
 ])
 def test_metadata_frame_errors(data, message):
     with pytest.raises(CorruptRecordError) as e:
-        schema.decode_metadata_record(data)
+        metadata_record.decode_metadata_record(data)
     assert message in str(e.value)
 
 
@@ -137,13 +137,13 @@ def test_truncated_and_garbage_records_are_errors():
     good = schemaenc.metadata_frame(spec, 0, {"Name": "orders", "TopicId": bytes(16)})
     for cut in range(len(good)):
         with pytest.raises(CorruptRecordError):
-            schema.decode_metadata_record(good[:cut])
+            metadata_record.decode_metadata_record(good[:cut])
     with pytest.raises(CorruptRecordError, match="Found 2 byte\\(s\\) of garbage after 2"):
-        schema.decode_metadata_record(good + b"\x00\x00")
+        metadata_record.decode_metadata_record(good + b"\x00\x00")
     # an array count far beyond the bytes left: refused before anything is allocated
     huge = _frame(3, 0, b"\x00\x00\x00\x01" + bytes(16) + schemaenc.uvarint(2 ** 31))
     with pytest.raises(CorruptRecordError, match="Failed to deserialize record with type 3$") as e:
-        schema.decode_metadata_record(huge)
+        metadata_record.decode_metadata_record(huge)
     assert "Tried to allocate a collection" in str(e.value.__cause__)
     with pytest.raises(CorruptRecordError, match="non-nullable field Name"):
         schema.decode("TopicRecord", 0, b"\x00" + bytes(16) + b"\x00")
@@ -290,7 +290,7 @@ def test_refresh_tool_reproduces_the_transcription(tmp_path):
     r = subprocess.run([sys.executable, tool, "--kafka", str(tree), "--out", str(out), *args],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    shipped = os.path.join(os.path.dirname(schema.__file__), "schemas")
+    shipped = os.path.join(os.path.dirname(layouts.__file__), "schemas")
     names = sorted(n for n in os.listdir(shipped) if n.endswith(".json"))
     assert sorted(os.listdir(out)) == names
     for name in names:
@@ -328,7 +328,7 @@ def test_mangled_records_raise_only_corrupt_record_error():
                     else:
                         data[i:i] = bytes([rng.choice((0x7F, 0xFF, 0x80, 0x00))])
                 try:
-                    schema.decode_metadata_record(bytes(data))
+                    metadata_record.decode_metadata_record(bytes(data))
                 except CorruptRecordError:
                     pass
 
@@ -355,7 +355,7 @@ def test_many_tagged_fields_cost_linear_time():
 ])
 def test_doubles_written_as_java_does(x, java):
     # Double.toString's published examples and rules: decimal in [1e-3, 1e7), else d.dddE<n>
-    assert schema.java_double(x) == java
+    assert jackson.java_double(x) == java
 
 
 def test_quota_value_in_the_dump_is_javas_double(tmp_path):

@@ -20,7 +20,7 @@ import pytest
 
 import schemaenc
 from kafkagen import Rec, v2_batch, write_segment
-from kafkalog_cli.format import coordinator, schema
+from kafkalog_cli.format import coordinator, layouts, metadata_record, schema
 
 SPECS = schemaenc.all_specs()
 T0 = 1700000000000
@@ -61,13 +61,13 @@ def _every_version():
 def test_the_layouts_hold_every_vendored_definition_and_record_type():
     """Our transcription has a layout for each of Kafka's files the tests hold, with the same
     version range, and each metadata apiKey and coordinator record type names its message."""
-    assert sorted([*SPECS, *EARLIER]) == schema.messages()
+    assert sorted([*SPECS, *EARLIER]) == layouts.messages()
     assert EARLIER  # Kafka 4.0's share group values
     for name, spec in SPECS.items():
-        assert schema.valid_versions(name) == schemaenc.versions(spec["validVersions"]), name
+        assert layouts.valid_versions(name) == schemaenc.versions(spec["validVersions"]), name
         folder = spec["_folder"]
         if folder == "metadata":
-            assert schema.metadata_type(spec["apiKey"]) == (name, schemaenc.type_name(name))
+            assert layouts.metadata_type(spec["apiKey"]) == (name, schemaenc.type_name(name))
         elif folder.endswith("-coordinator") and name.endswith("Key"):
             coordinator_name = folder.split("-")[0]
             if spec.get("type") == "coordinator-key":  # Kafka 4.1+: the record type is the apiKey
@@ -76,7 +76,7 @@ def test_the_layouts_hold_every_vendored_definition_and_record_type():
                 lo, hi = schemaenc.versions(spec["validVersions"])
                 types = range(lo, hi + 1)
             for record_type in types:
-                assert schema.coordinator_messages(coordinator_name, record_type) == (
+                assert layouts.coordinator_messages(coordinator_name, record_type) == (
                     name, name[:-3] + "Value"), (name, record_type)
 
 
@@ -85,9 +85,9 @@ def test_earlier_values_are_listed_under_their_record_type():
         newest = SPECS[spec["name"]]
         coordinator_name = spec["_folder"].split("-")[0]
         types = [t for t in range(64)
-                 if (schema.coordinator_messages(coordinator_name, t) or ("", ""))[1]
+                 if (layouts.coordinator_messages(coordinator_name, t) or ("", ""))[1]
                  == newest["name"]]
-        assert types and all(name in schema.coordinator_earlier_values(coordinator_name, t)
+        assert types and all(name in layouts.coordinator_earlier_values(coordinator_name, t)
                              for t in types), name
 
 
@@ -109,13 +109,15 @@ def test_clear_elr_record():
     """ClearElrRecord (apiKey 28, KIP-966's ELR cleared for a topic, or all topics)."""
     spec = SPECS["ClearElrRecord"]
     frame = schemaenc.metadata_frame(spec, 0, {"TopicName": "orders"})
-    assert schema.decode_metadata_record(frame) == ("CLEAR_ELR_RECORD", 0, {"topicName": "orders"})
+    assert metadata_record.decode_metadata_record(frame) == (
+        "CLEAR_ELR_RECORD", 0, {"topicName": "orders"})
     frame = schemaenc.metadata_frame(spec, 0, {})
-    assert schema.decode_metadata_record(frame) == ("CLEAR_ELR_RECORD", 0, {"topicName": ""})
+    assert metadata_record.decode_metadata_record(frame) == (
+        "CLEAR_ELR_RECORD", 0, {"topicName": ""})
 
 
 def _offsets(record_type, key_values, value_version, value_values):
-    key_spec, value_spec = (SPECS[m] for m in schema.coordinator_messages("group", record_type))
+    key_spec, value_spec = (SPECS[m] for m in layouts.coordinator_messages("group", record_type))
     key = i16(record_type) + schemaenc.encode(key_spec, 0, key_values)
     value = i16(value_version) + schemaenc.encode(value_spec, value_version, value_values)
     k, v = coordinator.parse_offsets(key, value, 0)
@@ -156,12 +158,12 @@ def test_streams_group_topology():
 
 
 @pytest.mark.parametrize("record_type", sorted(
-    {int(t) for t in range(64) if (schema.coordinator_messages("group", t) or ("",))[0]
+    {int(t) for t in range(64) if (layouts.coordinator_messages("group", t) or ("",))[0]
      .startswith("StreamsGroup")}))
 def test_every_streams_group_record_type(record_type):
     """Each StreamsGroup* record type (17, 19-23 in Kafka 4.3) names its messages and decodes
     with every field set."""
-    key_name, value_name = schema.coordinator_messages("group", record_type)
+    key_name, value_name = layouts.coordinator_messages("group", record_type)
     assert SPECS[key_name]["apiKey"] == record_type == SPECS[value_name]["apiKey"]
     rng = random.Random(record_type)
     value_spec = SPECS[value_name]
@@ -241,7 +243,7 @@ def test_dump_offsets_decoder_names_kafka4_record_types(tmp_path):
     the regular expression (16), streams group metadata (17) and topology (23) records decode,
     a type no definition has (18, never released) is Kafka's per-record error."""
     def rec(record_type, key_values, value_values):
-        key_name, value_name = schema.coordinator_messages("group", record_type)
+        key_name, value_name = layouts.coordinator_messages("group", record_type)
         return Rec(i16(record_type) + schemaenc.encode(SPECS[key_name], 0, key_values),
                    i16(0) + schemaenc.encode(SPECS[value_name], 0, value_values))
     records = [
@@ -276,9 +278,9 @@ def test_kafka_40_share_group_records_still_decode(name, tags):
     and the 4.0 layout kept beside it reads them, field by field, as Kafka 4.0 wrote them."""
     spec = EARLIER[name]
     coordinator_name = spec["_folder"].split("-")[0]
-    record_type = next(t for t in range(64) if name in schema.coordinator_earlier_values(
+    record_type = next(t for t in range(64) if name in layouts.coordinator_earlier_values(
         coordinator_name, t))
-    key_name = schema.coordinator_messages(coordinator_name, record_type)[0]
+    key_name = layouts.coordinator_messages(coordinator_name, record_type)[0]
     rng = random.Random(name)
     key_values = schemaenc.random_values(SPECS[key_name], 0, rng)
     values = schemaenc.random_values(spec, 0, rng, tags)

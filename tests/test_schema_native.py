@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 import schemaenc
 from kafkagen import Rec, v2_batch, write_segment
 from kafkalog_cli.cli import parsers, render, render_kafka
-from kafkalog_cli.format import records, schema
+from kafkalog_cli.format import jackson, layouts, metadata_record, records, schema
 from test_c_differential import MODULE_DIR, _load
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,8 +62,8 @@ pytestmark = pytest.mark.skipif(
 fuzz = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
                 suppress_health_check=list(HealthCheck))
 
-LAYOUTS = [(m, v) for m in schema.messages()
-           for v in range(schema.valid_versions(m)[0], schema.valid_versions(m)[1] + 1)]
+LAYOUTS = [(m, v) for m in layouts.messages()
+           for v in range(layouts.valid_versions(m)[0], layouts.valid_versions(m)[1] + 1)]
 
 # strings that test the escaping and the UTF-8 handling
 STRINGS = ["", "x" * 3000, "\x00\x01\x07\x1f\x7f\n\r\t\b\f\"\\/<>&'", "é€𝄞\u2028\ufffd\U0010ffff",
@@ -80,7 +80,7 @@ MARK = "\ue000"
 def python_text(message, version, data, pos=0):
     """The Python reader's (text, end), or None when it raises."""
     try:
-        return schema._compiled_text(message, version)(data, pos)
+        return schema.compiled_text(message, version)(data, pos)
     except (schema.CorruptRecordError, IndexError, struct.error):
         return None
 
@@ -204,7 +204,7 @@ def test_random_bytes(layout, data):
 ])
 def test_tagged_fields_by_hand(tags, decodes):
     message = "PartitionRecord"
-    hi = schema.valid_versions(message)[1]
+    hi = layouts.valid_versions(message)[1]
     values = schemaenc.random_values(SPECS[message], hi, random.Random(2), "absent")
     data = schemaenc.encode(SPECS[message], hi, values)
     assert data.endswith(b"\x00")  # the top struct's empty tag section
@@ -225,7 +225,7 @@ _EDGE_DOUBLES = [0.0, -0.0, 1.0, -1.0, 0.001, 0.00099999, 1e7, 9999999.999, 1e-3
 def _same_double(x):
     data = struct.pack(">d", x)
     assert walker.walk(_DOUBLE_PROGRAM, data, 0) == (
-        ('{"v":%s}' % schema.java_double(x)).encode(), 8), x
+        ('{"v":%s}' % jackson.java_double(x)).encode(), 8), x
 
 
 def test_doubles_are_java_double_edges():
@@ -243,7 +243,7 @@ def test_doubles_are_java_double(x):
 
 def test_positions_inside_the_data():
     message = "TopicRecord"
-    lo, hi = schema.valid_versions(message)
+    lo, hi = layouts.valid_versions(message)
     data = schemaenc.encode(SPECS[message], hi, {"Name": "t", "TopicId": bytes(range(16))})
     padded = b"\xff" * 5 + data
     assert c_text(message, hi, padded, 5) == python_text(message, hi, padded, 5)
@@ -280,7 +280,7 @@ def _programs():
     for name in METADATA:
         api_key = SPECS[name]["apiKey"]
         type_name = schemaenc.type_name(name)
-        lo, hi = schema.valid_versions(name)
+        lo, hi = layouts.valid_versions(name)
         for v in range(lo, hi + 1):
             prefix = '{"type":"%s","version":%d,"data":' % (type_name, v)
             out[api_key << 8 | v] = (prefix.encode(), schema._program(name, v))
@@ -289,17 +289,17 @@ def _programs():
 
 def _python_payload(value):
     try:
-        type_name, version, text = schema.decode_metadata_record_text(value)
+        type_name, version, text = metadata_record.decode_metadata_record_text(value)
     except schema.CorruptRecordError:
         return None
-    return (schema.METADATA_RECORD_TEXT % (type_name, version, text)).encode()
+    return (metadata_record.METADATA_RECORD_TEXT % (type_name, version, text)).encode()
 
 
 def _metadata_values():
     values = []
     for name in METADATA:
         spec = SPECS[name]
-        lo, hi = schema.valid_versions(name)
+        lo, hi = layouts.valid_versions(name)
         for v in range(lo, hi + 1):
             for seed in range(3):
                 body = schemaenc.metadata_frame(
@@ -324,14 +324,14 @@ def test_metadata_texts_are_the_python_payloads():
 
 
 def test_schema_registers_programs_as_records_decode():
-    if schema._schemawalk is None:
+    if metadata_record._schemawalk is None:
         pytest.skip("kafkalog_cli's own _schemawalk is not built or KAFKALOG_PURE_PYTHON is set")
     spec = SPECS["PartitionRecord"]
-    lo, hi = schema.valid_versions("PartitionRecord")
+    lo, hi = layouts.valid_versions("PartitionRecord")
     value = schemaenc.metadata_frame(spec, hi, schemaenc.random_values(spec, hi,
                                                                       random.Random(1)))
-    schema.decode_metadata_record_text(value)  # the first of its type and version: Python
-    assert schema.metadata_record_texts([value, None]) == [_python_payload(value), None]
+    metadata_record.decode_metadata_record_text(value)  # the first of its type and version: Python
+    assert metadata_record.metadata_record_texts([value, None]) == [_python_payload(value), None]
 
 
 @pytest.mark.skipif(kafkatext is None, reason="_kafkatext is not built: nothing to compare")
@@ -378,7 +378,7 @@ def _segment_of_every_type(directory):
     records = []
     for name in METADATA:
         spec = SPECS[name]
-        lo, hi = schema.valid_versions(name)
+        lo, hi = layouts.valid_versions(name)
         for v in range(lo, hi + 1):
             for seed, tags in enumerate(("absent", "present", "mixed")):
                 values = schemaenc.random_values(spec, v, random.Random(seed), tags)

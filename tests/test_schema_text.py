@@ -8,7 +8,7 @@ import random
 import pytest
 
 import schemaenc
-from kafkalog_cli.format import schema
+from kafkalog_cli.format import jackson, metadata_record
 from kafkalog_cli.format.errors import CorruptRecordError
 
 SPECS = schemaenc.all_specs()
@@ -23,9 +23,9 @@ CASES = [(name, v) for name in METADATA
 def outcome(data, text):
     try:
         if text:
-            return schema.decode_metadata_record_text(data)
-        type_name, version, value = schema.decode_metadata_record(data)
-        return type_name, version, schema.json_text(value)
+            return metadata_record.decode_metadata_record_text(data)
+        type_name, version, value = metadata_record.decode_metadata_record(data)
+        return type_name, version, jackson.json_text(value)
     except CorruptRecordError as e:
         return "error", str(e), str(e.__cause__)
 
@@ -49,7 +49,7 @@ def test_text_errors_as_value_path(name, version):
     spec = SPECS[name]
     data = schemaenc.metadata_frame(spec, version, schemaenc.random_values(
         spec, version, random.Random(7), "mixed"))
-    schema.decode_metadata_record_text(data)  # the fast path is in place
+    metadata_record.decode_metadata_record_text(data)  # the fast path is in place
     rng = random.Random(3)
     broken = [data[:k] for k in range(len(data))] + [data + b"\0"]
     for _ in range(30):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
 
-from ..format import coordinator, remote_log_metadata, schema
+from ..format import coordinator, metadata_record, remote_log_metadata
 from ..format.errors import CorruptRecordError
 
 TextParse = Callable[[int, Optional[bytes], Optional[bytes]], Tuple[Optional[str], Optional[str]]]
@@ -40,7 +40,7 @@ def _metadata_object(value: Optional[bytes]) -> dict[str, Any]:
         # a null value: Kafka's serde fails on its first read ("Error while reading frame
         # version"), as on an empty one
         value = b""
-    type_name, version, data = schema.decode_metadata_record(value)
+    type_name, version, data = metadata_record.decode_metadata_record(value)
     return {"type": type_name, "version": version, "data": data}
 
 
@@ -50,9 +50,9 @@ def cluster_metadata_text(offset: int, key: Optional[bytes],
     ``{"type":...,"version":...,"data":{...}}`` or ``Error at <offset>, skipping. <message>``."""
     try:
         # json_text of _metadata_object's dict, the data's text written while decoding
-        type_name, version, data = schema.decode_metadata_record_text(
+        type_name, version, data = metadata_record.decode_metadata_record_text(
             b"" if value is None else value)
-        return None, schema.METADATA_RECORD_TEXT % (type_name, version, data)
+        return None, metadata_record.METADATA_RECORD_TEXT % (type_name, version, data)
     except CorruptRecordError as e:
         return None, "Error at %d, skipping. %s" % (offset, e)
 
@@ -60,9 +60,9 @@ def cluster_metadata_text(offset: int, key: Optional[bytes],
 def cluster_metadata_payloads(offsets: List[int],
                               values: List[Optional[bytes]]) -> List[Optional[bytes]]:
     """cluster_metadata_text's payloads of a batch's records, as UTF-8 bytes: the C walker's
-    texts (schema.metadata_record_texts) where it takes a record, cluster_metadata_text's
+    texts (metadata_record.metadata_record_texts) where it takes a record, cluster_metadata_text's
     for the others (errors included)."""
-    texts = schema.metadata_record_texts(values)
+    texts = metadata_record.metadata_record_texts(values)
     if None not in texts:
         return texts
     for i, text in enumerate(texts):

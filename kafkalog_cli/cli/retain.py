@@ -10,11 +10,11 @@ import sys
 import click
 
 from ..errors import KafkalogError, UsageError
-from ..log.append import AppendError
 from ..log.lock import preview_warning
 from ..log.names import RECOVERY_POINT_CHECKPOINT, topic_partition
 from ..log.partition import Partition
 from ..log.retain import DELETED, LogDirRetention, Policy
+from ..log.segment_writer import AppendError
 from .errors import error_text, fail
 from .output import human_bytes, new_offsets_text, offsets_text, plural, table_output
 from .targets import partitions_by_log_dir

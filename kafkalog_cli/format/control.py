@@ -29,10 +29,10 @@ KRAFT_CONTROL_VERSION = 0
 def kraft_control_names() -> dict[int, str]:
     """The raft control types, whose values format.schema reads, with ControlRecordType's
     names (read from the schema index when first asked for: not at every command's start)."""
-    from . import schema
+    from . import layouts
     names = {}
     for type_id in (LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS):
-        entry = schema.control_message(type_id)
+        entry = layouts.control_message(type_id)
         assert entry is not None, type_id
         names[type_id] = entry[1]
     return names
@@ -68,8 +68,8 @@ def kraft_control_json(type_id: int, value: Optional[bytes]) -> dict[str, Any]:
     """The fields of a raft control record value as Kafka's JSON converter writes them
     (``schema.decode`` of the type's message at KRAFT_CONTROL_VERSION; bytes after the
     message are ignored, as ControlRecordUtils does)."""
-    from . import schema
-    entry = schema.control_message(type_id)
+    from . import layouts, schema
+    entry = layouts.control_message(type_id)
     if entry is None:
         raise CorruptRecordError("no decoder for control type %d" % type_id)
     if value is None:

@@ -21,7 +21,7 @@ import binascii
 import struct
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
 
-from . import jvmhash, schema
+from . import jackson, jvmhash, layouts, schema
 from .errors import CorruptRecordError
 
 Bytes = Union[bytes, bytearray, memoryview]
@@ -48,7 +48,7 @@ Parser = Callable[[Optional[Bytes], Optional[Bytes], int], Parsed]
 
 
 def _struct(value: Dict[str, Any]) -> Decoded:
-    return Decoded(schema.json_text(value), value)
+    return Decoded(jackson.json_text(value), value)
 
 
 def _error(text: str) -> Decoded:
@@ -88,7 +88,7 @@ def _coordinator_record(coordinator: str, key: bytes, value: Optional[bytes]
     """CoordinatorRecordSerde.deserialize: (key message, record type, key struct, and the value
     as (message, version, struct) or None for a tombstone)."""
     record_type = _version(key, "key")
-    messages = schema.coordinator_messages(coordinator, record_type)
+    messages = layouts.coordinator_messages(coordinator, record_type)
     if messages is None:
         raise _UnknownType(record_type)
     key_message, value_message = messages
@@ -96,7 +96,7 @@ def _coordinator_record(coordinator: str, key: bytes, value: Optional[bytes]
     # GroupMetadataKey 2...); newer ones (Kafka 4.1+'s coordinator-key files, with an apiKey)
     # have version 0 only, and Kafka reads them at the record type all the same: their fields
     # are unconditional, so the layout at version 0, with the record type in an error's text.
-    lo, hi = schema.valid_versions(key_message)
+    lo, hi = layouts.valid_versions(key_message)
     key_struct = _read(key_message, record_type if lo <= record_type <= hi else lo, key, "key",
                        record_type)
     if value is None:
@@ -112,7 +112,7 @@ def _read_value(coordinator: str, record_type: int, message: str, version: int, 
     """The value struct, and the message read. Kafka 4.1 changed 4.0's early-access share group
     records at the same version: when the newest layout fails on a value or leaves bytes
     unread, an earlier layout of the record type that reads it whole is taken instead."""
-    earlier = schema.coordinator_earlier_values(coordinator, record_type)
+    earlier = layouts.coordinator_earlier_values(coordinator, record_type)
     if not earlier:
         return message, _read(message, version, data, "value")
     newest: Optional[Struct] = None
@@ -212,7 +212,7 @@ def parse_transaction_log(key: Optional[Bytes], value: Optional[Bytes], offset: 
     try:
         raw_key = bytes(key)
         key_version = _version(raw_key, "key")
-        lo, hi = schema.valid_versions("TransactionLogKey")
+        lo, hi = layouts.valid_versions("TransactionLogKey")
         if not lo <= key_version <= hi:
             return _error("unknown::version=%d" % key_version), None
         key_struct = _read("TransactionLogKey", key_version, raw_key, "key")
@@ -223,7 +223,7 @@ def parse_transaction_log(key: Optional[Bytes], value: Optional[Bytes], offset: 
             return key_out, Decoded(DELETE, DELETE)
         raw_value = bytes(value)
         version = _version(raw_value, "value")
-        lo, hi = schema.valid_versions("TransactionLogValue")
+        lo, hi = layouts.valid_versions("TransactionLogValue")
         if not lo <= version <= hi:
             # TransactionLog.readTxnRecordValue's words
             raise CorruptRecordError("Unknown version %d from the transaction log message value"

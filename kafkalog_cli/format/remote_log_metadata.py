@@ -4,7 +4,7 @@ TopicBasedRemoteLogMetadataManager writes each event with RemoteLogMetadataSerde
 the KRaft records (unsigned varint frame version 1, apiKey, version; AbstractApiMessageSerde)
 then one of the storage module's messages (apiKey 0 RemoteLogSegmentMetadataRecord, 1
 RemoteLogSegmentMetadataUpdateRecord, 2 RemotePartitionDeleteMetadataRecord, 3
-RemoteLogSegmentMetadataSnapshotRecord). ``schema.decode_metadata_record`` reads it; the
+RemoteLogSegmentMetadataSnapshotRecord). ``metadata_record.decode_metadata_record`` reads it; the
 transforms (RemoteLogSegmentMetadataTransform, ...UpdateTransform,
 RemotePartitionDeleteMetadataTransform, RemoteLogSegmentMetadataSnapshotTransform) turn it into
 Kafka's objects, and DumpLogSegments' RemoteMetadataLogMessageParser prints their
@@ -13,7 +13,7 @@ Kafka's objects, and DumpLogSegments' RemoteMetadataLogMessageParser prints thei
 API:
 
 ``decode(data) -> (type_name, version, value)``
-    the record in the JSON converter's form (``schema.decode_metadata_record``);
+    the record in the JSON converter's form (``metadata_record.decode_metadata_record``);
     ``CorruptRecordError`` with AbstractApiMessageSerde's texts.
 ``describe(type_name, value) -> str``
     the ``toString()`` of the object the transform builds (RemoteLogSegmentMetadata,
@@ -30,7 +30,7 @@ from __future__ import annotations
 import base64
 from typing import Any, Iterable
 
-from . import schema
+from . import layouts, metadata_record
 from .errors import CorruptRecordError
 
 __all__ = ["decode", "describe", "text", "SEGMENT_STATES", "PARTITION_DELETE_STATES"]
@@ -44,7 +44,7 @@ PARTITION_DELETE_STATES = {0: "DELETE_PARTITION_MARKED", 1: "DELETE_PARTITION_ST
 
 def decode(data: Any) -> tuple[str, int, dict[str, Any]]:
     """RemoteLogMetadataSerde.deserialize's first half: the framed message."""
-    return schema.decode_metadata_record(data, types=schema.remote_log_metadata_type)
+    return metadata_record.decode_metadata_record(data, types=layouts.remote_log_metadata_type)
 
 
 def _object(name: str, fields: Iterable[tuple[str, Any]]) -> str:

@@ -4,6 +4,8 @@ active segment and open the next one as UnifiedLog.roll does (with the producer 
 new base offset). Around the segments, as UnifiedLog.append keeps them: the leader epoch cache,
 the producer state and the transaction index.
 
+The active segment itself (its files, LogSegment.append and shouldRoll, its loading and
+creation) is ``segment_writer.ActiveSegment``; this module is UnifiedLog's side around it.
 The active segment's .index and .timeindex are kept trimmed to their entries and appended to.
 Every write goes straight to the kernel (no user-space buffer), in LogSegment.append's order:
 the batch to the .log first, then its index entries. A broker's memory-mapped index holds its
@@ -22,23 +24,21 @@ import fcntl
 import os
 import time
 from dataclasses import dataclass
-from typing import IO, BinaryIO, Iterator, List, Optional, Set, Tuple, Type, Union
+from typing import Iterator, List, Optional, Tuple
 
 from ..errors import KafkalogError, UsageError
 from ..format.records import V2_HEADER, Batch, read_batch
 from . import names
-from .files import open_for_append, open_lock_file
-from .index import OffsetIndex, TimeIndex
-from .indexbuild import DEFAULT_INDEX_INTERVAL, IndexBuilder, fsync_dir, write_atomically, write_new
+from .files import open_lock_file
+from .indexbuild import fsync_dir
 from .leader_epochs import LeaderEpochCache
 from .logdir import CleanShutdownMarker
 from .partition import Partition
 from .producer_state import EndMarker, ProducerState, load_state, snapshot_path, write_snapshot
-from .segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, Segment
+from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
+from .segment_writer import ActiveSegment, AppendError, RollPolicy
 from .txnindex import ENTRY as TXN_ENTRY
 
-DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
-DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 ** 2  # segment.index.bytes
 PARTITION_LOCK = names.APPEND_LOCK
 
 
@@ -52,35 +52,8 @@ class WriteFailed(KafkalogError):
         self.log_end_offset = log_end_offset
 
 
-class AppendError(KafkalogError):
-    """The partition cannot be written as it is (a damaged active segment, another writer):
-    exit code 2."""
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(frozen=True)
-class RollPolicy:
-    """When the active segment rolls (the topic's segment.bytes, segment.ms,
-    segment.index.bytes) and how often the append path adds an index entry
-    (index.interval.bytes)."""
-
-    segment_bytes: int = DEFAULT_SEGMENT_BYTES
-    segment_ms: Optional[int] = None
-    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES
-    index_interval: int = DEFAULT_INDEX_INTERVAL
-
-    @property
-    def max_index_entries(self) -> int:
-        return self.segment_index_bytes // OffsetIndex.entry.size
-
-    @property
-    def max_time_entries(self) -> int:
-        # LogSegment.shouldRoll: the time index rolls one entry early, keeping a slot for the
-        # entry written when the segment is sealed
-        return self.segment_index_bytes // TimeIndex.entry.size - 1
 
 
 @dataclass(frozen=True)
@@ -97,97 +70,6 @@ class RollResult:
         return self.sealed is not None
 
 
-class _Active:
-    """The open active segment: its files and the in-memory state a broker keeps for it
-    (LogSegment's maxTimestampAndOffsetSoFar, bytesSinceLastIndexEntry, rollingBasedTimestamp)."""
-
-    def __init__(self, directory: str, base: int) -> None:
-        self.segment = Segment(directory, base)
-        self.base = base
-        self.size = 0
-        self.first_batch_ts: Optional[int] = None  # max timestamp of the first batch (segment.ms)
-        self.max_ts = -1                 # max timestamp so far, and the last offset of its batch
-        self.max_ts_offset = -1
-        self.index_entries = 0
-        self.time_entries = 0
-        self.last_time_ts = -1
-        self.bytes_since_index = 0       # since the last index entry (see _check_indexes)
-        self.log: Optional[BinaryIO] = None
-        self.index: Optional[BinaryIO] = None
-        self.timeindex: Optional[BinaryIO] = None
-        self.txnindex: Optional[BinaryIO] = None  # opened at the first aborted transaction
-
-    @property
-    def log_path(self) -> str:
-        return self.segment.log_path
-
-    @property
-    def index_path(self) -> str:
-        return self.segment.index_path
-
-    @property
-    def time_path(self) -> str:
-        return self.segment.time_index_path
-
-    def open_files(self) -> None:
-        # unbuffered: a write is in the kernel when it returns (see the module's docstring)
-        # never through a symlink (files.open_for_append refuses one)
-        self.log = os.fdopen(open_for_append(self.log_path), "ab", buffering=0)
-        self.index = os.fdopen(open_for_append(self.index_path), "ab", buffering=0)
-        self.timeindex = os.fdopen(open_for_append(self.time_path), "ab", buffering=0)
-
-    def files(self) -> Tuple[Optional[BinaryIO], ...]:
-        return (self.log, self.index, self.timeindex, self.txnindex)
-
-    def append_aborted(self, entry: bytes) -> None:
-        """Append one AbortedTxn entry to the segment's .txnindex, created at the first
-        (TransactionIndex is neither pre-allocated nor memory-mapped)."""
-        if self.txnindex is None:
-            self.txnindex = os.fdopen(open_for_append(self.segment.txn_index_path), "ab",
-                                      buffering=0)
-        _write(self.txnindex, entry)
-
-    def note_batch(self, max_timestamp: int, last_offset: int) -> None:
-        """A batch now in the segment: the timestamps LogSegment tracks for rolling and for the
-        time index."""
-        if self.first_batch_ts is None:
-            self.first_batch_ts = max_timestamp
-        if max_timestamp > self.max_ts:
-            self.max_ts, self.max_ts_offset = max_timestamp, last_offset
-
-    def flush(self) -> None:
-        for f in self.files():
-            if f is not None and not f.closed:
-                os.fsync(f.fileno())
-
-    def close(self) -> None:
-        for f in self.files():
-            if f is not None:
-                f.close()
-
-
-def _write_parts(f: Optional[BinaryIO], parts: List[bytes]) -> None:
-    """Write ``parts`` one after another to the unbuffered file ``f`` (writev, at most
-    _IOV_MAX parts a call; a short write is completed)."""
-    assert f is not None, "the active segment's files are open while it is written"
-    for i in range(0, len(parts), _IOV_MAX):
-        group = parts[i:i + _IOV_MAX]
-        n = os.writev(f.fileno(), group)
-        if n < sum(map(len, group)):
-            _write(f, b"".join(group)[n:])
-
-
-_IOV_MAX = 512
-
-
-def _write(f: Optional[BinaryIO], data: bytes) -> None:
-    """Write all of ``data`` to the unbuffered file ``f`` (a raw write may take fewer bytes)."""
-    assert f is not None, "the active segment's files are open while it is written"
-    view = memoryview(data)
-    while view:
-        view = view[os.write(f.fileno(), view):]
-
-
 class PartitionWriter:
     """Appends encoded batches to a partition directory. Use as a context manager; the caller
     holds the log directory's lock (Partition.lock()) around it."""
@@ -201,7 +83,7 @@ class PartitionWriter:
         self.max_message_size = max_message_size
         self._lock_fd: Optional[int] = None
         self._lock_created = False
-        self._active: Optional[_Active] = None
+        self._active: Optional[ActiveSegment] = None
         self.next_offset = 0  # the log end offset, once open
         self._start_offset = 0  # the log end offset when opened
         self._lifted = False  # this writer lifted the clean-shutdown marker
@@ -213,16 +95,12 @@ class PartitionWriter:
         self._active_epoch: Optional[Tuple[int, int]] = None
         # lifted while the writer is open (a kill leaves none: the next load recovers)
         self._marker = CleanShutdownMarker(Partition(directory).log_dir)
-        # what append_plain gathered for write_out: batches, offset and time index entries
-        self._out: List[bytes] = []
-        self._out_index: List[bytes] = []
-        self._out_time: List[bytes] = []
         # the log end offset of what is written to the files (``next_offset`` runs ahead of it
         # while append_plain gathers)
         self.written_offset = 0
 
     @property
-    def active(self) -> _Active:
+    def active(self) -> ActiveSegment:
         assert self._active is not None, "a PartitionWriter is used inside its with block"
         return self._active
 
@@ -302,106 +180,14 @@ class PartitionWriter:
             self._lock_fd = None
 
     def _load_active(self, base: int) -> None:
-        """Open the last segment to append to, with the state a broker's LogLoader rebuilds
-        for it; AppendError when it is not whole (recover first)."""
-        active = _Active(self.directory, base)
-        builder = IndexBuilder(base, self.policy.index_interval)
-        starts, next_offset = self._scan_active(active, builder)
-        # A missing index is rebuilt as the broker's recovery would (without the final time
-        # entry, which belongs to the roll); one that points past the log is left to recover.
-        active.index_entries = self._open_index(active.index_path, OffsetIndex, base,
-                                                builder.offset_index_bytes())
-        active.time_entries = self._open_index(active.time_path, TimeIndex, base,
-                                               builder.time_index_bytes())
-        self._check_indexes(active, starts, next_offset)
-        active.open_files()
-        self._active = active
-        self.next_offset = next_offset
-
-    def _scan_active(self, active: _Active, builder: IndexBuilder) -> Tuple[Set[int], int]:
-        """Read the active segment's batches into ``active`` and ``builder``: (the positions
-        batches start at, the next offset)."""
-        next_offset = active.base
-        starts: Set[int] = set()
-        with active.segment.open(self.max_message_size) as log:
-            for item in log.entries():
-                batch = _require_whole(item, active.log_path)
-                active.note_batch(batch.max_timestamp, batch.last_offset)
-                builder.add(batch.position, batch.size, batch.last_offset, batch.max_timestamp)
-                starts.add(batch.position)
-                next_offset = batch.last_offset + 1
-                if batch.magic >= 2 and batch.partition_leader_epoch >= 0:
-                    self._active_epoch = (batch.partition_leader_epoch, batch.base_offset)
-            active.size = log.size
-        return starts, next_offset
-
-    @staticmethod
-    def _check_indexes(active: _Active, starts: Set[int], next_offset: int) -> None:
-        index = active.segment.offset_index()
-        tindex = active.segment.time_index()
-        if ((index.count and (index.entries[-1][1] not in starts
-                              or index.entries[-1][0] >= next_offset))
-                or (tindex.count and tindex.entries[-1][1] >= next_offset)):
-            raise AppendError("%s: its indexes point past its log (an interrupted write): run "
-                              "`kafkalog recover` first" % active.log_path)
-        if tindex.count:
-            active.last_time_ts = tindex.entries[-1][0]
-        # The bytes since the last offset index entry go on from the file, as LogSegment.recover
-        # counts them (an entry once index.interval.bytes have passed since the last one, the
-        # first counted from position 0). A broker restarts the count at 0 after a restart
-        # (LogSegment.bytesSinceLastIndexEntry lives in memory): going on instead makes the
-        # index the same whether the input came in one run or in several, or in a run killed
-        # part-way and then recovered (which rebuilds it with recover's count), so that such
-        # runs end in the same files as one uninterrupted run. Either index is valid.
-        active.bytes_since_index = active.size - (index.entries[-1][1] if index.count else 0)
-
-    @staticmethod
-    def _open_index(path: str, cls: Union[Type[OffsetIndex], Type[TimeIndex]], base: int,
-                    rebuilt: bytes) -> int:
-        """Entries of an index we are about to append to: a missing one is written from
-        ``rebuilt``; a pre-allocated zero tail (a broker leaves the active segment's index so)
-        is cut first so that appends follow the last real entry."""
-        if not os.path.lexists(path):
-            write_new(path, rebuilt)  # never over a file that appeared meanwhile
-            return len(rebuilt) // cls.entry.size
-        index = cls(path, base)
-        if index.zero_tail or index.file_size % index.entry.size:
-            keep = index.count * index.entry.size
-            if not index.zeros_after_entries():
-                # not a pre-allocated tail: entries after a slot that ends them. Trimming would
-                # throw them away unseen; recover checks the index and keeps what it replaces.
-                raise AppendError("%s: bytes after its last entry are not zeros: run `kafkalog "
-                                  "recover` first" % path)
-            # what goes: zeros, and a torn last entry shorter than one (a crash mid-write)
-            write_atomically(path, index.data[:keep])
-        return index.count
+        """Open the last segment to append to (ActiveSegment.load; AppendError when it is not
+        whole: recover first)."""
+        self._active, self.next_offset, self._active_epoch = ActiveSegment.load(
+            self.directory, base, self.policy.index_interval, self.max_message_size)
 
     def _create_segment(self, base: int) -> None:
-        active = _Active(self.directory, base)
-        # The indexes first, the .log last: a crash leaves no segment without its indexes.
-        for path in (active.index_path, active.time_path, active.log_path):
-            _create_empty(path)
-        fsync_dir(self.directory)
-        active.open_files()
-        self._active = active
+        self._active = ActiveSegment.create(self.directory, base)
         self.next_offset = self.written_offset = base
-
-    # -- writing -----------------------------------------------------------------------------
-    def should_roll(self, batch_size: int, batch_max_ts: int, batch_last_offset: int) -> bool:
-        """LogSegment.shouldRoll, for a batch about to be appended: the segment would outgrow
-        segment.bytes, its records would span more than segment.ms, an index is full, or the
-        batch's offsets would not fit the segment's 32-bit relative offsets."""
-        a, p = self.active, self.policy
-        if a.size == 0:
-            return False  # an empty segment never rolls
-        if a.size > p.segment_bytes - batch_size:
-            return True
-        if (p.segment_ms is not None and a.first_batch_ts is not None and a.first_batch_ts >= 0
-                and batch_max_ts - a.first_batch_ts > p.segment_ms):
-            return True
-        if a.index_entries >= p.max_index_entries or a.time_entries >= p.max_time_entries:
-            return True
-        return batch_last_offset - a.base > MAX_RELATIVE_OFFSET
 
     # -- the state kept beside the segments ---------------------------------------------------
     @property
@@ -490,20 +276,11 @@ class PartitionWriter:
             # UnifiedLog.append: an append of an older message format clears the cache
             self._epochs = LeaderEpochCache()
             self._epochs.write(self.directory)
-        if self.should_roll(len(data), max_timestamp, last_offset):
+        if self.active.should_roll(self.policy, len(data), max_timestamp, last_offset):
             self.roll()
         a = self.active
-        position = a.size
         with self._whole_batches():
-            _write(a.log, data)
-            a.note_batch(max_timestamp, last_offset)
-            if a.bytes_since_index > self.policy.index_interval:
-                _write(a.index, OffsetIndex.entry.pack(last_offset - a.base, position))
-                a.index_entries += 1
-                self._maybe_time_entry()
-                a.bytes_since_index = 0
-            a.bytes_since_index += len(data)
-            a.size += len(data)
+            a.append(data, last_offset, max_timestamp, self.policy.index_interval)
             self.next_offset = last_offset + 1
             if batch is not None and batch.producer_id >= 0:
                 aborted = self.producers.append(batch, marker)
@@ -521,21 +298,9 @@ class PartitionWriter:
         if self.epochs.observe(leader_epoch, base_offset):
             self.write_out()
             self.epochs.write(self.directory)
-        if self.should_roll(len(data), max_timestamp, last_offset):
+        if self.active.should_roll(self.policy, len(data), max_timestamp, last_offset):
             self.roll()
-        a = self.active
-        position = a.size
-        self._out.append(data)
-        a.note_batch(max_timestamp, last_offset)
-        if a.bytes_since_index > self.policy.index_interval:
-            self._out_index.append(OffsetIndex.entry.pack(last_offset - a.base, position))
-            a.index_entries += 1
-            entry = self._time_entry()
-            if entry is not None:
-                self._out_time.append(entry)
-            a.bytes_since_index = 0
-        a.bytes_since_index += len(data)
-        a.size += len(data)
+        self.active.gather(data, last_offset, max_timestamp, self.policy.index_interval)
         self.next_offset = last_offset + 1
         if self._producers is not None:
             self._producers.end_offset = self.next_offset  # updateMapEndOffset
@@ -543,17 +308,10 @@ class PartitionWriter:
     def write_out(self) -> None:
         """Write what ``append_plain`` gathered: the batches to the .log, then their offset
         and time index entries (LogSegment.append's order)."""
-        if not self._out:
+        if self._active is None or not self._active.pending:
             return
-        a = self.active
-        out, index, times = self._out, self._out_index, self._out_time
-        self._out, self._out_index, self._out_time = [], [], []
         with self._whole_batches():
-            _write_parts(a.log, out)
-            if index:
-                _write_parts(a.index, index)
-            if times:
-                _write_parts(a.timeindex, times)
+            self.active.write_pending()
 
     @contextlib.contextmanager
     def _whole_batches(self) -> Iterator[None]:
@@ -572,7 +330,7 @@ class PartitionWriter:
             if not had_txnindex and a.txnindex is not None:
                 os.ftruncate(a.txnindex.fileno(), 0)
             a.flush()
-            self._out, self._out_index, self._out_time = [], [], []
+            a.drop_pending()
             raise self.write_failed(e) from None
         self.written_offset = self.next_offset
 
@@ -587,22 +345,6 @@ class PartitionWriter:
                            "ends whole at offset %d"
                            % (self.directory, error.strerror or error, end, done, end - 1), end)
 
-    def _time_entry(self) -> Optional[bytes]:
-        """TimeIndex.maybeAppend: an entry only when the max timestamp has grown (None
-        otherwise), counted as written."""
-        a = self.active
-        if a.max_ts > a.last_time_ts:
-            a.time_entries += 1
-            a.last_time_ts = a.max_ts
-            return TimeIndex.entry.pack(a.max_ts, a.max_ts_offset - a.base)
-        return None
-
-    def _maybe_time_entry(self) -> None:
-        """TimeIndex.maybeAppend: an entry only when the max timestamp has grown."""
-        entry = self._time_entry()
-        if entry is not None:
-            _write(self.active.timeindex, entry)
-
     def flush(self) -> None:
         self.write_out()
         self.active.flush()
@@ -610,9 +352,9 @@ class PartitionWriter:
     def flush_written(self) -> None:
         """After a failed write: the batches gathered and not written are dropped, what is
         written is flushed."""
-        self._out, self._out_index, self._out_time = [], [], []
         self.next_offset = self.written_offset
         if self._active is not None:
+            self._active.drop_pending()
             self._active.flush()
 
     def roll(self) -> None:
@@ -620,7 +362,7 @@ class PartitionWriter:
         its final time index entry; its indexes are already trimmed) and start an empty one
         named by the next offset."""
         self.write_out()
-        self._maybe_time_entry()
+        self.active.write_time_entry()
         self.active.flush()
         self.active.close()
         self._create_segment(self.next_offset)
@@ -685,31 +427,6 @@ def _last_epoch(segment: Segment, max_message_size: int) -> Optional[Tuple[int, 
             if found is not None:
                 return found
     return None
-
-
-def _require_whole(item: object, path: str) -> Batch:
-    """``item`` (an entry of the active segment) if it is a batch whose CRC holds, else
-    AppendError: a broker would not append after damage, and neither do we."""
-    if not isinstance(item, Batch) or not item.is_valid:
-        raise AppendError("%s: damaged at position %d (%s): run `kafkalog recover` first"
-                          % (path, getattr(item, "position"),
-                             getattr(item, "reason", "CRC mismatch")))
-    return item
-
-
-def _create_empty(path: str) -> None:
-    """Create ``path`` empty and flush it, never truncating a file that exists: an empty file a
-    crashed roll left is taken as it is; anything else is not ours (AppendError)."""
-    f: IO[bytes]
-    try:
-        f = open(path, "xb")
-    except FileExistsError:
-        if not (os.path.isfile(path) and not os.path.islink(path)
-                and os.path.getsize(path) == 0):
-            raise AppendError("%s already exists" % path) from None
-        f = open(path, "rb")
-    with f:
-        os.fsync(f.fileno())
 
 
 def roll_partition(directory: str, if_bytes: Optional[int] = None,

@@ -21,10 +21,11 @@ from ..format.control import ABORT, COMMIT
 from ..format.encode import (Record, encode_control_batch, encode_legacy, encode_lines,
                              encode_v2_area, encode_v2_batch)
 from ..format.records import CREATE_TIME, LOG_APPEND_TIME, TIMESTAMP_TYPE_NAMES
-from .append import PartitionWriter, RollPolicy, WriteFailed, now_ms
+from .append import PartitionWriter, WriteFailed, now_ms
 from .partition import Partition
 from .producer_state import (CoordinatorFencedError, EndMarker, InvalidProducerEpochError,
                              OutOfOrderSequenceError, ProducerStateEntry)
+from .segment_writer import RollPolicy
 
 if not os.environ.get("KAFKALOG_PURE_PYTHON"):
     try:  # its C mirror (format/_speedups.c)

@@ -1,1 +1,1 @@
-"""Kafka message layouts as data, written by tools/refresh_schemas.py; read by format.schema."""
+"""Kafka message layouts as data, written by tools/refresh_schemas.py; read by format.layouts."""
