@@ -14,7 +14,7 @@
  *     decodes to the last byte, prefix + text + b"}"; otherwise None (the caller takes the
  *     Python path).
  *
- * A float64 is written as schema.java_double writes it (Java's Double.toString, from the
+ * A float64 is written as jackson.java_double writes it (Java's Double.toString, from the
  * shortest digits that read back as the value: repr's).
  *
  * The program (schema._program): a byte for flexible versions, then a struct body:
@@ -232,7 +232,7 @@ put_string(text_t *t, const unsigned char *s, Py_ssize_t n)
     return r;
 }
 
-/* schema.java_double: Java's Double.toString of x from repr's digits; NaN and the infinities
+/* jackson.java_double: Java's Double.toString of x from repr's digits; NaN and the infinities
  * as JSON strings (Jackson's WRITE_NAN_AS_STRINGS). */
 static int
 put_double(text_t *t, double x)
