@@ -16,7 +16,6 @@ from ..format.records import Batch
 from ..log import files, names
 from ..log.files import FileFormatError
 from ..log.index import OffsetIndex, TimeIndex
-from ..log.index_check import AnyIndex, Problem
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from ..log.snapshot import parse_snapshot
 from ..log.txnindex import TransactionIndex
@@ -24,6 +23,7 @@ from ..log.txnindex import TransactionIndex
 # Read only when a file beside the logs is dumped: a dump of logs does without their imports.
 if TYPE_CHECKING:
     from ..log import checkpoints, index_check, verify
+    from ..log.index_check import AnyIndex, Problem
 else:
     checkpoints = lazy_module("kafkalog_cli.log.checkpoints")
     verify = lazy_module("kafkalog_cli.log.verify")
