@@ -15,7 +15,7 @@ from __future__ import annotations
 import binascii
 import os
 import re
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .log.names import topic_partition
 
@@ -48,7 +48,7 @@ def bytes_json(data: Optional[bytes]) -> Any:
         return {"base64": binascii.b2a_base64(data, newline=False).decode("ascii")}
 
 
-def headers_json(headers) -> list:
+def headers_json(headers: Iterable[Tuple[str, Optional[bytes]]]) -> List[List[Any]]:
     """Record headers as ``[[key, value], ...]`` (values as bytes_json), the form append reads."""
     return [[k, bytes_json(v)] for k, v in headers]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any, Callable, Dict, Optional
 
 import click
 
@@ -20,50 +21,51 @@ from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.names import topic_partition
 from ..log.produce import (DEFAULT_MAX_MESSAGE_BYTES, AppendResult, AppendSettings,
-                           append_records)
+                           InputError, append_records)
 from ..log.segment_writer import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, RollPolicy
 from .. import jsonvocab
 from .errors import error_text, exit_code, fail
 from .numbers import java_int, java_long, java_short
 
 
-def _print(fmt, obj, text):
+def _print(fmt: str, obj: Dict[str, Any], text: str) -> None:
     sys.stdout.write((json.dumps(obj) if fmt == "json" else text) + "\n")
     sys.stdout.flush()
 
 
-def _report_flush(fmt):
-    def report(last_offset):
+def _report_flush(fmt: str) -> Callable[[int], None]:
+    def report(last_offset: int) -> None:
         _print(fmt, {"type": "flushed", "lastOffset": last_offset},
                "flushed through offset %d" % last_offset)
     return report
 
 
-def _report_appended(fmt, result: AppendResult):
+def _report_appended(fmt: str, result: AppendResult) -> None:
     """The run's last line; in JSON the summary object (README, "JSON output")."""
     topic, partition = topic_partition(result.directory)
     obj = jsonvocab.summary("append", topic=topic, partition=partition,
                             directory=result.directory, records=result.records)
+    first, last = result.first_offset, result.last_offset
     if result.records:
-        obj.update(firstOffset=result.first_offset, lastOffset=result.last_offset)
+        obj.update(firstOffset=first, lastOffset=last)
     if result.stopped is not None:
         obj.update(stoppedAtLine=result.stopped.line, dropped=result.dropped)
-    if result.records:
+    if first is not None and last is not None:  # (records written)
         _print(fmt, obj,
                "appended %d record%s at offset%s %s to %s"
                % (result.records, "" if result.records == 1 else "s",
                   "" if result.records == 1 else "s",
-                  result.first_offset if result.records == 1
-                  else "%d-%d" % (result.first_offset, result.last_offset), result.directory))
+                  first if result.records == 1 else "%d-%d" % (first, last), result.directory))
     else:
         _print(fmt, obj, "appended 0 records to %s" % result.directory)
 
 
-def _stopped_text(result: AppendResult):
-    """Where the input stopped and what that left, for stderr."""
-    return ("line %d: %s; nothing of its batch was written (%d earlier records dropped with it); "
+def _stopped_text(result: AppendResult, stopped: InputError) -> str:
+    """Where the input stopped (``stopped``, the result's) and what that left, for stderr."""
+    where = "line %d: " % stopped.line if stopped.line is not None else ""
+    return ("%s%s; nothing of its batch was written (%d earlier records dropped with it); "
             "the partition now ends at offset %d"
-            % (result.stopped.line, error_text(result.stopped), result.dropped,
+            % (where, error_text(stopped), result.dropped,
                result.log_end_offset - 1))
 
 
@@ -121,10 +123,12 @@ def _stopped_text(result: AppendResult):
               "(max.message.bytes): a record that cannot fit in one stops the run at its line.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="The report on stdout: text, or JSON lines.")
-def append(directory, input_format, key, batch_records, batch_bytes, codec, magic, timestamp_type,
-           segment_bytes, segment_ms, segment_index_bytes, index_interval_bytes, flush_messages,
-           producer_id, producer_epoch, base_sequence, transactional, ignore_unknown_fields,
-           force, leader_epoch, max_message_bytes, fmt):
+def append(directory: str, input_format: str, key: Optional[str], batch_records: int,
+           batch_bytes: int, codec: str, magic: int, timestamp_type: str, segment_bytes: int,
+           segment_ms: Optional[int], segment_index_bytes: int, index_interval_bytes: int,
+           flush_messages: Optional[int], producer_id: int, producer_epoch: int,
+           base_sequence: int, transactional: bool, ignore_unknown_fields: bool, force: bool,
+           leader_epoch: Optional[int], max_message_bytes: int, fmt: str) -> None:
     """Append records from stdin to the partition DIRECTORY (created when absent).
 
     Offsets continue from the partition's next offset; batches are written to the active
@@ -154,7 +158,7 @@ def append(directory, input_format, key, batch_records, batch_bytes, codec, magi
     except (KafkalogError, OSError) as e:
         fail(e, directory)
     if result.stopped is not None:
-        click.echo("kafkalog: " + _stopped_text(result), err=True)
+        click.echo("kafkalog: " + _stopped_text(result, result.stopped), err=True)
     _report_appended(fmt, result)
     sys.exit(exit_code(result.stopped) if result.stopped is not None else 0)
 
@@ -165,7 +169,7 @@ def append(directory, input_format, key, batch_records, batch_bytes, codec, magi
               help="Roll only when the active segment holds at least this many bytes.")
 @click.option("--if-older", type=java_long(0), default=None, metavar="MS",
               help="Roll only when the active segment's first batch is older than this.")
-def roll(directory, if_bytes, if_older):
+def roll(directory: str, if_bytes: Optional[int], if_older: Optional[int]) -> None:
     """Seal the active segment of partition DIRECTORY and start an empty one at the next offset.
 
     Does nothing (exit 0) when the active segment is empty or a condition is not met.

@@ -11,7 +11,7 @@ import datetime
 import math
 import os
 import re
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple, Union
 
 from ..errors import UsageError
 from ..format import confluent
@@ -20,24 +20,24 @@ from ..format.utf8 import ERRORS as JAVA_UTF8
 DECODER_NAMES = ("string", "hex", "base64", "int", "long", "json", "confluent")
 
 
-def _string(b, offset=None):
+def _string(b: bytes, offset: Optional[int] = None) -> str:
     # as Java's new String(bytes, UTF_8)
     return b.decode("utf-8", JAVA_UTF8)
 
 
-def _fixed_int(size, name):
-    def decode(b):
+def _fixed_int(size: int, name: str) -> Tuple[Callable[..., str], Callable[..., Union[int, str]]]:
+    def decode(b: Bytes) -> Optional[int]:
         if len(b) != size:
             return None
         return int.from_bytes(b, "big", signed=True)
 
-    def text(b, offset=None):
+    def text(b: Bytes, offset: Optional[int] = None) -> str:
         v = decode(b)
         if v is None:
             return "<not a %d-byte %s: %s>" % (size, name, binascii.hexlify(b).decode())
         return str(v)
 
-    def as_json(b, offset=None):
+    def as_json(b: Bytes, offset: Optional[int] = None) -> Union[int, str]:
         v = decode(b)
         return text(b) if v is None else v
 
@@ -50,20 +50,20 @@ class RawNumber:
 
     __slots__ = ("text",)
 
-    def __init__(self, text):
+    def __init__(self, text: str) -> None:
         self.text = text
 
 
-def _reject_constant(name):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError("%s is not JSON" % name)
 
 
-def _parse_float(text):
+def _parse_float(text: str) -> Union[float, RawNumber]:
     value = float(text)
     return value if math.isfinite(value) else RawNumber(text)
 
 
-def _strict_loads(b):
+def _strict_loads(b: Union[str, bytes, bytearray]) -> Any:
     """Parse ``b`` as strict JSON (RFC 8259): NaN, Infinity and -Infinity are refused, as JSON
     has no such literals; numbers too large for a float are kept as written (RawNumber)."""
     import json  # here, not at start-up: only a json decoder or a JSON output needs it
@@ -74,25 +74,25 @@ class StrictEncoder:
     """``encode(obj) -> str``: strict JSON only (no NaN or Infinity: ValueError), with each
     RawNumber written as its own text."""
 
-    def __init__(self, **options):
+    def __init__(self, **options: Any) -> None:
         self._token = "\x00kafkalog-raw-%s-" % os.urandom(8).hex()
-        self._raws = []
+        self._raws: List[str] = []
         self._options = options
-        self._encode = self._first_encode
+        self._encode: Callable[[Any], str] = self._first_encode
 
-    def _first_encode(self, obj):
+    def _first_encode(self, obj: Any) -> str:
         import json  # here, not at start-up (a module-level encoder): only JSON written needs it
         self._encode = json.JSONEncoder(allow_nan=False, default=self._default,
                                         **self._options).encode
         return self._encode(obj)
 
-    def _default(self, obj):
+    def _default(self, obj: Any) -> str:
         if isinstance(obj, RawNumber):
             self._raws.append(obj.text)
             return "%s%d" % (self._token, len(self._raws) - 1)
         raise TypeError("%s is not JSON serializable" % type(obj).__name__)
 
-    def encode(self, obj):
+    def encode(self, obj: Any) -> str:
         try:
             text = self._encode(obj)
         finally:
@@ -107,7 +107,7 @@ class StrictEncoder:
 _compact = StrictEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def _json_value(b, offset=None):
+def _json_value(b: bytes, offset: Optional[int] = None) -> Any:
     """The payload parsed as strict JSON, to embed in JSON output; text that is not strict JSON
     (or nests too deep to parse) is embedded as a string, as the string decoder gives it."""
     try:
@@ -116,7 +116,7 @@ def _json_value(b, offset=None):
         return _string(b)
 
 
-def _json_text(b, offset=None):
+def _json_text(b: bytes, offset: Optional[int] = None) -> str:
     try:
         return _compact(_strict_loads(b))
     except (ValueError, RecursionError):
@@ -145,24 +145,24 @@ class JsonDecoder:
             m[1] = offset if m[1] is None else min(m[1], offset)
             m[2] = offset if m[2] is None else max(m[2], offset)
 
-    def text(self, b: Bytes, offset: Optional[int] = None) -> str:
+    def text(self, b: bytes, offset: Optional[int] = None) -> str:
         try:
             return _compact(_strict_loads(b))
         except (ValueError, RecursionError):
             self._miss(self.side, offset)
             return _string(b)
 
-    def _value(self, b: Bytes, offset: Optional[int], what: str) -> Any:
+    def _value(self, b: bytes, offset: Optional[int], what: str) -> Any:
         try:
             return _strict_loads(b)
         except (ValueError, RecursionError):
             self._miss(what, offset)
             return _string(b)
 
-    def json(self, b: Bytes, offset: Optional[int] = None) -> Any:
+    def json(self, b: bytes, offset: Optional[int] = None) -> Any:
         return self._value(b, offset, self.side)
 
-    def header_json(self, b: Bytes, offset: Optional[int] = None) -> Any:
+    def header_json(self, b: bytes, offset: Optional[int] = None) -> Any:
         return self._value(b, offset, "header value")
 
 
@@ -447,17 +447,17 @@ JSON = {"string": _string, "hex": _hex, "base64": _b64, "int": _int_json, "long"
         "json": _json_value, "confluent": _plain_confluent.json}
 
 
-def text_function(decoder: Decoder) -> Callable[[Bytes], str]:
+def text_function(decoder: Decoder) -> Callable[[bytes], str]:
     """``bytes -> str`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
     return decoder.text if isinstance(decoder, (Confluent, JsonDecoder)) else TEXT[decoder]
 
 
-def json_function(decoder: Decoder) -> Callable[[Bytes], Any]:
+def json_function(decoder: Decoder) -> Callable[[bytes], Any]:
     """``bytes -> JSON value`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
     return decoder.json if isinstance(decoder, (Confluent, JsonDecoder)) else JSON[decoder]
 
 
-def header_json_function(decoder: Decoder) -> Callable[[Bytes], Any]:
+def header_json_function(decoder: Decoder) -> Callable[[bytes], Any]:
     """How header values show in JSON under the value decoder ``decoder``: as it does, except
     that Schema Registry frames only keys and values, so headers under ``confluent`` show as
     strings."""
@@ -470,7 +470,7 @@ def header_json_function(decoder: Decoder) -> Callable[[Bytes], Any]:
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
-def iso_time(ms):
+def iso_time(ms: int) -> Optional[str]:
     """Epoch milliseconds as an ISO-8601 UTC time, or None for -1 and out-of-range values."""
     if ms < 0:
         return None

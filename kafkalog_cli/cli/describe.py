@@ -7,11 +7,13 @@ import datetime
 import json
 import os
 import sys
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import click
 
 from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
-from ..log.describe import describe as describe_path
+from ..log.describe import (Description, Finding, IndexHealth, PartitionDescription,
+                            SegmentDescription, describe as describe_path)
 from ..log.files import printable_name
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text, fail
@@ -19,7 +21,7 @@ from .output import human_bytes
 from .numbers import java_int
 
 
-def _time(ms, sep="T"):
+def _time(ms: Optional[int], sep: str = "T") -> str:
     """Epoch ms as ISO 8601 UTC (``sep`` " ": without the T and Z, for a table in UTC)."""
     if ms is None:
         return "-"
@@ -31,15 +33,15 @@ def _time(ms, sep="T"):
         ms % 1000, "Z" if sep == "T" else "")
 
 
-def _opt(n):
+def _opt(n: object) -> str:
     return "-" if n is None else str(n)
 
 
-def _index_entries(health):
+def _index_entries(health: Optional[IndexHealth]) -> Optional[int]:
     return None if health is None else health.entries
 
 
-def _segment_json(s):
+def _segment_json(s: SegmentDescription) -> Dict[str, Any]:
     return {"type": "segment", "topic": s.topic, "partition": s.partition,
             "file": printable_name(s.path), "baseOffset": s.base_offset, "active": s.active,
             "sizeBytes": s.size, "firstOffset": s.first_offset, "lastOffset": s.last_offset,
@@ -51,7 +53,7 @@ def _segment_json(s):
             "problems": len(s.problems)}
 
 
-def _partition_json(p):
+def _partition_json(p: PartitionDescription) -> Dict[str, Any]:
     return {"type": "partition", "topic": p.topic, "partition": p.partition,
             "directory": printable_name(p.directory), "logStartOffset": p.log_start_offset,
             "logEndOffset": p.log_end_offset, "records": p.records, "batches": p.batches,
@@ -64,8 +66,9 @@ def _partition_json(p):
             "problems": len(p.all_problems())}
 
 
-def _finding_json(f, kind, topic, partition):
-    out = {"type": kind, "topic": topic, "partition": partition, "file": f.file,
+def _finding_json(f: Finding, kind: str, topic: Optional[str],
+                  partition: Optional[int]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"type": kind, "topic": topic, "partition": partition, "file": f.file,
            "kind": f.kind, "message": f.message}
     out.update(f.fields)
     return out
@@ -74,32 +77,33 @@ def _finding_json(f, kind, topic, partition):
 class _Output:
     """JSON Lines, plain lines (a pipe), or rich tables (a terminal): one of them."""
 
-    def __init__(self, fmt):
+    def __init__(self, fmt: str) -> None:
         self.fmt = fmt
         self.table = fmt == "text" and sys.stdout.isatty()
-        self.lines = []
+        self.lines: List[str] = []
 
-    def emit(self, obj, text):
+    def emit(self, obj: Dict[str, Any], text: str) -> None:
         if self.fmt == "json":
             self.lines.append(json.dumps(obj))
         else:
             self.lines.append(text)
 
-    def flush(self):
+    def flush(self) -> None:
         if self.lines:
             click.echo("\n".join(self.lines))
         self.lines = []
 
-    def findings(self, items, topic, partition):
+    def findings(self, items: Iterable[Tuple[str, Sequence[Finding]]], topic: Optional[str],
+                 partition: Optional[int]) -> None:
         for kind, found in items:
             for f in found:
                 self.emit(_finding_json(f, kind, topic, partition),
                           "%s: %s: %s" % (f.file, "note" if kind == "note" else f.kind,
                                           f.message))
 
-    def segment(self, s):
+    def segment(self, s: SegmentDescription) -> None:
         where = printable_name(s.path)
-        offsets = ("no batch" if s.first_offset is None else
+        offsets = ("no batch" if s.first_offset is None or s.last_offset is None else
                    "offsets %d-%d" % (s.first_offset, s.last_offset))
         self.emit(_segment_json(s),
                   "%s: %s, %d records, %d batches, %s (%d bytes), time %s to %s, codecs %s, "
@@ -111,7 +115,7 @@ class _Output:
                      " (active)" if s.active else ""))
         self.findings((("problem", s.problems), ("note", s.notes)), s.topic, s.partition)
 
-    def partition(self, p):
+    def partition(self, p: PartitionDescription) -> None:
         where = printable_name(p.directory)
         epochs = " ".join("%d@%d" % e for e in p.leader_epochs) or "-"
         snaps = " ".join("%d(%s)" % (o, _opt(n)) for o, n in p.snapshots) or "-"
@@ -128,7 +132,7 @@ class _Output:
             self.segment(s)
         self.findings((("problem", p.problems), ("note", p.notes)), p.topic, p.partition)
 
-    def summary(self, d):
+    def summary(self, d: Description) -> None:
         segments = d.all_segments()
         problems, notes = d.all_problems(), d.all_notes()
         topics = sorted({p.topic for p in d.partitions if p.topic is not None}
@@ -147,7 +151,7 @@ class _Output:
                      human_bytes(size), len(problems), len(notes),
                      "consistent" if not problems else "INCONSISTENT"))
 
-    def render(self, d):
+    def render(self, d: Description) -> None:
         if self.table:
             _tables(d)
             return
@@ -160,12 +164,12 @@ class _Output:
         self.flush()
 
 
-def _tables(d):
+def _tables(d: Description) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
     console = Console()
-    by_topic = {}
+    by_topic: Dict[Optional[str], List[PartitionDescription]] = {}
     for p in d.partitions:
         by_topic.setdefault(p.topic, []).append(p)
     for topic, parts in by_topic.items():
@@ -176,13 +180,13 @@ def _tables(d):
             table.add_column(column, justify="left" if column in (
                 "leader epochs", "snapshots") else "right")
         for p in parts:
-            problems = len(p.all_problems())
+            found = len(p.all_problems())
             table.add_row(_opt(p.partition), _opt(p.log_start_offset), _opt(p.log_end_offset),
                           str(p.records), str(p.batches), human_bytes(p.size), str(len(p.segments)),
                           _opt(p.recovery_point), _opt(p.high_watermark),
                           " ".join("%d@%d" % e for e in p.leader_epochs) or "-",
                           " ".join("%d(%s)" % (o, _opt(n)) for o, n in p.snapshots) or "-",
-                          ("[red]%d[/red]" % problems) if problems else "0")
+                          ("[red]%d[/red]" % found) if found else "0")
         console.print(table)
     segments = d.all_segments()
     if segments:
@@ -196,8 +200,8 @@ def _tables(d):
         for s in segments:
             table.add_row(escape("%s-%s" % (_opt(s.topic), _opt(s.partition))),
                           escape(os.path.basename(s.path)) + ("*" if s.active else ""),
-                          "-" if s.first_offset is None else "%d-%d" % (s.first_offset,
-                                                                        s.last_offset),
+                          "-" if s.first_offset is None or s.last_offset is None
+                          else "%d-%d" % (s.first_offset, s.last_offset),
                           str(s.records), str(s.batches), human_bytes(s.size),
                           _time(s.min_timestamp, " "), _time(s.max_timestamp, " "),
                           ",".join(s.codecs) or "-", ",".join(map(str, s.magic)) or "-",
@@ -232,7 +236,7 @@ def _tables(d):
                    "batch headers are read.")
 @click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when opening legacy wrappers.")
-def describe(path, fmt, check_crc, max_message_size):
+def describe(path: str, fmt: str, check_crc: bool, max_message_size: int) -> None:
     """Describe a log directory, a partition directory or a segment's .log at a glance.
 
     Per partition: log start and end offsets, records, batches, size, the checkpointed
@@ -248,8 +252,8 @@ def describe(path, fmt, check_crc, max_message_size):
         fail(e, path)
     except OSError as e:
         fail(e, path)
-    for where, e in d.errors:
-        click.echo("kafkalog: " + error_text(e, where), err=True)
+    for where, error in d.errors:
+        click.echo("kafkalog: " + error_text(error, where), err=True)
     _Output(fmt).render(d)
     if d.errors:
         sys.exit(EXIT_USAGE)

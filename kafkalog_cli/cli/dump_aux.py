@@ -6,7 +6,9 @@ Each function dumps one file through the writer and returns the exit status it e
 
 from __future__ import annotations
 
+import copy
 import os
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from .._lazy import lazy_module
 from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE
@@ -14,29 +16,51 @@ from ..format.records import Batch
 from ..log import files, names
 from ..log.files import FileFormatError
 from ..log.index import OffsetIndex, TimeIndex
-from ..log.segment import LogFile
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 from ..log.snapshot import parse_snapshot
 from ..log.txnindex import TransactionIndex
 
 # Read only when a file beside the logs is dumped: a dump of logs does without their imports.
-checkpoints = lazy_module("kafkalog_cli.log.checkpoints")
-verify = lazy_module("kafkalog_cli.log.verify")
-index_check = lazy_module("kafkalog_cli.log.index_check")
+if TYPE_CHECKING:
+    from ..log import checkpoints, index_check, verify
+    from ..log.index_check import AnyIndex, Problem
+else:
+    checkpoints = lazy_module("kafkalog_cli.log.checkpoints")
+    verify = lazy_module("kafkalog_cli.log.verify")
+    index_check = lazy_module("kafkalog_cli.log.index_check")
+
+
+class AuxWriter(Protocol):
+    """What the dumps here need of a dump's writer (cli/render*.py)."""
+
+    def begin_aux(self, path: str) -> None: ...
+
+    def entry(self, kind: str, fields: Dict[str, Any]) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    def warn(self, message: str) -> None: ...
+
+    def problems(self, problems: Sequence[Problem]) -> None: ...
+
+    def unreadable(self, problem: Problem) -> None: ...
 
 
 class IndexOptions:
-    def __init__(self, verify_only=False, sanity_only=False, max_message_size=None):
+    def __init__(self, verify_only: bool = False, sanity_only: bool = False,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
         self.verify_only = verify_only
         self.sanity_only = sanity_only
         self.max_message_size = max_message_size
         self.is_active = files.ActiveSegments()  # each directory listed once per run
 
 
-def _status(problems):
+def _status(problems: Sequence[Problem]) -> int:
     return EXIT_INVALID if problems else EXIT_OK
 
 
-def _open_log(path, max_message_size):
+def _open_log(path: str,
+              max_message_size: int) -> Tuple[Optional[LogFile], Optional[Problem]]:
     log_path = names.sibling(path, names.LOG)
     if not os.path.lexists(log_path):
         return None, verify.missing_log(path, log_path)
@@ -44,28 +68,28 @@ def _open_log(path, max_message_size):
     return LogFile(log_path, max_message_size), None
 
 
-def _check_time_index(tindex, log):
-    index_path = names.sibling(tindex.path, names.INDEX)
+def _check(index: AnyIndex, log: LogFile) -> List[Problem]:
+    """An index's entries checked against its log."""
+    if isinstance(index, OffsetIndex):
+        return index_check.check_offset_index(index, log)
+    index_path = names.sibling(index.path, names.INDEX)
     try:
         oindex = OffsetIndex(index_path) if os.path.isfile(index_path) else None
     except (OSError, FileFormatError):
         oindex = None  # scanned from the start instead; the offset index tells its own error
-    return index_check.check_time_index(tindex, oindex, log)
+    return index_check.check_time_index(index, oindex, log)
 
 
-def _check_offset_index(index, log):
-    return index_check.check_offset_index(index, log)
+# kind: (reader, names of an entry's fields in print order)
+_INDEXES: Dict[str, Tuple[Callable[[str], AnyIndex], Tuple[str, str]]] = {
+    names.INDEX: (OffsetIndex, ("offset", "position")),
+    names.TIMEINDEX: (TimeIndex, ("timestamp", "offset"))}
 
 
-# kind: (reader, check against the log, names of an entry's fields in print order)
-_INDEXES = {names.INDEX: (OffsetIndex, _check_offset_index, ("offset", "position")),
-            names.TIMEINDEX: (TimeIndex, _check_time_index, ("timestamp", "offset"))}
-
-
-def _dump_index(kind, path, writer, iopts):
+def _dump_index(kind: str, path: str, writer: AuxWriter, iopts: IndexOptions) -> int:
     """An offset or time index: its entries up to the zero tail, each checked against the log
     as DumpLogSegments checks them (or only the sanity check, or only the checks)."""
-    reader, check, fields = _INDEXES[kind]
+    reader, fields = _INDEXES[kind]
     index = reader(path)
     writer.begin_aux(files.printable_name(path))
     if kind == names.INDEX and index.slots == 0:
@@ -81,7 +105,7 @@ def _dump_index(kind, path, writer, iopts):
         # prints and checks ``offset: <base> position: 0`` / ``timestamp: 0 offset: <base>``;
         # --format kafka prints what it prints (the broker, and every other output, see no
         # entry)
-        shown = _SlotZero(index)
+        shown = _slot_zero(index)
     status = EXIT_OK
     try:
         log, missing = _open_log(path, iopts.max_message_size)
@@ -97,7 +121,7 @@ def _dump_index(kind, path, writer, iopts):
                 # Kafka's tool stops the whole run here (NoSuchElementException: no batch
                 # for slot 0's position 0); kafkalog shows no entry and goes on
                 shown = index
-            problems = check(shown, log)
+            problems = _check(shown, log)
     else:
         problems = [missing] if missing is not None else []
         note = verify.broker_state_note(path) if missing is not None else None
@@ -116,36 +140,35 @@ def _dump_index(kind, path, writer, iopts):
     return max(status, _status(problems))
 
 
-class _SlotZero:
+def _slot_zero(index: AnyIndex) -> AnyIndex:
     """An index seen as DumpLogSegments sees one whose slot 0 is all zeros: that slot as its
-    one entry."""
-
-    def __init__(self, index):
-        self.path = index.path
-        self.base_offset = index.base_offset
-        self.entries = [index.slot(0)]
+    one entry (the index keeps slot 0's bytes when it has no entry)."""
+    shown = copy.copy(index)
+    shown.count = 1
+    return shown
 
 
-def _batch_at_start(log):
+def _batch_at_start(log: LogFile) -> bool:
     """Does a batch start at position 0 of ``log``, whole (what FileRecords.slice(0,
     maxMessageSize).batches() yields first)?"""
     return isinstance(index_check.batch_at(log, 0), Batch)
 
 
-def dump_index(path, writer, iopts):
+def dump_index(path: str, writer: AuxWriter, iopts: IndexOptions) -> int:
     return _dump_index(names.INDEX, path, writer, iopts)
 
 
-def dump_time_index(path, writer, iopts):
+def dump_time_index(path: str, writer: AuxWriter, iopts: IndexOptions) -> int:
     return _dump_index(names.TIMEINDEX, path, writer, iopts)
 
 
-def _note_zero_tail(index, path, writer, iopts):
+def _note_zero_tail(index: AnyIndex, path: str, writer: AuxWriter,
+                    iopts: IndexOptions) -> None:
     if index.zero_tail and not iopts.is_active(names.sibling(path, names.LOG)):
         writer.warn("%s: %s" % (files.printable_name(path), verify.zero_tail_note(index).message))
 
 
-def _sanity(index, writer):
+def _sanity(index: AnyIndex, writer: AuxWriter) -> int:
     problems = index_check.sanity_problems(index)
     if not problems:
         writer.note("%s passed sanity check." % files.printable_name(index.path))
@@ -153,7 +176,7 @@ def _sanity(index, writer):
     return _status(problems)
 
 
-def dump_txn_index(path, writer, iopts):
+def dump_txn_index(path: str, writer: AuxWriter, iopts: IndexOptions) -> int:
     txn = TransactionIndex(path)
     writer.begin_aux(files.printable_name(path))
     for e in txn.entries:
@@ -163,11 +186,11 @@ def dump_txn_index(path, writer, iopts):
     return EXIT_OK
 
 
-def dump_snapshot(path, writer, iopts):
+def dump_snapshot(path: str, writer: AuxWriter, iopts: IndexOptions) -> int:
     data = files.read_sized(path)  # a file that cannot be read: no "Dumping" line
     writer.begin_aux(files.printable_name(path))
     for e in parse_snapshot(data):  # a corrupt one: after it, as Kafka's tool prints it
-        fields = {"producerId": e.producer_id, "producerEpoch": e.epoch,
+        fields: Dict[str, Any] = {"producerId": e.producer_id, "producerEpoch": e.epoch,
                   "coordinatorEpoch": e.coordinator_epoch,
                   "currentTxnFirstOffset": (e.current_txn_first_offset
                                             if e.current_txn_first_offset >= 0 else None),
@@ -180,7 +203,7 @@ def dump_snapshot(path, writer, iopts):
     return EXIT_OK
 
 
-def dump_offset_checkpoint(path, writer, iopts):
+def dump_offset_checkpoint(path: str, writer: AuxWriter, iopts: IndexOptions) -> int:
     # Read twice, one entry at a time: checked whole first (a malformed file prints nothing,
     # as CheckpointFile.read throws before any entry is used), then printed; no list of them.
     for _ in checkpoints.iter_offset_checkpoint(path):
@@ -192,7 +215,7 @@ def dump_offset_checkpoint(path, writer, iopts):
     return EXIT_OK
 
 
-def dump_leader_epochs(path, writer, iopts):
+def dump_leader_epochs(path: str, writer: AuxWriter, iopts: IndexOptions) -> int:
     entries = checkpoints.read_leader_epochs(path)
     writer.begin_aux(files.printable_name(path))
     for epoch, start in entries:
@@ -200,20 +223,21 @@ def dump_leader_epochs(path, writer, iopts):
     return EXIT_OK
 
 
-def dump_partition_metadata(path, writer, iopts):
+def dump_partition_metadata(path: str, writer: AuxWriter, iopts: IndexOptions) -> int:
     version, topic_id = checkpoints.read_partition_metadata(path)
     writer.begin_aux(files.printable_name(path))
     writer.entry(names.PARTITION_METADATA, {"version": version, "topicId": topic_id})
     return EXIT_OK
 
 
-DUMPERS = {names.INDEX: dump_index, names.TIMEINDEX: dump_time_index,
-           names.TXNINDEX: dump_txn_index, names.SNAPSHOT: dump_snapshot,
-           names.OFFSET_CHECKPOINT: dump_offset_checkpoint, names.LEADER_EPOCHS: dump_leader_epochs,
-           names.PARTITION_METADATA: dump_partition_metadata}
+DUMPERS: Dict[str, Callable[[str, AuxWriter, IndexOptions], int]] = {
+    names.INDEX: dump_index, names.TIMEINDEX: dump_time_index,
+    names.TXNINDEX: dump_txn_index, names.SNAPSHOT: dump_snapshot,
+    names.OFFSET_CHECKPOINT: dump_offset_checkpoint, names.LEADER_EPOCHS: dump_leader_epochs,
+    names.PARTITION_METADATA: dump_partition_metadata}
 
 
-def dump_aux(kind, path, writer, iopts):
+def dump_aux(kind: str, path: str, writer: AuxWriter, iopts: IndexOptions) -> int:
     """Dump a non-log file; a file that cannot be read as its kind is one line on stderr."""
     try:
         return DUMPERS[kind](path, writer, iopts)

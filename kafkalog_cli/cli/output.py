@@ -4,9 +4,10 @@ plain lines: sizes, counts and offset ranges in words, and which layout an outpu
 from __future__ import annotations
 
 import sys
+from typing import Any, Dict, Optional, Sequence
 
 
-def human_bytes(n):
+def human_bytes(n: Optional[int]) -> str:
     """Bytes as a short figure for a terminal (1024-based units: 1.2 MiB), "-" for None; JSON
     keeps the exact integer."""
     if n is None:
@@ -19,23 +20,23 @@ def human_bytes(n):
     return str(n)  # pragma: no cover
 
 
-def table_output(fmt):
+def table_output(fmt: str) -> bool:
     """One layout per output: a rich table on a terminal, plain lines on a pipe (or JSON)."""
     return fmt == "text" and sys.stdout.isatty()
 
 
-def plural(n, word):
+def plural(n: int, word: str) -> str:
     return "%d %s%s" % (n, word, "" if n == 1 else "s")
 
 
-def offsets_text(first, last, records):
+def offsets_text(first: Optional[int], last: Optional[int], records: int) -> str:
     """"offsets 290-299, 10 records", or "no batch"."""
     if first is None or last is None:
         return "no batch"
     return "offsets %d-%d, %s" % (first, last, plural(records, "record"))
 
 
-def new_offsets_text(label, objs, key):
+def new_offsets_text(label: str, objs: Sequence[Dict[str, Any]], key: str) -> str:
     """The summary's tail naming each partition's new offset (``key`` of its JSON object):
     "; new log end offset 290", or one per partition when there are several."""
     if len(objs) == 1:

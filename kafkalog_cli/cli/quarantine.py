@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
@@ -14,36 +15,36 @@ from ..log import names
 from ..log.files import printable_name
 from ..log.lock import preview_warning
 from ..log.logdir import partitions_of
-from ..log.quarantine_runs import (APPEND, DISPLACE, DONE, RENAME_BACK, RETURN, REWRITE,
-                                   find_run, list_runs, purge_runs, restore_run)
+from ..log.quarantine_runs import (APPEND, DISPLACE, DONE, RENAME_BACK, RETURN, REWRITE, Run,
+                                   RunEntry, find_run, list_runs, purge_runs, restore_run)
 from .. import jsonvocab
 from .output import human_bytes
 from .errors import fail
 
 
-def _partitions(path):
+def _partitions(path: str) -> List[str]:
     try:
         return partitions_of(path)
     except (OSError, KafkalogError) as e:
         fail(e, path)
 
 
-def _topic(partition):
+def _topic(partition: str) -> Tuple[Optional[str], Optional[int]]:
     topic, number = names.topic_partition(partition)
     return topic, number
 
 
-def _when(run):
+def _when(run: Run) -> Optional[str]:
     return run.time.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if run.time is not None else None
 
 
-def _holds(e):
+def _holds(e: RunEntry) -> str:
     """What a manifest entry holds, in words: bytes, byte range, offsets."""
     if e.what == "written":
-        return "%d bytes written where there was no file, sha256 %s; nothing kept" % (
-            e.size, e.sha256[:12] if e.sha256 else "?")
+        return "%s written where there was no file, sha256 %s; nothing kept" % (
+            "?" if e.size is None else "%d bytes" % e.size, e.sha256[:12] if e.sha256 else "?")
     if e.what == "renamed":
-        return "renamed from %s; nothing kept" % printable_name(e.earlier)
+        return "renamed from %s; nothing kept" % printable_name(e.target)
     parts = ["missing" if e.size is None else "%d bytes" % e.size]
     if e.what == "cut":
         parts.append("bytes %d-%d of the log" % (e.start, e.end))
@@ -52,7 +53,7 @@ def _holds(e):
     return ", ".join(parts)
 
 
-def _entry_json(run, e):
+def _entry_json(run: Run, e: RunEntry) -> Dict[str, Any]:
     topic, number = _topic(run.partition)
     return {"topic": topic, "partition": number, "what": e.what,
             "file": printable_name(e.file),
@@ -64,7 +65,7 @@ def _entry_json(run, e):
             "why": e.why}
 
 
-def _run_json(run):
+def _run_json(run: Run) -> Dict[str, Any]:
     topic, number = _topic(run.partition)
     return {"type": "quarantineRun", "topic": topic, "partition": number,
             "directory": printable_name(run.partition), "run": printable_name(run.id),
@@ -74,7 +75,7 @@ def _run_json(run):
 
 
 @click.group(short_help="List, restore or purge what recover set aside.")
-def quarantine():
+def quarantine() -> None:
     """List, restore or purge what `kafkalog recover` set aside.
 
     recover keeps every file it removes and every byte it cuts in
@@ -88,7 +89,7 @@ def quarantine():
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="text: a table on a terminal, lines on a pipe; json: one "
               "object per run.")
-def list_cmd(path, fmt):
+def list_cmd(path: str, fmt: str) -> None:
     """Every quarantine run of every partition under PATH: when, what it holds.
 
     Exit status: 0 (also when there is no run), 2 unreadable PATH or manifest."""
@@ -114,16 +115,17 @@ def list_cmd(path, fmt):
                           ", restored" if run.restored is not None else ""))
             if run.problem:
                 click.echo("  %s" % run.problem)
-            for e in run.entries:
+            for entry in run.entries:
                 click.echo("  %s %s (%s)%s: %s"
-                           % (e.what, printable_name(e.file), _holds(e),
-                              " was " + printable_name(e.earlier) if e.earlier else "", e.why))
+                           % (entry.what, printable_name(entry.file), _holds(entry),
+                              " was " + printable_name(entry.earlier) if entry.earlier else "",
+                              entry.why))
     if not runs:
         click.echo("kafkalog: no quarantine runs under %s" % printable_name(path), err=True)
     sys.exit(2 if any(r.problem for r in runs) else 0)
 
 
-def _table(runs):
+def _table(runs: Sequence[Run]) -> None:
     from rich.console import Console
     from rich.table import Table
     table = Table(title="kafkalog quarantine")
@@ -137,7 +139,7 @@ def _table(runs):
         if not run.entries:
             table.add_row(part, run.id + state, _when(run), "", "", "", "", run.problem or "")
         for e in run.entries:
-            extra = []
+            extra: List[str] = []
             if e.what == "cut":
                 extra.append("bytes %d-%d" % (e.start, e.end))
             if e.offsets:
@@ -145,7 +147,7 @@ def _table(runs):
             if e.what == "written":
                 extra.append("written where there was no file, not kept here")
             if e.what == "renamed":
-                extra.append("renamed from %s, nothing kept here" % printable_name(e.earlier))
+                extra.append("renamed from %s, nothing kept here" % printable_name(e.target))
             table.add_row(part, run.id + state, _when(run), e.what, printable_name(e.file),
                           "-" if e.size is None else human_bytes(e.size), ", ".join(extra), e.why)
     Console().print(table)
@@ -168,7 +170,7 @@ _DONE_TEXT = {DISPLACE: ("set aside in a new quarantine run (it stands where the
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def restore_cmd(path, run_id, dry_run, fmt):
+def restore_cmd(path: str, run_id: str, dry_run: bool, fmt: str) -> None:
     """Put back exactly what the quarantine run RUN of a partition under PATH set aside.
 
     Files moved are renamed back, bytes cut from a .log appended back at the position they
@@ -194,35 +196,35 @@ def restore_cmd(path, run_id, dry_run, fmt):
                                    "file": printable_name(checkpoint), "old": old, "new": new,
                                    "dryRun": dry_run}))
         else:
-            click.echo("%s: %s-%d: recovery point %s to %d (was %d), so that what comes back "
+            click.echo("%s: %s-%s: recovery point %s to %d (was %d), so that what comes back "
                        "is recovered again" % (printable_name(checkpoint), topic, number,
                                                "would be lowered" if dry_run else "lowered",
                                                new, old))
     for step in plan.steps:
-        e = step.entry
+        entry = step.entry
         where = os.path.join(run.partition, step.name)
         if fmt == "json":
-            obj = {"type": "restoreStep", "topic": topic, "partition": number,
+            obj: Dict[str, Any] = {"type": "restoreStep", "topic": topic, "partition": number,
                    "run": run.id, "action": step.kind, "file": printable_name(where),
                    "bytes": step.size, "dryRun": dry_run}
             if step.kind == APPEND:
-                obj["position"] = e.start + step.at
-                obj["range"] = [e.start, e.end]
+                obj["position"] = entry.start + step.at
+                obj["range"] = [entry.start, entry.end]
             click.echo(json.dumps(obj))
         else:
             text = _DONE_TEXT[step.kind][1 if dry_run else 0]
-            if step.kind == DISPLACE and e.what == "written":
+            if step.kind == DISPLACE and entry.what == "written":
                 text = ("%s in a new quarantine run (the run wrote it where there was no file)"
                         % ("would be set aside" if dry_run else "set aside"))
             detail = ""
             if step.kind == APPEND:
                 detail = " (%d bytes at byte %d%s)" % (
-                    step.size, e.start + step.at,
-                    ", offsets %d-%d" % e.offsets if e.offsets else "")
+                    step.size, entry.start + step.at,
+                    ", offsets %d-%d" % entry.offsets if entry.offsets else "")
             elif step.kind in (RETURN, REWRITE, DISPLACE):
                 detail = " (%d bytes)" % step.size
             elif step.kind == RENAME_BACK:
-                detail = " to %s (%d bytes)" % (printable_name(e.earlier), step.size)
+                detail = " to %s (%d bytes)" % (printable_name(entry.target), step.size)
             click.echo("%s: %s%s" % (printable_name(where), text, detail))
     if fmt == "json":
         click.echo(json.dumps(jsonvocab.summary(
@@ -247,7 +249,7 @@ def restore_cmd(path, run_id, dry_run, fmt):
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def purge_cmd(path, days, dry_run, fmt):
+def purge_cmd(path: str, days: float, dry_run: bool, fmt: str) -> None:
     """Delete the quarantine runs under PATH older than --older-than DAYS.
 
     A run's age is the time in its manifest (else in its folder name). Nothing else is

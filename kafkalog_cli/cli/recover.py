@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import click
 
@@ -15,7 +16,8 @@ from ..log.names import (CLEAN_SHUTDOWN_FILE, LOG, SNAPSHOT, partition_file_kind
                          topic_partition)
 from ..log.recover_plan import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW,
                                 RULE_CLEAN, RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT,
-                                RULE_TXN_BELOW_BASE, SPLIT, WRITE)
+                                RULE_TXN_BELOW_BASE, SPLIT, WRITE, PartitionPlan,
+                                SegmentReport)
 from ..log.recover_run import LogDirRecovery
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text
@@ -26,7 +28,7 @@ from .numbers import java_int
 EXIT_OK, EXIT_REPAIRED, EXIT_ERROR = 0, 1, 2
 
 
-def _rule_text(r, plan):
+def _rule_text(r: SegmentReport, plan: PartitionPlan) -> str:
     """Which of LogLoader's rules chose what happened to the segment, in words."""
     point = plan.recovery_point
     if r.rule == RULE_RECOVERY_POINT:
@@ -43,7 +45,7 @@ def _rule_text(r, plan):
     }[r.rule]
 
 
-def _removed_text(r):
+def _removed_text(r: SegmentReport) -> str:
     """What a cut tail (or a segment set aside whole) holds: the whole batches' offsets and
     records, its bytes, and the bytes at its end that hold no batch."""
     if r.removed_first is None:
@@ -55,25 +57,36 @@ def _removed_text(r):
     return text
 
 
-def _torn_text(r, dry_run):
+def _torn(r: SegmentReport) -> Optional[Tuple[int, int, int]]:
+    """The first and last offsets and the records of the batch a torn tail is the start of,
+    from its header; None when there is no torn tail or no header to read."""
+    if r.torn_first is None or r.torn_last is None or r.torn_records is None:
+        return None
+    return r.torn_first, r.torn_last, r.torn_records
+
+
+def _torn_text(r: SegmentReport, dry_run: bool) -> str:
     """The batch a torn tail is the start of: its offsets and records, from its header, lost
     (in the conditional for a dry run); or that its offsets are unknown. "" without one."""
     if not r.torn_bytes:
         return ""
-    if r.torn_first is None:
+    torn = _torn(r)
+    if torn is None:
         return ("the last %d bytes hold no batch header that can be read: the offsets of the "
                 "torn batch are unknown" % r.torn_bytes)
+    first, last, records = torn
     return "the last %d bytes are the start of a torn batch, offsets %d-%d (%s): %s" % (
-        r.torn_bytes, r.torn_first, r.torn_last, plural(r.torn_records, "record"),
+        r.torn_bytes, first, last, plural(records, "record"),
         "would be lost" if dry_run else "lost")
 
 
-def _where(directory):
+def _where(directory: str) -> Dict[str, Any]:
     topic, number = topic_partition(directory)
     return {"topic": topic, "partition": number}
 
 
-def _segment_json(plan, r, path, dry_run):
+def _segment_json(plan: PartitionPlan, r: SegmentReport, path: str,
+                  dry_run: bool) -> Dict[str, Any]:
     obj = dict(type="segment", **_where(plan.directory))
     obj.update(file=path, baseOffset=r.base_offset, rule=r.rule,
                ruleText=_rule_text(r, plan), recovered=r.recovered, sizeBytes=r.size,
@@ -104,7 +117,7 @@ def _segment_json(plan, r, path, dry_run):
     return obj
 
 
-def _partition_json(plan, dry_run):
+def _partition_json(plan: PartitionPlan, dry_run: bool) -> Dict[str, Any]:
     removed = plan.removed_offsets
     torn = plan.torn_offsets
     obj = dict(type="partition", **_where(plan.directory))
@@ -122,13 +135,13 @@ def _partition_json(plan, dry_run):
     return obj
 
 
-def _torn_batches(n):
+def _torn_batches(n: int) -> str:
     return "a torn batch" if n == 1 else "%d torn batches" % n
 
 
-def _partition_torn_text(plan, dry_run):
+def _partition_torn_text(plan: PartitionPlan, dry_run: bool) -> str:
     """'; a torn batch, offsets 290-299 (10 records), lost' for the partition's line."""
-    parts = []
+    parts: List[str] = []
     torn = plan.torn_offsets
     if torn is not None:
         known = sum(1 for r in plan.segments if r.torn_first is not None)
@@ -142,13 +155,13 @@ def _partition_torn_text(plan, dry_run):
     return "".join("; " + p for p in parts)
 
 
-def _removal_text(plan, dry_run, human=False):
+def _removal_text(plan: PartitionPlan, dry_run: bool, human: bool = False) -> str:
     """"removed offsets 290-599 (310 records): 793 bytes cut, 1 segment (60225 bytes) set
     aside", in the conditional for a dry run; "" when nothing is removed."""
     if not plan.bytes_cut and not plan.segments_set_aside:
         return ""
     removed = plan.removed_offsets
-    parts = []
+    parts: List[str] = []
     if plan.bytes_cut:
         parts.append("%s %s" % (human_bytes(plan.bytes_cut) if human else
                                 "%d bytes" % plan.bytes_cut, "would be cut" if dry_run else "cut"))
@@ -167,14 +180,15 @@ def _removal_text(plan, dry_run, human=False):
 class _Report:
     """JSON Lines, plain lines (a pipe), or a rich table (a terminal): one of them."""
 
-    def __init__(self, fmt, dry_run):
+    def __init__(self, fmt: str, dry_run: bool) -> None:
         self.fmt = fmt
         self.dry_run = dry_run
         self.table = table_output(fmt)
-        self.rows = []       # (plan, path, SegmentReport): the table's segments
-        self.others = []     # (file, what): the table's other lines, in order
+        # (plan, path, SegmentReport): the table's segments
+        self.rows: List[Tuple[PartitionPlan, str, SegmentReport]] = []
+        self.others: List[str] = []     # the table's other lines, in order
 
-    def emit(self, obj, text):
+    def emit(self, obj: Dict[str, Any], text: str) -> None:
         if self.fmt == "json":
             click.echo(json.dumps(obj))
         elif self.table:
@@ -182,7 +196,7 @@ class _Report:
         else:
             click.echo(text)
 
-    def partition(self, plan):
+    def partition(self, plan: PartitionPlan) -> None:
         d = plan.directory
         dry_run = self.dry_run
         would = "would be " if dry_run else ""
@@ -257,7 +271,7 @@ class _Report:
             self.emit(dict(type="quarantine", **where, directory=qdir),
                       "%s: what was removed is kept in %s" % (printable_name(d), qdir))
 
-    def log_dir(self, run):
+    def log_dir(self, run: LogDirRecovery) -> None:
         """The recovery points written (or that would be) and the clean-shutdown marker."""
         path = printable_name(run.checkpoint_path)
         for tmp in run.temporary_files:
@@ -291,7 +305,7 @@ class _Report:
                        "file": marker, "state": run.marker},
                       "%s: %s" % (marker, text[run.marker]))
 
-    def summary(self, plans):
+    def summary(self, plans: Sequence[PartitionPlan]) -> None:
         dry_run = self.dry_run
         changed = sum(1 for p in plans if p.changes)
         cut = sum(p.bytes_cut for p in plans)
@@ -305,14 +319,15 @@ class _Report:
         ends = [{"topic": topic_partition(p.directory)[0],
                  "partition": topic_partition(p.directory)[1],
                  "logEndOffset": p.log_end_offset} for p in plans if p.changes]
-        obj = {"type": "summary", "command": "recover", "partitions": len(plans),
+        obj: Dict[str, Any] = {"type": "summary", "command": "recover", "partitions": len(plans),
                "changed": changed, "recordsRemoved": records, "bytesCut": cut,
                "segmentsCut": segments_cut, "segmentsSetAside": segments_aside,
                "bytesSetAside": aside, "tornRecords": torn_records,
                "tornBatches": torn_known + torn_unknown,
                "tornBatchesOffsetsUnknown": torn_unknown, "logEndOffsets": ends,
                "dryRun": dry_run}
-        cond = (lambda now, then: then) if dry_run else (lambda now, then: now)
+        cond: Callable[[str, str], str] = ((lambda now, then: then) if dry_run
+                                           else (lambda now, then: now))
         text = "%s, %d %s" % (plural(len(plans), "partition"), changed,
                               cond("repaired", "to repair"))
         if cut or segments_aside:
@@ -347,13 +362,13 @@ class _Report:
             self._table()
         click.echo(text)
 
-    def _table(self):
+    def _table(self) -> None:
         from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
         dry_run = self.dry_run
         console = Console()
-        by_partition = {}
+        by_partition: Dict[str, Tuple[PartitionPlan, List[SegmentReport]]] = {}
         for plan, path, r in self.rows:
             by_partition.setdefault(plan.directory, (plan, []))[1].append(r)
         for directory, (plan, reports) in by_partition.items():
@@ -369,12 +384,12 @@ class _Report:
                               "" if r.first_bad is None else escape(
                                   "position %d: %s" % (r.first_bad, r.reason)),
                               "" if not r.recovered else (
-                                  "rebuilt (%d/%d)" % (r.index_entries, r.timeindex_entries)
+                                  "rebuilt (%s/%s)" % (r.index_entries, r.timeindex_entries)
                                   if r.indexes_replaced else "as rebuilt"))
             console.print(table)
 
 
-def _kept_cell(r):
+def _kept_cell(r: SegmentReport) -> str:
     if r.moved:
         return "-"
     if r.records is None:
@@ -385,14 +400,14 @@ def _kept_cell(r):
                                       plural(r.records, "record"), human_bytes(r.kept))
 
 
-def _removed_cell(r, dry_run):
+def _removed_cell(r: SegmentReport, dry_run: bool) -> str:
     if r.split_into:
         return "%s at offsets %s" % ("would be split" if dry_run else "split",
                                      ", ".join(map(str, r.split_into)))
     if not r.cut:
         return "-"
     lines = ["[red]%s[/red]" % ("set aside" if r.moved else "cut")]
-    if r.removed_first is not None:
+    if r.removed_first is not None and r.removed_last is not None:
         lines.append("offsets %d-%d" % (r.removed_first, r.removed_last))
         lines.append(plural(r.removed_records, "record"))
     else:
@@ -400,17 +415,19 @@ def _removed_cell(r, dry_run):
     lines.append(human_bytes(r.cut))
     if r.torn_bytes and r.removed_first is not None:
         lines.append("(%s without a batch)" % human_bytes(r.torn_bytes))
+    torn = _torn(r)
     if r.torn_bytes:
-        lines.append("torn batch: offsets unknown" if r.torn_first is None else
+        lines.append("torn batch: offsets unknown" if torn is None else
                      "torn batch: offsets %d-%d, %s %s" % (
-                         r.torn_first, r.torn_last, plural(r.torn_records, "record"),
+                         torn[0], torn[1], plural(torn[2], "record"),
                          "would be lost" if dry_run else "lost"))
     return "\n".join(lines)
 
 
-def _segment_text(r, dry_run):
+def _segment_text(r: SegmentReport, dry_run: bool) -> str:
     """What happened to a segment (in the conditional for a dry run)."""
-    w = (lambda now, then: then) if dry_run else (lambda now, then: now)
+    w: Callable[[str, str], str] = ((lambda now, then: then) if dry_run
+                                    else (lambda now, then: now))
     if r.moved:
         return "%s: %s%s" % (w("moved to quarantine", "would be moved to quarantine"),
                              _removed_text(r), "; " + _torn_text(r, dry_run)
@@ -423,7 +440,7 @@ def _segment_text(r, dry_run):
         if r.timeindex_created:
             text += "; missing time index %s empty" % w("created", "would be created")
         return text
-    parts = []
+    parts: List[str] = []
     kept = offsets_text(r.first_offset, None if r.next_offset is None else r.next_offset - 1,
                         r.records or 0)
     if r.first_bad is None:
@@ -436,8 +453,9 @@ def _segment_text(r, dry_run):
         if r.torn_bytes:
             parts.append(_torn_text(r, dry_run))
     if r.indexes_replaced:
-        parts.append("indexes rebuilt, %s %s: %d offset index entries, %d time index entries, "
-                     "%d aborted transactions"
+        # (the entry counts of a recovered segment's rebuilt indexes: "%s" prints them)
+        parts.append("indexes rebuilt, %s %s: %s offset index entries, %s time index entries, "
+                     "%s aborted transactions"
                      % (", ".join(r.indexes_replaced), w("replaced", "would be replaced"),
                         r.index_entries, r.timeindex_entries, r.txn_entries))
     else:
@@ -458,7 +476,8 @@ def _segment_text(r, dry_run):
               help="Bytes of log between two index entries (index.interval.bytes).")
 @click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when validating batches.")
-def recover(paths, dry_run, full, fmt, index_interval_bytes, max_message_size):
+def recover(paths: Tuple[str, ...], dry_run: bool, full: bool, fmt: str,
+            index_interval_bytes: int, max_message_size: int) -> None:
     """Recover partitions as a broker loading its log directory would, losing nothing.
 
     PATHS are partition directories, .log files (their partition) or log directories (every
@@ -476,7 +495,7 @@ def recover(paths, dry_run, full, fmt, index_interval_bytes, max_message_size):
     nothing to do, 1 repaired (or, with --dry-run, would repair), 2 errors.
     """
     report = _Report(fmt, dry_run)
-    plans = []
+    plans: List[PartitionPlan] = []
     by_log_dir, ok = partitions_by_log_dir(paths)
     status = EXIT_OK if ok else EXIT_ERROR
     for log_dir, partitions in by_log_dir.items():
@@ -495,6 +514,7 @@ def recover(paths, dry_run, full, fmt, index_interval_bytes, max_message_size):
                     status = EXIT_ERROR
                     continue
                 plan = result.plan
+                assert plan is not None  # a partition's result: its plan, or its error
                 report.partition(plan)
                 for name in sorted(plan.blocked):
                     # A Kafka file recover could not read: the partition is not known to be

@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
@@ -13,7 +14,7 @@ from ..errors import KafkalogError, UsageError
 from ..log.lock import preview_warning
 from ..log.names import RECOVERY_POINT_CHECKPOINT, topic_partition
 from ..log.partition import Partition
-from ..log.retain import DELETED, LogDirRetention, Policy
+from ..log.retain import DELETED, LogDirRetention, Policy, RetainedSegment, RetentionPlan
 from ..log.segment_writer import AppendError
 from .errors import error_text, fail
 from .output import human_bytes, new_offsets_text, offsets_text, plural, table_output
@@ -28,7 +29,7 @@ EXIT_OK, EXIT_WOULD_CHANGE, EXIT_ERROR = 0, 1, 2
 _POLICY_OPTIONS = ("retention_ms", "retention_bytes", "log_start_offset", "file_delete_delay_ms")
 
 
-def _require_policy(ctx):
+def _require_policy(ctx: click.Context) -> None:
     """Exit 2 (one line) unless the command line names a policy: a broker's defaults (7 days,
     no size limit) are the broker's configuration, not something to assume offline."""
     given = [name for name in _POLICY_OPTIONS
@@ -39,7 +40,7 @@ def _require_policy(ctx):
                         "finish earlier deletions"))
 
 
-def _iso(ms):
+def _iso(ms: Optional[int]) -> str:
     if ms is None or ms < 0:
         return "-"
     try:
@@ -49,12 +50,13 @@ def _iso(ms):
         return str(ms)
 
 
-def _where(directory):
+def _where(directory: str) -> Dict[str, Any]:
     topic, number = topic_partition(directory)
     return {"topic": topic, "partition": number}
 
 
-def _segment_json(plan, s, path, dry_run):
+def _segment_json(plan: RetentionPlan, s: RetainedSegment, path: str,
+                  dry_run: bool) -> Dict[str, Any]:
     return dict(type="segment", **_where(plan.directory), file=path, baseOffset=s.base,
                 firstOffset=s.first_offset, lastOffset=s.last_offset, nextOffset=s.next_offset,
                 records=s.records, sizeBytes=s.size, firstTimestamp=s.first_ts,
@@ -62,7 +64,7 @@ def _segment_json(plan, s, path, dry_run):
                 why=s.why, dryRun=dry_run)
 
 
-def _partition_json(plan, dry_run):
+def _partition_json(plan: RetentionPlan, dry_run: bool) -> Dict[str, Any]:
     removed = plan.removed_offsets
     return dict(type="partition", **_where(plan.directory), directory=plan.directory,
                 highWatermark=plan.high_watermark, highWatermarkSource=plan.hw_source,
@@ -74,11 +76,11 @@ def _partition_json(plan, dry_run):
                 rollFirst=plan.roll_first, dryRun=dry_run)
 
 
-def _size(n, human):
+def _size(n: int, human: bool) -> str:
     return human_bytes(n) if human else "%d bytes" % n
 
 
-def _removal_text(plan, dry_run, human=False):
+def _removal_text(plan: RetentionPlan, dry_run: bool, human: bool = False) -> str:
     """"offsets 0-299 (300 records, 2 segments, 117.6 KiB) deleted; new log start offset 300",
     in the conditional for a dry run."""
     removed = plan.removed_offsets
@@ -94,14 +96,15 @@ def _removal_text(plan, dry_run, human=False):
 class _Output:
     """JSON Lines, plain lines (a pipe), or rich tables (a terminal): one of them."""
 
-    def __init__(self, fmt, dry_run):
+    def __init__(self, fmt: str, dry_run: bool) -> None:
         self.fmt = fmt
         self.dry_run = dry_run
         self.table = table_output(fmt)
-        self.plans = []
-        self.lines = []   # a terminal's lines beside the tables (notes, recovery points)
+        self.plans: List[RetentionPlan] = []
+        # a terminal's lines beside the tables (notes, recovery points)
+        self.lines: List[str] = []
 
-    def emit(self, obj, text):
+    def emit(self, obj: Dict[str, Any], text: str) -> None:
         if self.fmt == "json":
             click.echo(json.dumps(obj))
         elif self.table:
@@ -109,7 +112,7 @@ class _Output:
         else:
             click.echo(text)
 
-    def partition(self, plan):
+    def partition(self, plan: RetentionPlan) -> None:
         """A partition's plan, once it is carried out."""
         d = plan.directory
         dry_run = self.dry_run
@@ -129,7 +132,7 @@ class _Output:
                              offsets_text(s.first_offset, s.last_offset, s.records), s.size))
         self._recovery_point(plan)
 
-    def _recovery_point(self, plan):
+    def _recovery_point(self, plan: RetentionPlan) -> None:
         """The partition's recovery point raised to the new log start offset (or why not read),
         said as recover says a recovery point it sets."""
         dry_run = self.dry_run
@@ -145,10 +148,10 @@ class _Output:
         topic, number = partition.topic, partition.number
         self.emit(dict(type="recoveryPoint", **where, file=path, old=old, new=new,
                        dryRun=dry_run),
-                  "%s: %s-%d: recovery point %s to the log start offset %d (was %d)"
+                  "%s: %s-%s: recovery point %s to the log start offset %d (was %d)"
                   % (path, topic, number, "would be raised" if dry_run else "raised", new, old))
 
-    def summary(self):
+    def summary(self) -> None:
         plans, dry_run = self.plans, self.dry_run
         deleted = sum(len(p.deleted) for p in plans)
         records = sum(p.records_removed for p in plans)
@@ -178,7 +181,7 @@ class _Output:
         click.echo(text)
 
 
-def _tables(plans, dry_run):
+def _tables(plans: Sequence[RetentionPlan], dry_run: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -195,8 +198,8 @@ def _tables(plans, dry_run):
                              justify="right" if column in ("records", "size") else "left")
         for s in plan.segments:
             table.add_row(escape(s.name),
-                          "-" if s.first_offset is None else "%d-%d" % (s.first_offset,
-                                                                        s.last_offset),
+                          "-" if s.first_offset is None or s.last_offset is None
+                          else "%d-%d" % (s.first_offset, s.last_offset),
                           str(s.records), human_bytes(s.size), _iso(s.first_ts),
                           _iso(s.largest_ts),
                           ("[red]%s[/red]" % ("would be deleted" if dry_run else "deleted"))
@@ -226,8 +229,10 @@ def _tables(plans, dry_run):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @click.pass_context
-def retain(ctx, paths, retention_ms, retention_bytes, log_start_offset, now, high_watermark,
-           roll_active, file_delete_delay_ms, dry_run, fmt):
+def retain(ctx: click.Context, paths: Tuple[str, ...], retention_ms: Optional[int],
+           retention_bytes: Optional[int], log_start_offset: Optional[int], now: Optional[int],
+           high_watermark: Optional[int], roll_active: bool, file_delete_delay_ms: int,
+           dry_run: bool, fmt: str) -> None:
     """Delete expired segments of partitions as a broker's retention does.
 
     PATHS are partition directories or log directories. The high watermark bounds every

@@ -7,6 +7,8 @@ import importlib.util
 import json
 import os
 import sys
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NoReturn, Sequence, Tuple,
+                    TypeVar)
 
 import click
 
@@ -14,8 +16,13 @@ from ..errors import EXIT_INVALID, EXIT_OK, KafkalogError, UsageError
 from .. import jsonvocab
 from .errors import fail
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-def _spark_options(f):
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _spark_options(f: F) -> F:
     f = click.option("--verbose", is_flag=True,
                      help="Show Spark's own warnings (by default only its errors).")(f)
     f = click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
@@ -25,7 +32,7 @@ def _spark_options(f):
     return f
 
 
-def _conf(pairs):
+def _conf(pairs: Iterable[str]) -> List[Tuple[str, str]]:
     out = []
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -35,7 +42,7 @@ def _conf(pairs):
     return out
 
 
-def _need_pyspark():
+def _need_pyspark() -> None:
     try:
         found = importlib.util.find_spec("pyspark") is not None
         if found:
@@ -47,13 +54,14 @@ def _need_pyspark():
                         "pip install 'kafkalog[spark]'"))
 
 
-def _check_path(path):
+def _check_path(path: str) -> str:
     if not os.path.exists(path):
         fail(FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path))
     return os.path.abspath(path)
 
 
-def _session(master, conf, app, verbose):
+def _session(master: str, conf: Sequence[Tuple[str, str]], app: str,
+             verbose: bool) -> SparkSession:
     """The Spark session, or one line on stderr and exit 2 (a master URL Spark does not take,
     a master that cannot be reached, a JVM or cluster that would not start)."""
     from ..spark import jobs
@@ -63,7 +71,7 @@ def _session(master, conf, app, verbose):
         fail(e)
 
 
-def _job_failed(what, error):
+def _job_failed(what: str, error: BaseException) -> NoReturn:
     """Stop at a failed Spark job: Spark reports analysis and job errors as Java exceptions
     of many lines, of which the first says what went wrong; a task's Python worker that
     failed, by its traceback, whose exception line says why (a worker whose Python cannot
@@ -97,8 +105,9 @@ def _job_failed(what, error):
 @click.option("--skip-invalid", is_flag=True,
               help="Leave invalid data out without a word; exit 0.")
 @_spark_options
-def export(path, output, output_format, partition_by, mode, options, include_invalid,
-           skip_invalid, master, spark_conf, verbose):
+def export(path: str, output: str, output_format: str, partition_by: str, mode: str,
+           options: Tuple[str, ...], include_invalid: bool, skip_invalid: bool, master: str,
+           spark_conf: Tuple[str, ...], verbose: bool) -> None:
     """Export the records of a log directory, partition directory or segment to Parquet, JSON
     Lines or CSV, with Spark (local by default; any cluster with --master).
 
@@ -144,15 +153,15 @@ def export(path, output, output_format, partition_by, mode, options, include_inv
     sys.exit(EXIT_INVALID)
 
 
-def _partition_name(topic, partition):
+def _partition_name(topic: str, partition: int) -> str:
     return topic if partition == -1 else "%s-%d" % (topic, partition)
 
 
-def _offsets(r):
+def _offsets(r: Dict[str, Any]) -> str:
     return "-" if r["first_offset"] is None else "%d-%d" % (r["first_offset"], r["last_offset"])
 
 
-def _table(rows):
+def _table(rows: Sequence[Dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
     table = Table(title="kafkalog scan")
@@ -167,7 +176,7 @@ def _table(rows):
     Console().print(table)
 
 
-def _scan_json(r):
+def _scan_json(r: Dict[str, Any]) -> Dict[str, Any]:
     """A partition's totals in the JSON vocabulary (README, "JSON output"), as describe's:
     sizeBytes, the problems counted (each is also a line on stderr)."""
     unnamed = r["partition"] == -1  # a directory not named <topic>-<n>
@@ -187,7 +196,8 @@ def _scan_json(r):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @_spark_options
-def scan(path, topics, fmt, master, spark_conf, verbose):
+def scan(path: str, topics: str, fmt: str, master: str, spark_conf: Tuple[str, ...],
+         verbose: bool) -> None:
     """Check every segment under PATH with Spark tasks and sum up each partition: segments,
     batches, records, bytes, offset and time ranges, codecs, invalid batches and bytes.
     Exit status: 0 all valid, 1 anything invalid, 2 errors."""

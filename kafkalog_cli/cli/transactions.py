@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
@@ -13,8 +14,8 @@ from ..log.files import printable_name
 from ..log.names import topic_partition
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.read import Note
-from ..log.transactions import (ABORT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN, Transaction,
-                                transactions_of)
+from ..log.transactions import (ABORT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN,
+                                PartitionSummary, Transaction, transactions_of)
 from ..log.verify import TargetError
 from .. import jsonvocab
 from .errors import error_text, fail
@@ -22,8 +23,12 @@ from .numbers import java_int, java_long
 
 EXIT_OK, EXIT_HANGING, EXIT_USAGE = 0, 1, 2
 
+# A transaction's row of a partition's table: producer, epoch, first offset, end offset, state,
+# coordinator epoch, records, .txnindex, age ms, LSO lag
+Row = Tuple[str, str, str, str, str, str, str, str, str, str]
 
-def _txn_json(directory, t):
+
+def _txn_json(directory: str, t: Transaction) -> Dict[str, Any]:
     topic, partition = topic_partition(t.directory)
     return {"type": "transaction", "topic": topic, "partition": partition,
             "directory": directory, "producerId": t.producer_id,
@@ -37,7 +42,7 @@ def _txn_json(directory, t):
             "hanging": t.hanging}
 
 
-def _partition_json(directory, p):
+def _partition_json(directory: str, p: PartitionSummary) -> Dict[str, Any]:
     topic, partition = topic_partition(p.directory)
     return {"type": "partition", "topic": topic, "partition": partition,
             "directory": directory, "transactions": p.transactions,
@@ -49,37 +54,41 @@ def _partition_json(directory, p):
             "hangingAfterMs": p.hanging_after_ms, "problems": p.problems}
 
 
-def _index_text(t):
+# The offsets and epochs a transaction's state sets (its marker's, an open one's lag) are
+# Optional fields of Transaction: "%s" prints them, ints, as "%d" would.
+
+
+def _index_text(t: Transaction) -> str:
     if t.state != ABORT or t.empty:
         return ""
     if t.in_txn_index is None:
         return "; %s" % t.txn_index_problem
     if not t.in_txn_index:
-        return "; MISSING from the .txnindex of segment %d" % t.segment
+        return "; MISSING from the .txnindex of segment %s" % t.segment
     return "; in the .txnindex" + (" (%s)" % t.txn_index_problem if t.txn_index_problem else "")
 
 
-def _txn_text(t):
+def _txn_text(t: Transaction) -> str:
     who = "producer %d epoch %d" % (t.producer_id, t.producer_epoch)
     if t.empty:
-        return ("%s: %s marker at offset %d (coordinator epoch %d) with no open transaction "
+        return ("%s: %s marker at offset %s (coordinator epoch %s) with no open transaction "
                 "(empty, or its data is gone from the log)"
                 % (who, t.marker, t.end_offset, t.coordinator_epoch))
     size = "%d record%s in %d batch%s" % (t.records, "" if t.records == 1 else "s", t.batches,
                                          "" if t.batches == 1 else "es")
     if t.state == OPEN:
         age = "age unknown" if t.age_ms is None else "age %d ms" % t.age_ms
-        return ("%s: OPEN from offset %d (%s), %s, holds the last stable offset back by %d "
+        return ("%s: OPEN from offset %s (%s), %s, holds the last stable offset back by %s "
                 "offsets%s" % (who, t.first_offset, size, age, t.lso_lag,
                                ": HANGING" if t.hanging else ""))
-    bumped = (", ended at epoch %d: the coordinator bumped the producer's epoch (a fenced "
+    bumped = (", ended at epoch %s: the coordinator bumped the producer's epoch (a fenced "
               "producer, or transactions V2)" % t.marker_epoch if t.epoch_bumped else "")
-    return ("%s: offsets %d-%d %s (coordinator epoch %d%s), %s%s"
+    return ("%s: offsets %s-%s %s (coordinator epoch %s%s), %s%s"
             % (who, t.first_offset, t.end_offset, t.state, t.coordinator_epoch, bumped, size,
                _index_text(t)))
 
 
-def _summary_text(p):
+def _summary_text(p: PartitionSummary) -> str:
     missing = p.missing_from_txn_index
     reference = ("--now" if p.reference_source == NOW_GIVEN else "the newest timestamp %s"
                  % ("-" if p.newest_timestamp is None else p.newest_timestamp))
@@ -91,8 +100,8 @@ def _summary_text(p):
                p.last_stable_offset, p.lso_lag))
 
 
-def _row(t):
-    state = t.state + (" (bumped to %d)" % t.marker_epoch if t.epoch_bumped else "")
+def _row(t: Transaction) -> Row:
+    state = t.state + (" (bumped to %s)" % t.marker_epoch if t.epoch_bumped else "")
     if t.hanging:
         state = "OPEN: [red]HANGING[/red]"
     index = ""
@@ -106,7 +115,7 @@ def _row(t):
             "" if t.lso_lag is None else str(t.lso_lag))
 
 
-def _table(directory, summary, rows):
+def _table(directory: str, summary: PartitionSummary, rows: Sequence[Row]) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -123,14 +132,14 @@ class _Output:
     """Renders the library's stream: a line per transaction and per partition (text or JSON),
     or, on a terminal, a table per partition."""
 
-    def __init__(self, fmt):
+    def __init__(self, fmt: str) -> None:
         self.fmt = fmt
         self.table = fmt == "text" and sys.stdout.isatty()
-        self.rows = []
+        self.rows: List[Row] = []
         self.totals = {"partitions": 0, "transactions": 0, "committed": 0, "aborted": 0,
                        "open": 0, "hanging": 0, "problems": 0}
 
-    def transaction(self, t):
+    def transaction(self, t: Transaction) -> None:
         directory = printable_name(t.directory)
         if self.fmt == "json":
             click.echo(json.dumps(_txn_json(directory, t)))
@@ -139,7 +148,7 @@ class _Output:
         else:
             click.echo("%s: %s" % (directory, _txn_text(t)))
 
-    def partition(self, p):
+    def partition(self, p: PartitionSummary) -> None:
         directory = printable_name(p.directory)
         totals = self.totals
         totals["partitions"] += 1
@@ -169,7 +178,8 @@ class _Output:
               help="json: JSON Lines on stdout (a line per transaction, one per partition).")
 @click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when reading batches.")
-def transactions(paths, now, hanging_after_ms, fmt, max_message_size):
+def transactions(paths: Tuple[str, ...], now: Optional[int], hanging_after_ms: int, fmt: str,
+                 max_message_size: int) -> None:
     """List the transactions of partitions and find the hanging ones.
 
     PATHS are partition directories, .log files (their partition) or log directories (every

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import List, Sequence, Tuple
 
 import click
 
 from ..log.files import printable_name
+from ..log.index_check import FileReport
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.verify import TargetError, UnknownFile, verify_target
 from .. import jsonvocab
@@ -17,11 +19,11 @@ from .numbers import java_int
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
-def _error(path, e):
+def _error(path: str, e: BaseException) -> None:
     click.echo("kafkalog: " + error_text(e, path), err=True)
 
 
-def _file_lines(r, fmt):
+def _file_lines(r: FileReport, fmt: str) -> List[str]:
     """A file's lines, problems then notes (then, in JSON, the file's own line)."""
     name = printable_name(r.path)
     lines = []
@@ -39,7 +41,7 @@ def _file_lines(r, fmt):
     return lines
 
 
-def _summary_table(reports):
+def _summary_table(reports: Sequence[FileReport]) -> None:
     from rich.console import Console
     from rich.table import Table
     table = Table(title="kafkalog verify-index")
@@ -62,7 +64,8 @@ def _summary_table(reports):
               help="json: JSON Lines on stdout (problems, notes, a line per file).")
 @click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when reading batches.")
-def verify_index(paths, sanity_only, fmt, max_message_size):
+def verify_index(paths: Tuple[str, ...], sanity_only: bool, fmt: str,
+                 max_message_size: int) -> None:
     """Check .index, .timeindex and .txnindex files against their logs.
 
     PATHS are index or log files, partition directories or log directories. The offset index's
@@ -74,7 +77,7 @@ def verify_index(paths, sanity_only, fmt, max_message_size):
     found, 2 usage error or unreadable input.
     """
     status = EXIT_OK
-    reports = []
+    reports: List[FileReport] = []
     for target in paths:
         for item in verify_target(target, sanity_only, max_message_size):
             if isinstance(item, TargetError):

@@ -24,6 +24,8 @@ import importlib
 import mmap
 import struct
 import threading
+from types import ModuleType
+from typing import Dict, List, Optional, Tuple, Union
 
 from .errors import CorruptRecordError, LimitExceededError
 
@@ -46,11 +48,16 @@ _GZIP_FIRST_FEED = 1 << 10  # later members this much first, doubling: what zlib
 # input left at each member's end (unused_data) stays small, however many members follow
 _JOIN_MAX = 4 << 20  # outputs up to this size are joined from their pieces
 
+Bytes = Union[bytes, bytearray, memoryview]
+# Inflated bytes: bytes, or for a large output the anonymous mapping that holds it (slicing it
+# gives bytes, as for bytes).
+Inflated = Union[bytes, mmap.mmap]
 
-_LIBS: dict = {}
+
+_LIBS: Dict[str, ModuleType] = {}
 
 
-def _lib(name):
+def _lib(name: str) -> ModuleType:
     """Import a codec library on first use: most runs need one codec or none, and start-up
     time matters to a command run from cron and shell loops. Kept once imported (a batch
     costs a dictionary look-up, not an import)."""
@@ -60,7 +67,7 @@ def _lib(name):
     return module
 
 
-def _gzip_lib():
+def _gzip_lib() -> ModuleType:
     try:  # ISA-L inflates gzip about twice as fast as zlib; zlib is the fallback.
         return _lib("isal.isal_zlib")
     except ImportError:  # pragma: no cover - isal is a declared dependency
@@ -73,7 +80,7 @@ def codec_name(codec_id: int) -> str:
     return "unknown(%d)" % codec_id
 
 
-def _too_big(limit):
+def _too_big(limit: int) -> LimitExceededError:
     return LimitExceededError(
         "decompressed size exceeds the limit of %d bytes (see --max-message-size)" % limit)
 
@@ -89,21 +96,21 @@ class _Output:
 
     __slots__ = ("limit", "total", "pieces", "map")
 
-    def __init__(self, limit):
+    def __init__(self, limit: int) -> None:
         self.limit = limit
         self.total = 0
-        self.pieces = []
-        self.map = None
+        self.pieces: List[bytes] = []
+        self.map: Optional[mmap.mmap] = None
 
-    def room(self):
+    def room(self) -> int:
         return self.limit - self.total
 
-    def add(self, piece):
+    def add(self, piece: bytes) -> None:
         n = len(piece)
         if n > self.limit - self.total:
             raise _too_big(self.limit)
         if self.map is not None:
-            self._reserve(n)
+            self._reserve(self.map, n)
             self.map[self.total:self.total + n] = piece
             self.total += n
             return
@@ -112,19 +119,18 @@ class _Output:
         if self.total > _JOIN_MAX and hasattr(mmap.mmap, "resize"):
             self._spill()
 
-    def reserve_view(self, n):
+    def reserve_view(self, n: int) -> memoryview:
         """A writable view of the next ``n`` bytes of the output (in the mapping), which then
         count as written; for codecs that inflate into a buffer."""
         if n > self.limit - self.total:
             raise _too_big(self.limit)
-        if self.map is None:
-            self._spill(n)
-        self._reserve(n)
+        m = self.map if self.map is not None else self._spill(n)
+        self._reserve(m, n)
         start = self.total
         self.total += n
-        return memoryview(self.map)[start:start + n]
+        return memoryview(m)[start:start + n]
 
-    def _spill(self, extra=0):
+    def _spill(self, extra: int = 0) -> mmap.mmap:
         size = min(self.limit, max(2 * (self.total + extra), 4 * _JOIN_MAX))
         try:
             m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -139,13 +145,14 @@ class _Output:
             pos += len(piece)
             del piece
         self.map = m
+        return m
 
-    def _reserve(self, n):
+    def _reserve(self, m: mmap.mmap, n: int) -> None:
         need = self.total + n
-        if need > len(self.map):
-            self.map.resize(min(self.limit, max(need, 2 * len(self.map))))
+        if need > len(m):
+            m.resize(min(self.limit, max(need, 2 * len(m))))
 
-    def result(self):
+    def result(self) -> Inflated:
         if self.map is None:
             pieces = self.pieces
             if len(pieces) == 1:
@@ -163,11 +170,11 @@ _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 3747613
 _M32 = 0xFFFFFFFF
 
 
-def _rotl(x, r):
+def _rotl(x: int, r: int) -> int:
     return ((x << r) | (x >> (32 - r))) & _M32
 
 
-def xxh32(data, seed: int = 0) -> int:
+def xxh32(data: Bytes, seed: int = 0) -> int:
     """xxHash32 of ``data``; pure Python, meant for short inputs."""
     data = bytes(data)
     n = len(data)
@@ -205,7 +212,7 @@ def xxh32(data, seed: int = 0) -> int:
 
 # -- gzip ------------------------------------------------------------------------------------
 
-def inflate_gzip(data, limit):
+def inflate_gzip(data: Bytes, limit: int) -> Inflated:
     zlib_module = _gzip_lib()
     view = memoryview(data)
     end = len(view)
@@ -242,7 +249,7 @@ def inflate_gzip(data, limit):
 
 # -- snappy ----------------------------------------------------------------------------------
 
-def _snappy_raw_length(block):
+def _snappy_raw_length(block: bytes) -> int:
     """The uncompressed length stored in a raw snappy block's varint preamble."""
     result = 0
     shift = 0
@@ -255,7 +262,7 @@ def _snappy_raw_length(block):
     raise CorruptRecordError("corrupt snappy block: bad length preamble")
 
 
-def _xerial_chunks(data):
+def _xerial_chunks(data: bytes) -> List[Tuple[int, int]]:
     """(start, end) of each raw block of a xerial stream."""
     chunks = []
     pos = 16
@@ -275,7 +282,7 @@ def _xerial_chunks(data):
     return chunks
 
 
-def inflate_snappy(data, limit):
+def inflate_snappy(data: Bytes, limit: int) -> Inflated:
     data = bytes(data)  # cramjam reads bytes faster than a memoryview
     if len(data) < 16 or data[:8] != _XERIAL_MAGIC:
         if not data:
@@ -317,7 +324,7 @@ def inflate_snappy(data, limit):
 
 # -- lz4 -------------------------------------------------------------------------------------
 
-def inflate_lz4(data, limit, magic=2):
+def inflate_lz4(data: Bytes, limit: int, magic: int = 2) -> Inflated:
     data = bytes(data)
     end = len(data)
     if end < 7 or data[:4] != _LZ4_MAGIC:
@@ -374,7 +381,7 @@ def inflate_lz4(data, limit, magic=2):
     return out.result()
 
 
-def _lz4_block(block, stored: int, max_block: int):
+def _lz4_block(block: bytes, stored: int, max_block: int) -> bytes:
     """An LZ4 frame's data block: as it is when stored uncompressed (the size's high bit),
     else inflated (at most ``max_block`` bytes)."""
     if stored:
@@ -385,10 +392,10 @@ def _lz4_block(block, stored: int, max_block: int):
         raise CorruptRecordError("corrupt lz4 block: %s" % e) from None
 
 
-_LZ4_HC: dict = {}
+_LZ4_HC: Dict[bytes, int] = {}
 
 
-def _lz4_header_checksum(descriptor):
+def _lz4_header_checksum(descriptor: Bytes) -> int:
     """The header checksum byte an LZ4 frame descriptor (FLG, BD and an optional content size)
     must carry: the second byte of its xxHash32. Frames of one producer repeat a few
     descriptors: each is hashed once (a few hundred kept)."""
@@ -407,11 +414,11 @@ class _Zstd:
     """One decompression context, reused for every batch (2-3x faster than a new one each
     time)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._zstandard = _lib("zstandard")
         self._dctx = self._zstandard.ZstdDecompressor(max_window_size=_ZSTD_MAX_WINDOW)
 
-    def inflate(self, data, limit):
+    def inflate(self, data: Bytes, limit: int) -> Inflated:
         zstandard = self._zstandard
         # A frame's window is memory the decoder reserves before any output: what zstd-jni
         # accepts is accepted (only the part written to becomes resident), no more.
@@ -463,7 +470,7 @@ _ZSTD_FCS_SIZES = (0, 2, 4, 8)
 _ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)
 
 
-def _zstd_frames_problem(data):
+def _zstd_frames_problem(data: Bytes) -> Optional[str]:
     """Why ``data`` is not a run of whole zstd frames (RFC 8878), or None.
 
     The decoder stops quietly where its input ends, even inside a frame; zstd-jni, which Kafka
@@ -519,7 +526,7 @@ _ZSTD_CONTEXTS = threading.local()
 class Inflater:
     """Decompresses record data for any codec, within a byte limit per call."""
 
-    def inflate(self, codec, data, limit, magic=2):
+    def inflate(self, codec: int, data: Bytes, limit: int, magic: int = 2) -> Inflated:
         if codec == GZIP:
             return inflate_gzip(data, limit)
         if codec == SNAPPY:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 
-if os.environ.get("KAFKALOG_PURE_PYTHON"):
-    from crc32c import crc32c
-else:
+if not os.environ.get("KAFKALOG_PURE_PYTHON"):
     try:
         from ._crc32c import crc32c
     except ImportError:  # not built (no compiler at install time)
         from crc32c import crc32c
+else:
+    from crc32c import crc32c
 
 __all__ = ["crc32c"]

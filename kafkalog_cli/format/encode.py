@@ -7,6 +7,7 @@ import operator
 import os
 import struct
 import zlib
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from .crc import crc32c
 
@@ -22,26 +23,30 @@ _LZ4_BLOCK = 64 * 1024
 _CRC = struct.Struct(">I")
 _TIMESTAMP = operator.attrgetter("timestamp")
 
-_encode_records = None
+Headers = Sequence[Tuple[str, Optional[bytes]]]
+
+_encode_records: Optional[Callable[[Sequence[Record], int], Optional[bytes]]] = None
 if not os.environ.get("KAFKALOG_PURE_PYTHON"):
     try:  # the C mirror of encode_v2_records (format/_speedups.c)
-        from ._speedups import encode_records as _encode_records
+        from . import _speedups
     except ImportError:
         pass
+    else:
+        _encode_records = _speedups.encode_records
 
 
-def _varint_cache():
+def _varint_cache() -> List[bytes]:
     return [encode_varint(i) for i in range(-1, 128)]
 
 
 _SMALL = _varint_cache()  # encode_varint(n) for -1 <= n < 128, the common lengths and deltas
 
 
-def _varint(n):
+def _varint(n: int) -> bytes:
     return _SMALL[n + 1] if -1 <= n < 128 else encode_varint(n)
 
 
-def compress(codec, data, magic=2):
+def compress(codec: int, data: bytes, magic: int = 2) -> bytes:
     """Compress a records area (v2) or an inner message set (legacy) with ``codec``, in the
     framing Kafka's Java clients write (for magic 0 LZ4, with its historical header checksum)."""
     if codec == codecs.GZIP:
@@ -77,19 +82,20 @@ class Record:
 
     __slots__ = ("key", "value", "timestamp", "headers")
 
-    def __init__(self, key, value, timestamp, headers=()):
+    def __init__(self, key: Optional[bytes], value: Optional[bytes], timestamp: int,
+                 headers: Headers = ()) -> None:
         self.key = key
         self.value = value
         self.timestamp = timestamp
         self.headers = headers
 
-    def size_estimate(self):
+    def size_estimate(self) -> int:
         return ((len(self.key) if self.key is not None else 0)
                 + (len(self.value) if self.value is not None else 0)
                 + sum(len(k) + (len(v) if v is not None else 0) for k, v in self.headers) + 21)
 
 
-def _v2_record(rec, offset_delta, base_timestamp):
+def _v2_record(rec: Record, offset_delta: int, base_timestamp: int) -> bytes:
     body = [b"\x00", encode_varint(rec.timestamp - base_timestamp), _varint(offset_delta)]
     for field in (rec.key, rec.value):
         if field is None:
@@ -111,16 +117,18 @@ def _v2_record(rec, offset_delta, base_timestamp):
     return _varint(len(data)) + data
 
 
-def encode_v2_records(records, base_timestamp):
+def encode_v2_records(records: Iterable[Record], base_timestamp: int) -> bytes:
     """The records area of a v2 batch of ``records`` (offset deltas 0, 1, ...; timestamp deltas
     from ``base_timestamp``). ``_speedups.encode_records`` is its C mirror (None where a
     record is not plainly made of bytes, None, ints and (str, bytes or None) headers)."""
     return b"".join(_v2_record(r, i, base_timestamp) for i, r in enumerate(records))
 
 
-def encode_v2_batch(records, base_offset, codec=codecs.NONE, timestamp_type=0,
-                    log_append_time=None, producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                    transactional=False, control=False, partition_leader_epoch=-1):
+def encode_v2_batch(records: Sequence[Record], base_offset: int, codec: int = codecs.NONE,
+                    timestamp_type: int = 0, log_append_time: Optional[int] = None,
+                    producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                    transactional: bool = False, control: bool = False,
+                    partition_leader_epoch: int = -1) -> bytes:
     """One v2 record batch holding ``records`` at offsets base_offset, base_offset+1, ...
 
     baseTimestamp is the first record's timestamp; maxTimestamp the largest, or
@@ -138,10 +146,12 @@ def encode_v2_batch(records, base_offset, codec=codecs.NONE, timestamp_type=0,
                           transactional, control, partition_leader_epoch)
 
 
-def encode_v2_area(area, count, base_offset, base_ts, max_ts, codec=codecs.NONE,
-                   timestamp_type=0, log_append_time=None, producer_id=-1, producer_epoch=-1,
-                   base_sequence=-1, transactional=False, control=False,
-                   partition_leader_epoch=-1):
+def encode_v2_area(area: bytes, count: int, base_offset: int, base_ts: int, max_ts: int,
+                   codec: int = codecs.NONE, timestamp_type: int = 0,
+                   log_append_time: Optional[int] = None, producer_id: int = -1,
+                   producer_epoch: int = -1, base_sequence: int = -1,
+                   transactional: bool = False, control: bool = False,
+                   partition_leader_epoch: int = -1) -> bytes:
     """The v2 batch of ``count`` records whose uncompressed records area (the records one
     after another, as ``encode_lines`` or ``encode_v2_batch`` writes them) is ``area``:
     compressed with ``codec``, under its header and CRC. ``base_ts`` is the first record's
@@ -150,7 +160,7 @@ def encode_v2_area(area, count, base_offset, base_ts, max_ts, codec=codecs.NONE,
     attrs = codec
     if timestamp_type == LOG_APPEND_TIME:
         attrs |= ATTR_TIMESTAMP_TYPE
-        max_ts = log_append_time
+        max_ts = _append_time(log_append_time)
     if transactional:
         attrs |= ATTR_TRANSACTIONAL
     if control:
@@ -162,8 +172,16 @@ def encode_v2_area(area, count, base_offset, base_ts, max_ts, codec=codecs.NONE,
     return b"".join((header[:17], _CRC.pack(crc), header[21:], area))
 
 
-def encode_lines(data, pos, end, key, timestamp_delta, count, pending_bytes, batch_records,
-                 batch_bytes):
+def _append_time(log_append_time: Optional[int]) -> int:
+    """The broker's time a LogAppendTime batch carries, which its caller must give."""
+    if log_append_time is None:
+        raise ValueError("a LogAppendTime batch needs log_append_time")
+    return log_append_time
+
+
+def encode_lines(data: bytes, pos: int, end: int, key: Optional[bytes], timestamp_delta: int,
+                 count: int, pending_bytes: int, batch_records: int,
+                 batch_bytes: int) -> Tuple[bytes, int, int, int, bool]:
     """The v2 records of the lines of ``data[pos:end]`` (each line a value, ``key`` the key of
     all, bytes or None; a line ends at b"\n", which is dropped with a b"\r" before it; the last
     one may have no newline), appended to a batch being gathered that holds ``count`` records
@@ -178,7 +196,7 @@ def encode_lines(data, pos, end, key, timestamp_delta, count, pending_bytes, bat
     ``_speedups.encode_lines`` is the C mirror of this function."""
     if not 0 <= pos <= end <= len(data):
         raise ValueError("positions outside the data")
-    out = []
+    out: List[bytes] = []
     taken = 0
     fixed = (len(key) if key is not None else 0) + 21
     key_part = b"\x01" if key is None else encode_varint(len(key)) + key
@@ -210,8 +228,9 @@ def encode_lines(data, pos, end, key, timestamp_delta, count, pending_bytes, bat
     return b"".join(out), pos, taken, pending_bytes, full
 
 
-def encode_control_batch(marker, base_offset, producer_id, producer_epoch, coordinator_epoch,
-                         timestamp, partition_leader_epoch=-1):
+def encode_control_batch(marker: int, base_offset: int, producer_id: int, producer_epoch: int,
+                         coordinator_epoch: int, timestamp: int,
+                         partition_leader_epoch: int = -1) -> bytes:
     """A COMMIT or ABORT marker batch, as the broker writes one (78 bytes)."""
     if marker not in (ABORT, COMMIT):
         raise ValueError("marker must be ABORT or COMMIT")
@@ -221,7 +240,8 @@ def encode_control_batch(marker, base_offset, producer_id, producer_epoch, coord
                            partition_leader_epoch=partition_leader_epoch)
 
 
-def _legacy_message(offset, magic, attrs, timestamp, key, value):
+def _legacy_message(offset: int, magic: int, attrs: int, timestamp: int, key: Optional[bytes],
+                    value: Optional[bytes]) -> bytes:
     body = [struct.pack(">bb", magic, attrs)]
     if magic == 1:
         body.append(struct.pack(">q", timestamp))
@@ -235,8 +255,9 @@ def _legacy_message(offset, magic, attrs, timestamp, key, value):
     return struct.pack(">qiI", offset, len(data) + 4, zlib.crc32(data)) + data
 
 
-def encode_legacy(records, base_offset, magic, codec=codecs.NONE, timestamp_type=0,
-                  log_append_time=None):
+def encode_legacy(records: Sequence[Record], base_offset: int, magic: int,
+                  codec: int = codecs.NONE, timestamp_type: int = 0,
+                  log_append_time: Optional[int] = None) -> bytes:
     """Legacy messages (magic 0 or 1) at offsets base_offset, ...: one entry per record, or
     for a codec one wrapper message holding them (inner offsets absolute under magic 0,
     relative under magic 1; the wrapper's offset is the last one)."""
@@ -245,11 +266,12 @@ def encode_legacy(records, base_offset, magic, codec=codecs.NONE, timestamp_type
     if codec == codecs.ZSTD:
         raise ValueError("zstd needs message format v2")
     ts_attr = ATTR_TIMESTAMP_TYPE if magic == 1 and timestamp_type == LOG_APPEND_TIME else 0
+    append_ts = _append_time(log_append_time) if ts_attr else -1
 
-    def ts(r):
+    def ts(r: Record) -> int:
         if magic == 0:
             return -1
-        return log_append_time if ts_attr else r.timestamp
+        return append_ts if ts_attr else r.timestamp
 
     if codec == codecs.NONE:
         return b"".join(_legacy_message(base_offset + i, magic, ts_attr, ts(r), r.key, r.value)

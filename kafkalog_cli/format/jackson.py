@@ -20,12 +20,12 @@ from typing import Any, Callable
 __all__ = ["json_text", "java_double", "compact_json", "java_json", "ESCAPE", "WithDoubles"]
 
 
-class WithDoubles(dict):  # type: ignore[type-arg]
+class WithDoubles(dict):
     """The value of a message whose layout holds float64 fields: json_text writes its doubles
     as Java does."""
 
 
-ESCAPE: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
+ESCAPE: Callable[[str], str] = json.encoder.encode_basestring
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 compact_json: Callable[[Any], str] = _ENCODER.encode
 _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)

@@ -13,7 +13,7 @@ follows the length (``put0``'s growth before every put, ``sizeHint`` before ``ad
 
 from __future__ import annotations
 
-from typing import Dict, Generic, Hashable, Iterable, List, TypeVar
+from typing import Callable, Dict, Generic, Hashable, Iterable, List, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
@@ -78,7 +78,7 @@ class ScalaHashTable(Generic[K]):
         if target > self.length:
             self._grow(target)
 
-    def add_all(self, items: List[K], hash_of) -> None:
+    def add_all(self, items: List[K], hash_of: Callable[[K], int]) -> None:
         """HashSet.addAll (``++=``) of an immutable Set built from ``items`` (``toSet``): up to
         4 items it is a Set1..Set4, added one by one; more make an immutable.HashSet, whose
         elements are added without growth checks."""

@@ -41,9 +41,10 @@ __all__ = ["decode_metadata_record", "decode_metadata_record_text", "metadata_re
 _schemawalk: Any = None
 if not os.environ.get("KAFKALOG_PURE_PYTHON"):
     try:
-        from . import _schemawalk
+        from . import _schemawalk as _walker  # type: ignore[attr-defined]  # C, no stub
+        _schemawalk = _walker
     except ImportError:  # pragma: no cover - depends on the build
-        _schemawalk = None
+        pass
 
 
 # (apiKey << 8 | version) -> (reader, type name), for frames whose three varints are one byte

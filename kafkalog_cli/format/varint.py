@@ -5,10 +5,14 @@ The record decoder inlines the one-byte case; these functions take the rest.
 
 from __future__ import annotations
 
+from typing import Tuple, Union
+
 from .errors import CorruptRecordError
 
+Bytes = Union[bytes, bytearray, memoryview]
 
-def read_varint(buf, pos, end, max_bytes=5):
+
+def read_varint(buf: Bytes, pos: int, end: int, max_bytes: int = 5) -> Tuple[int, int]:
     """Decode a zigzag varint at ``pos``; return (value, next position).
 
     An int32 varint may use 5 bytes and a varlong 10, as Kafka allows; a longer one, or one that
@@ -32,11 +36,11 @@ def read_varint(buf, pos, end, max_bytes=5):
     raise CorruptRecordError("varint longer than %d bytes" % max_bytes)
 
 
-def read_varlong(buf, pos, end):
+def read_varlong(buf: Bytes, pos: int, end: int) -> Tuple[int, int]:
     return read_varint(buf, pos, end, 10)
 
 
-def read_uvarint(buf, pos, end):
+def read_uvarint(buf: Bytes, pos: int, end: int) -> Tuple[int, int]:
     """An unsigned varint (no zigzag), as used by Kafka's flexible message versions."""
     raw = 0
     shift = 0
@@ -52,7 +56,7 @@ def read_uvarint(buf, pos, end):
     raise CorruptRecordError("unsigned varint longer than 5 bytes")
 
 
-def encode_varint(value):
+def encode_varint(value: int) -> bytes:
     """Zigzag-encode ``value`` (int32 or int64 range) as bytes."""
     raw = (value << 1) ^ (value >> 63)
     raw &= 0xFFFFFFFFFFFFFFFF

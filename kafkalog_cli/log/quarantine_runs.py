@@ -274,7 +274,7 @@ class RestoreStep:
 
     __slots__ = ("kind", "name", "entry", "at", "size")
 
-    def __init__(self, kind: str, name: str, entry: Optional[RunEntry] = None, at: int = 0,
+    def __init__(self, kind: str, name: str, entry: RunEntry, at: int = 0,
                  size: int = 0) -> None:
         self.kind = kind
         self.name = name

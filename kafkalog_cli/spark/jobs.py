@@ -1,5 +1,7 @@
 """Spark sessions and the jobs behind `kafkalog export` and `kafkalog scan`."""
 
+from __future__ import annotations
+
 import atexit
 import os
 import re
@@ -10,13 +12,21 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, NamedTuple,
+                    Optional, Sequence, Tuple)
 
 from ..errors import KafkalogError, UsageError
 from ..log.files import os_error_text
 from ..log.summary import summarize_segment
 from . import register
 from .source import Options, Problem, SegmentSlice, partition_logs, slices
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from py4j.java_gateway import JavaGateway
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+    from pyspark.status import StatusTracker
 
 
 # The master URLs Spark takes (SparkContext.createTaskScheduler and the cluster managers)
@@ -74,11 +84,17 @@ def _log4j2_file(verbose: bool) -> str:
         # Without --verbose nothing: a failure is said in one line by the command itself (a
         # failed task's Java and Python stack traces would come first otherwise).
         f.write(LOG4J2 % {"level": "warn" if verbose else "off"})
-    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+
+    def remove() -> None:
+        if os.path.exists(path):
+            os.unlink(path)
+
+    atexit.register(remove)
     return path
 
 
-def session(master="local[*]", conf=(), app="kafkalog", verbose=False):
+def session(master: str = "local[*]", conf: Sequence[Tuple[str, str]] = (),
+            app: str = "kafkalog", verbose: bool = False) -> SparkSession:
     """A Spark session with the kafkalog data source registered, its Python workers running
     the interpreter the user chose (``spark.pyspark.python`` in ``conf``, else the environment's
     PYSPARK_PYTHON) or else this very one (a virtual environment included, which has
@@ -139,7 +155,7 @@ class _JvmStderr:
         threading.Thread(target=self._pump, daemon=True,
                          name="kafkalog-jvm-stderr").start()
 
-    def launch(self, spark_conf):
+    def launch(self, spark_conf: SparkConf) -> JavaGateway:
         """The py4j gateway of a new driver JVM whose stderr is this pipe."""
         from pyspark.java_gateway import launch_gateway
         try:
@@ -174,28 +190,31 @@ class Progress:
     until the first stage runs (the session given later with ``attach``), then the tasks done
     out of the running stages' own count; a stage that ended stays at its final count."""
 
-    def __init__(self, enabled, spark=None):
+    def __init__(self, enabled: bool, spark: Optional[SparkSession] = None) -> None:
         self.spark = spark
         self.enabled = enabled
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: Optional[threading.Thread] = None
         self._complete = False
 
-    def attach(self, spark):
+    def attach(self, spark: SparkSession) -> SparkSession:
         """The session whose stages to show (started after the bar)."""
         self.spark = spark
         return spark
 
-    def __enter__(self):
+    def __enter__(self) -> Progress:
         if self.enabled:
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
         return self
 
-    def _counts(self, tracker, seen):
+    def _counts(self, tracker: Optional[StatusTracker],
+                seen: List[int]) -> Optional[Tuple[str, int, int]]:
         """(description, done, total) of the running stages, else of those last seen (which
         ended: their final counts), else None before any."""
-        active = sorted(tracker.getActiveStageIds()) if tracker is not None else []
+        if tracker is None:  # no session yet
+            return None
+        active = sorted(tracker.getActiveStageIds())
         if active:
             seen[:] = active
         done = total = 0
@@ -208,13 +227,13 @@ class Progress:
             return None
         return "stage %s" % ",".join(map(str, seen)), done, total
 
-    def _run(self):
+    def _run(self) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, Progress as Bar, ProgressColumn, TextColumn
+        from rich.progress import BarColumn, Progress as Bar, ProgressColumn, Task, TextColumn
         from rich.text import Text
 
         class Tasks(ProgressColumn):
-            def render(self, task):
+            def render(self, task: Task) -> Text:
                 if task.total is None:
                     return Text("")
                 return Text("%d/%d tasks" % (task.completed, task.total))
@@ -240,13 +259,13 @@ class Progress:
                     break
                 self._stop.wait(0.2)
 
-    def finish(self):
+    def finish(self) -> None:
         """The job succeeded: the bar's last look, while the session still runs, ends at the
         stages' full count (Spark's status store may not have counted the last tasks yet)."""
         self._complete = True
         self.__exit__()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -269,8 +288,9 @@ class ExportResult(NamedTuple):
         return sum(p.size or 0 for *_, p in self.problems)
 
 
-def export(spark, path, output, fmt, partition_by=(), mode="errorifexists",
-           options=None) -> ExportResult:
+def export(spark: SparkSession, path: str, output: str, fmt: str,
+           partition_by: Sequence[str] = (), mode: str = "errorifexists",
+           options: Optional[Mapping[str, str]] = None) -> ExportResult:
     """Write the records under ``path`` to ``output`` as parquet, json or csv; the invalid data
     met on the way comes back in the result (as `kafkalog scan` counts it), whether or not it
     was written as rows (includeInvalid).
@@ -289,7 +309,7 @@ def export(spark, path, output, fmt, partition_by=(), mode="errorifexists",
     return _export_text(spark, path, output, fmt, list(partition_by), mode, options or {})
 
 
-def _prepare_output(output, mode):
+def _prepare_output(output: str, mode: str) -> None:
     if os.path.exists(output):
         if mode == "errorifexists":
             raise FileExistsError("%s already exists (--mode overwrite or append)" % output)
@@ -298,19 +318,22 @@ def _prepare_output(output, mode):
     os.makedirs(output, exist_ok=True)
 
 
-def _export_parquet(spark, path, output, partition_by, mode, options):
+def _export_parquet(spark: SparkSession, path: str, output: str, partition_by: Sequence[str],
+                    mode: str, options: Mapping[str, str]) -> ExportResult:
     return _export_tasks(spark, path, output, mode, options,
                   lambda task, opts, run: write_parquet_slice(task, output, partition_by, opts,
                                                               run))
 
 
-def _export_text(spark, path, output, fmt, partition_by, mode, options):
+def _export_text(spark: SparkSession, path: str, output: str, fmt: str,
+                 partition_by: Sequence[str], mode: str,
+                 options: Mapping[str, str]) -> ExportResult:
     return _export_tasks(spark, path, output, mode, options,
                   lambda task, opts, run: write_text_slice(task, output, fmt, partition_by, opts,
                                                            run))
 
 
-def cores(spark, settle_s: float = 2.0) -> int:
+def cores(spark: SparkSession, settle_s: float = 2.0) -> int:
     """Spark's defaultParallelism once the cluster's executors have registered. On a cluster
     Spark counts the cores of the executors registered so far (CoarseGrainedSchedulerBackend:
     at least 2), and right after the session starts there may be none yet: slices cut then
@@ -320,7 +343,7 @@ def cores(spark, settle_s: float = 2.0) -> int:
     spark.default.parallelism is set (Spark then takes it as it is)."""
     sc = spark.sparkContext
     conf = sc.getConf()
-    if sc.master.startswith("local") or conf.contains("spark.default.parallelism"):
+    if (sc.master or "").startswith("local") or conf.contains("spark.default.parallelism"):
         return sc.defaultParallelism
     jsc = sc._jsc.sc()
     limit = jsc.conf().getTimeAsSeconds("spark.scheduler.maxRegisteredResourcesWaitingTime", "30s")
@@ -336,7 +359,12 @@ def cores(spark, settle_s: float = 2.0) -> int:
     return sc.defaultParallelism
 
 
-def _export_tasks(spark, path, output, mode, options, write):
+# One export task: (its number, its slice), the options, the run's id -> what it wrote
+WriteSlice = Callable[[Tuple[int, SegmentSlice], Options, str], "SliceResult"]
+
+
+def _export_tasks(spark: SparkSession, path: str, output: str, mode: str,
+                  options: Mapping[str, str], write: WriteSlice) -> ExportResult:
     if not any(k.lower() == "minpartitions" for k in options):
         # a slice for every core (unless maxBytesPerPartition is given)
         options = dict(options, minPartitions=str(cores(spark)))
@@ -375,7 +403,7 @@ CSV_COLUMNS = [name for name, _ in EXPORT_COLUMNS[:8]] + ["keyEncoding", "value"
     [name for name, _ in EXPORT_COLUMNS[9:]]
 
 
-def export_rows(batch) -> Iterator[Dict[str, Any]]:
+def export_rows(batch: pa.RecordBatch) -> Iterator[Dict[str, Any]]:
     """The rows of one Arrow batch of the data source as dump's record objects."""
     import pyarrow as pa
     from ..jsonvocab import bytes_json, headers_json
@@ -469,7 +497,7 @@ def write_parquet_slice(task: "tuple[int, SegmentSlice]", output: str,
     number, piece = task
     schema = _arrow_schema()
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
-    writers = {}
+    writers: Dict[tuple, Any] = {}
     rows = 0
     problems: List[Problem] = []
     try:
@@ -505,7 +533,7 @@ class ScanResult(NamedTuple):
     invalid: bool
 
 
-def scan(spark, path: str, topics: Optional[Sequence[str]] = None) -> ScanResult:
+def scan(spark: SparkSession, path: str, topics: Optional[Sequence[str]] = None) -> ScanResult:
     """Every segment under ``path`` checked and summed up by Spark tasks
     (log.summary.summarize_segment), then totalled per partition on the driver."""
     parts = partition_logs(path, topics or ())

@@ -22,17 +22,21 @@ records whose timestamp is at most it. A record without a timestamp (v0) is outs
 bound.
 """
 
+from __future__ import annotations
+
 import array
 import bisect
 import itertools
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
+                    Sequence, Set, Tuple)
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..format.errors import CorruptRecordError, LimitExceededError
-from ..format.records import NO_TIMESTAMP_TYPE, Records
+from ..format.records import NO_TIMESTAMP_TYPE, Batch, Records
+from ..format.scan import InvalidBytes
 from ..log import names
 from ..log.files import FileFormatError, NoSegmentsError, printable_name
 from ..log.logdir import partitions_of
@@ -41,6 +45,9 @@ from ..log.read import (NOT_DECODED, RECORDS, BatchProblem, BatchRead, BytesProb
                         SegmentReader, offset_for_time)
 from ..log.seek import Seek
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int, "
@@ -51,6 +58,11 @@ DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # spark.sql.files.maxPartit
 OPEN_COST_BYTES = 4 * 1024 * 1024  # spark.sql.files.openCostInBytes: a file's cost to open
 ROWS_PER_ARROW_BATCH = 65536
 BYTES_PER_ARROW_BATCH = 256 * 1024 * 1024  # well below the 2 GiB a binary column can hold
+
+# The columns of a row that are constant per batch, in the order of _BATCH_FIELD_NAMES (None
+# where a row stands for bytes that are no batch)
+BatchFields = Tuple[str, int, str, int, Optional[int], Optional[str], Optional[int],
+                    Optional[bool], Optional[bool], bool, Optional[int]]
 
 
 def _bool(value: Any) -> bool:
@@ -205,23 +217,30 @@ class _Columns:
     """The rows being built, column by column (whole batches at a time, no per-row Python
     objects), turned into an Arrow record batch."""
 
-    def __init__(self):
-        self.keys, self.values, self.offsets, self.timestamps = [], [], [], []
-        self.header_counts, self.header_keys, self.header_values = [], [], []
-        self.runs = []  # (row count, per-batch fields): the columns that are constant per batch
+    def __init__(self) -> None:
+        self.keys: List[Optional[bytes]] = []
+        self.values: List[Optional[bytes]] = []
+        self.offsets: List[Optional[int]] = []
+        self.timestamps: List[int] = []
+        self.header_counts: List[int] = []
+        self.header_keys: List[str] = []
+        self.header_values: List[Optional[bytes]] = []
+        # (row count, per-batch fields): the columns that are constant per batch
+        self.runs: List[Tuple[int, BatchFields]] = []
         self.rows = 0
         self.data_bytes = 0
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.rows
 
     @staticmethod
-    def batch_fields(topic, partition, segment, b, valid):
+    def batch_fields(topic: str, partition: int, segment: str, b: Batch,
+                     valid: bool) -> BatchFields:
         return (topic, partition, segment, b.position, b.magic, b.codec_name, b.producer_id,
                 b.is_transactional, b.is_control, valid,
                 b.timestamp_type if b.timestamp_type != NO_TIMESTAMP_TYPE else -1)
 
-    def add_records(self, fields, recs: Records):
+    def add_records(self, fields: BatchFields, recs: Records) -> None:
         n = len(recs)
         if not n:
             return
@@ -241,7 +260,7 @@ class _Columns:
         self.rows += n
         self.data_bytes += sum(map(len, filter(None, recs.values)))
 
-    def add_invalid(self, fields, offset):
+    def add_invalid(self, fields: BatchFields, offset: Optional[int]) -> None:
         self.keys.append(None)
         self.values.append(None)
         self.offsets.append(offset)
@@ -250,7 +269,7 @@ class _Columns:
         self.runs.append((1, fields))
         self.rows += 1
 
-    def to_arrow(self, schema):
+    def to_arrow(self, schema: pa.Schema) -> pa.RecordBatch:
         import pyarrow as pa
         import pyarrow.compute as pc
         ts = pa.array(self.timestamps, pa.int64())
@@ -272,32 +291,32 @@ class _Columns:
         return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
-def _binary_array(values):
+def _binary_array(values: List[Optional[bytes]]) -> pa.Array:
     """An Arrow binary array of bytes-or-None values, built from one joined buffer and its
     offsets: several times faster than pa.array() on a list of bytes objects."""
     import pyarrow as pa
     bitmap = None
     if None in values:
         bitmap = pa.array([v is not None for v in values], pa.bool_()).buffers()[1]
-        values = [b"" if v is None else v for v in values]
+    data = [b"" if v is None else v for v in values]
     offsets = array.array("i", [0])
-    offsets.extend(itertools.accumulate(map(len, values)))
-    return pa.Array.from_buffers(pa.binary(), len(values),
-                                 [bitmap, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+    offsets.extend(itertools.accumulate(map(len, data)))
+    return pa.Array.from_buffers(pa.binary(), len(data),
+                                 [bitmap, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
 
 
 _BATCH_FIELD_NAMES = ("topic", "partition", "segment", "batchPosition", "magic", "codec",
                       "producerId", "isTransactional", "isControl", "isValid", "timestampType")
 
 
-def _accumulate(counts):
+def _accumulate(counts: Iterable[int]) -> Iterator[int]:
     total = 0
     for c in counts:
         total += c
         yield total
 
 
-def _arrow_schema():
+def _arrow_schema() -> pa.Schema:
     import pyarrow as pa
     header = pa.struct([("key", pa.string()), ("value", pa.binary())])
     return pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
@@ -332,16 +351,16 @@ def read_slice(part: SegmentSlice, options: Options,
     topic, partition = part.topic, part.partition
     segment = os.path.basename(part.path)
     include_invalid = options.include_invalid
-    said = set()  # the positions of the batches already in problems
+    said: Set[int] = set()  # the positions of the batches already in problems
 
-    def problem(batch, message):
+    def problem(batch: Batch, message: str) -> None:
         if problems is not None and batch.position not in said:
             said.add(batch.position)
             problems.append(Problem(batch.position, None, "batch at %d: %s"
                                     % (batch.position, message)))
 
     cols = _Columns()
-    fields = None
+    fields: Optional[BatchFields] = None
     with LogFile(part.path, options.max_message_size) as log:
         reader = SegmentReader(log, seek=seek, records=True, start=part.start, stop=part.end,
                                valid_only=True, skip_control=not options.include_control)
@@ -349,7 +368,7 @@ def read_slice(part: SegmentSlice, options: Options,
             if isinstance(event, BatchRead):
                 batch = event.batch
                 if event.records is not None:
-                    if event.first:
+                    if event.first or fields is None:
                         fields = cols.batch_fields(topic, partition, segment, batch, True)
                     cols.add_records(fields, event.records)
                     if (len(cols) >= ROWS_PER_ARROW_BATCH
@@ -386,7 +405,7 @@ def read_slice(part: SegmentSlice, options: Options,
         yield cols.to_arrow(schema)
 
 
-def _crc_problem(log: LogFile, batch: Any) -> str:
+def _crc_problem(log: LogFile, batch: Batch) -> str:
     """What `kafkalog scan` says of a batch whose CRC fails: why its records cannot be read,
     else "CRC mismatch" (log.summary)."""
     try:
@@ -399,7 +418,8 @@ def _crc_problem(log: LogFile, batch: Any) -> str:
     return "CRC mismatch"
 
 
-def _invalid_fields(topic, partition, segment, item):
+def _invalid_fields(topic: str, partition: int, segment: str,
+                    item: InvalidBytes) -> BatchFields:
     """The per-batch fields of a row standing for invalid bytes (no batch to speak of)."""
     return (topic, partition, segment, item.position, None, None, None, None, None, False, None)
 
