@@ -4,7 +4,6 @@ rich tables on a terminal, plain lines on a pipe, or JSON Lines."""
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -17,7 +16,7 @@ from ..log.describe import (Description, Finding, IndexHealth, PartitionDescript
 from ..log.files import printable_name
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text, fail
-from .output import human_bytes
+from .output import Output, human_bytes
 from .numbers import java_int
 
 
@@ -74,24 +73,12 @@ def _finding_json(f: Finding, kind: str, topic: Optional[str],
     return out
 
 
-class _Output:
-    """JSON Lines, plain lines (a pipe), or rich tables (a terminal): one of them."""
+class _Output(Output):
+    """The description as JSON Lines or plain lines, written at once; or, on a terminal, as
+    tables."""
 
     def __init__(self, fmt: str) -> None:
-        self.fmt = fmt
-        self.table = fmt == "text" and sys.stdout.isatty()
-        self.lines: List[str] = []
-
-    def emit(self, obj: Dict[str, Any], text: str) -> None:
-        if self.fmt == "json":
-            self.lines.append(json.dumps(obj))
-        else:
-            self.lines.append(text)
-
-    def flush(self) -> None:
-        if self.lines:
-            click.echo("\n".join(self.lines))
-        self.lines = []
+        super().__init__(fmt, buffered=True)
 
     def findings(self, items: Iterable[Tuple[str, Sequence[Finding]]], topic: Optional[str],
                  partition: Optional[int]) -> None:

@@ -1,10 +1,14 @@
-"""What the reports of recover, retain, describe and transactions share on a terminal and in
-plain lines: sizes, counts and offset ranges in words, and which layout an output gets."""
+"""The output layer of the reports (recover, retain, describe, transactions): one of three
+layouts (JSON Lines, plain lines on a pipe, rich tables on a terminal), and what they share in
+words: sizes, counts and offset ranges."""
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
+
+import click
 
 
 def human_bytes(n: Optional[int]) -> str:
@@ -23,6 +27,33 @@ def human_bytes(n: Optional[int]) -> str:
 def table_output(fmt: str) -> bool:
     """One layout per output: a rich table on a terminal, plain lines on a pipe (or JSON)."""
     return fmt == "text" and sys.stdout.isatty()
+
+
+class Output:
+    """A command's report in one layout: JSON Lines (``fmt`` "json"), plain lines (text on a
+    pipe) or rich tables (text on a terminal: ``table``). ``emit(obj, text)`` writes one item:
+    its JSON object, or its line; on a terminal the line is held in ``lines``, for the command
+    to print beside its tables. ``buffered``: every line is held until ``flush``."""
+
+    def __init__(self, fmt: str, buffered: bool = False) -> None:
+        self.fmt = fmt
+        self.json = fmt == "json"
+        self.table = table_output(fmt)
+        self.buffered = buffered
+        self.lines: List[str] = []
+
+    def emit(self, obj: Dict[str, Any], text: str) -> None:
+        line = json.dumps(obj) if self.json else text
+        if self.table or self.buffered:
+            self.lines.append(line)
+        else:
+            click.echo(line)
+
+    def flush(self) -> None:
+        """Write the lines held, and hold none."""
+        if self.lines:
+            click.echo("\n".join(self.lines))
+        self.lines = []
 
 
 def plural(n: int, word: str) -> str:

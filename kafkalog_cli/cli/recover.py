@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -21,7 +20,7 @@ from ..log.recover_plan import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RU
 from ..log.recover_run import LogDirRecovery
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text
-from .output import human_bytes, new_offsets_text, offsets_text, plural, table_output
+from .output import Output, human_bytes, new_offsets_text, offsets_text, plural
 from .targets import partitions_by_log_dir
 from .numbers import java_int
 
@@ -177,24 +176,15 @@ def _removal_text(plan: PartitionPlan, dry_run: bool, human: bool = False) -> st
                                             ", ".join(parts), _partition_torn_text(plan, dry_run))
 
 
-class _Report:
-    """JSON Lines, plain lines (a pipe), or a rich table (a terminal): one of them."""
+class _Report(Output):
+    """Each partition's plan, the log directory's checkpoint and marker, and the summary, in
+    one layout (on a terminal, a table of the segments and the other lines beside it)."""
 
     def __init__(self, fmt: str, dry_run: bool) -> None:
-        self.fmt = fmt
+        super().__init__(fmt)
         self.dry_run = dry_run
-        self.table = table_output(fmt)
         # (plan, path, SegmentReport): the table's segments
         self.rows: List[Tuple[PartitionPlan, str, SegmentReport]] = []
-        self.others: List[str] = []     # the table's other lines, in order
-
-    def emit(self, obj: Dict[str, Any], text: str) -> None:
-        if self.fmt == "json":
-            click.echo(json.dumps(obj))
-        elif self.table:
-            self.others.append(text)
-        else:
-            click.echo(text)
 
     def partition(self, plan: PartitionPlan) -> None:
         d = plan.directory
@@ -253,14 +243,11 @@ class _Report:
             for text in r.notes:
                 self.emit(dict(type="note", **where, file=path, message=text),
                           "%s: %s" % (path, text))
-            obj = _segment_json(plan, r, path, dry_run)
-            if self.fmt == "json":
-                click.echo(json.dumps(obj))
-            elif self.table:
+            if self.table:
                 self.rows.append((plan, path, r))
             else:
-                click.echo("%s: %s: %s" % (path, _rule_text(r, plan),
-                                           _segment_text(r, dry_run)))
+                self.emit(_segment_json(plan, r, path, dry_run), "%s: %s: %s" % (
+                    path, _rule_text(r, plan), _segment_text(r, dry_run)))
         for name, bases in plan.splits:
             path = printable_name(os.path.join(d, name))
             self.emit(dict(type="splitDone", **where, file=path, into=bases),
@@ -353,12 +340,11 @@ class _Report:
         text += new_offsets_text("log end offset", ends, "logEndOffset")
         if dry_run:
             text += " (dry run: nothing changed)"
-        if self.fmt == "json":
-            click.echo(json.dumps(obj))
+        if self.json:
+            self.emit(obj, text)
             return
         if self.table:
-            for line in self.others:
-                click.echo(line)
+            self.flush()
             self._table()
         click.echo(text)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -17,7 +16,7 @@ from ..log.partition import Partition
 from ..log.retain import DELETED, LogDirRetention, Policy, RetainedSegment, RetentionPlan
 from ..log.segment_writer import AppendError
 from .errors import error_text, fail
-from .output import human_bytes, new_offsets_text, offsets_text, plural, table_output
+from .output import Output, human_bytes, new_offsets_text, offsets_text, plural
 from .targets import partitions_by_log_dir
 from .numbers import java_long
 
@@ -93,24 +92,14 @@ def _removal_text(plan: RetentionPlan, dry_run: bool, human: bool = False) -> st
         "would be " if dry_run else "", plan.log_start_offset)
 
 
-class _Output:
-    """JSON Lines, plain lines (a pipe), or rich tables (a terminal): one of them."""
+class _Output(Output):
+    """Each partition's plan and the summary, in one layout (a terminal's lines beside the
+    tables: notes, recovery points)."""
 
     def __init__(self, fmt: str, dry_run: bool) -> None:
-        self.fmt = fmt
+        super().__init__(fmt)
         self.dry_run = dry_run
-        self.table = table_output(fmt)
         self.plans: List[RetentionPlan] = []
-        # a terminal's lines beside the tables (notes, recovery points)
-        self.lines: List[str] = []
-
-    def emit(self, obj: Dict[str, Any], text: str) -> None:
-        if self.fmt == "json":
-            click.echo(json.dumps(obj))
-        elif self.table:
-            self.lines.append(text)
-        else:
-            click.echo(text)
 
     def partition(self, plan: RetentionPlan) -> None:
         """A partition's plan, once it is carried out."""
@@ -158,16 +147,14 @@ class _Output:
         size = sum(p.bytes_removed for p in plans)
         starts = [dict(_where(p.directory), logStartOffset=p.log_start_offset)
                   for p in plans if p.deleted]
-        if self.fmt == "json":
-            click.echo(json.dumps({"type": "summary", "command": "retain",
-                                   "partitions": len(plans), "segmentsDeleted": deleted,
-                                   "recordsRemoved": records, "bytesRemoved": size,
-                                   "logStartOffsets": starts, "dryRun": dry_run}))
+        if self.json:
+            self.emit({"type": "summary", "command": "retain", "partitions": len(plans),
+                       "segmentsDeleted": deleted, "recordsRemoved": records,
+                       "bytesRemoved": size, "logStartOffsets": starts, "dryRun": dry_run}, "")
             return
         if self.table:
             _tables(plans, dry_run)
-            for line in self.lines:
-                click.echo(line)
+            self.flush()
         if deleted:
             text = "%s: %s (%s, %s) %s" % (
                 plural(len(plans), "partition"), plural(deleted, "segment"),

@@ -18,6 +18,7 @@ from ..log.transactions import (ABORT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN
                                 PartitionSummary, Transaction, transactions_of)
 from ..log.verify import TargetError
 from .. import jsonvocab
+from .output import Output
 from .errors import error_text, fail
 from .numbers import java_int, java_long
 
@@ -128,25 +129,22 @@ def _table(directory: str, summary: PartitionSummary, rows: Sequence[Row]) -> No
     Console().print(table)
 
 
-class _Output:
+class _Output(Output):
     """Renders the library's stream: a line per transaction and per partition (text or JSON),
     or, on a terminal, a table per partition."""
 
     def __init__(self, fmt: str) -> None:
-        self.fmt = fmt
-        self.table = fmt == "text" and sys.stdout.isatty()
+        super().__init__(fmt)
         self.rows: List[Row] = []
         self.totals = {"partitions": 0, "transactions": 0, "committed": 0, "aborted": 0,
                        "open": 0, "hanging": 0, "problems": 0}
 
     def transaction(self, t: Transaction) -> None:
         directory = printable_name(t.directory)
-        if self.fmt == "json":
-            click.echo(json.dumps(_txn_json(directory, t)))
-        elif self.table:
+        if self.table:
             self.rows.append(_row(t))
         else:
-            click.echo("%s: %s" % (directory, _txn_text(t)))
+            self.emit(_txn_json(directory, t), "%s: %s" % (directory, _txn_text(t)))
 
     def partition(self, p: PartitionSummary) -> None:
         directory = printable_name(p.directory)
@@ -154,13 +152,11 @@ class _Output:
         totals["partitions"] += 1
         for name in ("transactions", "committed", "aborted", "open", "hanging", "problems"):
             totals[name] += getattr(p, name)
-        if self.fmt == "json":
-            click.echo(json.dumps(_partition_json(directory, p)))
-        elif self.table:
+        if self.table:
             _table(directory, p, self.rows)
             self.rows = []
         else:
-            click.echo("%s: %s" % (directory, _summary_text(p)))
+            self.emit(_partition_json(directory, p), "%s: %s" % (directory, _summary_text(p)))
 
 
 @click.command(short_help="List the transactions of partitions; find hanging ones.")
