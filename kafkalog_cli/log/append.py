@@ -26,6 +26,7 @@ from typing import IO, BinaryIO, Iterator, List, Optional, Set, Tuple, Type, Uni
 
 from ..errors import KafkalogError, UsageError
 from ..format.records import V2_HEADER, Batch, read_batch
+from ..format.validity import MAX_RELATIVE_OFFSET
 from . import names
 from .files import open_for_append, open_lock_file
 from .index import OffsetIndex, TimeIndex
@@ -34,7 +35,7 @@ from .leader_epochs import LeaderEpochCache
 from .logdir import CleanShutdownMarker
 from .partition import Partition
 from .producer_state import EndMarker, ProducerState, load_state, snapshot_path, write_snapshot
-from .segment import DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, Segment
+from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 from .txnindex import ENTRY as TXN_ENTRY
 
 DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
