@@ -122,3 +122,17 @@ def test_control_problem_names_the_first_malformed_record():
     assert validity.control_record_error(recs.keys[0], recs.values[0]) is None
     assert (validity.control_problem(recs)
             == "control record at offset 6: control record key is shorter than 4 bytes")
+
+
+def test_transactions_say_a_malformed_marker_once(tmp_path):
+    """The transactions of a partition read the reader's events: its control-record problem
+    is the marker's own Note, not a second one."""
+    from kafkalog_cli.log.read import Note
+    from kafkalog_cli.log.transactions import PartitionSummary, partition_transactions
+    part, path = _partition(tmp_path, control_batch(COMMIT, 2, 7, 0, 5, marker_version=-1))
+    items = list(partition_transactions(part))
+    notes = [i.message for i in items if isinstance(i, Note) and i.counted]
+    assert notes == ["%s: the control batch at offset 2: invalid end transaction marker "
+                     "version -1" % path]
+    [summary] = [i for i in items if isinstance(i, PartitionSummary)]
+    assert summary.problems == 1
