@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kafkalog_cli import jsonvocab
 from kafkalog_cli.cli import render, render_json
-from kafkalog_cli.format import records
+from kafkalog_cli.format import records, validity
 
 
 def _encoded(b, recs, topic, partition, path):
@@ -21,7 +21,7 @@ def _encoded(b, recs, topic, partition, path):
     lines = []
     for i, off in enumerate(recs.offsets):
         k, v = recs.keys[i], recs.values[i]
-        valid, crc = render.record_validity(b, recs, i)
+        valid, crc = validity.record_validity(b, recs, i)
         seq = -1 if b.magic < 2 else records.record_sequence(b.base_sequence, off - b.base_offset)
         obj = {"type": "record", "topic": topic, "partition": partition, "file": path,
                "offset": off, "position": b.position, "timestamp": recs.timestamps[i],

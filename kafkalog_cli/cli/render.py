@@ -15,9 +15,10 @@ import os
 
 
 from ..format import control
+from ..format.validity import control_record_problem
 from ..log import names
 from ..log.files import printable_name
-from ..log.read import MISPLACED, NOT_DECODED, BatchProblem, BatchRead, BytesProblem
+from ..log.read import CONTROL, MISPLACED, NOT_DECODED, BatchProblem, BatchRead, BytesProblem
 from . import decoders
 from .._lazy import lazy_module
 
@@ -107,10 +108,11 @@ class Writer:
             self._write_chunks()
 
     def bad_record(self, offset, error):
-        """A record that Kafka would refuse (a malformed control record): said on stderr, and
-        the run's exit status becomes 1."""
+        """A control record that Kafka would refuse (``error``: why, from
+        format.validity.control_record_error): said on stderr, and the run's exit status
+        becomes 1."""
         self.found_invalid = True
-        self.warn("%s: control record at offset %d: %s" % (self.path, offset, error))
+        self.warn("%s: %s" % (self.path, control_record_problem(offset, error)))
 
     def ignored(self, path):
         """A file of a kind nobody reads, met in a directory: named on stderr, as Kafka does."""
@@ -153,6 +155,8 @@ class Writer:
                               % (self.path, event.batch.position, event.message))
                 elif event.kind == NOT_DECODED:
                     self.records_not_decoded(event.batch, reader.log.batch_limit)
+                elif event.kind == CONTROL:
+                    pass  # each malformed control record is said where its record is written
                 else:
                     self.record_error(event.batch, event.message)
             elif isinstance(event, BytesProblem):
@@ -335,17 +339,11 @@ def entry_text(kind, f, kafka_format):
     return " ".join("%s: %s" % item for item in f.items())
 
 
-def record_validity(b, recs, i):
-    """(isvalid, crc) of record ``i``: a legacy message's own, a v2 record's batch's."""
-    if recs.valids is not None:
-        return recs.valids[i], recs.crcs[i]
-    return b.is_valid, b.crc
-
-
 # -- control records ---------------------------------------------------------------------------
 
 def control_text(key, value, kafka_format):
-    """What kafka-dump-log appends to a control record's line."""
+    """What kafka-dump-log appends to the line of a control record that is well formed
+    (format.validity.control_record_error finds nothing wrong with it)."""
     type_id = control.control_type(key)
     if type_id in (control.ABORT, control.COMMIT):
         _, epoch = control.end_txn_marker(value)
@@ -358,17 +356,14 @@ def control_text(key, value, kafka_format):
         body = control.kraft_control_json(type_id, value)
         return " %s %s" % (labels[type_id],
                            json.dumps(body, separators=(",", ":"), allow_nan=False))
-    if type_id == control.LEADER_CHANGE:
-        # Read even where it is not printed (the plain controlType line of Kafka 3.x and 4.0):
-        # a malformed value is invalid data for dump as for recover.
+    if type_id == control.LEADER_CHANGE and kafka_version(kafka_format) >= LEADER_CHANGE_JSON:
         body = control.kraft_control_json(type_id, value)
-        if kafka_version(kafka_format) >= LEADER_CHANGE_JSON:
-            return " LeaderChange: %s" % json.dumps(body, separators=(",", ":"), allow_nan=False)
+        return " LeaderChange: %s" % json.dumps(body, separators=(",", ":"), allow_nan=False)
     return " controlType: %s(%d)" % (control.control_type_name(type_id), type_id)
 
 
 def control_fields(key, value):
-    """Control record details for JSON output."""
+    """The details of a well-formed control record for JSON output."""
     type_id = control.control_type(key)
     out = {"controlType": control.control_type_name(type_id), "controlTypeId": type_id}
     if type_id in (control.ABORT, control.COMMIT):

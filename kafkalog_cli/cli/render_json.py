@@ -3,11 +3,11 @@ project's one vocabulary, ``jsonvocab``)."""
 
 from __future__ import annotations
 
-from ..format.errors import CorruptRecordError
 from ..format.records import record_sequence
+from ..format.validity import control_record_error, record_validity
 from .. import jsonvocab
 from . import decoders
-from .render import BOOL_TEXT, Writer, control_fields, control_text, record_validity
+from .render import BOOL_TEXT, Writer, control_fields, control_text
 
 
 class MessagesWriter(Writer):
@@ -38,10 +38,11 @@ class MessagesWriter(Writer):
                         off, pos, tl, self._ts(recs.timestamps[i]), BOOL_TEXT[valid], crc,
                         -1 if k is None else len(k), -1 if v is None else len(v), b.magic, codec))
             if b.is_control:
-                try:
+                error = control_record_error(k, v)
+                if error is None:
                     line += control_text(k, v, self.opts.kafka_format)
-                except CorruptRecordError as e:
-                    self.bad_record(off, e)
+                else:
+                    self.bad_record(off, error)
             elif self.opts.parser is not None:
                 key_text, payload_text = self.opts.parser.text(off, k, v)
                 if key_text is not None:
@@ -158,11 +159,12 @@ class JsonWriter(Writer):
             obj["isValid"] = valid
             obj["crc"] = crc
             if b.is_control:
-                try:
+                error = control_record_error(k, v)
+                if error is None:
                     obj.update(control_fields(k, v))
-                except CorruptRecordError as e:
-                    obj["controlError"] = str(e)
-                    self.bad_record(off, e)
+                else:
+                    obj["controlError"] = error
+                    self.bad_record(off, error)
             self._emit_record(obj, k, v, hdrs)
         self._maybe_flush()
 

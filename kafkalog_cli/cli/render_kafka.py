@@ -8,7 +8,8 @@ import os
 from ..format.crc import crc32c
 from ..format import codecs
 from ..format.errors import CorruptRecordError
-from ..format.records import RECORD_CHUNK, record_sequence
+from ..format.records import LOG_OVERHEAD, RECORD_CHUNK, V2_OVERHEAD, record_sequence
+from ..format.validity import control_record_error
 from ..log import names
 from . import decoders
 from .render import BOOL_TEXT, FAST_CHUNK, FLUSH_BYTES, Writer, control_text, map_order
@@ -122,11 +123,11 @@ class KafkaWriter(Writer):
 
     def _held_whole(self, at, n):
         """Does the buffer hold the whole entry at ``at`` (of its ``n`` bytes read), or one
-        whose size field no batch has?"""
-        if n - at < 12:
+        whose size field no v2 batch has (the fast path takes v2 batches only)?"""
+        if n - at < LOG_OVERHEAD:
             return False
-        size = int.from_bytes(self._chunk[at + 8:at + 12], "big", signed=True)
-        return size < 49 or at + 12 + size <= n
+        size = int.from_bytes(self._chunk[at + 8:at + LOG_OVERHEAD], "big", signed=True)
+        return size < V2_OVERHEAD - LOG_OVERHEAD or at + LOG_OVERHEAD + size <= n
 
     def _fast_batches(self, log, pos, end, max_bytes, prev_last):
         """Print the run of valid v2 batches from ``pos`` whose last offsets rise above
@@ -319,11 +320,12 @@ class KafkaWriter(Writer):
                     parts.append(" isValid: %s crc: %d%s" % (
                         BOOL_TEXT[recs.valids[i]], recs.crcs[i], "" if self._java else "}"))
                 if b.is_control:
-                    try:
+                    error = control_record_error(k, v)
+                    if error is None:
                         parts.append(control_text(k, v, opts.kafka_format))
-                    except CorruptRecordError as e:
+                    else:
                         parts.append(" controlType: INVALID")
-                        self.bad_record(off, e)
+                        self.bad_record(off, error)
             if opts.print_data and not b.is_control:
                 if opts.parser is not None:
                     # DumpLogSegments' MessageParser: each part printed when it gives one

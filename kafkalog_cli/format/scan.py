@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 from .crc import crc32c
 
@@ -25,6 +25,7 @@ from .errors import CorruptRecordError, LimitExceededError
 from .records import (LEGACY_MIN_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD, PREFIX, V2_OVERHEAD,
                       iter_v2_records, read_batch,
                       v2_offset_problem_at)
+from .validity import crc_problem
 
 SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH, OFFSET_OVERFLOW = (
     "short tail", "past end", "below minimum", "zero fill", "crc mismatch", "offset overflow")
@@ -136,10 +137,14 @@ def find_next_entry(buf, pos: int, end: int, need: Need = _nothing) -> Optional[
     return None
 
 
-def _describe_bad_entry(buf, pos, end, size, magic, need):
+def entry_problem(buf, pos: int, end: int, size: int, magic: int,
+                  need: Need = _nothing) -> Optional[Tuple[str, str]]:
+    """(kind, reason) when the entry at ``pos`` of ``buf[:end]``, whose size field is ``size``
+    and whose magic byte reads ``magic`` (signed), is no whole entry: a size field below the
+    minimum (BELOW_MINIMUM), an entry running past ``end`` (PAST_END), a v2 batch below its
+    minimum size (BELOW_MINIMUM) or whose offset range overflows a long (OFFSET_OVERFLOW);
+    else None. Its CRC and contents are format.validity's to judge."""
     if size < LEGACY_MIN_SIZE:
-        if _find_nonzero(buf, pos, end, need) is None:
-            return ZERO_FILL, "zero fill (%d bytes of zeros)" % (end - pos)
         return BELOW_MINIMUM, "size field %d is below the minimum entry size of %d" % (
             size, LEGACY_MIN_SIZE)
     if pos + LOG_OVERHEAD + size > end:
@@ -155,7 +160,13 @@ def _describe_bad_entry(buf, pos, end, size, magic, need):
         problem = v2_offset_problem_at(buf, pos)
         if problem is not None:
             return OFFSET_OVERFLOW, problem
-    return None, None
+    return None
+
+
+def _describe_bad_entry(buf, pos, end, size, magic, need):
+    if size < LEGACY_MIN_SIZE and _find_nonzero(buf, pos, end, need) is None:
+        return ZERO_FILL, "zero fill (%d bytes of zeros)" % (end - pos)
+    return entry_problem(buf, pos, end, size, magic, need) or (None, None)
 
 
 def _bad_stretch(buf, pos: int, end: int, kind: str, reason: str, resync: bool,
@@ -204,8 +215,7 @@ def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] =
                     pos = nxt
                     continue
                 kind = CRC_MISMATCH
-                reason = ("CRC mismatch (stored %d, computed %s) and no valid batch follows it"
-                          % (batch.crc, batch.computed_crc))
+                reason = "%s and no valid batch follows it" % crc_problem(batch)
             else:
                 kind, reason = OFFSET_OVERFLOW, v2_offset_problem_at(buf, pos)
             item = _bad_stretch(buf, pos, end, kind, reason, resync, need)
@@ -226,8 +236,7 @@ def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] =
                 pos = nxt
                 continue
             kind = CRC_MISMATCH
-            reason = "CRC mismatch (stored %d, computed %s) and no valid batch follows it" % (
-                batch.crc, batch.computed_crc)
+            reason = "%s and no valid batch follows it" % crc_problem(batch)
         item = _bad_stretch(buf, pos, end, kind, reason, resync, need)
         yield item
         if item.at_end:

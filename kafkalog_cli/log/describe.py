@@ -29,14 +29,14 @@ from ..format.records import (ATTR_CODEC, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TY
                               INT64_MIN, LOG_APPEND_TIME, LOG_OVERHEAD, V2_HEADER, V2_OVERHEAD,
                               Batch)
 from ..format.scan import MIN_HEADER, InvalidBytes
+from ..format.validity import MAX_RELATIVE_OFFSET, crc_problem, order_problem, reach_problem
 from . import names
 from .files import FileFormatError, printable_name
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import read_checkpoint_strict
 from .logdir import LogDir, partitions_of
 from .partition import Partition
-from .segment import (DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile, Segment,
-                      order_problem, reach_problem)
+from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .snapshot import read_snapshot
 from .index_check import sanity_problems
 
@@ -246,11 +246,11 @@ class _Scan:
         self.codec_ids.add(batch.codec)
         self.magics.add(batch.magic)
         first = batch.base_offset
-        if batch.computed_crc is not None and not batch.is_valid:
+        crc = None if batch.computed_crc is None else crc_problem(batch)
+        if crc is not None:
             seg.problems.append(Finding(
-                CRC_MISMATCH, "batch at position %d (offsets %d-%d): CRC mismatch (stored %d, "
-                "computed %d)" % (batch.position, batch.base_offset, batch.last_offset, batch.crc,
-                                  batch.computed_crc), name,
+                CRC_MISMATCH, "batch at position %d (offsets %d-%d): %s"
+                % (batch.position, batch.base_offset, batch.last_offset, crc), name,
                 position=batch.position, baseOffset=batch.base_offset))
         if batch.magic >= 2:
             seg.records += batch.count
@@ -328,6 +328,8 @@ def _scan_headers(scan: _Scan) -> None:
              count) = unpack(buf, rel)
             last = base + delta
             nxt = pos + LOG_OVERHEAD + size
+            # a whole header (as format.scan frames it) placed as ``placed`` checks it, tested
+            # in line: any other is ``entry``'s to judge
             if (size >= V2_OVERHEAD - LOG_OVERHEAD and nxt <= end and INT64_MIN <= last
                     <= INT64_MAX and (prev is None or last > prev)
                     and (base_limit is None or 0 <= base - base_limit

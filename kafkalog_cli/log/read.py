@@ -6,10 +6,12 @@ A ``SegmentReader`` walks the .log file of one segment from a start position (th
 offset and time indexes give, when seeking), batch by batch, in bounded memory. For each batch
 it yields ``BatchRead`` events (the batch, then its records a chunk at a time when records are
 wanted), and ``BatchProblem``/``BytesProblem``/``Note`` events for what is wrong or worth
-saying. It decides what counts as invalid data (``invalid`` is set once any counted problem is
-met), following the broker's rules (LogSegment.recover, LogValidator): a batch whose CRC fails,
-whose records do not decode, whose offsets go back or out of the segment's reach, and bytes
-that are no batch.
+saying. It decides what counts as invalid data by the rule of ``format.validity`` (the
+broker's, LogSegment.recover and LogValidator): a batch whose CRC fails, whose magic is unknown,
+whose records do not decode, whose offsets go back or out of the segment's reach, a control
+batch whose records read are no well-formed control records, and bytes that are no batch.
+``invalid`` is set once any counted problem is met, but for a malformed control record
+(CONTROL): `dump`'s writers judge each control record they render by the same rule.
 """
 
 from __future__ import annotations
@@ -21,16 +23,18 @@ from ..errors import InvalidDataError
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch, Records, held_back
 from ..format.scan import InvalidBytes
+from ..format.validity import (MAX_RELATIVE_OFFSET, control_problem, magic_problem, order_problem,
+                               reach_problem)
 from . import names
 from .files import Found, expand, printable_name
 from .seek import Seek, next_bases
-from .segment import (DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, RELEASE_STEP, LogFile, Segment,
-                      order_problem, reach_problem)
+from .segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile, Segment
 
 # BatchProblem kinds
 MISPLACED = "misplaced"        # offsets going back, or past the segment's reach: invalid
 RECORDS = "records"            # its records cannot be read: invalid
 NOT_DECODED = "not_decoded"    # its records inflate past the bound: valid, records not read
+CONTROL = "control"            # a malformed control record among the records read: invalid
 
 # A fast run: (log, position, end, bytes at most, last offset before) -> (position, last offset)
 FastRun = Callable[[LogFile, int, int, int, int], Tuple[int, int]]
@@ -54,8 +58,8 @@ class BatchRead:
 
 
 class BatchProblem:
-    """Something wrong with a batch (``kind``: MISPLACED, RECORDS or NOT_DECODED), said in
-    ``message``; ``counted``: it makes the data invalid."""
+    """Something wrong with a batch (``kind``: MISPLACED, RECORDS, NOT_DECODED or CONTROL),
+    said in ``message``; ``counted``: it makes the data invalid."""
 
     __slots__ = ("batch", "kind", "message", "counted")
 
@@ -210,12 +214,12 @@ class SegmentReader:
                     else:
                         self.invalid = True
                         yield BatchProblem(item, MISPLACED, problem)
-                if item.magic > 2:
-                    # The magic byte lies outside the v2 CRC. FileLogInputStream reads such a
-                    # batch as v2 (DumpLogSegments prints it, isvalid by its CRC), but no
-                    # producer writes it and consumers refuse it: invalid, as recover says.
+                problem = magic_problem(item)
+                if problem is not None:
+                    # DumpLogSegments prints such a batch (isvalid by its CRC), but it is
+                    # invalid, as recover says.
                     self.invalid = True
-                    yield BatchProblem(item, RECORDS, "unknown magic %d" % item.magic)
+                    yield BatchProblem(item, RECORDS, problem)
                 if item.is_control and self.skip_control:
                     continue
                 outcome = yield from self._batch(item)
@@ -232,6 +236,7 @@ class SegmentReader:
         decode = (self.records or seek is not None) and (batch.is_valid or not self.valid_only)
         shown = False
         checked_end = seek is None
+        check_control = self.records and batch.is_control
         error = None
         if decode:
             chunks = self.log.iter_records(batch)
@@ -251,6 +256,12 @@ class SegmentReader:
                             recs = recs.select(wanted)
                     if shown and not self.records:
                         continue
+                    if check_control:
+                        # told before the chunk that holds the malformed record (once a batch)
+                        problem = control_problem(recs)
+                        if problem is not None:
+                            check_control = False
+                            yield BatchProblem(batch, CONTROL, problem)
                     yield BatchRead(batch, recs if self.records else None, not shown)
                     shown = True
             except CorruptRecordError as e:
@@ -361,7 +372,8 @@ def read_records(segments: Sequence[Segment], from_offset: Optional[int] = None,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Iterator[Record]:
     """The records of ``segments`` (one partition's, in offset order) within the bounds (with
     the meaning of `dump`'s options: see Seek), as Record objects. Raises InvalidDataError at
-    the first invalid data met (the records before it have been given)."""
+    the first invalid data met (the records before it have been given; of a control batch
+    holding a malformed control record, the chunk of records that holds it is not given)."""
     bounds = (from_offset, to_offset, from_timestamp, to_timestamp)
     seek = Seek(*bounds) if bounds != (None,) * 4 else None
     # the segments of one partition: one directory names their topic and partition

@@ -56,6 +56,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from ..errors import KafkalogError
+from ..format.validity import batch_problem
 from . import names
 from .names import partition_file_kind
 from .files import FileFormatError, printable_name
@@ -66,7 +67,7 @@ from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, fsync_dir, rename_n
                          txn_index_bytes)
 from .snapshot import read_snapshot
 from .quarantine import copy_range
-from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, Segment, order_problem
+from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, Segment
 from .recover_plan import (CUT, MOVE, RECOVERING, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW,
                            RULE_CLEAN, RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT,
                            RULE_TXN_BELOW_BASE, SANITY_RECOVERY, SPLIT, WRITE, PartitionPlan,
@@ -483,8 +484,7 @@ def split_points(segment: Segment, max_message_size: int = DEFAULT_MAX_MESSAGE_S
     prev_last = None
     with segment.open(max_message_size) as log:
         for batch in log.batches():
-            if (not batch.is_valid or batch.magic > 2
-                    or order_problem(batch.last_offset, prev_last) is not None):
+            if batch_problem(batch, None, prev_last) is not None:
                 break
             if overflows(batch, pieces[-1][0]):
                 pieces.append((batch.base_offset, batch.position))

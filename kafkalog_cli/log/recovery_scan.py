@@ -10,16 +10,15 @@ import errno
 from typing import List, Optional, Tuple
 
 from ..errors import KafkalogError
-from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
-from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER, Batch, Records
+from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER, Batch
 from ..format.scan import plain_records_ok
+from ..format.validity import MAX_RELATIVE_OFFSET, batch_problem, control_problem, order_problem
 from .files import FileFormatError, read_sized
 from .leader_epochs import LeaderEpochCache
 from .producer_state import InvalidTxnStateError, ProducerState, end_marker
 from .indexbuild import DEFAULT_INDEX_INTERVAL, AbortedEntry, IndexBuilder
-from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile,
-                      Segment, order_problem, reach_problem)
+from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .recover_plan import SegmentReport
 from .txnindex import TransactionIndex
 
@@ -69,38 +68,10 @@ class SegmentScan:
         return None if self.last_offset is None else self.last_offset + 1
 
 
-def _header_problem(batch: Batch, base: int, prev_last: Optional[int]) -> Optional[str]:
-    """Why a batch is invalid by its header alone (size and completeness are the scanner's)."""
-    if not batch.is_valid:
-        return "CRC mismatch (stored %d, computed %s)" % (batch.crc, batch.computed_crc)
-    if batch.magic > 2:
-        return "unknown magic %d" % batch.magic
-    return (order_problem(batch.last_offset, prev_last)
-            or reach_problem(batch.last_offset, base))
-
-
 def overflows(batch: Batch, base: int) -> bool:
     """Does ``batch`` lie past what 32-bit offsets relative to ``base`` reach (the segment is
     split there: LogSegment.recover's LogSegmentOffsetOverflowException)?"""
     return batch.last_offset - base > MAX_RELATIVE_OFFSET
-
-
-def control_problem(recs: Records) -> Optional[str]:
-    """Why the records of a control batch are malformed, or None: every key a control key
-    (ControlRecordType: at least 4 bytes, a version that is not negative), an ABORT/COMMIT
-    value an end transaction marker (EndTransactionMarker), a KRaft control value readable as
-    its type. The same rule as the readers' (a record they cannot show makes them exit 1)."""
-    for offset, key, value in zip(recs.offsets, recs.keys, recs.values):
-        try:
-            type_id = control.control_type(key)
-            if type_id in (control.ABORT, control.COMMIT):
-                control.end_txn_marker(value)
-            elif type_id in control.kraft_control_names():
-                # read by format.schema as ControlRecordUtils reads it (version 0)
-                control.kraft_control_json(type_id, value)
-        except CorruptRecordError as e:
-            return "control record at offset %d: %s" % (offset, e)
-    return None
 
 
 def _records_problem(log: LogFile, batch: Batch,
@@ -170,7 +141,7 @@ def scan_segment(segment: Segment, prev_last: Optional[int], state: ProducerStat
             if not isinstance(item, Batch):
                 result.first_bad, result.reason = item.position, item.reason
                 break
-            reason = _header_problem(item, base, prev_last)
+            reason = batch_problem(item, base, prev_last)
             marker_key = None
             if reason is None:
                 reason, marker_key = _records_problem(log, item, result)

@@ -13,9 +13,9 @@ from typing import Iterator, Optional, Union
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError
-from ..format.records import (LEGACY_MIN_SIZE, LOG_OVERHEAD, PREFIX, RECORD_CHUNK, V2_OVERHEAD,
-                              Batch, Records, decode_records, iter_records, read_batch)
-from ..format.scan import INT64_MAX, INT64_MIN, MIN_HEADER, InvalidBytes, scan
+from ..format.records import (LOG_OVERHEAD, PREFIX, RECORD_CHUNK, V2_OVERHEAD, Batch, Records,
+                              decode_records, iter_records, read_batch)
+from ..format.scan import MIN_HEADER, InvalidBytes, entry_problem, scan
 from . import names
 from .files import FileChangedError, check_unchanged, open_regular
 from .index import OffsetIndex, TimeIndex
@@ -25,27 +25,6 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 # A batch holds many messages: its decompressed size may reach this multiple of the
 # per-message limit before it counts as a decompression bomb.
 BATCH_LIMIT_FACTOR = 16
-# A segment's offset index holds offsets relative to its base offset in 32 bits
-# (LogSegment.canConvertToRelativeOffset): every batch's last offset lies within this of it.
-MAX_RELATIVE_OFFSET = 2 ** 31 - 1
-
-
-def reach_problem(last_offset: int, base: int) -> Optional[str]:
-    """Why a batch ending at ``last_offset`` cannot be in the segment based at ``base`` (its
-    offset index could not hold it), or None."""
-    if not 0 <= last_offset - base <= MAX_RELATIVE_OFFSET:
-        return "last offset %d does not fit a segment based at %d" % (last_offset, base)
-    return None
-
-
-def order_problem(last_offset: int, prev_last: Optional[int]) -> Optional[str]:
-    """Why a batch ending at ``last_offset`` cannot follow one ending at ``prev_last`` (None:
-    no batch before it), or None: offsets only grow within a partition."""
-    if prev_last is not None and last_offset <= prev_last:
-        return "last offset %d does not follow offset %d" % (last_offset, prev_last)
-    return None
-
-
 # Bytes already scanned are dropped from memory in steps of this size, so that the resident
 # size stays flat however large the file is.
 RELEASE_STEP = 32 * 1024 * 1024
@@ -261,15 +240,11 @@ class LogFile:
                 raise self._changed(pos, len(head))
             _, size = PREFIX.unpack_from(head, 0)
             magic = head[16]
-            if size < LEGACY_MIN_SIZE or pos + LOG_OVERHEAD + size > end:
-                return  # zero fill, a size below the minimum, an entry past the end
             if magic >= 128:
                 magic -= 256  # a legacy entry to the scan, as format.scan reads the byte
-            elif magic >= 2 and size + LOG_OVERHEAD < V2_OVERHEAD:
-                return  # a v2 batch below the minimum size
+            if entry_problem(head, 0, end - pos, size, magic) is not None:
+                return  # no whole entry here (zero fill among them): the scan stops
             batch = read_batch(head, 0, min(size + LOG_OVERHEAD, len(head)), magic)
-            if magic >= 2 and not INT64_MIN <= batch.last_offset <= INT64_MAX:
-                return  # an offset range beyond a long
             batch.position, batch.size, batch.computed_crc = pos, size + LOG_OVERHEAD, None
             yield batch
             pos += LOG_OVERHEAD + size

@@ -25,7 +25,8 @@ from ..format.records import Batch
 from .files import open_for_append
 from .index import OffsetIndex, TimeIndex
 from .indexbuild import DEFAULT_INDEX_INTERVAL, IndexBuilder, fsync_dir, write_atomically, write_new
-from .segment import MAX_RELATIVE_OFFSET, Segment
+from ..format.validity import MAX_RELATIVE_OFFSET
+from .segment import Segment
 
 DEFAULT_SEGMENT_BYTES = 1024 ** 3           # segment.bytes
 DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 ** 2  # segment.index.bytes

@@ -7,7 +7,7 @@ import os
 from typing import Any, Dict, List, Optional, Set
 
 from ..format.records import Batch, Records
-from .read import NOT_DECODED, BatchProblem, BatchRead, BytesProblem, SegmentReader
+from .read import CONTROL, NOT_DECODED, BatchProblem, BatchRead, BytesProblem, SegmentReader
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 
 
@@ -99,7 +99,7 @@ def summarize_segment(path: str,
             elif isinstance(event, BatchProblem):
                 if event.kind == NOT_DECODED:
                     summary.count = event.batch.count  # valid: its header's count stands
-                else:
+                elif event.kind != CONTROL:  # a malformed control record leaves it counted valid
                     summary.fail(event)
     summary.finish()
     summary.out["codecs"] = sorted(summary.codecs)

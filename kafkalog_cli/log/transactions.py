@@ -28,7 +28,7 @@ from .files import FileFormatError, printable_name
 from .indexbuild import TxnTracker
 from .logdir import partitions_of
 from .partition import Partition
-from .read import BatchRead, Note, problem_text, segment_events
+from .read import CONTROL, BatchProblem, BatchRead, Note, problem_text, segment_events
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 from .txnindex import AbortedTxn
 from .verify import TargetError
@@ -299,7 +299,8 @@ def partition_transactions(directory: str, now: Optional[int] = None,
                            "its bytes; passed over" % (printable_name(segment.log_path),
                                                        event.batch.position,
                                                        event.batch.base_offset), counted=True)
-        elif event.counted:
+        elif event.counted and not (isinstance(event, BatchProblem) and event.kind == CONTROL):
+            # (a malformed marker is the Note _Scan.batch gives when it reads the marker)
             scan.summary.problems += 1
             yield Note(problem_text(segment.log_path, event), counted=True)
     yield from scan.finish(segments, now)
