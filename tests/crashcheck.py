@@ -33,8 +33,6 @@ import indexgen as ig
 import kafkagen as kg
 from dumpcheck import REPO
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-KILL_SHIM = os.path.join(HERE, "killshim.py")
 TOPIC = "crash"
 PARTITION = TOPIC + "-0"
 # Two hours ago, to the hour: the producers are not expired (a broker drops a producer from a
@@ -204,7 +202,7 @@ def kafkalog_killed_at(step, args, stdin_path=None, timeout=120):
     """``kafkalog ARGS`` as a process SIGKILLed before its ``step``-th file operation (0:
     never). Returns (killed, stdout bytes, stderr text)."""
     with open(stdin_path or os.devnull, "rb") as f:
-        p = subprocess.run([sys.executable, KILL_SHIM, str(step), *[str(a) for a in args]],
+        p = subprocess.run([sys.executable, ac.KILLSHIM, str(step), *[str(a) for a in args]],
                            cwd=REPO, stdin=f, capture_output=True, timeout=timeout)
     err = p.stderr.decode("utf-8", "replace")
     assert "Traceback" not in err, err
@@ -244,7 +242,7 @@ def kafkalog_killed_after_step(step, delay, args, stdin_path=None):
     r, w = os.pipe()
     env = dict(os.environ, KILLSHIM_NOTIFY_FD=str(w))
     with open(stdin_path or os.devnull, "rb") as f:
-        p = subprocess.Popen([sys.executable, KILL_SHIM, "after:%d" % step,
+        p = subprocess.Popen([sys.executable, ac.KILLSHIM, "after:%d" % step,
                               *[str(a) for a in args]], cwd=REPO, stdin=f, env=env,
                              pass_fds=(w,), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     os.close(w)

@@ -14,10 +14,10 @@ import pytest
 
 import kafkagen as kg
 from appendcheck import kafkalog_in
+from dumpcheck import REPO
 
 from kafkalog_cli.schema import load
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "fixtures", "logdir")
 VALIDATOR = jsonschema.Draft202012Validator(load())
 

@@ -32,13 +32,12 @@ import pytest
 
 import indexgen as ig
 import kafkagen as kg
-from dumpcheck import files_in, kafkalog
+from dumpcheck import REPO, files_in, kafkalog
 
 # SIGKILL runs, at random and at every crash point: left out of the quick suite
 # (pytest -m "not slow").
 pytestmark = pytest.mark.slow
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUARANTINE = "kafkalog-quarantine"
 KILLS = 50
 SEED = 20241025

@@ -12,11 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkagen import mixed_segment
 from kafkalog_cli.format.records import Batch
 from kafkalog_cli.log.segment import LogFile
-from test_scan_fast_path import SEGMENT
 
 FIELDS = [n for n in Batch.__slots__ if n != "computed_crc"]
+SEGMENT = mixed_segment()
 
 
 def _walks(data, start=0):

@@ -15,10 +15,9 @@ import sys
 
 import kafkagen as kg
 from appendcheck import lock_held
-from dumpcheck import kafkalog, on_a_terminal
+from dumpcheck import REPO, kafkalog, on_a_terminal
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures", "logdir")
+FIXTURES = os.path.join(REPO, "fixtures", "logdir")
 SEG0, SEG1 = "%020d.log" % 0, "%020d.log" % 300
 CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
 

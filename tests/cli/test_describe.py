@@ -12,10 +12,9 @@ import pytest
 
 import indexgen as ig
 import kafkagen as kg
-from dumpcheck import kafkalog, on_a_terminal
+from dumpcheck import REPO, kafkalog, on_a_terminal
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures", "logdir")
+FIXTURES = os.path.join(REPO, "fixtures", "logdir")
 LOG_APPEND_TIME, DELETE_HORIZON = 1, 0x40
 CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from dumpcheck import REPO
+
 pytestmark = pytest.mark.kafka
 
 
@@ -80,7 +82,7 @@ def test_broker_serves_stops_and_leaves_nothing(kafka_broker, tmp_path):
 def _use_our_fixtures(directory):
     """A conftest.py in ``directory`` that gives a pytest run there this suite's
     ``kafka_broker`` and ``kafka_classpath`` fixtures."""
-    tests = Path(__file__).resolve().parent
+    tests = Path(REPO, "tests")
     (directory / "conftest.py").write_text(
         "import importlib.util, sys\n"
         f"sys.path.insert(0, {str(tests)!r})\n"

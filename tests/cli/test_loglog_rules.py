@@ -20,11 +20,10 @@ import pytest
 import crashcheck
 import indexgen as ig
 import kafkagen as kg
-from dumpcheck import files_in
+from dumpcheck import REPO, files_in
 from test_recover import expected_snapshot_at, write_leader_epochs
 from test_recover_crash import KILL_AT_STEP   # the kill before the n-th file-system step
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUARANTINE = "kafkalog-quarantine"
 CHECKPOINT = "recovery-point-offset-checkpoint"
 MARKER = ".kafka_cleanshutdown"

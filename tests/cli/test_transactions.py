@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 import indexgen as ig
 import kafkagen as kg
+from dumpcheck import REPO
 from kafkagen import Rec
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T0 = kg.T0
 NEWEST = T0 + 60005  # the newest timestamp written below (not its batch's first record's)
 

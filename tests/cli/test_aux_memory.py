@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from dumpcheck import REPO
+
 pytestmark = pytest.mark.slow
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logdir"
+FIXTURES = Path(REPO, "fixtures", "logdir")
 KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
 LIMIT = 150e6
 

@@ -38,8 +38,8 @@ import indexgen as ig  # noqa: E402
 import jsonschema  # noqa: E402
 from kafkalog_cli.schema import load as load_output_schema  # noqa: E402
 import kafkagen as kg  # noqa: E402
+from dumpcheck import REPO  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "fixtures", "logdir")
 T0 = 1704067200000  # the fixtures' first timestamp (fixtures/make_fixtures.py)
 

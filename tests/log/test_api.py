@@ -10,9 +10,9 @@ import sys
 import pytest
 
 import kafkagen as kg
+from dumpcheck import REPO
 from kafkagen import Rec, kafka_python_read
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOGDIR = os.path.join(REPO, "fixtures", "logdir")
 
 

@@ -9,7 +9,6 @@ import os
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ from kafkalog_cli.format.utf8 import java_text
 
 pytestmark = pytest.mark.kafka
 
-PROBE = Path(__file__).resolve().parent / "kafka" / "Utf8Probe.java"
+PROBE = kafkajvm.POM_DIR / "Utf8Probe.java"
 
 EDGES = [b"\xed\xa0\x80", b"\xed\xa0", b"\xed\xbfA", b"A\xed\xbf", b"\xed\x9f\xbf", b"\xed\x80",
          b"\xed\xa0\x80\x80", b"\xe0\x80\xaf", b"\xe0\xa0", b"\xf0\x90\x80", b"\xf4\x90\x80\x80",

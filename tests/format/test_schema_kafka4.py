@@ -19,6 +19,7 @@ import uuid
 import pytest
 
 import schemaenc
+from dumpcheck import REPO
 from kafkagen import Rec, v2_batch, write_segment
 from kafkalog_cli.format import coordinator, schema
 
@@ -298,8 +299,7 @@ def test_kafka_40_share_group_records_still_decode(name, tags):
 
 def _refresh_tool():
     import importlib.util
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools",
-                        "refresh_schemas.py")
+    path = os.path.join(REPO, "tools", "refresh_schemas.py")
     spec = importlib.util.spec_from_file_location("refresh_schemas", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

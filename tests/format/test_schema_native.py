@@ -29,13 +29,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import schemaenc
+from dumpcheck import REPO
 from kafkagen import Rec, v2_batch, write_segment
 from kafkalog_cli.cli import parsers, render, render_kafka
 from kafkalog_cli.format import records, schema
 from test_c_differential import MODULE_DIR, _load
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REAL_SEGMENT = os.path.join(HERE, "data", "__cluster_metadata-0", "00000000000000000000.log")
+REAL_SEGMENT = os.path.join(REPO, "tests", "data", "__cluster_metadata-0", "00000000000000000000.log")
 EXAMPLES = int(os.environ.get("KAFKALOG_DIFF_EXAMPLES", "300"))
 SPECS = schemaenc.all_specs()
 

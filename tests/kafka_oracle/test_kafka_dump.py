@@ -25,11 +25,12 @@ import pytest
 
 import dumporacle
 import kafkajvm
+from dumpcheck import REPO
 from kafkalog_cli.cli.dump import KAFKA_FORMATS
 
 pytestmark = pytest.mark.kafka
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logdir"
+FIXTURES = Path(REPO, "fixtures", "logdir")
 DEFAULT_FORMAT = "4.2"  # kafkalog dump's default --kafka-format
 
 OPTION_SETS = {

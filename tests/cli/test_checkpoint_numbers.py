@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logdir"
+from dumpcheck import REPO
+
+FIXTURES = Path(REPO, "fixtures", "logdir")
 KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
 
 

@@ -26,11 +26,10 @@ from pathlib import Path
 import pytest
 from kafka.record import MemoryRecords
 
-from appendcheck import kill_step
+from appendcheck import KILLSHIM, kill_step
+from dumpcheck import REPO
 
-TESTS = Path(__file__).resolve().parent
-FIXTURES = TESTS.parent / "fixtures" / "logdir"
-KILLSHIM = TESTS / "killshim.py"
+FIXTURES = Path(REPO, "fixtures", "logdir")
 KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
 
 pytestmark = pytest.mark.slow
@@ -44,7 +43,7 @@ def killed_at(step, *args):
     """Run kafkalog ARGS under killshim, SIGKILLed at kill point ``step`` (0: never):
     appendcheck.kill_step's, every one of the first file operations, then every third.
     Returns (killed, stderr)."""
-    proc = subprocess.run([sys.executable, str(KILLSHIM), str(kill_step(step) if step else 0),
+    proc = subprocess.run([sys.executable, KILLSHIM, str(kill_step(step) if step else 0),
                            *map(str, args)],
                           capture_output=True, timeout=300)
     return proc.returncode == -9, proc.stderr.decode()

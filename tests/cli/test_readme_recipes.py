@@ -11,8 +11,6 @@ import pytest
 
 from dumpcheck import REPO
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
 
 def recipes():
     """{title: shell block} of the README's Recipes section."""

@@ -66,18 +66,7 @@ def _records_read(buf, batch, limit):
     return True
 
 
-def _segment():
-    w = kg.SegmentWriter(0)
-    for i in range(4):
-        w.add_v2([kg.Rec(b"k%d" % j, b"v" * (10 * j + i), 1700000000000 + j,
-                         (("h", b"x"),) if j % 2 else ()) for j in range(3)])
-    w.add_v2([kg.Rec(None, b"compressed" * 20, 1700000000100)], codec="gzip")
-    w.add_legacy(1, [kg.Rec(b"old", b"legacy", 1700000000200)])
-    w.add_v2([kg.Rec(b"last", b"x", 1700000000300)])
-    return w.data()
-
-
-SEGMENT = _segment()
+SEGMENT = kg.mixed_segment()
 
 
 def _same(data, resync):

@@ -15,12 +15,12 @@ import time
 import pytest
 
 import schemaenc
+from dumpcheck import REPO
 from kafkagen import ATTR_CONTROL, Rec, fix_v2_crc, v2_batch, write_segment
 from kafkalog_cli.format import schema
 from kafkalog_cli.format.errors import CorruptRecordError
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REAL_SEGMENT = os.path.join(HERE, "data", "__cluster_metadata-0", "00000000000000000000.log")
+REAL_SEGMENT = os.path.join(REPO, "tests", "data", "__cluster_metadata-0", "00000000000000000000.log")
 
 SPECS = schemaenc.all_specs()
 METADATA = sorted(n for n, s in SPECS.items() if s["_folder"] == "metadata")
@@ -285,7 +285,7 @@ def test_refresh_tool_reproduces_the_transcription(tmp_path):
 
     make_tree(tree, schemaenc.DATA)
     out = tmp_path / "out"
-    tool = os.path.join(os.path.dirname(HERE), "tools", "refresh_schemas.py")
+    tool = os.path.join(REPO, "tools", "refresh_schemas.py")
     args = [a for e in earlier for a in ("--earlier", e)]
     r = subprocess.run([sys.executable, tool, "--kafka", str(tree), "--out", str(out), *args],
                        capture_output=True, text=True, timeout=120)

@@ -26,7 +26,7 @@ import pytest
 
 import indexgen as ig
 import kafkagen as kg
-from dumpcheck import files_in, json_objects, kafkalog
+from dumpcheck import REPO, files_in, json_objects, kafkalog
 
 T0 = kg.T0
 QUARANTINE = "kafkalog-quarantine"
@@ -1557,14 +1557,13 @@ def test_lock_held_while_recover_runs_in_a_subprocess(tmp_path, lock_holder):
     logdir = os.path.dirname(exp.dir)
     holder = lock_holder(os.path.join(logdir, ".lock"))
     before = tree(logdir)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "recover", exp.dir], cwd=repo,
+    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "recover", exp.dir], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2, p
     assert len(p.stderr.splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
     assert_same_tree(before, tree(logdir))
     holder.stop()
-    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "recover", exp.dir], cwd=repo,
+    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "recover", exp.dir], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1, p
     check_partition_files(exp)
@@ -1800,7 +1799,6 @@ def test_many_records_scanned_in_bounded_memory(tmp_path):
     d = tmp_path / "logdir" / "many-0"
     os.makedirs(d)
     ig.write_file(str(d / name(0, "log")), data)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # VmHWM: the peak of this process's own memory (ru_maxrss would count the memory of the
     # pytest process it was forked from, as it survives exec)
     code = ("import runpy, sys; sys.argv = ['kafkalog', 'recover', '--dry-run', %r]\n"
@@ -1808,7 +1806,7 @@ def test_many_records_scanned_in_bounded_memory(tmp_path):
             "except SystemExit as e:\n    status = e.code\n"
             "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
             "print('RSS', hwm[0], status, file=sys.stderr)" % str(d))
-    p = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                        timeout=600)
     rss_kb = int(p.stderr.split("RSS ")[1].split()[0])
     assert p.stderr.split()[-1] == "1", p.stderr   # the missing indexes would be written

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from appendcheck import lock_held
+from dumpcheck import REPO
 from test_writers_symlinks import tree_hash
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logdir"
+FIXTURES = Path(REPO, "fixtures", "logdir")
 KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
 
 

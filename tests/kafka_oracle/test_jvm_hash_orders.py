@@ -7,7 +7,6 @@ random keys, repeated calls, resizes and tree bins (keys with equal String hashe
 import itertools
 import random
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,7 @@ from kafkalog_cli.log.javahash import java_string_hash_order
 
 pytestmark = pytest.mark.kafka
 
-PROBE = Path(__file__).resolve().parent / "kafka" / "HashOrderProbe.java"
+PROBE = kafkajvm.POM_DIR / "HashOrderProbe.java"
 
 
 def _cases(seed):
