@@ -1,4 +1,4 @@
-"""Shared pieces of the fuzz harness (tests/test_fuzz.py and fuzz/run.py).
+"""Shared pieces of the fuzz harness (tests/cli/test_fuzz.py and fuzz/run.py).
 
 * Seeds: real files to mutate. Segments of every message format and codec written by
   kafka-python (``kafkagen``), nested compression and decompression bombs compressed here with

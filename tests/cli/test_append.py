@@ -1307,7 +1307,7 @@ def test_snapshot_at_the_log_end_for_a_clean_load_without_one(tmp_path):
     """An append to a partition with no producer snapshot, in a log directory marked cleanly
     shut down, leaves one at the log end: a broker's load of a clean log directory without any
     snapshot skips the producer state rebuild (UnifiedLog.rebuildProducerState) and would forget
-    the producers appended (tests/test_kafka_append.py shows the broker taking a resend as new).
+    the producers appended (tests/kafka_oracle/test_kafka_append.py shows the broker taking a resend as new).
     A partition with a snapshot already, or a log directory without the marker, gets none."""
     from kafkalog_cli.log.snapshot import parse_snapshot
 

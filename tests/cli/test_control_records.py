@@ -70,7 +70,7 @@ def test_kafka_text(tmp_path, type_id, message, values, label, kafka_format):
     expected = _compact(schemaenc.expected_json(spec, 0, values))
     if type_id == 2 and kafka_format == "3.x":
         # Kafka 3.x and 4.0 print a leader change by its type only; 4.1's Scala tool prints it
-        # as JSON as the Java tool does (Kafka 4.2.1's DumpLogSegments: tests/test_kafka_dump.py;
+        # as JSON as the Java tool does (Kafka 4.2.1's DumpLogSegments: tests/kafka_oracle/test_kafka_dump.py;
         # this test once expected the type only for 4.2 too)
         assert line.endswith(" controlType: LEADER_CHANGE(2)"), line
     else:

@@ -297,7 +297,7 @@ def test_empty_key_and_value_are_not_null(tmp_path):
         "f0-80", "c2-end", "e1-80-a", "cont", "controls", "edges", "bom"])
 def test_malformed_utf8_is_replaced(tmp_path, raw, text):
     """Java's new String(bytes, UTF_8): each malformed part becomes one U+FFFD (the parts as
-    tests/test_java_utf8.py checks them against Java itself)."""
+    tests/kafka_oracle/test_java_utf8.py checks them against Java itself)."""
     data = kg.v2_batch([kg.Rec(raw, raw, kg.T0)])
     path = kg.write_segment(tmp_path, 0, data)
     res = dump("--print-data-log", path)

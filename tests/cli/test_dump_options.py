@@ -50,7 +50,7 @@ def test_files_option_comma_separated_in_given_order(tmp_path):
     assert i == len(res.lines)
     # one summary per file (both samples have gaps), in the order of DumpLogSegments' map of
     # them (a Scala mutable.HashMap in the default 4.2, one put per pair: not the file order,
-    # as this test once said; tests/test_kafka_dump.py holds the order to Kafka's)
+    # as this test once said; tests/kafka_oracle/test_kafka_dump.py holds the order to Kafka's)
     from kafkalog_cli.cli.render import map_order
     pairs = {}
     for line in res.err_lines:

@@ -454,7 +454,7 @@ def mut_offset_backwards(data):
 def mut_offset_overflow(data):
     """Batch k's offsets moved 2^31 up: its last offset does not fit the segment. Not a cut:
     recover splits the segment there (LocalLog.splitOverflowedSegment), then cuts the second
-    part at batch k + 1, whose offsets go back (tests/test_loglog_rules.py)."""
+    part at batch k + 1, whose offsets go back (tests/cli/test_loglog_rules.py)."""
     entries, pos, k = _middle(data)
     b = bytearray(data)
     base = struct.unpack_from(">q", data, pos[k])[0]

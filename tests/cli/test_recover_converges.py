@@ -4,7 +4,7 @@ without changing a byte, and the first run's dry run announces every change the 
 On the shipped fixtures after each writing command (a plain ``append``, ``roll``, ``retain``),
 and on the log directories a real broker wrote (tests/kafkatraffic.py: one SIGKILLed, one
 stopped cleanly). The broker's own load of the same directories, twice, is the reference for
-what "converged" means: tests/test_kafka_recover.py (a second recover on the recovered copy
+what "converged" means: tests/kafka_oracle/test_kafka_recover.py (a second recover on the recovered copy
 changes nothing, and a broker accepts it).
 
 Before: the first run wrote the producer snapshot at the log end offset, the second then set

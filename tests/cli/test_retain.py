@@ -373,7 +373,7 @@ def test_a_pass_that_stops_does_not_stop_the_next(tmp_path):
 
 def test_unlimited_policy(tmp_path):
     """-1 is no limit, as in the broker's retention.ms/retention.bytes: nothing is deleted.
-    (No policy at all is a usage error: tests/test_exits_notes.py.)"""
+    (No policy at all is a usage error: tests/cli/test_exits_notes.py.)"""
     part = Part(tmp_path)
     before = tree(part.logdir)
     for args in (["--retention-ms", -1], ["--retention-ms", -1, "--retention-bytes", -1],
@@ -787,7 +787,7 @@ def test_log_start_checkpoint_never_moves_backwards(tmp_path):
 
 def test_log_start_offset_recorded_as_delete_records_records_it(tmp_path):
     """--log-start-offset is the log start a DeleteRecords sets: above the first kept segment's
-    base it is the checkpoint's entry (the broker's, tests/test_kafka_retain.py), not that
+    base it is the checkpoint's entry (the broker's, tests/kafka_oracle/test_kafka_retain.py), not that
     base."""
     part = Part(tmp_path)
     part.checkpoint("log-start-offset-checkpoint", [("other", 0, 5)])

@@ -35,7 +35,7 @@ _check_fields = schemaenc.check_fields
 
 
 def test_every_vendored_definition_is_transcribed():
-    # besides them: older releases' values the newest cannot read (tests/test_schema_kafka4.py)
+    # besides them: older releases' values the newest cannot read (tests/format/test_schema_kafka4.py)
     earlier = {m for c in ("group", "share", "transaction") for t in range(64)
                for m in schema.coordinator_earlier_values(c, t)}
     assert sorted(SPECS) == [m for m in schema.messages() if m not in earlier]

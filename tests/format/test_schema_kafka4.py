@@ -205,7 +205,7 @@ def test_transaction_log_value_newest_with_every_tagged_field():
             "clientTransactionVersion": 2}
     _check_fields(want, v.json["data"], "TransactionLogValue")
     # partitions in the order of the Scala mutable.HashSet[TopicPartition] the 3.x/4.0 tool
-    # prints (format/jvmhash.py, held to the JVM's by tests/test_jvm_hash_orders.py)
+    # prints (format/jvmhash.py, held to the JVM's by tests/kafka_oracle/test_jvm_hash_orders.py)
     assert (v.json["state"], v.json["partitions"]) == ("Ongoing", ["t-3", "t-0"])
     # the tagged fields at their defaults are left out, as the converter does
     values.update(PreviousProducerId=-1, NextProducerId=-1, NextProducerEpoch=-1,

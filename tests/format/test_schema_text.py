@@ -1,5 +1,5 @@
 """decode_metadata_record_text (the dump's path, JSON text written while decoding) against
-json_text of decode_metadata_record's value (which tests/test_schema.py holds to the
+json_text of decode_metadata_record's value (which tests/format/test_schema.py holds to the
 independent encoder), for every KRaft metadata record type at every version, tagged fields
 absent, present and mixed, and on truncated and corrupted bytes (the same errors)."""
 

@@ -410,7 +410,7 @@ def test_marker_checks(tmp_path):
 # on the order of insertion. A rebuild (UnifiedLog.loadProducersFromRecords) puts a segment's new
 # producers into the map in the order of its own HashMap of the segment's producers; recovery
 # (LogSegment.recover) puts each when first seen. Both orders as OpenJDK 17's HashMap gave them
-# (tests/test_javahash.py's HASH_ORDER_JAVA: the ids put into a map, then, for the rebuild, its
+# (tests/log/test_javahash.py's HASH_ORDER_JAVA: the ids put into a map, then, for the rebuild, its
 # iteration order put into a second map).
 TREE_IDS = [9344, 12544, 1088, 4224, 1984, 8128, 12480, 7424, 7744, 10688, 6272, 3456, 1600,
             8000, 512]
