@@ -2,7 +2,7 @@
 (``kafkagen.kafka_python_read``) for batches and records, ``indexgen`` and the broker simulation in
 ``appendcheck`` for index files, ``kafkalog verify-index`` on every result.
 
-Contract (issue 5): stdin records (``lines`` or ``jsonl``) are grouped into batches
+The contract: stdin records (``lines`` or ``jsonl``) are grouped into batches
 (``--batch-records``, ``--batch-bytes``), get offsets from the partition's next offset, are written
 to the active segment with the broker's index maintenance (LogSegment.append), rolling as the
 broker does (LogSegment.shouldRoll, UnifiedLog.roll; the roll tests are in test_roll.py). Errors: exit 2 with one stderr line.
@@ -883,8 +883,8 @@ def test_invalid_line_after_flushes(tmp_path):
 
 def test_append_leaves_the_recovery_point_checkpoint_alone(tmp_path):
     """append does not maintain recovery-point-offset-checkpoint (the broker's recovery point
-    moves with its flushes; keeping it is the partition-state issue's work): until it does, the
-    file must come out byte for byte as it went in, never advanced over unflushed data."""
+    moves with its flushes): the file comes out byte for byte as it went in, never advanced over
+    unflushed data."""
     d = part_dir(tmp_path)
     ok(append(d, input=ac.lines_input(["a"] * 3)))
     cp = d.parent / "recovery-point-offset-checkpoint"
@@ -1192,7 +1192,7 @@ def _wait_for_stable_size(path, minimum, timeout=60.0):
 
 
 def test_sigkill_part_way_leaves_indexes_of_what_is_written(tmp_path):
-    """The issue's scenario: a big append killed part-way (here while it waits for more input,
+    """A big append killed part-way (here while it waits for more input,
     with hundreds of KB written). Before any recovery, the active segment's .index and
     .timeindex hold the entries of every batch in the log, as the broker's rebuild makes them
     (LogSegment.recover's rule equals LogSegment.append's within one run), none past the log;
@@ -1224,7 +1224,7 @@ def test_sigkill_part_way_leaves_indexes_of_what_is_written(tmp_path):
         rebuilt.offset_entries
 
 
-# -- safe input (issue 14): typos are errors, JSON values are written as their JSON text --------
+# -- safe input: typos are errors, JSON values are written as their JSON text --------------------
 
 @pytest.mark.parametrize("line,value", [
     (b'{"value": 5}', b"5"),

@@ -1,4 +1,4 @@
-"""`append`'s input limits (issue 24, 7): deep JSON is one line, not a RecursionError traceback;
+"""`append`'s input limits: deep JSON is one line, not a RecursionError traceback;
 a record that cannot fit in a batch under max.message.bytes (the broker's default 1048588,
 `--max-message-bytes`) stops the run at its line number, as the broker refuses the batch
 (RecordTooLargeException), with memory bounded whatever the line's length, and what came

@@ -1,7 +1,7 @@
-"""Memory on hostile auxiliary files (issue 24, 8): a 2 GiB sparse `.index` (a few real entries,
+"""Memory on hostile auxiliary files: a 2 GiB sparse `.index` (a few real entries,
 then zeros) and offset checkpoints of about 25 MB each are read in bounded pieces: `dump`,
-`verify-index`, `describe` and `recover --dry-run` stay under 150 MB of peak RSS (they reached
-2.1 GB and 0.7-0.9 GB when they read each file whole and split it into lists).
+`verify-index`, `describe` and `recover --dry-run` stay under 150 MB of peak RSS (reading each
+file whole and splitting it into lists would take 2.1 GB and 0.7-0.9 GB).
 
 The peak RSS is the command's own (a wrapper process whose only child it is reads it from
 getrusage(RUSAGE_CHILDREN)).

@@ -1,4 +1,4 @@
-"""Numbers out of Java's range in checkpoint files (issue 24, 4 and 9).
+"""Numbers out of Java's range in checkpoint files.
 
 The broker parses an offset checkpoint's entries with Integer.parseInt / Long.parseLong
 (CheckpointFile with OffsetCheckpointFile's formatter): a number past 2^63-1 makes the whole

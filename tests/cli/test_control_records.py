@@ -70,8 +70,8 @@ def test_kafka_text(tmp_path, type_id, message, values, label, kafka_format):
     expected = _compact(schemaenc.expected_json(spec, 0, values))
     if type_id == 2 and kafka_format == "3.x":
         # Kafka 3.x and 4.0 print a leader change by its type only; 4.1's Scala tool prints it
-        # as JSON as the Java tool does (Kafka 4.2.1's DumpLogSegments: tests/kafka_oracle/test_kafka_dump.py;
-        # this test once expected the type only for 4.2 too)
+        # as JSON as the Java tool does (Kafka 4.2.1's DumpLogSegments:
+        # tests/kafka_oracle/test_kafka_dump.py)
         assert line.endswith(" controlType: LEADER_CHANGE(2)"), line
     else:
         assert line.endswith(" %s%s %s" % (label, ":" if type_id == 2 else "", expected)), line
@@ -84,8 +84,7 @@ def test_messages_format(tmp_path, type_id, message, values, label):
     r = dump("--format", "messages", path)
     assert r.code == 0, r.err
     [line] = _record_lines(r.out)
-    # the default --kafka-format 4.2 prints a leader change as JSON, as Kafka 4.2.1 does (this
-    # test once expected its type only)
+    # the default --kafka-format 4.2 prints a leader change as JSON, as Kafka 4.2.1 does
     assert line.endswith(" %s%s %s" % (label, ":" if type_id == 2 else "",
                                        _compact(schemaenc.expected_json(spec, 0, values)))), line
 

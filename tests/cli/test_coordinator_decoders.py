@@ -423,7 +423,7 @@ def test_dump_transaction_log_decoder_and_precedence(tmp_path):
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(kg.v2_batch(records))
     # the text form is 3.x and 4.0's (from 4.1 the transaction log is JSON too: Kafka 4.1.1's
-    # DumpLogSegments prints it so, which an earlier version of this test did not know)
+    # DumpLogSegments prints it so)
     res = dump_subprocess("--transaction-log-decoder", "--kafka-format", "4.0", str(path))
     assert res.code == 0, res
     lines = [line for line in res.lines if line.startswith("| ")]

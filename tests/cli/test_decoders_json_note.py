@@ -1,6 +1,6 @@
-"""`--key-decoder json` / `--value-decoder json` show a payload that is not JSON as its text, as
-before, and now say so: one note line on stderr at the end of the run, keys, values and header
-values counted apart with their offsets; the exit status stays 0.
+"""`--key-decoder json` / `--value-decoder json` show a payload that is not JSON as its text and
+say so: one note line on stderr at the end of the run, keys, values and header values counted
+apart with their offsets; the exit status stays 0.
 
 The segment is written by kafka-python (``kafkagen``); which payloads are JSON is said by the
 test itself (the ``JSON`` flags), not worked out with the decoder's parser.

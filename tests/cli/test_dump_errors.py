@@ -194,8 +194,8 @@ def test_unknown_magic_outside_the_crc_is_invalid(tmp_path, magic):
     """The magic byte lies outside the v2 CRC: a batch whose magic became 3 or more keeps
     isvalid true and prints as Kafka's tool prints it (FileLogInputStream reads it as v2), but
     the rule that recover applies calls it invalid (it cuts there, "unknown magic"): dump
-    says so on stderr and exits 1, in both builds and at batch level too (the fuzzer found
-    dump exiting 0 where recover cut)."""
+    says so on stderr and exits 1, in both builds and at batch level too: dump and recover
+    agree."""
     w = good_segment()
     data = bytearray(w.data())
     data[16] = magic                     # the first batch's magic

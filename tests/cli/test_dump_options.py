@@ -49,8 +49,8 @@ def test_files_option_comma_separated_in_given_order(tmp_path):
     i = kafka_file_lines_check(res.lines, i, pa, a, deep=True, base_offset=0)
     assert i == len(res.lines)
     # one summary per file (both samples have gaps), in the order of DumpLogSegments' map of
-    # them (a Scala mutable.HashMap in the default 4.2, one put per pair: not the file order,
-    # as this test once said; tests/kafka_oracle/test_kafka_dump.py holds the order to Kafka's)
+    # them (a Scala mutable.HashMap in the default 4.2, one put per pair: not the file order;
+    # tests/kafka_oracle/test_kafka_dump.py holds the order to Kafka's)
     from kafkalog_cli.cli.render import map_order
     pairs = {}
     for line in res.err_lines:

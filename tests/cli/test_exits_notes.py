@@ -1,4 +1,4 @@
-"""Exits and notes as a careful Unix tool gives them (issue 14, item 6): every case a one-line
+"""Exits and notes as a careful Unix tool gives them: every case a one-line
 note or error on stderr and the documented exit status.
 
 - `dump --from-offset N` past the log end: one note, exit 0 (an empty answer is not an error);

@@ -1,4 +1,4 @@
-"""The writers on a full disk (issue 24, 6): a small tmpfs (mounted here, as root; skipped
+"""The writers on a full disk: a small tmpfs (mounted here, as root; skipped
 with the reason where mounting is not allowed) filled to the last block.
 
 * ``append`` stops with one line naming the last offset written and flushed (and how many of

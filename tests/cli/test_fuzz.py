@@ -588,9 +588,9 @@ def test_recover_alternates_as_the_broker_at_log_start_at_log_end(tmp_path):
     latest), the epochs truncated at the log end (truncateFromEnd), then at the log start
     (truncateFromStart). From 2@16: no epoch assigned, 2@16 dropped at the log end: none.
     From none: 0@0 ... 2@x assigned, folded into 2@16 at the log start. The broker's own
-    unclean loads alternate so; recover follows them (found by fuzz/run.py's writers target:
-    without truncateFromStart the second run left 2@0). The writers target accepts exactly
-    this alternation."""
+    unclean loads alternate so; recover follows them (truncateFromStart included: without it
+    the second run would leave 2@0). fuzz/run.py's writers target accepts exactly this
+    alternation."""
     logs = tmp_path / "logs"
     logs.mkdir()
     for n in os.listdir(F.FIXTURES):
@@ -615,29 +615,28 @@ FINDINGS = os.path.join(F.REPO, "tests", "data", "fuzz-findings")
 
 @pytest.mark.parametrize("finding", sorted(os.listdir(FINDINGS)))
 def test_long_run_findings_replay_clean(tmp_path, finding):
-    """The inputs the long fuzz run found to crash its targets, replayed (fuzz/run.py
-    --replay). cli-8230e7307a10: a batch's leader epoch set to 2^31-1 (outside the CRC),
-    epochs then going backwards, which recover keeps as LogSegment.recover keeps them;
+    """The inputs the long fuzz run kept (fuzz/findings), replayed (fuzz/run.py --replay): every
+    invariant holds on each. cli-8230e7307a10: a batch's leader epoch set to 2^31-1 (outside
+    the CRC), epochs then going backwards, which recover keeps as LogSegment.recover keeps them;
     cli-7b7a0a343aca: a leader-epoch-checkpoint of one wrong entry that the broker loads as it
-    is; cli-8c7d0f6664d4: a segment split on offset overflow, its original now kept in the
-    quarantine (the fuzzer found its bytes nowhere whole); cli-fe1658aa1498: a legacy wrapper
-    whose inner message's value length runs past its end, which recover cuts (Java's
-    LegacyRecord cannot read it, kafka-python silently reads it short); writers-1cfd8b512c21: a
-    leader-epoch-checkpoint entry past the log end that hides the batches' epochs from the
-    first load, as from the broker's; cli-b660c1e09c40: a legacy offset (outside the CRC) of a
-    segment's last message raised past the next segment's base, which recover once took for a
-    reason to cut the next segment whole (LogSegment.recover compares no segment with the one
-    before); cli-dc6eee68f1de: a legacy lz4 wrapper whose one inner message runs past the
-    decompressed bytes (Java's DeepRecordsIterator finds no inner records, kafka-python reads
-    it short), which recover cuts; cli-6a79f2a8e2b6: a KRaft control record whose value does
-    not decode, whose INVALID line the pure-Python writer lost (the C and pure-Python dumps
-    differed); cli-c6102403f4be: a v2 batch whose magic byte (outside the CRC) became 56,
-    which recover cut as "unknown magic" while dump exited 0; cli-23c5ed998b8a: a control
-    batch with a damaged record count, cut below the log end, which the producer state rebuild
-    still read (only a second recover wrote the snapshots); cli-30dcbb076955: a record whose
+    is; cli-8c7d0f6664d4: a segment split on offset overflow, its original kept whole in the
+    quarantine; cli-fe1658aa1498: a legacy wrapper whose inner message's value length runs past
+    its end, which recover cuts (Java's LegacyRecord cannot read it, kafka-python silently reads
+    it short); writers-1cfd8b512c21: a leader-epoch-checkpoint entry past the log end that
+    hides the batches' epochs from the first load, as from the broker's; cli-b660c1e09c40: a
+    legacy offset (outside the CRC) of a segment's last message raised past the next segment's
+    base, which is no reason to cut the next segment (LogSegment.recover compares no segment
+    with the one before); cli-dc6eee68f1de: a legacy lz4 wrapper whose one inner message runs
+    past the decompressed bytes (Java's DeepRecordsIterator finds no inner records,
+    kafka-python reads it short), which recover cuts; cli-6a79f2a8e2b6: a KRaft control record
+    whose value does not decode, whose INVALID line the C and pure-Python dumps both print;
+    cli-c6102403f4be: a v2 batch whose magic byte (outside the CRC) became 56, on which recover
+    (cutting it as "unknown magic") and dump agree; cli-23c5ed998b8a: a control batch
+    with a damaged record count, cut below the log end, which the producer state rebuild does
+    not read (the first recover writes the snapshots); cli-30dcbb076955: a record whose
     timestamp overflows a long, which recover cuts by kafkalog's one rule (Java wraps it,
     kafka-python reads the big number); cli-d6047fe6a853: a batch whose base offset became -1,
-    which the broker cannot load (recover raised a traceback; now one line, exit 2)."""
+    which the broker cannot load (recover: one line, exit 2, no traceback)."""
     run = _fuzz_run_module()
     target = run._make_target(finding.split("-", 1)[0], str(tmp_path))
     with open(os.path.join(FINDINGS, finding), "rb") as f:

@@ -220,8 +220,7 @@ def test_snapshot_payloads_decoded_as_metadata_records_by_default(tmp_path):
     """With --print-data-log and no decoder chosen, a snapshot's records are shown as the
     metadata decoder shows them ({"type","version","data"}) in --format messages and json; a
     segment beside it is not. --format kafka prints the payloads as DumpLogSegments does, as
-    text (every release does: tests/kafka_oracle/test_kafka_dump.py; this test once expected them decoded
-    there too)."""
+    text (every release does: tests/kafka_oracle/test_kafka_dump.py)."""
     data = snapshot_bytes(RECORDS)
     path = write(tmp_path / "00000000000000000003-0000000001.checkpoint", data)
     res = dump("--print-data-log", path)

@@ -230,7 +230,7 @@ def test_full_recovers_every_segment(tmp_path):
 
 
 def test_killed_append_empty_index_is_rebuilt(tmp_path):
-    """The issue's case: the active segment has KBs of log and an EMPTY .index (the entries
+    """A killed append: the active segment has KBs of log and an EMPTY .index (the entries
     were in the writer's memory when it was killed); no clean-shutdown marker: rebuilt."""
     part = Part(tmp_path / "logdir", n_batches=(30, 30, 300))
     assert len(part.data[2]) > 200_000

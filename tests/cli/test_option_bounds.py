@@ -1,7 +1,7 @@
 """Numeric options are bounded as Kafka's own settings and fields are (kafkalog_cli/cli/
 numbers.py): a value past a Java int, long or short is a usage error naming the option, exit 2,
-one line, never a traceback (issue 24, 9: `dump --max-message-size` and `--base-offset` with a
-23-digit number raised OverflowError deep in the C fast path)."""
+one line, never a traceback (`dump --max-message-size` and `--base-offset` with a 23-digit
+number among them, which the C fast path could not hold)."""
 
 import shutil
 import subprocess

@@ -98,7 +98,7 @@ def assert_all_kept(directory, before, files, cut_prefixes):
         assert data in contents, "%r (%d bytes) is nowhere" % (n, len(data))
 
 
-# -- the defect of issue 10 item 1: a .swap beside a segment after a corrupt one -----------------
+# -- a .swap beside a segment after a corrupt one ------------------------------------------------
 
 def compacted(data):
     entries = kg.split_entries(data)
@@ -144,8 +144,10 @@ def swap_after_corrupt(directory, with_index_swaps):
 
 @pytest.mark.parametrize("with_index_swaps", [False, True])
 def test_swap_then_set_aside_keeps_both_files(tmp_path, with_index_swaps):
-    """Regression (issue 10 item 1): the second B.log was moved to the first one's quarantine
-    name and replaced it; offsets of the original B existed nowhere."""
+    """Segment B after a corrupt one, with a .swap of B beside it: recovery renames the swap
+    over B (the old B set aside), then sets the new B aside too. Both B.log files are kept
+    byte for byte, each under a quarantine name of its own, the manifest naming where the second
+    came from."""
     d = str(tmp_path / "logdir" / "metrics-0")
     pos, (b0, b1, b2) = swap_after_corrupt(d, with_index_swaps)
     before = top_files(d)
@@ -291,9 +293,9 @@ def test_rename_noreplace_never_replaces(tmp_path):
 
 def test_retain_does_not_rename_over_an_existing_deleted_file(tmp_path):
     """The log cleaner leaves the segment it replaced as ``X.log.deleted`` (the new one has the
-    same base offset X) until the broker's delayed delete. Retention deleting X then renamed
-    X.log over that file (before the fix): both must stay until the delete delay has passed,
-    and then both go."""
+    same base offset X) until the broker's delayed delete. Retention deleting X then must not
+    rename X.log over that file: both stay until the delete delay has passed, and then both
+    go."""
     d = str(tmp_path / "logs" / "orders-0")
     os.makedirs(d)
     segs, base = [], 0
@@ -326,8 +328,8 @@ def test_retain_does_not_rename_over_an_existing_deleted_file(tmp_path):
 
 def test_append_does_not_trim_away_index_entries(tmp_path):
     """append trims a pre-allocated zero tail off the active segment's index before appending
-    to it; entries after a slot that ends the real ones are not such a tail, and were dropped
-    unseen (before the fix). Now append refuses and sends to recover, the index untouched."""
+    to it; entries after a slot that ends the real ones are not such a tail: append refuses
+    and sends to recover, the index untouched."""
     import struct
     import subprocess
     import sys

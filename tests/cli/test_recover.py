@@ -1139,8 +1139,8 @@ def overlapping_batch_partition(directory):
 
 
 def test_overlapping_batch_with_increasing_last_offset_is_kept(tmp_path):
-    """Regression (cut as 'offset N does not follow offset N' before the fix): only the last
-    offset must increase."""
+    """Only a batch's last offset must increase: a batch whose base offset repeats the previous
+    batch's last offset is valid and kept, with nothing to do."""
     part = overlapping_batch_partition(str(tmp_path / "logdir" / "t-0"))
     # its indexes (built for the unpatched bytes) still verify: nothing to do
     assert verify_index(part.dir).code == 0
@@ -1158,7 +1158,8 @@ def big_record_partition(directory, size=6_000_000):
 
 
 def test_batch_larger_than_default_max_message_size_is_kept(tmp_path):
-    """Regression (cut as 'record of 6000012 bytes exceeds the limit' before the fix)."""
+    """A valid batch with a record of 6,000,012 bytes (past the default --max-message-size) is
+    kept: nothing to do."""
     part = big_record_partition(str(tmp_path / "logdir" / "big-0"))
     assert_nothing_to_do(part.dir)
 
@@ -1207,10 +1208,10 @@ def with_leader_epochs(part):
 
 
 def test_snapshot_at_set_aside_segment_base(tmp_path):
-    """Regression (found at 3cde81a: the snapshot was planned for moving twice, the second
-    rename failed, exit 2 with the partition half done). Two segments, producer snapshots at the second segment's base
-    (written at the roll, as every broker does) and at the log end offset; a flipped bit in the
-    first segment's middle batch. Expected: segment 1 and both snapshots moved, exit 1."""
+    """A producer snapshot at the base of a segment set aside is moved once, with the
+    segment. Two segments, producer snapshots at the second segment's base (written at the roll,
+    as every broker does) and at the log end offset; a flipped bit in the first segment's middle
+    batch. Expected: segment 1 and both snapshots moved, exit 1."""
     d = str(tmp_path / "logdir" / "t-0")
     d0, n0 = ig.busy_segment(0, n_batches=10)
     d1, n1 = ig.busy_segment(n0, n_batches=10)
@@ -1569,7 +1570,7 @@ def test_lock_held_while_recover_runs_in_a_subprocess(tmp_path, lock_holder):
     check_partition_files(exp)
 
 
-# -- issue 10: recover agrees with itself and with the readers --------------------------------------
+# -- recover agrees with itself and with the readers ----------------------------------------------
 
 def _patched_batch(data, k, patch):
     """``data`` with its ``k``-th entry changed by ``patch(bytearray)`` and its CRC fixed up."""
@@ -1584,10 +1585,9 @@ def _max_ts_beyond_records(buf):
 
 
 def test_header_max_timestamp_above_records_nothing_to_do(tmp_path):
-    """Regression (issue 10 item 5): a batch whose header maxTimestamp is above its records'
-    (CRC fixed up). LogSegment.recover indexes the header's value, so the broker-built indexes
-    are right: nothing to do, and verify-index agrees. Before the fix every run rebuilt the
-    indexes and exited 1."""
+    """A batch whose header maxTimestamp is above its records' (CRC fixed up).
+    LogSegment.recover indexes the header's value, so the broker-built indexes are right: nothing
+    to do (no index rebuilt, exit 0), and verify-index agrees."""
     data, _ = ig.busy_segment(0, n_batches=30, seed=3)
     data = _patched_batch(data, 12, _max_ts_beyond_records)
     b = ig.read_log(data)[12]
@@ -1635,9 +1635,9 @@ def _overbound_txn_partition(directory):
 
 
 def test_overbound_transactional_batch_keeps_its_txnindex_entry(tmp_path):
-    """Regression (issue 10 item 6): the transaction's first offset comes from the batch
-    header, not from its records; the correct .txnindex stays (before the fix it was set aside
-    and none written). The batch is reported as kept with its records unchecked."""
+    """A transactional batch inflating past the bound: the transaction's first offset comes
+    from the batch header, not from its records, so the correct .txnindex stays (not set
+    aside). The batch is reported as kept with its records unchecked."""
     part = _overbound_txn_partition(str(tmp_path / "logdir" / "orders-1"))
     res = assert_nothing_to_do(part.dir, "--max-message-size", "1000")
     notes = [line for line in res.lines if "not checked" in line]
@@ -1654,7 +1654,7 @@ def test_overbound_transactional_batch_keeps_its_txnindex_entry(tmp_path):
 
 
 def test_overbound_batch_readers_agree(tmp_path):
-    """Regression (issue 10 items 6, 8): recover keeps a batch inflating past the bound; a deep
+    """recover keeps a batch inflating past the bound; a deep
     dump prints it with a note on stderr and exits 0; verify-index exits 0."""
     part = _overbound_txn_partition(str(tmp_path / "logdir" / "orders-1"))
     assert_nothing_to_do(part.dir, "--max-message-size", "1000")
@@ -1673,9 +1673,9 @@ def _bad_control_key(buf):
 
 
 def test_malformed_control_batch_is_cut(tmp_path):
-    """Regression (issue 10 items 6, 8): a batch whose attributes say transactional+control
-    but whose record keys are shorter than 4 bytes is invalid for the readers, so recover cuts
-    there (before the fix it was kept, and dump then exited 1)."""
+    """A batch whose attributes say transactional+control but whose record keys are shorter
+    than 4 bytes is invalid for the readers, so recover cuts there, and dump of the result
+    exits 0."""
     w = kg.SegmentWriter(0)
     w.add_v2([kg.Rec(b"k", b"x" * 100, T0)])
     w.add_v2([kg.Rec(b"\x00\x00", b"\x00\x00\x00\x00\x00\x00", T0 + 1)],
@@ -1697,9 +1697,8 @@ def test_malformed_control_batch_is_cut(tmp_path):
 
 
 def test_index_swap_is_set_aside_not_renamed_over(tmp_path):
-    """Regression (issue 10 item 7): an index .swap without its segment's .log.swap was
-    renamed over the existing index, which was kept nowhere. Now it is set aside (the broker's
-    loader deletes it and rebuilds), the existing index (right) stays;
+    """An index .swap without its segment's .log.swap is set aside (the broker's loader
+    deletes it and rebuilds), never renamed over the existing index, which (right) stays;
     leader-epoch-checkpoint.swap, a name Kafka does not write, is left alone and reported."""
     part = make_partition(str(tmp_path / "logdir" / "orders-0"), n_segments=2)
     d = part.dir
@@ -1717,9 +1716,9 @@ def test_index_swap_is_set_aside_not_renamed_over(tmp_path):
 
 
 def test_partition_holding_only_deleted_file_second_run_exit_0(tmp_path):
-    """Regression (issue 10 item 8): after the first run moved the only file away, the second
-    exited 2 ('no partition directories in it'); a directory holding our quarantine is still a
-    partition directory, and there is nothing to do."""
+    """After the first run moved the only file away, a directory holding our quarantine is
+    still a partition directory: the second run has nothing to do (exit 0), not 'no partition
+    directories in it' (exit 2)."""
     d = str(tmp_path / "logdir" / "t-0")
     os.makedirs(d)
     data, _ = ig.busy_segment(0, n_batches=5)
@@ -1735,9 +1734,8 @@ def test_partition_holding_only_deleted_file_second_run_exit_0(tmp_path):
 
 
 def test_non_utf8_file_name(tmp_path):
-    """Regression (issue 10 item 8): a file named b'\\xff.index' made the report raise
-    UnicodeEncodeError; names are printed escaped, the manifest is valid JSON keeping the raw
-    name, and the file is kept verbatim."""
+    """A file whose name is not UTF-8 (b'\\xff.timeindex.deleted'): the report prints the name
+    escaped, the manifest is valid JSON keeping the raw name, and the file is kept verbatim."""
     part = make_partition(str(tmp_path / "logdir" / "t-0"), n_segments=1)
     raw = os.path.join(os.fsencode(part.dir), b"\xff.timeindex.deleted")
     with open(raw, "wb") as f:
@@ -1762,8 +1760,9 @@ def test_non_utf8_file_name(tmp_path):
                                  "-00000000000000000001.log", "\u0661\u0662.log", "7.log",
                                  "000000000000000000007.log"])
 def test_names_kafka_does_not_give_are_left_alone(tmp_path, odd):
-    """Regression (issue 10 item 8): ``X.log.log`` was taken for segment X (and abc.log made
-    a TypeError elsewhere); such files are no segment's: left alone, named in the report."""
+    """Names a broker does not give a segment's files (``X.log.log``, ``abc.log``, a negative,
+    short, 21-digit or non-ASCII-digit base) are no segment's: left alone, named in the
+    report."""
     part = make_partition(str(tmp_path / "logdir" / "t-0"), n_segments=2)
     write_aged(os.path.join(part.dir, odd), part.segs[0].data[:500])
     res = assert_nothing_to_do(part.dir)
@@ -1789,9 +1788,9 @@ def many_records_batch(n):
 
 @pytest.mark.slow
 def test_many_records_scanned_in_bounded_memory(tmp_path):
-    """Regression (issue 10 item 8): a valid batch of 1,500,000 records; recover --dry-run's
-    scan used to hold every record at once (~0.8 GB for 7,000,000); memory now stays near the
-    decompressed size. Measured on a real process (its peak resident size)."""
+    """A valid batch of 1,500,000 records: recover --dry-run's scan never holds every record at
+    once; its memory stays near the decompressed size. Measured on a real process (its peak
+    resident size)."""
     n = 1_500_000
     data, inflated = many_records_batch(n)
     (kb,) = kg.kafka_python_read(data, deep=False)   # kafka-python: one batch, CRC right

@@ -1,4 +1,4 @@
-"""One ``recover`` is enough (issue 24, 5): whatever it leaves, a second run accepts (exit 0)
+"""One ``recover`` is enough: whatever it leaves, a second run accepts (exit 0)
 without changing a byte, and the first run's dry run announces every change the run makes.
 
 On the shipped fixtures after each writing command (a plain ``append``, ``roll``, ``retain``),
@@ -120,9 +120,9 @@ def test_a_cut_marker_below_the_log_end_is_not_replayed(tmp_path):
     """A segment whose batches jump to offset 999 (a base offset outside the CRC), then a
     producer's transaction marker at offset 3: recover cuts at the marker (offsets go back),
     and the log end offset becomes 1000. The producer state is rebuilt from the segment as the
-    cut leaves it: the marker, below the log end but cut, is not replayed (it once was: its
-    damaged record count failed the rebuild, and only a second run wrote the snapshots; found
-    by the fuzzer)."""
+    cut leaves it: the marker, below the log end but cut, is not replayed (its damaged record
+    count would fail the rebuild), so the first run writes the snapshots and a second has
+    nothing to do."""
     import kafkagen as kg
     w = kg.SegmentWriter(0)
     w.add_v2([kg.Rec(b"a", b"x" * 40, kg.T0)])
@@ -141,8 +141,7 @@ def test_a_negative_base_offset_the_broker_cannot_load_is_one_line(tmp_path):
     """A first batch whose base offset (outside the CRC) became -1, its last offset still in
     the segment: LogSegment.recover would assign its leader epoch from offset -1, which
     LeaderEpochFileCache.assign refuses (IllegalArgumentException), so the broker cannot load
-    the partition. recover says so in one line, exit 2, and changes nothing (it raised a
-    traceback; found by the fuzzer)."""
+    the partition. recover says so in one line, exit 2, no traceback, and changes nothing."""
     import kafkagen as kg
     w = kg.SegmentWriter(0, partition_leader_epoch=3)
     w.add_v2([kg.Rec(b"k%d" % i, b"v", kg.T0) for i in range(6)])

@@ -1,4 +1,4 @@
-"""A killed `recover` leaves nothing in its quarantine that no manifest lists (issue 24, 3).
+"""A killed `recover` leaves nothing in its quarantine that no manifest lists.
 
 The fixtures' metrics-0 with one byte of segment 0 flipped: `recover --full` sets the damaged
 segment's tail aside. It is SIGKILLed before each of its file operations in turn

@@ -65,7 +65,7 @@ def torn_metrics(tmp_path, bad_batch=None):
 # -- recover ------------------------------------------------------------------------------------
 
 def test_recover_torn_tail_reports_the_segment_set_aside(tmp_path):
-    """The issue's example: a segment truncated mid-batch while a later segment exists. The
+    """A segment truncated mid-batch while a later segment exists. The
     segment keeps its whole batches; the torn tail holds no whole batch; the later segment
     (offsets 300-599) is set aside and counted in the partition's and the summary's totals."""
     d, part, kbs0, kbs1, torn_at = torn_metrics(tmp_path)

@@ -9,7 +9,7 @@ uninterrupted run's result.
 * Every crash point, deterministically: the command run in-process with the k-th rename /
   replace / unlink / fsync raising (a crash just before that call), for every k, then a dry run
   (which must change nothing) and a rerun; also with a snapshot inside a deleted segment, with a
-  log-start-offset-checkpoint, and with --roll-active (the last two were known bugs, since fixed).
+  log-start-offset-checkpoint, and with --roll-active.
 
 Runs in the default ``pytest`` run; the SIGKILL loop takes ~10-30 s, the rest ~10 s.
 """

@@ -249,7 +249,7 @@ def test_offset_seek_with_bad_index(tmp_path, partition, how):
 @pytest.mark.parametrize("how", ["positions-past-end", "positions-inside-batches"])
 def test_offset_seek_with_sane_but_wrong_index(tmp_path, partition, how):
     """The index passes Kafka's sanity check but its entries are wrong: the output must still be
-    the filtered full scan (issue 3: results identical to a filtered full scan)."""
+    the filtered full scan."""
     _, _, end, records = partition
     d, segs, path = broken_copy(tmp_path, how, "index")
     lo, hi = segs[1].base_offset + 40, segs[1].base_offset + 70

@@ -1,4 +1,4 @@
-"""Start-up: a command imports what it and its data need, no more (issue 16: `kafkalog dump` of an
+"""Start-up: a command imports what it and its data need, no more (the aim: `kafkalog dump` of an
 empty segment within 2.5x of `python -c pass`; benchmarks/bench_startup.py times it).
 
 Each test runs kafkalog's real entry point (cli.main.main) in a fresh interpreter and lists the

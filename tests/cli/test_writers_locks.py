@@ -1,4 +1,4 @@
-"""A partition reached through a symlink is locked where it really lives (issue 24, 2).
+"""A partition reached through a symlink is locked where it really lives.
 
 ``logdirB/orders-0 -> logdir/orders-0`` with ``logdir/.lock`` held by a live process (a POSIX
 lock, as the broker's JVM holds it): `recover logdirB`, `append logdirB/orders-0`, `retain

@@ -1,4 +1,4 @@
-"""The writing commands never write through a symlink (issue 24, 1): a symlink planted at a
+"""The writing commands never write through a symlink: a symlink planted at a
 temporary name, a lock's name, or an active segment file's name leads outside the log
 directory; `append`, `retain`, `roll` and `recover` must change nothing outside it. Checked by
 hashing a sibling tree (the "outside") before and after, and by looking at what each link

@@ -19,8 +19,7 @@ from kafkalog_cli.format.records import LOG_OVERHEAD, iter_records, read_batch
 
 
 def general_scan(buf, start, end, resync=False):
-    """format.scan.scan as it was before its fast path: every entry through the general
-    checks."""
+    """format.scan.scan without its fast path: every entry through the general checks."""
     pos = min(max(start, 0), end)
     while True:
         if end - pos < sc.MIN_HEADER:

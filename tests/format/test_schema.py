@@ -243,7 +243,7 @@ def test_raft_control_records_still_printed_by_name(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = [x for x in r.stdout.splitlines() if x.startswith("| offset:")]
     # as JSON from Kafka 4.1 (the default --kafka-format 4.2: Kafka 4.2.1's DumpLogSegments
-    # prints it so; this test once expected its type only), by type in 3.x and 4.0
+    # prints it so), by type in 3.x and 4.0
     assert (' LeaderChange: {"version":0,"leaderId":1,' in lines[0]
             and "payload" not in lines[0]), lines[0]
     r = _dump("--cluster-metadata-decoder", "--kafka-format", "4.0", path)

@@ -3,7 +3,7 @@ tests/kafka/Utf8Probe.java) against ``format.utf8.java_text`` on random and edge
 then DumpLogSegments against ``kafkalog dump`` (the C text path and the pure-Python one) on a
 segment whose keys and payloads are those bytes. Java and Python's "replace" handler differ on
 0xED 0xA0-0xBF; the broker's own traffic holds such bytes only by chance (a timestamp or an id in
-a binary payload), which is how the dump oracle once met them."""
+a binary payload), so the dump oracle alone would meet them only now and then."""
 
 import os
 import random

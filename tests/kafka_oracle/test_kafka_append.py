@@ -1,4 +1,4 @@
-"""``kafkalog append`` and ``kafkalog roll`` judged by Apache Kafka itself (issue 23).
+"""``kafkalog append`` and ``kafkalog roll`` judged by Apache Kafka itself.
 
 One broker for the module. It creates the topics, a real idempotent producer (kafka-python)
 writes to one, and the broker stops cleanly. kafkalog then appends to the stopped broker's

@@ -1,4 +1,4 @@
-"""``kafkalog dump`` against Kafka's own DumpLogSegments (issue 23): every file of a real broker's
+"""``kafkalog dump`` against Kafka's own DumpLogSegments: every file of a real broker's
 log directories (cleanly stopped and SIGKILLed: ``kafka_traffic``) and of ``fixtures/logdir``
 (legacy v0/v1 messages, every codec), under every option set, for each ``--kafka-format``
 choice against the release it matches (``kafkajvm.DUMP_RELEASES``). stdout, stderr and the

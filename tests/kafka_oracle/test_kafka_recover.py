@@ -1,4 +1,4 @@
-"""``kafkalog recover`` judged by Apache Kafka's own recovery (issue 23, point 4).
+"""``kafkalog recover`` judged by Apache Kafka's own recovery.
 
 Real traffic goes through a real broker (kafka-python: a producer per codec with keys, null
 keys and values, headers; idempotent producers; a transactional producer committing and
@@ -58,9 +58,9 @@ broker started on it, every partition online, then a clean stop). Then:
   (every fourth trial of the campaign, the last one and the damaged variants: a run takes a
   couple of seconds).
 
-Found and fixed in kafkalog this way: recover kept a producer snapshot lying inside the segment
-it recovered (the one a previous recover took at the log end offset, before the broker appended
-after it: at no base, but the newest, so ``removeStraySnapshots`` alone keeps it); the broker's
+Among what this holds: a producer snapshot lying inside the segment recover recovers (the one
+an earlier recover took at the log end offset, before the broker appended after it: at no base,
+but the newest, so ``removeStraySnapshots`` alone would keep it) goes, as the broker's
 ``LogLoader.recoverSegment`` deletes every snapshot above the base of a segment it recovers
 (``ProducerStateManager.truncateAndReload``) and takes its own.
 

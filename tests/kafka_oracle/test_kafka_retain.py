@@ -1,4 +1,4 @@
-"""``kafkalog retain`` judged by Apache Kafka itself (issue 23).
+"""``kafkalog retain`` judged by Apache Kafka itself.
 
 One broker for the module writes partitions of small segments (``internal.segment.bytes``) with
 retention off, and stops cleanly; its log directory is copied. On the copy, ``kafkalog retain``

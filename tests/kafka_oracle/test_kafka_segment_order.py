@@ -3,8 +3,8 @@
 LogSegment.recover validates a segment's batches knowing nothing of the segment before it. A
 batch's base offset lies outside its CRC (v2; a legacy message's offset likewise), so one
 damaged byte can leave the last batch of a segment with offsets above the next segment's base.
-The broker's load keeps both segments; ``kafkalog recover`` keeps them too (it once cut the next
-segment whole as "does not follow", found by the fuzzer).
+The broker's load keeps both segments; ``kafkalog recover`` keeps them too (it does not cut the
+next segment whole as "does not follow").
 """
 
 import os

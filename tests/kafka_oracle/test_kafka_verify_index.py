@@ -1,4 +1,4 @@
-"""``kafkalog verify-index`` judged by Apache Kafka's DumpLogSegments (issue 23).
+"""``kafkalog verify-index`` judged by Apache Kafka's DumpLogSegments.
 
 For every offset and time index of the broker's own log directories (``kafka_traffic``: the
 SIGKILLed ``crashed`` one, with pre-allocated active indexes, and the cleanly stopped ``clean``
