@@ -1,18 +1,10 @@
-"""Fuzz tests: every reader on mutated bytes, and the CLI end to end on mutated directories.
-
-In-process (hypothesis, thousands of inputs): the format layer (scan, batch headers, records of
-v2 batches and legacy messages, every codec, nested compression, decompression bombs, control
-records) and every auxiliary file reader (offset/time/transaction indexes, producer snapshots,
-checkpoints), on seeds written by kafka-python and the shipped fixtures, mutated by bit flips,
-truncations, splices, length fields at their extremes and mutations under the compression.
-Only the documented exceptions may escape (CorruptRecordError and its LimitExceededError,
-FileFormatError, OSError), in bounded time.
-
-End to end (real processes, a few dozen inputs): ``dump`` in every format, ``verify-index``,
-``recover --dry-run``, ``recover`` and a second ``recover`` on mutated copies of the fixtures and
-of kafka-python partitions of every codec, with hostile directory contents too. No traceback,
-exit status 0/1/2, bounded time and address space, read-only commands change no byte, ``recover``
-loses no byte and a second run has nothing to do.
+"""Fuzz tests of the CLI end to end on mutated directories (real processes, a few dozen
+inputs): ``dump`` in every format, ``verify-index``, ``recover --dry-run``, ``recover`` and a
+second ``recover`` on mutated copies of the fixtures and of kafka-python partitions of every
+codec, with hostile directory contents too. No traceback, exit status 0/1/2, bounded time and
+address space, read-only commands change no byte, ``recover`` loses no byte and a second run
+has nothing to do. Then the writers in-process (fuzz/run.py's writers target) and the findings
+of the long run, replayed.
 
 ``KAFKALOG_FUZZ_EXAMPLES`` scales every budget (default 1; 10 for a longer run). For a long run
 use fuzz/run.py.
@@ -24,11 +16,8 @@ import random
 import shutil
 import struct
 import tempfile
-import time
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
 
 import fuzzlib as F
 import indexgen as ig
@@ -37,212 +26,8 @@ import kafkagen as kg
 # Randomized fuzzing runs, a few minutes: left out of the quick suite (pytest -m "not slow").
 pytestmark = pytest.mark.slow
 
-SCALE = float(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "1"))
-
-
-def budget(n):
-    return max(1, int(n * SCALE))
-
-
-def fuzz_settings(n, shrink=True):
-    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
-    return settings(max_examples=budget(n), deadline=None, derandomize=True, database=None,
-                    phases=phases, suppress_health_check=list(HealthCheck))
-
-
-OPS = st.lists(st.tuples(st.sampled_from(F.OPS), st.integers(0, 2 ** 32 - 1),
-                         st.integers(0, 2 ** 32 - 1)), min_size=1, max_size=4)
-
 LOG_SEEDS = F.log_seeds()
 LOG_NAMES = sorted(LOG_SEEDS)
-AUX_SEEDS = F.aux_seeds()
-AUX_NAMES = sorted(AUX_SEEDS)
-BUSY_LOG = F.busy_log()
-SECONDS = 5.0  # one in-process input, however hostile
-
-
-def _timed(fn, *args, **kw):
-    t0 = time.monotonic()
-    out = fn(*args, **kw)
-    took = time.monotonic() - t0
-    assert took < SECONDS, "took %.1fs" % took
-    return out
-
-
-# -- the format layer ------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("name", LOG_NAMES)
-def test_every_seed_reads_clean(name):
-    """The seeds themselves: every entry complete (bombs stop at the bound, as they must)."""
-    for pure in (False, True):
-        run = F.with_pure_python if pure else (lambda fn, *a: fn(*a))
-        assert run(F.read_log_bytes, LOG_SEEDS[name]) >= 1
-
-
-@fuzz_settings(2500)
-@given(name=st.sampled_from(LOG_NAMES), other=st.sampled_from(LOG_NAMES), ops=OPS,
-       resync=st.booleans(), pure=st.booleans())
-def test_log_bytes_mutated(name, other, ops, resync, pure):
-    data = F.apply_ops(LOG_SEEDS[name], ops, LOG_SEEDS[other])
-    allowed = F.allowed_exceptions()
-    try:
-        if pure:
-            _timed(F.with_pure_python, F.read_log_bytes, data, resync=resync)
-        else:
-            _timed(F.read_log_bytes, data, resync=resync)
-    except allowed:
-        pass  # the scan itself raises nothing for bad bytes; a reader may say why it stopped
-
-
-def test_log_bytes_against_kafka_python():
-    """Mutated segments with their CRCs fixed up, read by kafka-python (independent) and by
-    kafkalog: the same entries, offsets and CRC verdicts, and the same records of every v2
-    batch both can decode. A comparison that kafka-python cannot make compares nothing, so at
-    least 90% of the inputs must have had entries compared."""
-    counts = {"inputs": 0, "compared": 0}
-
-    @fuzz_settings(600)
-    @given(name=st.sampled_from(LOG_NAMES), other=st.sampled_from(LOG_NAMES), ops=OPS)
-    def compare(name, other, ops):
-        data = F.fix_crcs(F.apply_ops(LOG_SEEDS[name], ops, LOG_SEEDS[other]))
-        counts["inputs"] += 1
-        if _timed(F.compare_with_kafka_python, data):
-            counts["compared"] += 1
-
-    compare()
-    assert counts["compared"] >= 0.9 * counts["inputs"], (counts, F.COMPARE_FAILURES)
-
-
-LARGE_SEEDS = F.large_seeds()
-
-
-@fuzz_settings(60)
-@given(name=st.sampled_from(sorted(LARGE_SEEDS)), ops=OPS, pure=st.booleans())
-def test_large_batches_mutated(name, ops, pure):
-    """Batches inflating to about 5 MiB (more than the codecs join from pieces: their output
-    is gathered in one growing mapping), read with the default bounds; the C decoder's records
-    must be the pure-Python decoder's."""
-    data = F.apply_ops(LARGE_SEEDS[name], ops)
-    run = F.with_pure_python if pure else (lambda fn, *a: fn(*a))
-    _timed(run, F.read_log_bytes, data, 5 << 20, 80 << 20)
-    _timed(F.compare_implementations, data, 5 << 20, 80 << 20)
-
-
-@fuzz_settings(1500)
-@given(data=st.binary(max_size=300), count=st.integers(-2, 70), pure=st.booleans())
-def test_records_area_random_bytes(data, count, pure):
-    if pure:
-        _timed(F.with_pure_python, F.read_records_area, data, count)
-    else:
-        _timed(F.read_records_area, data, count)
-
-
-@fuzz_settings(1000)
-@given(raw=st.binary(max_size=200), version_field=st.integers(-3, 3), type_id=st.integers(-1, 8))
-def test_control_records_random_bytes(raw, version_field, type_id):
-    from kafkalog_cli.format import control
-    from kafkalog_cli.format.errors import CorruptRecordError
-    for key, value in ((struct.pack(">hh", version_field, type_id), raw), (raw, raw)):
-        try:
-            control.control_type(key)
-        except CorruptRecordError:
-            pass
-        try:
-            control.end_txn_marker(value)
-        except CorruptRecordError:
-            pass
-        try:
-            control.kraft_control_json(type_id, value)
-        except CorruptRecordError:
-            pass
-
-
-@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-@pytest.mark.parametrize("magic", [1, 2])
-def test_decompression_bomb_in_process(codec, magic):
-    """A record of 64 MiB of zeros: the default bounds (5 MiB records, 80 MiB batches) stop
-    the inflation at the limit, quickly and without holding the whole payload."""
-    if magic < 2 and codec == "zstd":
-        pytest.skip("zstd needs message format v2")
-    from kafkalog_cli.format.codecs import Inflater
-    from kafkalog_cli.format.errors import CorruptRecordError, LimitExceededError
-    from kafkalog_cli.format.records import decode_records
-    from kafkalog_cli.format.scan import scan
-    cid = kg.CODECS[codec]
-    if magic == 2:
-        data = F._big_record_batch_v2(cid, 64 << 20)
-    else:
-        data = F._big_record_legacy(magic, cid, 64 << 20)
-    (batch,) = list(scan(data, 0, len(data)))
-    t0 = time.monotonic()
-    with pytest.raises(LimitExceededError):
-        decode_records(data, batch, Inflater(), 5 << 20, 4 << 20)
-    assert time.monotonic() - t0 < SECONDS
-    if magic == 2:
-        # The payload fits the batch bound but the record does not: the record bound says so.
-        with pytest.raises(CorruptRecordError):
-            decode_records(data, batch, Inflater(), 5 << 20, 80 << 20)
-
-
-# -- auxiliary files ----------------------------------------------------------------------------------
-
-@fuzz_settings(2000)
-@given(seed=st.sampled_from(AUX_NAMES), ops=OPS, with_log=st.booleans(),
-       probe=st.integers(-2 ** 63, 2 ** 63 - 1))
-def test_aux_files_mutated(seed, ops, with_log, probe):
-    kind, _ = seed
-    data = F.apply_ops(AUX_SEEDS[seed], ops)
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, F.aux_file_name(kind))
-        with open(path, "wb") as f:
-            f.write(data)
-        log_path = None
-        if with_log and kind in ("index", "timeindex", "txnindex"):
-            log_path = os.path.join(d, "00000000000000000000.log")
-            with open(log_path, "wb") as f:
-                f.write(BUSY_LOG)
-        _timed(F.read_aux_file, kind, path, log_path, probe)
-
-
-_SPECIAL_READER = """
-import sys
-from kafkalog_cli.log import checkpoints
-from kafkalog_cli.log.files import NotRegularFileError
-from kafkalog_cli.log.index import OffsetIndex, TimeIndex
-from kafkalog_cli.log.snapshot import read_snapshot
-from kafkalog_cli.log.txnindex import TransactionIndex
-reader = {"index": OffsetIndex, "timeindex": TimeIndex, "txnindex": TransactionIndex,
-          "snapshot": read_snapshot, "offset-checkpoint": checkpoints.read_offset_checkpoint,
-          "leader-epoch-checkpoint": checkpoints.read_leader_epochs,
-          "partition.metadata": checkpoints.read_partition_metadata}[sys.argv[1]]
-try:
-    reader(sys.argv[2])
-except NotRegularFileError:
-    sys.exit(0)
-sys.exit(3)
-"""
-
-
-@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
-@pytest.mark.parametrize("kind", F.AUX_KINDS)
-def test_aux_reader_refuses_what_is_not_a_regular_file(tmp_path, kind, special):
-    """/dev/zero symlinked as an auxiliary file, or a FIFO with no writer: the reader refuses
-    it at once with NotRegularFileError (in a process bounded to 1 GB and 20 s, since the
-    failure modes are reading without end and blocking forever)."""
-    import subprocess
-    import sys
-    path = tmp_path / F.aux_file_name(kind)
-    if special == "fifo":
-        os.mkfifo(path)
-    else:
-        path.symlink_to(special)
-    try:
-        p = subprocess.run([sys.executable, "-c", _SPECIAL_READER, kind, str(path)],
-                           capture_output=True, timeout=20, cwd=F.REPO,
-                           preexec_fn=F._limits(1 << 30))
-    except subprocess.TimeoutExpired:
-        pytest.fail("reading a %s as %s blocked" % (special, kind))
-    assert p.returncode == 0, p.stderr.decode()[-600:]
 
 
 # -- the CLI end to end ------------------------------------------------------------------------------
@@ -288,14 +73,14 @@ def _fuzz_partitions(make, names, n, seed, hostile_every=3):
 
 
 def test_cli_mutated_fixtures():
-    problems = _fuzz_partitions(_fixture_copy, CLI_FIXTURES, budget(8), seed=1)
+    problems = _fuzz_partitions(_fixture_copy, CLI_FIXTURES, F.budget(8), seed=1)
     assert not problems, "\n".join(problems)
 
 
 def test_cli_mutated_generated_partitions():
     """kafka-python partitions of every format and codec, nested compression, KRaft control
     batches, each mutated (byte mutations, some under the compression)."""
-    problems = _fuzz_partitions(_generated_partition, CLI_GENERATED, budget(8), seed=2)
+    problems = _fuzz_partitions(_generated_partition, CLI_GENERATED, F.budget(8), seed=2)
     assert not problems, "\n".join(problems)
 
 
@@ -547,7 +332,7 @@ def test_writers_mutated(tmp_path):
     seeds = target.seeds()
     rng = random.Random(24)
     problems = []
-    for i in range(budget(60)):
+    for i in range(F.budget(60)):
         data = rng.choice(seeds)
         if i % 2:
             data = data[:8] + F.apply_ops(data[8:], F.random_ops(rng, 3), rng.choice(seeds)[8:])
