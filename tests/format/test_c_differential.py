@@ -15,8 +15,6 @@ AddressSanitizer and UndefinedBehaviorSanitizer and runs this file against them)
 module its tests are skipped with a message.
 """
 
-import glob
-import importlib.util
 import os
 import struct
 import sys
@@ -26,6 +24,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import cmodules
 from kafkalog_cli.cli import render, render_kafka
 from kafkalog_cli.format import records
 from kafkalog_cli.format.errors import CorruptRecordError, LimitExceededError
@@ -37,29 +36,11 @@ pytestmark = pytest.mark.slow
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-MODULE_DIR = os.environ.get("KAFKALOG_C_MODULE_DIR")
 EXAMPLES = int(os.environ.get("KAFKALOG_DIFF_EXAMPLES", "300"))
 
 
-def _load(name, package):
-    """The C module ``name``: from KAFKALOG_C_MODULE_DIR when set, else kafkalog_cli's own."""
-    if MODULE_DIR:
-        paths = glob.glob(os.path.join(MODULE_DIR, name + ".*.so")) + glob.glob(
-            os.path.join(MODULE_DIR, name + ".so"))
-        if not paths:
-            return None
-        spec = importlib.util.spec_from_file_location(name, paths[0])
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    try:
-        return importlib.import_module("%s.%s" % (package, name))
-    except ImportError:
-        return None
-
-
-speedups = _load("_speedups", "kafkalog_cli.format")
-kafkatext = _load("_kafkatext", "kafkalog_cli.cli")
+speedups = cmodules.load("_speedups", "kafkalog_cli.format")
+kafkatext = cmodules.load("_kafkatext", "kafkalog_cli.cli")
 # Without a C module its tests are skipped with this message; the end-to-end test at the end
 # runs whatever was built.
 _MISSING = ("is not built (no compiler at install time, or none in KAFKALOG_C_MODULE_DIR): "

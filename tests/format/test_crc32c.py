@@ -12,9 +12,6 @@ UndefinedBehaviorSanitizer and runs this file against it). Without it the tests 
 """
 
 import array
-import glob
-import importlib
-import importlib.util
 import mmap
 import os
 import platform
@@ -26,26 +23,9 @@ import pytest
 from crc32c import crc32c as package_crc32c
 from kafka.record._crc32c import crc as kafka_python_crc32c
 
-MODULE_DIR = os.environ.get("KAFKALOG_C_MODULE_DIR")
+import cmodules
 
-
-def _load():
-    if MODULE_DIR:
-        paths = glob.glob(os.path.join(MODULE_DIR, "_crc32c.*.so")) + glob.glob(
-            os.path.join(MODULE_DIR, "_crc32c.so"))
-        if not paths:
-            return None
-        spec = importlib.util.spec_from_file_location("_crc32c", paths[0])
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    try:
-        return importlib.import_module("kafkalog_cli.format._crc32c")
-    except ImportError:
-        return None
-
-
-c = _load()
+c = cmodules.load("_crc32c", "kafkalog_cli.format")
 pytestmark = pytest.mark.skipif(
     c is None, reason="_crc32c is not built (no compiler at install time, or none in "
                       "KAFKALOG_C_MODULE_DIR): nothing to compare")
@@ -155,7 +135,7 @@ def test_any_contiguous_buffer(path, tmp_path):
 def test_the_wrapper_picks_the_c_module_or_the_package():
     """format.crc: the C module unless KAFKALOG_PURE_PYTHON=1, when it is the package's; and
     with the C module the package is not even imported (its import is most of a start-up)."""
-    if MODULE_DIR:
+    if cmodules.MODULE_DIR:
         pytest.skip("kafkalog_cli's own build is not the one under test")
     code = ("import sys, kafkalog_cli.format.crc as m; "
             "print(m.crc32c.__module__, 'crc32c' in sys.modules, m.crc32c(b'123456789'))")

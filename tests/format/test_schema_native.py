@@ -29,11 +29,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import schemaenc
+from cmodules import MODULE_DIR, load
 from dumpcheck import REPO
 from kafkagen import Rec, v2_batch, write_segment
 from kafkalog_cli.cli import parsers, render, render_kafka
 from kafkalog_cli.format import records, schema
-from test_c_differential import MODULE_DIR, _load
 
 REAL_SEGMENT = os.path.join(REPO, "tests", "data", "__cluster_metadata-0", "00000000000000000000.log")
 EXAMPLES = int(os.environ.get("KAFKALOG_DIFF_EXAMPLES", "300"))
@@ -54,8 +54,8 @@ def _earlier_specs():
 SPECS.update((name, spec) for name, spec in _earlier_specs().items() if name not in SPECS)
 
 
-walker = _load("_schemawalk", "kafkalog_cli.format")
-kafkatext = _load("_kafkatext", "kafkalog_cli.cli")
+walker = load("_schemawalk", "kafkalog_cli.format")
+kafkatext = load("_kafkatext", "kafkalog_cli.cli")
 pytestmark = pytest.mark.skipif(
     walker is None, reason="_schemawalk is not built (no compiler at install time, or none in "
                            "KAFKALOG_C_MODULE_DIR): nothing to compare")
