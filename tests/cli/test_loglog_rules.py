@@ -18,11 +18,11 @@ import sys
 import pytest
 
 import crashcheck
+from crashcheck import KILL_AT_STEP
 import indexgen as ig
 import kafkagen as kg
 from dumpcheck import REPO, files_in
 from test_recover import expected_snapshot_at, write_leader_epochs
-from test_recover_crash import KILL_AT_STEP   # the kill before the n-th file-system step
 
 QUARANTINE = "kafkalog-quarantine"
 CHECKPOINT = "recovery-point-offset-checkpoint"

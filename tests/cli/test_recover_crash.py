@@ -32,6 +32,7 @@ import pytest
 
 import indexgen as ig
 import kafkagen as kg
+from crashcheck import KILL_AT_STEP
 from dumpcheck import REPO, files_in, kafkalog
 
 # SIGKILL runs, at random and at every crash point: left out of the quick suite
@@ -292,48 +293,6 @@ def test_recover_survives_sigkill(big, tmp_path):
 
 
 # -- a kill before every file-system step --------------------------------------------------------
-
-KILL_AT_STEP = r"""
-import os, runpy, signal, sys
-limit = int(sys.argv[1])
-count = 0
-
-
-def wrap(fname):
-    orig = getattr(os, fname)
-
-    def step(*args, **kwargs):
-        global count
-        count += 1
-        if count == limit:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return orig(*args, **kwargs)
-    setattr(os, fname, step)
-
-
-# every call that changes the directory, and every fsync (a kill before an fsync is a kill
-# right after the writes or the truncation it makes durable; for SIGKILL the page cache
-# survives, so that is the state to recover from)
-for fname in ("replace", "rename", "renames", "fsync", "fdatasync", "unlink", "remove",
-              "rmdir", "mkdir", "link", "symlink", "truncate", "ftruncate", "utime"):
-    if hasattr(os, fname):
-        wrap(fname)
-# the rename that never replaces calls renameat2 through ctypes, not through os
-import kafkalog_cli.log.indexbuild as _ib
-if _ib._renameat2 is not None:
-    _orig_renameat2 = _ib._renameat2
-
-    def _renameat2(*args):
-        global count
-        count += 1
-        if count == limit:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return _orig_renameat2(*args)
-    _ib._renameat2 = _renameat2
-sys.argv = ["kafkalog", "recover"] + sys.argv[2:]
-runpy.run_module("kafkalog_cli", run_name="__main__", alter_sys=True)
-"""
-
 
 def checkpoint_of(partition):
     """The log directory's recovery-point-offset-checkpoint (None: there is none): after a run,

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from appendcheck import lock_held
+from appendcheck import lock_held, tree_hash
 from dumpcheck import REPO
-from test_writers_symlinks import tree_hash
 
 FIXTURES = Path(REPO, "fixtures", "logdir")
 KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]

@@ -7,7 +7,6 @@ points to afterwards: still absent when it was dangling, unchanged otherwise.
 Every case runs the real command in a subprocess on a copy of the shipped fixtures.
 """
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from appendcheck import tree_hash
 from dumpcheck import REPO
 
 FIXTURES = Path(REPO, "fixtures", "logdir")
@@ -25,22 +25,6 @@ KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
 def kafkalog(*args, input=None):
     return subprocess.run([*KAFKALOG, *map(str, args)], input=input, capture_output=True,
                           timeout=120)
-
-
-def tree_hash(root):
-    """Every path under ``root`` with its kind and content hash (links by their target)."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in sorted(dirnames + filenames):
-            p = Path(dirpath, name)
-            rel = str(p.relative_to(root))
-            if p.is_symlink():
-                out[rel] = ("link", os.readlink(p))
-            elif p.is_file():
-                out[rel] = ("file", hashlib.sha256(p.read_bytes()).hexdigest())
-            else:
-                out[rel] = ("dir",)
-    return out
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from pyspark.sql import DataFrame  # noqa: E402
@@ -39,6 +38,9 @@ import jsonschema  # noqa: E402
 from kafkalog_cli.schema import load as load_output_schema  # noqa: E402
 import kafkagen as kg  # noqa: E402
 from dumpcheck import REPO  # noqa: E402
+from sparkrows import (arrow_rows, by_segment, kafka_python_batches,  # noqa: E402
+                       kafka_python_dir_rows, kafka_python_rows, logs_under, order,
+                       part_files, topic_partition)
 
 FIXTURES = os.path.join(REPO, "fixtures", "logdir")
 T0 = 1704067200000  # the fixtures' first timestamp (fixtures/make_fixtures.py)
@@ -63,68 +65,6 @@ GARBAGE = 37
 
 BIG_MAX_BYTES = 128 * 1024  # maxBytesPerPartition of the split reads (segments of ~2 MB)
 KG_T0 = kg.T0  # the big partition's first timestamp (a batch a second from there)
-
-
-# -- expected rows from kafka-python ----------------------------------------------------------------
-
-def topic_partition(directory):
-    topic, _, number = os.path.basename(directory).rpartition("-")
-    return topic, int(number)
-
-
-def kafka_python_batches(data):
-    """(KBatch, records) of every entry kafka-python reads; the records of a batch that fails
-    its CRC are not decoded (None)."""
-    return [(kb, list(kb.batch) if kb.crc_ok else None)
-            for kb in kg.kafka_python_read(data, deep=False)]
-
-
-def kafka_python_rows(log_path, include_control=False):
-    """The rows of one segment, one per record of its valid batches, as kafka-python parses
-    the file."""
-    topic, partition = topic_partition(os.path.dirname(log_path))
-    with open(log_path, "rb") as f:
-        data = f.read()
-    out = []
-    for kb, records in kafka_python_batches(data):
-        b = kb.batch
-        v2 = b.magic >= 2
-        control = v2 and b.is_control_batch
-        if (control and not include_control) or records is None:
-            continue
-        for r in records:
-            out.append({
-                "key": r.key, "value": r.value, "topic": topic, "partition": partition,
-                "offset": r.offset, "timestamp": r.timestamp,  # None for v0
-                "timestampType": -1 if r.timestamp_type is None else r.timestamp_type,
-                "headers": [(k, v) for k, v in r.headers] if v2 else [],
-                "segment": os.path.basename(log_path), "batchPosition": kb.position,
-                "magic": b.magic, "codec": kg.CODEC_NAMES[b.compression_type],
-                "producerId": b.producer_id if v2 else -1,
-                "isTransactional": bool(v2 and b.is_transactional), "isControl": control,
-                "isValid": True})
-    return out
-
-
-def logs_under(root):
-    return sorted(glob.glob(os.path.join(str(root), "*", "*.log")))
-
-
-def kafka_python_dir_rows(root, include_control=False):
-    return [r for log in logs_under(root) for r in kafka_python_rows(log, include_control)]
-
-
-def by_segment(rows):
-    """{(topic, partition, segment): [rows in the order given]}."""
-    out = {}
-    for r in rows:
-        out.setdefault((r["topic"], r["partition"], r["segment"]), []).append(r)
-    return out
-
-
-def order(rows):
-    return sorted(rows, key=lambda r: (r["topic"], r["partition"], r["offset"],
-                                       r["batchPosition"]))
 
 
 # -- Spark helpers ----------------------------------------------------------------------------------
@@ -565,25 +505,6 @@ def test_bounds_as_dump(case, option_rows, big_partition):
 
 
 # -- 5. export --------------------------------------------------------------------------------------
-
-def arrow_rows(table, **constants):
-    """A table written by Spark as row dicts like ``collect``'s (timestamp in ms)."""
-    i = table.schema.get_field_index("timestamp")
-    ms = table.column(i).cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
-    table = table.set_column(i, "timestamp", ms)
-    rows = []
-    for r in table.to_pylist():
-        r["headers"] = [(h["key"], h["value"]) for h in r["headers"]]
-        r.update(constants)
-        rows.append(r)
-    return rows
-
-
-def part_files(out, ext):
-    files = sorted(glob.glob(os.path.join(str(out), "**", "part-*" + ext), recursive=True))
-    assert files, "no part files under %s" % out
-    return files
-
 
 def test_export_parquet_partitioned_process(tmp_path, default_rows):
     """`python -m kafkalog_cli export` with its own local Spark, partitioned by topic and

@@ -15,10 +15,11 @@ import pytest
 import kafkagen as kg
 import sparkcluster
 from dumpcheck import REPO
-from test_spark import (FIXTURES, arrow_rows, kafka_python_dir_rows, logs_under, order,
-                        part_files)
+from sparkrows import arrow_rows, kafka_python_dir_rows, logs_under, order, part_files
 
 pytestmark = pytest.mark.slow
+
+FIXTURES = os.path.join(REPO, "fixtures", "logdir")
 
 
 @pytest.fixture(scope="module")
