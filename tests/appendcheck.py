@@ -9,8 +9,10 @@ imports ``kafkalog_cli`` except to run its click command in-process.
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
+import pathlib
 import re
 import struct
 import subprocess
@@ -482,6 +484,22 @@ def lock_held(log_dir):
     finally:
         p.stdin.close()
         p.wait(timeout=10)
+
+
+def tree_hash(root):
+    """Every path under ``root`` with its kind and content hash (links by their target)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            p = pathlib.Path(dirpath, name)
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = ("link", os.readlink(p))
+            elif p.is_file():
+                out[rel] = ("file", hashlib.sha256(p.read_bytes()).hexdigest())
+            else:
+                out[rel] = ("dir",)
+    return out
 
 
 def file_bytes(directory):

@@ -33,8 +33,6 @@ import indexgen as ig
 import kafkagen as kg
 from dumpcheck import REPO
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-KILL_SHIM = os.path.join(HERE, "killshim.py")
 TOPIC = "crash"
 PARTITION = TOPIC + "-0"
 # Two hours ago, to the hour: the producers are not expired (a broker drops a producer from a
@@ -200,11 +198,55 @@ def describe_difference(got, want):
 
 # -- runs ------------------------------------------------------------------------------------------
 
+# `python -c KILL_AT_STEP N ARGS...`: `kafkalog recover ARGS` SIGKILLed just before its N-th
+# file-system step (a change to the directory or an fsync; counted from 1).
+KILL_AT_STEP = r"""
+import os, runpy, signal, sys
+limit = int(sys.argv[1])
+count = 0
+
+
+def wrap(fname):
+    orig = getattr(os, fname)
+
+    def step(*args, **kwargs):
+        global count
+        count += 1
+        if count == limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return orig(*args, **kwargs)
+    setattr(os, fname, step)
+
+
+# every call that changes the directory, and every fsync (a kill before an fsync is a kill
+# right after the writes or the truncation it makes durable; for SIGKILL the page cache
+# survives, so that is the state to recover from)
+for fname in ("replace", "rename", "renames", "fsync", "fdatasync", "unlink", "remove",
+              "rmdir", "mkdir", "link", "symlink", "truncate", "ftruncate", "utime"):
+    if hasattr(os, fname):
+        wrap(fname)
+# the rename that never replaces calls renameat2 through ctypes, not through os
+import kafkalog_cli.log.indexbuild as _ib
+if _ib._renameat2 is not None:
+    _orig_renameat2 = _ib._renameat2
+
+    def _renameat2(*args):
+        global count
+        count += 1
+        if count == limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return _orig_renameat2(*args)
+    _ib._renameat2 = _renameat2
+sys.argv = ["kafkalog", "recover"] + sys.argv[2:]
+runpy.run_module("kafkalog_cli", run_name="__main__", alter_sys=True)
+"""
+
+
 def kafkalog_killed_at(step, args, stdin_path=None, timeout=120):
     """``kafkalog ARGS`` as a process SIGKILLed before its ``step``-th file operation (0:
     never). Returns (killed, stdout bytes, stderr text)."""
     with open(stdin_path or os.devnull, "rb") as f:
-        p = subprocess.run([sys.executable, KILL_SHIM, str(step), *[str(a) for a in args]],
+        p = subprocess.run([sys.executable, ac.KILLSHIM, str(step), *[str(a) for a in args]],
                            cwd=REPO, stdin=f, capture_output=True, timeout=timeout)
     err = p.stderr.decode("utf-8", "replace")
     assert "Traceback" not in err, err
@@ -244,7 +286,7 @@ def kafkalog_killed_after_step(step, delay, args, stdin_path=None):
     r, w = os.pipe()
     env = dict(os.environ, KILLSHIM_NOTIFY_FD=str(w))
     with open(stdin_path or os.devnull, "rb") as f:
-        p = subprocess.Popen([sys.executable, KILL_SHIM, "after:%d" % step,
+        p = subprocess.Popen([sys.executable, ac.KILLSHIM, "after:%d" % step,
                               *[str(a) for a in args]], cwd=REPO, stdin=f, env=env,
                              pass_fds=(w,), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     os.close(w)

@@ -1,4 +1,5 @@
-"""Shared pieces of the fuzz harness (tests/test_fuzz.py and fuzz/run.py).
+"""Shared pieces of the fuzz harness (tests/format/test_fuzz_format.py,
+tests/log/test_fuzz_aux_files.py, tests/cli/test_fuzz.py and fuzz/run.py).
 
 * Seeds: real files to mutate. Segments of every message format and codec written by
   kafka-python (``kafkagen``), nested compression and decompression bombs compressed here with
@@ -639,6 +640,42 @@ def busy_log():
     import indexgen as ig
     seg, _ = ig.busy_segment(0, n_batches=30, txn_at=5)
     return seg
+
+
+# -- budgets of the test suite's fuzz tests ----------------------------------------------------------
+
+# KAFKALOG_FUZZ_EXAMPLES scales every budget (default 1; 10 for a longer run).
+SCALE = float(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "1"))
+SECONDS = 5.0  # one in-process input, however hostile
+
+
+def budget(n):
+    return max(1, int(n * SCALE))
+
+
+def fuzz_settings(n, shrink=True):
+    """hypothesis settings of an in-process fuzz test of ``n`` examples (scaled): derandomized,
+    no example database, no deadline (``timed`` bounds each input instead)."""
+    from hypothesis import HealthCheck, Phase, settings
+    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
+    return settings(max_examples=budget(n), deadline=None, derandomize=True, database=None,
+                    phases=phases, suppress_health_check=list(HealthCheck))
+
+
+def ops_strategy():
+    """hypothesis strategy of a mutation: 1 to 4 ``(op, a, b)`` triples for ``apply_ops``."""
+    from hypothesis import strategies as st
+    return st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 2 ** 32 - 1),
+                              st.integers(0, 2 ** 32 - 1)), min_size=1, max_size=4)
+
+
+def timed(fn, *args, **kw):
+    """``fn(*args, **kw)``, failing when it takes SECONDS or more."""
+    t0 = time.monotonic()
+    out = fn(*args, **kw)
+    took = time.monotonic() - t0
+    assert took < SECONDS, "took %.1fs" % took
+    return out
 
 
 # -- in-process invariant: only the documented exceptions -------------------------------------------

@@ -61,7 +61,7 @@ BASE_CONFIG = {
     "background.threads": "2",
 }
 
-# The broker JVM: small heap (the issue asks for -Xmx512m), G1 as kafka-server-start.sh uses.
+# The broker JVM: small heap (-Xmx512m), G1 as kafka-server-start.sh uses.
 # -XX:TieredStopAtLevel=1 (C1 only): a test broker lives seconds to a minute, and on a 2-core
 # machine C2's compilations compete with start-up (measured: start to serving 12 s -> 8 s).
 BROKER_JVM_OPTIONS = ("-Xmx512m", "-Xms128m", "-XX:+UseG1GC", "-XX:-UsePerfData",

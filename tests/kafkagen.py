@@ -457,6 +457,20 @@ def sample_segment(magic, codec="none", base_offset=0):
     return w.data()
 
 
+def mixed_segment():
+    """Bytes of a small segment of seven entries in both message formats: four uncompressed v2
+    batches (records with and without headers), a gzip v2 batch, a legacy v1 message and a last
+    v2 batch."""
+    w = SegmentWriter(0)
+    for i in range(4):
+        w.add_v2([Rec(b"k%d" % j, b"v" * (10 * j + i), 1700000000000 + j,
+                      (("h", b"x"),) if j % 2 else ()) for j in range(3)])
+    w.add_v2([Rec(None, b"compressed" * 20, 1700000000100)], codec="gzip")
+    w.add_legacy(1, [Rec(b"old", b"legacy", 1700000000200)])
+    w.add_v2([Rec(b"last", b"x", 1700000000300)])
+    return w.data()
+
+
 # -- batches compressed by other writers (streams Kafka's codecs read: ``GzipCompression``,
 # ``SnappyCompression``, ``KafkaLZ4BlockInputStream``, ``ZstdCompression``) ----------------------
 

@@ -36,7 +36,7 @@ COMMANDS = {
     "scan": "spark_cmds:scan",
 }
 
-# Each command's short help as its module gives it (tests/test_startup.py holds them equal), so
+# Each command's short help as its module gives it (tests/cli/test_startup.py holds them equal), so
 # that `kafkalog --help` and the shell completion of a command name list the commands without
 # importing all their modules. A command not here is imported to be listed.
 SHORT_HELP = {

@@ -7,7 +7,7 @@ import java.util.List;
 import org.apache.kafka.common.TopicPartition;
 
 /**
- * The iteration order of the JVM's hash tables, for tests/test_jvm_hash_orders.py. Reads lines
+ * The iteration order of the JVM's hash tables, for tests/kafka_oracle/test_jvm_hash_orders.py. Reads lines
  * from stdin: "M key" puts into a Scala mutable.HashMap[String, _], "C key" calls
  * computeIfAbsent on a java.util.HashMap[String, _], "S topic p1,p2,..." adds those partitions
  * to a Scala mutable.HashSet[TopicPartition] with ++= of an immutable Set (as Kafka's

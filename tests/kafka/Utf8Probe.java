@@ -5,7 +5,7 @@ import java.util.HexFormat;
 import org.apache.kafka.common.utils.Utils;
 
 /**
- * Kafka's text of bytes, for tests/test_java_utf8.py: reads lines of hex from stdin, decodes each
+ * Kafka's text of bytes, for tests/kafka_oracle/test_java_utf8.py: reads lines of hex from stdin, decodes each
  * with Utils.utf8(byte[]) (new String(bytes, UTF_8), as DumpLogSegments and the message readers
  * do) and prints the string's UTF-16 code units in hex, a line each.
  */
