@@ -34,7 +34,7 @@
  *     printed (or those given).
  *
  * The text is exactly what render.KafkaWriter's Python code produces; tests run both
- * (tests/test_c_differential.py in-process, the dump tests through the CLI). No signed sum is
+ * (tests/format/test_c_differential.py in-process, the dump tests through the CLI). No signed sum is
  * evaluated that could overflow: a batch whose last offset does not fit a 64-bit long is left to
  * the Python path (the scan reports it as invalid bytes).
  */

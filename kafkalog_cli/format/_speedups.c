@@ -5,7 +5,7 @@
  *           records, corrupt_error, limit_error) -> new pos
  * decodes n records from data[pos:] into records.offsets / timestamps / keys / values /
  * headers and returns the position after them, exactly as records._decode_v2_loop does: the
- * same values, the same error classes and the same error messages (tests/test_c_differential.py
+ * same values, the same error classes and the same error messages (tests/format/test_c_differential.py
  * checks it). On an error the lists keep the complete records before it. records.py falls back
  * to Python when this module is not built.
  *
@@ -308,7 +308,7 @@ done:
  *
  * encode_lines(data, pos, end, key, timestamp_delta, count, pending_bytes, batch_records,
  *              batch_bytes) -> (area, pos, taken, pending_bytes, full)
- * mirrors format/encode.py's encode_lines to the byte (tests/test_c_differential.py): each line
+ * mirrors format/encode.py's encode_lines to the byte (tests/format/test_c_differential.py): each line
  * of data[pos:end] (ending at "\n", dropped with a "\r" before it; the last may have none) becomes
  * a v2 record (DefaultRecord: attributes 0, the timestamp delta, the offset delta going on
  * from count, key, the line as value, no headers) until the batch is full. */
@@ -445,7 +445,7 @@ fail:
  * encode_records(records, base_timestamp) -> bytes, or None
  * mirrors format/encode.py's encode_v2_records (each Record as DefaultRecord: attributes 0, the
  * timestamp delta from base_timestamp, the offset delta (its index), key, value, headers) to the
- * byte (tests/test_c_differential.py). None, for the caller to use the Python, when a record is
+ * byte (tests/format/test_c_differential.py). None, for the caller to use the Python, when a record is
  * not plainly made of bytes, None, ints and (str, bytes or None) header tuples, or its
  * timestamp delta does not fit 64 bits. */
 
@@ -621,7 +621,7 @@ out:
  * without an error (CorruptRecordError or LimitExceededError: every check of decode_v2, and
  * the data filled exactly), reading them in place and making no object; False when it would
  * raise, for the caller to decode them and say why. Mirrored by format/scan.py's
- * v2_records_ok (tests/test_c_differential.py). */
+ * v2_records_ok (tests/format/test_c_differential.py). */
 
 static PyObject *
 v2_records_ok(PyObject *self, PyObject *args)
@@ -690,7 +690,7 @@ v2_records_ok(PyObject *self, PyObject *args)
 /* -- plain_record: `append --input-format jsonl`'s plain records -------------------------------
  *
  * plain_record(obj, now, record_type) -> record_type(key, value, timestamp), or None
- * mirrors log/append_input.py's _plain_from_object (tests/test_c_differential.py): a dict of
+ * mirrors log/append_input.py's _plain_from_object (tests/format/test_c_differential.py): a dict of
  * at most "key", "value" (str, UTF-8 encoded, or None) and "timestamp" (an int within 64 bits,
  * not a bool; None or absent: now) makes a record; anything else None. */
 
