@@ -14,7 +14,7 @@ from ..format.records import Batch
 from ..log import files, names
 from ..log.files import FileFormatError
 from ..log.index import OffsetIndex, TimeIndex
-from ..log.segment import LogFile
+from ..log.segment import LogFile, Segment
 from ..log.snapshot import parse_snapshot
 from ..log.txnindex import TransactionIndex
 
@@ -129,7 +129,7 @@ class _SlotZero:
 def _batch_at_start(log):
     """Does a batch start at position 0 of ``log``, whole (what FileRecords.slice(0,
     maxMessageSize).batches() yields first)?"""
-    return isinstance(index_check.batch_at(log, 0), Batch)
+    return isinstance(Segment.at(log.path).batch_at(0, log), Batch)
 
 
 def dump_index(path, writer, iopts):

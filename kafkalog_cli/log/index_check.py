@@ -16,7 +16,7 @@ from ..format.records import Batch
 from ..format.scan import InvalidBytes
 from . import files
 from .index import OffsetIndex, TimeIndex
-from .segment import LogFile
+from .segment import LogFile, Segment
 from .txnindex import TransactionIndex
 
 
@@ -77,16 +77,6 @@ class Problem:
         return out
 
 
-def batch_at(log: LogFile, position: int) -> Optional[Union[Batch, InvalidBytes]]:
-    """The entry (Batch or InvalidBytes) that starts at ``position`` of ``log``, or None past
-    the end."""
-    if position < 0 or position >= log.size:
-        return None
-    for item in log.entries(position):
-        return item
-    return None
-
-
 def check_offset_index(index: OffsetIndex, log: LogFile,
                        chain: Optional["BatchChain"] = None) -> List[Problem]:
     """Every entry must point at the start of a batch whose last offset is the entry's offset,
@@ -99,6 +89,7 @@ def check_offset_index(index: OffsetIndex, log: LogFile,
     prev = None
     if chain is None:
         chain = BatchChain(log)
+    segment = Segment.at(log.path)
     off_chain: Dict[int, Optional[_Summary]] = {}
     for offset, position in index.entries:
         if prev is not None and offset <= prev:
@@ -109,7 +100,7 @@ def check_offset_index(index: OffsetIndex, log: LogFile,
         item = chain.batch_summary(position)
         if item is None and 0 <= position < log.size:
             if position not in off_chain:
-                off_chain[position] = _Summary.of(batch_at(log, position))
+                off_chain[position] = _Summary.of(segment.batch_at(position, log))
             item = off_chain[position]
         if item is None:
             problems.append(Problem(index.path, POSITION_PAST_END,
@@ -297,6 +288,7 @@ def check_time_index(tindex: TimeIndex, oindex: Optional[OffsetIndex], log: LogF
         chain = BatchChain(log)
     # batch position -> max record timestamp, or the error reading it
     max_timestamps: Dict[int, Union[int, CorruptRecordError]] = {}
+    segment = Segment.at(log.path)
     for ts, offset in tindex.entries:
         start = oindex.lookup(offset)[1] if oindex is not None else 0
         found = chain.find(start, offset)
@@ -309,7 +301,8 @@ def check_time_index(tindex: TimeIndex, oindex: Optional[OffsetIndex], log: LogF
         else:
             position = found[0]
             if position not in max_timestamps:
-                batch = cast(Batch, batch_at(log, position))  # on the chain: a batch starts there
+                # on the chain: a batch starts there
+                batch = cast(Batch, segment.batch_at(position, log))
                 try:
                     max_timestamps[position] = (batch.max_timestamp if header_timestamps
                                                 else _max_record_timestamp(log, batch))

@@ -18,8 +18,8 @@ from .files import FileFormatError, read_sized
 from .leader_epochs import LeaderEpochCache
 from .producer_state import InvalidTxnStateError, ProducerState, end_marker
 from .indexbuild import DEFAULT_INDEX_INTERVAL, AbortedEntry, IndexBuilder
-from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, MAX_RELATIVE_OFFSET, LogFile,
-                      Segment, order_problem, reach_problem)
+from .segment import (BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment,
+                      order_problem, reach_problem)
 from .recover_plan import SegmentReport
 from .txnindex import TransactionIndex
 
@@ -77,12 +77,6 @@ def _header_problem(batch: Batch, base: int, prev_last: Optional[int]) -> Option
         return "unknown magic %d" % batch.magic
     return (order_problem(batch.last_offset, prev_last)
             or reach_problem(batch.last_offset, base))
-
-
-def overflows(batch: Batch, base: int) -> bool:
-    """Does ``batch`` lie past what 32-bit offsets relative to ``base`` reach (the segment is
-    split there: LogSegment.recover's LogSegmentOffsetOverflowException)?"""
-    return batch.last_offset - base > MAX_RELATIVE_OFFSET
 
 
 def control_problem(recs: Records) -> Optional[str]:
@@ -179,7 +173,7 @@ def scan_segment(segment: Segment, prev_last: Optional[int], state: ProducerStat
                 result.bad_offset = item.base_offset
                 result.overflow = (item.is_valid and item.magic <= 2
                                    and order_problem(item.last_offset, prev_last) is None
-                                   and overflows(item, base))
+                                   and segment.overflows(item))
                 break
             aborted = update_producer_state(state, log, item)
             if aborted is not None:
@@ -260,8 +254,9 @@ def count_removed(report: SegmentReport, path: str, start: int) -> None:
     first: Optional[int] = None
     last: Optional[int] = None
     records = 0
-    with Segment.at(path).open() as log:
-        for batch in log.batches(start):
+    segment = Segment.at(path)
+    with segment.open() as log:
+        for batch in segment.batches(start, log):
             first = batch.base_offset if first is None else min(first, batch.base_offset)
             last = batch.last_offset if last is None else max(last, batch.last_offset)
             # (a damaged header's negative count holds no record)

@@ -9,25 +9,13 @@ missing or fails the broker's sanity check is not used: the segment is scanned f
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple, Type, TypeVar
+from typing import Dict, Iterable, List, Optional, Tuple, Type, TypeVar
 
 from ..format.records import Batch, Records
 from . import names
 from .files import FileFormatError
 from .index import OffsetIndex, TimeIndex
-
-if TYPE_CHECKING:
-    from typing import Union
-
-    from ..format.scan import InvalidBytes
-    from .segment import LogFile
-
-
-def batch_at(log: "LogFile", position: int) -> "Optional[Union[Batch, InvalidBytes]]":
-    """index_check.batch_at, imported on the first seek: reading a log needs none of verify's own
-    imports (checkpoints, leader epochs, indexes), and start-up time counts."""
-    from .index_check import batch_at as at
-    return at(log, position)
+from .segment import LogFile, Segment
 
 
 AnyIndex = TypeVar("AnyIndex", OffsetIndex, TimeIndex)
@@ -113,12 +101,24 @@ class Seek:
         if position:
             # An index can pass the sanity check and still be wrong: trust an entry only where
             # the batch it names starts.
-            batch = batch_at(log, position)
+            batch = Segment.at(log.path).batch_at(position, log)
             if not isinstance(batch, Batch) or batch.last_offset != offset:
                 return 0, ("%s: entry for offset %d points at position %d, where no batch ending "
                            "at that offset starts: reading the segment from its start"
                            % (index_path, offset, position))
         return position, note
+
+    def end_offset(self, log: LogFile, base: int) -> int:
+        """The offset after the last batch whose CRC holds of the segment ``log`` read from
+        where this seek starts in it (``start_position``), the largest such; ``base`` (its
+        base offset) when there is none: where a pass that showed nothing finds the log to
+        end."""
+        start = self.start_position(log)[0]
+        end = base
+        for item in log.entries(start, log.size):
+            if isinstance(item, Batch) and item.is_valid:
+                end = max(end, item.last_offset + 1)
+        return end
 
 
 def _time_entry_holds(log: "LogFile", oindex: OffsetIndex, timestamp: int,
