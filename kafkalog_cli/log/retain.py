@@ -366,8 +366,8 @@ def _rename_segments(directory: str, bases: List[int]) -> List[str]:
         if os.path.lexists(os.path.join(directory, snapshot)):
             Segment.rename_aside(directory, snapshot, snapshot, names.DELETED)
             done.append(snapshot)
-        # the .log last (Segment.change_suffix), after its snapshot: a run interrupted
-        # before it finds the segment again
+        # the segment's .log goes last (Segment.change_suffix): a run interrupted before it
+        # still finds the segment, and finish_interrupted renames the rest
         done.extend(Segment(directory, base).change_suffix(names.DELETED))
     fsync_dir(directory)
     return done
