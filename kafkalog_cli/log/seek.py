@@ -72,27 +72,28 @@ class Seek:
             out.append(i)
         return out
 
-    def start_position(self, log: "LogFile") -> Tuple[int, Optional[str]]:
+    def start_position(self, log: LogFile) -> Tuple[int, Optional[str]]:
         """(position, note): where to start reading the segment ``log`` (a LogFile), and why
         not further in (None when the indexes did their job)."""
         if self.from_offset is None and self.started:
             return 0, None
-        base = names.base_offset_from_name(log.path)
+        segment = Segment.at(log.path)
+        base = segment.base_offset
         if base is None:
             return 0, "%s: no base offset in the file name: reading it from the start" % log.path
-        index_path = names.sibling(log.path, names.INDEX)
+        index_path = segment.index_path
         oindex, note = _sane(OffsetIndex, index_path, base)
         if oindex is None:
             return 0, note
         target = self.from_offset if self.from_offset is not None else base
         if not self.started and self.from_ts is not None:
-            tindex, note = _sane(TimeIndex, names.sibling(log.path, names.TIMEINDEX), base)
+            tindex, note = _sane(TimeIndex, segment.time_index_path, base)
             if tindex is None:
                 if self.from_offset is None:
                     return 0, note
             else:
                 ts, ts_offset = tindex.lookup(self.from_ts)
-                if ts != -1 and not _time_entry_holds(log, oindex, ts, ts_offset):
+                if ts != -1 and not _time_entry_holds(segment, log, oindex, ts, ts_offset):
                     return 0, ("%s: entry (%d, %d) does not match the batch ending at that offset: "
                                "reading the segment from its start"
                                % (tindex.path, ts, ts_offset))
@@ -101,7 +102,7 @@ class Seek:
         if position:
             # An index can pass the sanity check and still be wrong: trust an entry only where
             # the batch it names starts.
-            batch = Segment.at(log.path).batch_at(position, log)
+            batch = segment.batch_at(position, log)
             if not isinstance(batch, Batch) or batch.last_offset != offset:
                 return 0, ("%s: entry for offset %d points at position %d, where no batch ending "
                            "at that offset starts: reading the segment from its start"
@@ -115,19 +116,19 @@ class Seek:
         end."""
         start = self.start_position(log)[0]
         end = base
-        for item in log.entries(start, log.size):
-            if isinstance(item, Batch) and item.is_valid:
-                end = max(end, item.last_offset + 1)
+        for batch in Segment.at(log.path).batches(start, log):
+            if batch.is_valid:
+                end = max(end, batch.last_offset + 1)
         return end
 
 
-def _time_entry_holds(log: "LogFile", oindex: OffsetIndex, timestamp: int,
+def _time_entry_holds(segment: Segment, log: LogFile, oindex: OffsetIndex, timestamp: int,
                       offset: int) -> bool:
     """Does the batch ending at ``offset`` exist and carry ``timestamp`` as its max timestamp,
     as a time index entry claims? (A wrong index can pass the sanity check.)"""
-    for item in log.entries(oindex.lookup(offset)[1]):
-        if isinstance(item, Batch) and item.last_offset >= offset:
-            return item.last_offset == offset and item.max_timestamp == timestamp
+    for batch in segment.batches(oindex.lookup(offset)[1], log):
+        if batch.last_offset >= offset:
+            return batch.last_offset == offset and batch.max_timestamp == timestamp
     return False
 
 
