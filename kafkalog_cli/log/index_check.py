@@ -89,7 +89,6 @@ def check_offset_index(index: OffsetIndex, log: LogFile,
     prev = None
     if chain is None:
         chain = BatchChain(log)
-    segment = Segment.at(log.path)
     off_chain: Dict[int, Optional[_Summary]] = {}
     for offset, position in index.entries:
         if prev is not None and offset <= prev:
@@ -100,7 +99,7 @@ def check_offset_index(index: OffsetIndex, log: LogFile,
         item = chain.batch_summary(position)
         if item is None and 0 <= position < log.size:
             if position not in off_chain:
-                off_chain[position] = _Summary.of(segment.batch_at(position, log))
+                off_chain[position] = _Summary.of(chain.segment.batch_at(position, log))
             item = off_chain[position]
         if item is None:
             problems.append(Problem(index.path, POSITION_PAST_END,
@@ -161,6 +160,7 @@ class BatchChain:
 
     def __init__(self, log: LogFile) -> None:
         self.log = log
+        self.segment = Segment.at(log.path)
         self.positions = array.array("q")
         self.lasts = array.array("q")
         # what the leader epoch check needs (LeaderEpochCheck): each batch's base offset and
@@ -169,7 +169,7 @@ class BatchChain:
         self.epochs = array.array("i")
         monotonic = True
         prev = None
-        for batch in log.batches(0):
+        for batch in self.segment.batches(0, log):
             if prev is not None and batch.last_offset < prev:
                 monotonic = False
             prev = batch.last_offset
@@ -220,7 +220,7 @@ class BatchChain:
 
     def _walk_off_chain(self, start: int) -> Tuple[List[Tuple[int, int]], Optional[int]]:
         prefix: List[Tuple[int, int]] = []
-        for batch in self.log.batches(start):
+        for batch in self.segment.batches(start, self.log):
             joined = self._index_of(batch.position)
             if joined is not None:
                 return prefix, joined
@@ -288,7 +288,6 @@ def check_time_index(tindex: TimeIndex, oindex: Optional[OffsetIndex], log: LogF
         chain = BatchChain(log)
     # batch position -> max record timestamp, or the error reading it
     max_timestamps: Dict[int, Union[int, CorruptRecordError]] = {}
-    segment = Segment.at(log.path)
     for ts, offset in tindex.entries:
         start = oindex.lookup(offset)[1] if oindex is not None else 0
         found = chain.find(start, offset)
@@ -302,7 +301,7 @@ def check_time_index(tindex: TimeIndex, oindex: Optional[OffsetIndex], log: LogF
             position = found[0]
             if position not in max_timestamps:
                 # on the chain: a batch starts there
-                batch = cast(Batch, segment.batch_at(position, log))
+                batch = cast(Batch, chain.segment.batch_at(position, log))
                 try:
                     max_timestamps[position] = (batch.max_timestamp if header_timestamps
                                                 else _max_record_timestamp(log, batch))
@@ -348,7 +347,7 @@ def check_txn_index(txn: TransactionIndex, log: LogFile) -> List[Problem]:
     # marker offset -> (producer id, first offset in this segment or None)
     aborts: Dict[int, Tuple[int, Optional[int]]] = {}
     unknown = []       # (producer id, first, last offset) of marker batches not decoded
-    for item in log.batches():
+    for item in Segment.at(log.path).batches(log=log):
         if not item.is_transactional:
             continue
         if not item.is_control:
