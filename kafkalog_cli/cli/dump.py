@@ -12,7 +12,6 @@ import click
 from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
 from ..log import names
 from ..log.files import NoSegmentsError, os_error_text, printable_name
-from ..format.records import Batch
 from ..log.read import BatchRead, SegmentReader, files_to_read
 from ..log.seek import Seek
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
@@ -367,7 +366,7 @@ class _DumpRun:
                                                                   None])
         entry[2] = entry[2] or shown
         if not entry[2]:
-            end = next_offset(log, seek, base)
+            end = seek.end_offset(log, base)
             if entry[3] is None or end >= entry[3]:
                 entry[1], entry[3] = log.path, end
 
@@ -407,17 +406,6 @@ class _Watched:
                         "does not match its bytes" % (printable_name(self._reader.log.path),
                                                        batch.position, batch.base_offset,
                                                        batch.last_offset))
-
-
-def next_offset(log, seek, base):
-    """The offset after the last valid batch of the segment ``log`` (its base when it has
-    none, as LogSegment.readNextOffset), read from where the seek starts in it."""
-    start = seek.start_position(log)[0]
-    end = base
-    for item in log.entries(start, log.size):
-        if isinstance(item, Batch) and item.is_valid:
-            end = max(end, item.last_offset + 1)
-    return end
 
 
 def _parser(named, kafka_format):

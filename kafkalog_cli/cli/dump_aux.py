@@ -16,7 +16,7 @@ from ..format.records import Batch
 from ..log import files, names
 from ..log.files import FileFormatError
 from ..log.index import OffsetIndex, TimeIndex
-from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
+from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from ..log.snapshot import parse_snapshot
 from ..log.txnindex import TransactionIndex
 
@@ -151,7 +151,7 @@ def _slot_zero(index: AnyIndex) -> AnyIndex:
 def _batch_at_start(log: LogFile) -> bool:
     """Does a batch start at position 0 of ``log``, whole (what FileRecords.slice(0,
     maxMessageSize).batches() yields first)?"""
-    return isinstance(index_check.batch_at(log, 0), Batch)
+    return isinstance(Segment.at(log.path).batch_at(0, log), Batch)
 
 
 def dump_index(path: str, writer: AuxWriter, iopts: IndexOptions) -> int:

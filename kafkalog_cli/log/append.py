@@ -421,7 +421,7 @@ def _last_epoch(segment: Segment, max_message_size: int) -> Optional[Tuple[int, 
     with segment.open(max_message_size) as log:
         for start in ((tail, 0) if tail else (0,)):
             found = None
-            for batch in log.batches(start):
+            for batch in segment.batches(start, log):
                 if batch.magic >= 2 and batch.partition_leader_epoch >= 0:
                     found = (batch.partition_leader_epoch, batch.base_offset)
             if found is not None:

@@ -16,7 +16,7 @@ from ..format.records import Batch
 from ..format.scan import InvalidBytes
 from . import files
 from .index import OffsetIndex, TimeIndex
-from .segment import LogFile
+from .segment import LogFile, Segment
 from .txnindex import TransactionIndex
 
 
@@ -77,16 +77,6 @@ class Problem:
         return out
 
 
-def batch_at(log: LogFile, position: int) -> Optional[Union[Batch, InvalidBytes]]:
-    """The entry (Batch or InvalidBytes) that starts at ``position`` of ``log``, or None past
-    the end."""
-    if position < 0 or position >= log.size:
-        return None
-    for item in log.entries(position):
-        return item
-    return None
-
-
 def check_offset_index(index: OffsetIndex, log: LogFile,
                        chain: Optional["BatchChain"] = None) -> List[Problem]:
     """Every entry must point at the start of a batch whose last offset is the entry's offset,
@@ -109,7 +99,7 @@ def check_offset_index(index: OffsetIndex, log: LogFile,
         item = chain.batch_summary(position)
         if item is None and 0 <= position < log.size:
             if position not in off_chain:
-                off_chain[position] = _Summary.of(batch_at(log, position))
+                off_chain[position] = _Summary.of(chain.segment.batch_at(position, log))
             item = off_chain[position]
         if item is None:
             problems.append(Problem(index.path, POSITION_PAST_END,
@@ -170,6 +160,7 @@ class BatchChain:
 
     def __init__(self, log: LogFile) -> None:
         self.log = log
+        self.segment = Segment.at(log.path)
         self.positions = array.array("q")
         self.lasts = array.array("q")
         # what the leader epoch check needs (LeaderEpochCheck): each batch's base offset and
@@ -178,7 +169,7 @@ class BatchChain:
         self.epochs = array.array("i")
         monotonic = True
         prev = None
-        for batch in log.batches(0):
+        for batch in self.segment.batches(0, log):
             if prev is not None and batch.last_offset < prev:
                 monotonic = False
             prev = batch.last_offset
@@ -229,7 +220,7 @@ class BatchChain:
 
     def _walk_off_chain(self, start: int) -> Tuple[List[Tuple[int, int]], Optional[int]]:
         prefix: List[Tuple[int, int]] = []
-        for batch in self.log.batches(start):
+        for batch in self.segment.batches(start, self.log):
             joined = self._index_of(batch.position)
             if joined is not None:
                 return prefix, joined
@@ -309,7 +300,8 @@ def check_time_index(tindex: TimeIndex, oindex: Optional[OffsetIndex], log: LogF
         else:
             position = found[0]
             if position not in max_timestamps:
-                batch = cast(Batch, batch_at(log, position))  # on the chain: a batch starts there
+                # on the chain: a batch starts there
+                batch = cast(Batch, chain.segment.batch_at(position, log))
                 try:
                     max_timestamps[position] = (batch.max_timestamp if header_timestamps
                                                 else _max_record_timestamp(log, batch))
@@ -355,7 +347,7 @@ def check_txn_index(txn: TransactionIndex, log: LogFile) -> List[Problem]:
     # marker offset -> (producer id, first offset in this segment or None)
     aborts: Dict[int, Tuple[int, Optional[int]]] = {}
     unknown = []       # (producer id, first, last offset) of marker batches not decoded
-    for item in log.batches():
+    for item in Segment.at(log.path).batches(log=log):
         if not item.is_transactional:
             continue
         if not item.is_control:

@@ -59,7 +59,7 @@ from ..errors import KafkalogError
 from ..format.validity import batch_problem
 from . import names
 from .names import partition_file_kind
-from .files import FileFormatError, printable_name
+from .files import printable_name
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import LeaderEpochCache
 from .producer_state import ProducerState
@@ -75,8 +75,8 @@ from .recover_plan import (CUT, MOVE, RECOVERING, REMOVE, RENAME, RULE_AFTER_CUT
 from .recover_state import (epochs_text, load_leader_epochs, plan_epochs_aside,
                             plan_leader_epochs, plan_log_start_reset, plan_snapshots,
                             rebuilt_leader_epochs)
-from .recovery_scan import (SegmentScan, count_removed, overflows, same_index, same_txn_index,
-                            scan_segment, txn_below_base, update_producer_state)
+from .recovery_scan import (SegmentScan, count_removed, same_index, same_txn_index,
+                            txn_below_base, update_producer_state)
 
 # -- planning a partition (LogLoader) --------------------------------------------------------
 
@@ -156,9 +156,8 @@ def _swap_range(directory: str, log_swaps: List[str]) -> Tuple[int, int]:
     low = high = None
     for n in log_swaps:
         base = nxt = file_base(n)
-        with Segment.at(os.path.join(directory, n)).open() as log:
-            for batch in log.batches():
-                nxt = batch.last_offset + 1
+        for batch in Segment.at(os.path.join(directory, n)).batches():
+            nxt = batch.last_offset + 1
         low = base if low is None else min(low, base)
         high = nxt if high is None else max(high, nxt)
     assert low is not None and high is not None  # log_swaps is not empty
@@ -302,13 +301,13 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
         if rules[i] not in RECOVERING:
             if replay_from <= i < last_recovered:
                 with source.open(max_message_size, record_limit_factor=BATCH_LIMIT_FACTOR) as log:
-                    for batch in log.batches():
+                    for batch in source.batches(log=log):
                         update_producer_state(state, log, batch)
             _plan_sane(plan, view, base, report)
             if last:
-                plan.log_end_offset = _next_offset(source, view, max_message_size)
+                plan.log_end_offset = source.next_offset(max_message_size)
             continue
-        scan = scan_segment(source, None, state, interval, max_message_size, epochs)
+        scan = source.recover_scan(None, state, interval, max_message_size, epochs)
         report.records, report.first_offset = scan.records, scan.first_offset
         report.next_offset = scan.next_offset
         for position, first, lastoff in scan.unchecked:
@@ -353,32 +352,6 @@ def _seed_producer_state(plan: PartitionPlan, view: Dict[str, str], logs: List[i
         state.load(entries, logs[i], int(time.time() * 1000))
         return state, i
     return state, 0
-
-
-def _next_offset(segment: Segment, view: Dict[str, str], max_message_size: int) -> int:
-    """The log end offset of a last segment that is not recovered (LogSegment.readNextOffset):
-    the offset after its last complete batch, read from the last offset index entry's position
-    on when that holds a batch at or after the indexed offset, else from the start; its base
-    offset when it holds no batch."""
-    base = segment.base_offset
-    assert base is not None
-    start, offset = 0, base - 1
-    index = names.offset_name(base, names.INDEX)
-    if index in view:
-        try:
-            entries = OffsetIndex(os.path.join(segment.directory, view[index])).entries
-            if entries:
-                offset, start = entries[-1]
-        except (OSError, FileFormatError):
-            start = 0
-    with segment.open(max_message_size) as log:
-        for attempt in (start, 0):
-            nxt = base
-            for batch in log.batches(attempt):
-                nxt = batch.last_offset + 1
-            if attempt == 0 or nxt > offset:
-                return nxt
-    return base  # not reached
 
 
 def _plan_sane(plan: PartitionPlan, view: Dict[str, str], base: int,
@@ -481,12 +454,14 @@ def split_points(segment: Segment, max_message_size: int = DEFAULT_MAX_MESSAGE_S
     base = segment.base_offset
     assert base is not None
     pieces: List[Tuple[int, int]] = [(base, 0)]
+    current = segment  # the segment being cut out: its offsets are relative to its base
     prev_last = None
     with segment.open(max_message_size) as log:
-        for batch in log.batches():
+        for batch in segment.batches(log=log):
             if batch_problem(batch, None, prev_last) is not None:
                 break
-            if overflows(batch, pieces[-1][0]):
+            if current.overflows(batch):
+                current = Segment(segment.directory, batch.base_offset)
                 pieces.append((batch.base_offset, batch.position))
             prev_last = batch.last_offset
         size = log.size

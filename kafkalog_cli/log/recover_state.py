@@ -198,7 +198,7 @@ def rebuilt_leader_epochs(plan: PartitionPlan, view: Dict[str, str], max_message
             continue
         source = Segment.at(os.path.join(plan.directory, view[report.name]))
         with source.open(max_message_size) as log:
-            for batch in log.batches():
+            for batch in source.batches(log=log):
                 if batch.position + batch.size > report.kept:
                     break
                 if batch.magic >= 2:

@@ -13,7 +13,7 @@ from ..errors import KafkalogError
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER, Batch
 from ..format.scan import plain_records_ok
-from ..format.validity import MAX_RELATIVE_OFFSET, batch_problem, control_problem, order_problem
+from ..format.validity import batch_problem, control_problem, order_problem
 from .files import FileFormatError, read_sized
 from .leader_epochs import LeaderEpochCache
 from .producer_state import InvalidTxnStateError, ProducerState, end_marker
@@ -66,12 +66,6 @@ class SegmentScan:
     def next_offset(self) -> Optional[int]:
         """The offset after the last valid batch (None: there is none)."""
         return None if self.last_offset is None else self.last_offset + 1
-
-
-def overflows(batch: Batch, base: int) -> bool:
-    """Does ``batch`` lie past what 32-bit offsets relative to ``base`` reach (the segment is
-    split there: LogSegment.recover's LogSegmentOffsetOverflowException)?"""
-    return batch.last_offset - base > MAX_RELATIVE_OFFSET
 
 
 def _records_problem(log: LogFile, batch: Batch,
@@ -150,7 +144,7 @@ def scan_segment(segment: Segment, prev_last: Optional[int], state: ProducerStat
                 result.bad_offset = item.base_offset
                 result.overflow = (item.is_valid and item.magic <= 2
                                    and order_problem(item.last_offset, prev_last) is None
-                                   and overflows(item, base))
+                                   and segment.overflows(item))
                 break
             aborted = update_producer_state(state, log, item)
             if aborted is not None:
@@ -231,8 +225,9 @@ def count_removed(report: SegmentReport, path: str, start: int) -> None:
     first: Optional[int] = None
     last: Optional[int] = None
     records = 0
-    with Segment.at(path).open() as log:
-        for batch in log.batches(start):
+    segment = Segment.at(path)
+    with segment.open() as log:
+        for batch in segment.batches(start, log):
             first = batch.base_offset if first is None else min(first, batch.base_offset)
             last = batch.last_offset if last is None else max(last, batch.last_offset)
             # (a damaged header's negative count holds no record)

@@ -17,7 +17,6 @@ start offset, remove the .deleted files whose delay has passed.
 
 from __future__ import annotations
 
-import errno
 import os
 import time
 from typing import Callable, Iterator, List, Optional, Tuple
@@ -25,7 +24,7 @@ from typing import Callable, Iterator, List, Optional, Tuple
 from . import checkpoints, names
 from .append import PartitionWriter
 from .files import FileFormatError
-from .indexbuild import fsync_dir, rename_noreplace, write_atomically
+from .indexbuild import fsync_dir, write_atomically
 from .leader_epochs import LeaderEpochCache
 from .lock import LockHeld, LogDirLock
 from .logdir import CleanShutdownMarker, LogDir
@@ -75,35 +74,17 @@ def _read_batches(seg: RetainedSegment) -> int:
     timestamp from the batches' headers; return the largest max timestamp of the batches (-1
     when none has one)."""
     largest = -1
-    with seg.segment.open() as log:
-        for batch in log.batches():
-            seg.next_offset = batch.last_offset + 1
-            if seg.first_offset is None:
-                seg.first_offset = batch.base_offset
-            # a legacy entry's header has no count: its offsets say how many messages it holds
-            seg.records += (batch.count if batch.count is not None
-                            else batch.last_offset - batch.base_offset + 1)
-            largest = max(largest, batch.max_timestamp)
-            if seg.first_ts is None:
-                seg.first_ts = batch.max_timestamp
+    for batch in seg.segment.batches():
+        seg.next_offset = batch.last_offset + 1
+        if seg.first_offset is None:
+            seg.first_offset = batch.base_offset
+        # a legacy entry's header has no count: its offsets say how many messages it holds
+        seg.records += (batch.count if batch.count is not None
+                        else batch.last_offset - batch.base_offset + 1)
+        largest = max(largest, batch.max_timestamp)
+        if seg.first_ts is None:
+            seg.first_ts = batch.max_timestamp
     return largest
-
-
-def _largest_timestamp(segment: Segment, batches_ts: int) -> Tuple[int, str]:
-    """(largest timestamp, its source), as LogSegment.largestTimestamp: the time index's last
-    entry; failing that the batches; failing that the .log's mtime."""
-    if os.path.isfile(segment.time_index_path):
-        try:
-            index = segment.time_index()
-            if index.count and not index.trimmed().sanity_problems():
-                ts = index.entries[-1][0]
-                if ts >= 0:
-                    return ts, "time index"
-        except (OSError, FileFormatError):
-            pass
-    if batches_ts >= 0:
-        return batches_ts, "batches"
-    return int(os.path.getmtime(segment.log_path) * 1000), "file mtime"
 
 
 def load_segments(directory: str) -> List[RetainedSegment]:
@@ -113,7 +94,7 @@ def load_segments(directory: str) -> List[RetainedSegment]:
     for i, segment in enumerate(segments):
         seg = RetainedSegment(segment)
         batches_ts = _read_batches(seg)
-        seg.largest_ts, seg.ts_source = _largest_timestamp(segment, batches_ts)
+        seg.largest_ts, seg.ts_source = segment.largest_timestamp(batches_ts)
         if i == len(segments) - 1 and batches_ts > seg.largest_ts:
             # The active segment's time index lacks its final entry until a roll (the broker
             # keeps that maximum in memory): its batches know better.
@@ -331,16 +312,6 @@ def plan_retention(directory: str, policy: Policy) -> RetentionPlan:
     return plan
 
 
-def segment_files(directory: str, base: int) -> List[str]:
-    """The names of a segment's files present now (its .log last), and snapshots at its base."""
-    present = set(os.listdir(directory))
-    found = [n for n in (names.offset_name(base, kind) for kind in
-                         (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.SNAPSHOT))
-             if n in present]
-    log = names.offset_name(base, names.LOG)
-    return sorted(found) + ([log] if os.path.exists(os.path.join(directory, log)) else [])
-
-
 INTENT = names.RETAIN_INTENT
 _INTENT_LOG_START = "log_start_offset"  # the label of the intent's second line
 
@@ -384,22 +355,6 @@ def finish_interrupted(directory: str) -> List[str]:
     return done
 
 
-def _mark_deleted(directory: str, n: str) -> str:
-    """Rename ``n`` to ``n.deleted``, never over an existing file: when a ``n.deleted`` is
-    already there (the log cleaner leaves the segment it replaced so, under the same base
-    offset, until the broker's delayed delete), ours becomes ``n.<k>.deleted`` with the first
-    free k. Returns the new name."""
-    src = os.path.join(directory, n)
-    for k in range(1, 1 << 20):
-        target = n + names.DELETED if k == 1 else "%s.%d%s" % (n, k, names.DELETED)
-        try:
-            rename_noreplace(src, os.path.join(directory, target))
-            return target
-        except FileExistsError:
-            continue
-    raise FileExistsError(errno.EEXIST, "no free .deleted name", src)
-
-
 def _rename_segments(directory: str, bases: List[int]) -> List[str]:
     """Rename the files of the segments at ``bases``, and the producer snapshots named by those
     bases (UnifiedLog.deleteProducerSnapshots: ProducerStateManager.removeAndMarkSnapshotForDeletion
@@ -407,9 +362,13 @@ def _rename_segments(directory: str, bases: List[int]) -> List[str]:
     stays, for the next load to remove)."""
     done = []
     for base in bases:
-        for n in segment_files(directory, base):
-            _mark_deleted(directory, n)
-            done.append(n)
+        snapshot = names.offset_name(base, names.SNAPSHOT)
+        if os.path.lexists(os.path.join(directory, snapshot)):
+            Segment.rename_aside(directory, snapshot, snapshot, names.DELETED)
+            done.append(snapshot)
+        # the segment's .log goes last (Segment.change_suffix): a run interrupted before it
+        # still finds the segment, and finish_interrupted renames the rest
+        done.extend(Segment(directory, base).change_suffix(names.DELETED))
     fsync_dir(directory)
     return done
 

@@ -9,25 +9,13 @@ missing or fails the broker's sanity check is not used: the segment is scanned f
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple, Type, TypeVar
+from typing import Dict, Iterable, List, Optional, Tuple, Type, TypeVar
 
 from ..format.records import Batch, Records
 from . import names
 from .files import FileFormatError
 from .index import OffsetIndex, TimeIndex
-
-if TYPE_CHECKING:
-    from typing import Union
-
-    from ..format.scan import InvalidBytes
-    from .segment import LogFile
-
-
-def batch_at(log: "LogFile", position: int) -> "Optional[Union[Batch, InvalidBytes]]":
-    """index_check.batch_at, imported on the first seek: reading a log needs none of verify's own
-    imports (checkpoints, leader epochs, indexes), and start-up time counts."""
-    from .index_check import batch_at as at
-    return at(log, position)
+from .segment import LogFile, Segment
 
 
 AnyIndex = TypeVar("AnyIndex", OffsetIndex, TimeIndex)
@@ -84,27 +72,28 @@ class Seek:
             out.append(i)
         return out
 
-    def start_position(self, log: "LogFile") -> Tuple[int, Optional[str]]:
+    def start_position(self, log: LogFile) -> Tuple[int, Optional[str]]:
         """(position, note): where to start reading the segment ``log`` (a LogFile), and why
         not further in (None when the indexes did their job)."""
         if self.from_offset is None and self.started:
             return 0, None
-        base = names.base_offset_from_name(log.path)
+        segment = Segment.at(log.path)
+        base = segment.base_offset
         if base is None:
             return 0, "%s: no base offset in the file name: reading it from the start" % log.path
-        index_path = names.sibling(log.path, names.INDEX)
+        index_path = segment.index_path
         oindex, note = _sane(OffsetIndex, index_path, base)
         if oindex is None:
             return 0, note
         target = self.from_offset if self.from_offset is not None else base
         if not self.started and self.from_ts is not None:
-            tindex, note = _sane(TimeIndex, names.sibling(log.path, names.TIMEINDEX), base)
+            tindex, note = _sane(TimeIndex, segment.time_index_path, base)
             if tindex is None:
                 if self.from_offset is None:
                     return 0, note
             else:
                 ts, ts_offset = tindex.lookup(self.from_ts)
-                if ts != -1 and not _time_entry_holds(log, oindex, ts, ts_offset):
+                if ts != -1 and not _time_entry_holds(segment, log, oindex, ts, ts_offset):
                     return 0, ("%s: entry (%d, %d) does not match the batch ending at that offset: "
                                "reading the segment from its start"
                                % (tindex.path, ts, ts_offset))
@@ -113,21 +102,33 @@ class Seek:
         if position:
             # An index can pass the sanity check and still be wrong: trust an entry only where
             # the batch it names starts.
-            batch = batch_at(log, position)
+            batch = segment.batch_at(position, log)
             if not isinstance(batch, Batch) or batch.last_offset != offset:
                 return 0, ("%s: entry for offset %d points at position %d, where no batch ending "
                            "at that offset starts: reading the segment from its start"
                            % (index_path, offset, position))
         return position, note
 
+    def end_offset(self, log: LogFile, base: int) -> int:
+        """The offset after the last batch whose CRC holds of the segment ``log`` read from
+        where this seek starts in it (``start_position``), the largest such; ``base`` (its
+        base offset) when there is none: where a pass that showed nothing finds the log to
+        end."""
+        start = self.start_position(log)[0]
+        end = base
+        for batch in Segment.at(log.path).batches(start, log):
+            if batch.is_valid:
+                end = max(end, batch.last_offset + 1)
+        return end
 
-def _time_entry_holds(log: "LogFile", oindex: OffsetIndex, timestamp: int,
+
+def _time_entry_holds(segment: Segment, log: LogFile, oindex: OffsetIndex, timestamp: int,
                       offset: int) -> bool:
     """Does the batch ending at ``offset`` exist and carry ``timestamp`` as its max timestamp,
     as a time index entry claims? (A wrong index can pass the sanity check.)"""
-    for item in log.entries(oindex.lookup(offset)[1]):
-        if isinstance(item, Batch) and item.last_offset >= offset:
-            return item.last_offset == offset and item.max_timestamp == timestamp
+    for batch in segment.batches(oindex.lookup(offset)[1], log):
+        if batch.last_offset >= offset:
+            return batch.last_offset == offset and batch.max_timestamp == timestamp
     return False
 
 

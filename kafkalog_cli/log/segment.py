@@ -9,17 +9,23 @@ import mmap
 import os
 import platform
 import sys
-from typing import Iterator, Optional, Union
+from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple, Union
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError
 from ..format.records import (LOG_OVERHEAD, PREFIX, RECORD_CHUNK, V2_OVERHEAD, Batch, Records,
                               decode_records, iter_records, read_batch)
 from ..format.scan import MIN_HEADER, InvalidBytes, entry_problem, scan
+from ..format.validity import MAX_RELATIVE_OFFSET
 from . import names
-from .files import FileChangedError, check_unchanged, open_regular
+from .files import FileChangedError, FileFormatError, check_unchanged, open_regular
 from .index import OffsetIndex, TimeIndex
 from .txnindex import TransactionIndex
+
+if TYPE_CHECKING:
+    from .leader_epochs import LeaderEpochCache
+    from .producer_state import ProducerState
+    from .recovery_scan import SegmentScan
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 # A batch holds many messages: its decompressed size may reach this multiple of the
@@ -328,6 +334,168 @@ class Segment:
     def txn_index(self) -> TransactionIndex:
         """The .txnindex as read from disk."""
         return TransactionIndex(self.txn_index_path, self.base_offset)
+
+    # -- reads and renames (LogSegment) ---------------------------------------------------------
+
+    def _base(self) -> int:
+        if self.base_offset is None:
+            raise ValueError("%s: the file name holds no base offset" % self.log_path)
+        return self.base_offset
+
+    def batches(self, start: int = 0, log: Optional[LogFile] = None,
+                max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Iterator[Batch]:
+        """The batch chain of the .log from byte ``start`` (the FileLogInputStream walk every
+        LogSegment read makes): the complete batches up to the first bytes that hold none, a
+        batch whose CRC does not match included, as ``LogFile.batches`` yields them. Read
+        through ``log`` when the .log is open already (the caller's LogFile of this segment),
+        else through the .log opened for the walk and closed when it ends."""
+        if log is not None:
+            yield from log.batches(start)
+            return
+        with self.open(max_message_size) as own:
+            yield from own.batches(start)
+
+    def batch_at(self, position: int,
+                 log: Optional[LogFile] = None) -> Optional[Union[Batch, InvalidBytes]]:
+        """The entry (Batch or InvalidBytes) that starts at byte ``position`` of the .log, as
+        the shared scan reads it there (FileRecords.batchesFrom(position)'s first), or None
+        past the end. Read through ``log`` when the .log is open already."""
+        if log is None:
+            with self.open() as own:
+                return self.batch_at(position, own)
+        if position < 0 or position >= log.size:
+            return None
+        for item in log.entries(position):
+            return item
+        return None
+
+    def next_offset(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> int:
+        """LogSegment.readNextOffset: the offset after the last batch of the chain read from
+        the last offset index entry's position on, when that holds a batch past the indexed
+        offset; else of the chain read from the start (an index that cannot be read, or whose
+        last entry leads nowhere); the base offset when the segment holds no batch."""
+        base = self._base()
+        start, offset = 0, base - 1
+        try:
+            entries = self.offset_index().entries
+            if entries:
+                offset, start = entries[-1]
+        except (OSError, FileFormatError):
+            start = 0
+        with self.open(max_message_size) as log:
+            for attempt in (start, 0):
+                nxt = base
+                for batch in self.batches(attempt, log):
+                    nxt = batch.last_offset + 1
+                if attempt == 0 or nxt > offset:
+                    return nxt
+        return base  # not reached
+
+    def largest_timestamp(self, batches_max: Optional[int] = None) -> Tuple[int, str]:
+        """(largest timestamp, where it comes from), as LogSegment.largestTimestamp (the
+        maxTimestampSoFar a loaded segment starts from, else the .log's modification time):
+        the time index's last entry ("time index": an index with entries that passes
+        TimeIndex.sanityCheck once trimmed, its last timestamp not negative); failing that,
+        the largest maxTimestamp of the batches ("batches": ``batches_max`` when the caller
+        has walked them, -1 for none; else they are read here); failing that, the .log's
+        modification time in milliseconds ("file mtime")."""
+        if os.path.isfile(self.time_index_path):
+            try:
+                index = self.time_index()
+                if index.count and not index.trimmed().sanity_problems():
+                    ts = index.entries[-1][0]
+                    if ts >= 0:
+                        return ts, "time index"
+            except (OSError, FileFormatError):
+                pass
+        if batches_max is None:
+            batches_max = -1
+            for batch in self.batches():
+                batches_max = max(batches_max, batch.max_timestamp)
+        if batches_max >= 0:
+            return batches_max, "batches"
+        return int(os.path.getmtime(self.log_path) * 1000), "file mtime"
+
+    def overflows(self, batch: Optional[Batch] = None,
+                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> bool:
+        """LogSegment.hasOverflow: does the segment hold an offset that its 32-bit relative
+        offsets cannot reach from its base offset (its next offset minus one, when it holds a
+        batch: LogSegment.canConvertToRelativeOffset)? The broker splits such a segment
+        (LocalLog.splitOverflowedSegment). With ``batch``: does that batch's last offset lie
+        past that reach (LogSegment.recover's LogSegmentOffsetOverflowException)?"""
+        base = self._base()
+        if batch is not None:
+            return batch.last_offset - base > MAX_RELATIVE_OFFSET
+        nxt = self.next_offset(max_message_size)
+        return nxt > base and nxt - 1 - base > MAX_RELATIVE_OFFSET
+
+    def sanity_problems(self) -> List[str]:
+        """LogSegment.sanityCheck: why the broker's load recovers the segment rather than
+        take it as it is (empty: it is taken). No .index (NoSuchFileException: anything under
+        its name counts as one, as a broker's File.exists on it), or a .txnindex (a regular
+        file; none is no problem) that cannot be read or holds an entry whose last offset is
+        below the base offset (TransactionIndex.sanityCheck's CorruptIndexException). The
+        offset and time indexes are not checked: the broker skips their sanity checks there,
+        the segments above the recovery point being recovered anyway."""
+        problems = []
+        if not os.path.lexists(self.index_path):
+            problems.append("%s: no offset index" % self.index_path)
+        if os.path.isfile(self.txn_index_path):
+            try:
+                problems.extend(self.txn_index().sanity_problems())
+            except (OSError, FileFormatError) as e:
+                problems.append(str(e))
+        return problems
+
+    def recover_scan(self, prev_last: Optional[int], state: "ProducerState",
+                     interval: Optional[int] = None,
+                     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                     epochs: "Optional[LeaderEpochCache]" = None) -> "SegmentScan":
+        """LogSegment.recover's reading of the segment: its batches validated one by one, the
+        producer state and leader epochs they carry, the indexes rebuilt from them
+        (``recovery_scan.scan_segment``; ``interval``: index.interval.bytes, its default when
+        None). Raises ValueError when the file name holds no base offset."""
+        from . import recovery_scan  # (imported here: it builds on this module)
+        if interval is None:
+            interval = recovery_scan.DEFAULT_INDEX_INTERVAL
+        return recovery_scan.scan_segment(self, prev_last, state, interval, max_message_size,
+                                          epochs)
+
+    @staticmethod
+    def rename_aside(directory: str, name: str, stem: str, suffix: str) -> str:
+        """Rename the file ``name`` of ``directory`` to ``stem + suffix``, never over an
+        existing file: when that name is taken (the log cleaner leaves the segment it replaced
+        as ``X.log.deleted`` until the broker's delayed delete), to ``stem.<k>`` + ``suffix``
+        with the first free k from 2. Returns the new name."""
+        from .indexbuild import rename_noreplace  # (imported here: start-up time counts)
+        src = os.path.join(directory, name)
+        for k in range(1, 1 << 20):
+            target = stem + suffix if k == 1 else "%s.%d%s" % (stem, k, suffix)
+            try:
+                rename_noreplace(src, os.path.join(directory, target))
+                return target
+            except FileExistsError:
+                continue
+        raise FileExistsError(errno.EEXIST, "no free %s name" % suffix, src)
+
+    def change_suffix(self, suffix: str) -> List[str]:
+        """LogSegment.changeFileSuffixes: each of the segment's files there now gets the
+        lifecycle suffix ``suffix`` ('' for none) in place of its own (``rename_aside``: never
+        over an existing file); its indexes first (anything under the name counts), the .log
+        last and only when the name leads to a file, so that a segment whose renaming is
+        interrupted still has its .log under its name and is found again (the broker renames
+        the .log first: its deletion need not survive a restart half done, which ours must).
+        Returns the names renamed, as they were; the Segment goes on naming them so."""
+        done = []
+        for kind in (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.LOG):
+            path = self.file(kind)
+            if os.path.exists(path) if kind == names.LOG else os.path.lexists(path):
+                name = os.path.basename(path)
+                self.rename_aside(self.directory, name,
+                                  names.without_lifecycle_suffix(name), suffix)
+                done.append(name)
+        return done
+
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Segment) and other.log_path == self.log_path
