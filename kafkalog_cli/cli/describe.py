@@ -11,9 +11,10 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import click
 
 from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
-from ..log.describe import (Description, Finding, IndexHealth, PartitionDescription,
+from ..log.describe import (Description, IndexHealth, PartitionDescription,
                             SegmentDescription, describe as describe_path)
 from ..log.files import printable_name
+from ..log.findings import Finding
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text, fail
 from .output import Output, human_bytes

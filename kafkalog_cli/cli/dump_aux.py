@@ -23,7 +23,8 @@ from ..log.txnindex import TransactionIndex
 # Read only when a file beside the logs is dumped: a dump of logs does without their imports.
 if TYPE_CHECKING:
     from ..log import checkpoints, index_check, verify
-    from ..log.index_check import AnyIndex, Problem
+    from ..log.findings import Finding
+    from ..log.index_check import AnyIndex
 else:
     checkpoints = lazy_module("kafkalog_cli.log.checkpoints")
     verify = lazy_module("kafkalog_cli.log.verify")
@@ -41,9 +42,9 @@ class AuxWriter(Protocol):
 
     def warn(self, message: str) -> None: ...
 
-    def problems(self, problems: Sequence[Problem]) -> None: ...
+    def problems(self, problems: Sequence[Finding]) -> None: ...
 
-    def unreadable(self, problem: Problem) -> None: ...
+    def unreadable(self, problem: Finding) -> None: ...
 
 
 class IndexOptions:
@@ -55,12 +56,12 @@ class IndexOptions:
         self.is_active = files.ActiveSegments()  # each directory listed once per run
 
 
-def _status(problems: Sequence[Problem]) -> int:
+def _status(problems: Sequence[Finding]) -> int:
     return EXIT_INVALID if problems else EXIT_OK
 
 
 def _open_log(path: str,
-              max_message_size: int) -> Tuple[Optional[LogFile], Optional[Problem]]:
+              max_message_size: int) -> Tuple[Optional[LogFile], Optional[Finding]]:
     log_path = names.sibling(path, names.LOG)
     if not os.path.lexists(log_path):
         return None, verify.missing_log(path, log_path)
@@ -68,7 +69,7 @@ def _open_log(path: str,
     return LogFile(log_path, max_message_size), None
 
 
-def _check(index: AnyIndex, log: LogFile) -> List[Problem]:
+def _check(index: AnyIndex, log: LogFile) -> List[Finding]:
     """An index's entries checked against its log."""
     if isinstance(index, OffsetIndex):
         return index_check.check_offset_index(index, log)

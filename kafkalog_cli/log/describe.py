@@ -31,7 +31,12 @@ from ..format.records import (ATTR_CODEC, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TY
 from ..format.scan import MIN_HEADER, InvalidBytes
 from ..format.validity import MAX_RELATIVE_OFFSET, crc_problem, order_problem, reach_problem
 from . import names
-from .files import FileFormatError, printable_name
+from .files import FileFormatError
+from .findings import (CLEANER_OFFSET_OUT_OF_RANGE, CRC_MISMATCH, HIGH_WATERMARK_OUT_OF_RANGE,
+                       INDEX_MISSING, INDEX_SANITY, INDEX_ZERO_TAIL, INVALID_BYTES,
+                       LEADER_EPOCH_PAST_END, LOG_START_BELOW_LOG, LOG_START_PAST_END, NO_SEGMENTS,
+                       OFFSET_ORDER, RECOVERY_POINT_PAST_END, SEGMENT_OVERLAP, SNAPSHOT_PAST_END,
+                       UNREADABLE, UNREADABLE_RECORDS, Finding)
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import read_checkpoint_strict
 from .logdir import LogDir, partitions_of
@@ -39,43 +44,6 @@ from .partition import Partition
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .snapshot import read_snapshot
 from .index_check import sanity_problems
-
-# Problem and note kinds (stable names, used in JSON output)
-INVALID_BYTES = "invalid_bytes"              # bytes that hold no batch: recovery cuts there
-CRC_MISMATCH = "crc_mismatch"
-UNREADABLE_RECORDS = "unreadable_records"    # a legacy wrapper whose messages cannot be read
-OFFSET_ORDER = "offset_order"                # a batch's offsets out of place in its segment
-SEGMENT_OVERLAP = "segment_overlap"          # a segment's offsets reach the next one's base
-INDEX_SANITY = "index_sanity"                # OffsetIndex/TimeIndex.sanityCheck fails
-UNREADABLE = "unreadable"                    # a file of the partition that cannot be read
-RECOVERY_POINT_PAST_END = "recovery_point_past_end"
-LOG_START_PAST_END = "log_start_past_end"
-HIGH_WATERMARK_OUT_OF_RANGE = "high_watermark_out_of_range"
-# notes
-INDEX_MISSING = "index_missing"              # rebuilt by the broker at load
-INDEX_ZERO_TAIL = "index_zero_tail"
-LOG_START_BELOW_LOG = "log_start_below_log"
-CLEANER_OFFSET_OUT_OF_RANGE = "cleaner_offset_out_of_range"
-LEADER_EPOCH_PAST_END = "leader_epoch_past_end"
-SNAPSHOT_PAST_END = "snapshot_past_end"
-NO_SEGMENTS = "no_segments"
-
-
-class Finding:
-    """A problem or a note: ``kind`` (above), a one-line ``message``, the ``file`` it is about,
-    and the numbers behind it (``fields``, named as in JSON)."""
-
-    __slots__ = ("kind", "message", "file", "fields")
-
-    def __init__(self, kind: str, message: str, file: str, **fields: object) -> None:
-        self.kind = kind
-        self.message = printable_name(message)
-        self.file = printable_name(file)
-        self.fields = fields
-
-    def __repr__(self) -> str:
-        return "Finding(%r, %r)" % (self.kind, self.message)
-
 
 class IndexHealth:
     """One index file of a segment: its real entries and the broker's sanity check's
@@ -632,5 +600,5 @@ def describe(path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     return out
 
 
-__all__ = ["Description", "PartitionDescription", "SegmentDescription", "IndexHealth", "Finding",
+__all__ = ["Description", "PartitionDescription", "SegmentDescription", "IndexHealth",
            "describe", "describe_partition", "describe_segment"]

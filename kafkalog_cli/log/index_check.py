@@ -1,6 +1,6 @@
 """A segment's index files held against its log, entry by entry, as DumpLogSegments and the
 broker check them (OffsetIndex, TimeIndex and TransactionIndex and their sanity checks at
-LogLoader's start-up): each check returns a list of ``Problem`` (an empty list: the file is
+LogLoader's start-up): each check returns a list of ``Finding`` (an empty list: the file is
 sound), and a file's findings are a ``FileReport``. The batch chain a segment's checks share
 (``BatchChain``: each batch's header read once) lives here too."""
 
@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import array
 import bisect
-from typing import (Any, Dict, Iterable, List, Optional, Tuple, Union, cast)
+from typing import (Dict, Iterable, List, Optional, Tuple, Union, cast)
 
 from ..format import control
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch
 from ..format.scan import InvalidBytes
-from . import files
+from .findings import (ABORT_WITHOUT_TXN, NOT_A_BATCH, NOT_INCREASING, OFFSET_MISMATCH,
+                       OFFSET_NOT_FOUND, POSITION_PAST_END, SANITY, TIMESTAMP_MISMATCH,
+                       TIMESTAMP_OUT_OF_ORDER, TXN_FIRST_OFFSET, TXN_WITHOUT_ABORT, UNREADABLE,
+                       Finding)
 from .index import OffsetIndex, TimeIndex
 from .segment import LogFile, Segment
 from .txnindex import TransactionIndex
@@ -22,63 +25,9 @@ from .txnindex import TransactionIndex
 
 AnyIndex = Union[OffsetIndex, TimeIndex]
 
-# Problem kinds (stable names, used in JSON output).
-OFFSET_MISMATCH = "offset_mismatch"            # entry's offset != lastOffset of the batch there
-NOT_A_BATCH = "not_a_batch_start"              # no complete batch starts at the entry's position
-POSITION_PAST_END = "position_past_end"
-NOT_INCREASING = "not_increasing"
-TIMESTAMP_MISMATCH = "timestamp_mismatch"
-TIMESTAMP_OUT_OF_ORDER = "timestamp_out_of_order"
-OFFSET_NOT_FOUND = "offset_not_found"
-SANITY = "sanity_check_failed"
-TXN_WITHOUT_ABORT = "txn_entry_without_abort"
-ABORT_WITHOUT_TXN = "abort_without_txn_entry"
-TXN_FIRST_OFFSET = "txn_first_offset_mismatch"
-UNREADABLE = "unreadable"
-MISSING_LOG = "missing_log"
-# a live segment's .log without its .index: LogSegment.sanityCheck throws NoSuchFileException and
-# LogLoader.loadSegmentFiles recovers the segment (an error in the broker's log when the segment
-# is below the recovery point or the shutdown was clean). A problem for a sealed segment; for the
-# active one a note (MISSING_INDEX_NOTE): a crash can leave it so, and the broker's load
-# recovers the segment above the recovery point in any case.
-MISSING_INDEX = "missing_index"
-MISSING_INDEX_NOTE = "missing_active_index"
-# a note: a live segment's .log without its .timeindex, which the broker creates empty
-# (LogSegment.sanityCheck) without recovering the segment
-MISSING_TIME_INDEX_NOTE = "missing_time_index"
-# the leader-epoch-checkpoint against the log's batches (LeaderEpochCheck)
-MALFORMED_CHECKPOINT = "malformed_checkpoint"    # not a file LeaderEpochFileCache wrote
-LEADER_EPOCH_MISSING = "leader_epoch_missing"    # batches of an epoch the cache lacks there
-LEADER_EPOCH_MISMATCH = "leader_epoch_mismatch"  # the cache gives a later epoch for them
-LEADER_EPOCH_BACKWARDS = "leader_epoch_backwards"  # an epoch below one earlier in the log
-# Note kinds: a cache entry at or past the log end offset, which the broker drops at load;
-# batches before the cache's first entry, of no later epoch (a cache started after them)
-LEADER_EPOCH_PAST_END = "leader_epoch_past_end"
-LEADER_EPOCH_BEFORE_CACHE = "leader_epoch_before_cache"
-# A note kind: an index whose log is gone as the broker removes a segment's files one at a time
-BROKER_STATE = "broker_state"
-
-
-class Problem:
-    """One finding: ``kind`` (above), a one-line ``message``, and the numbers behind it."""
-
-    __slots__ = ("file", "kind", "message", "fields")
-
-    def __init__(self, file: str, kind: str, message: str, **fields: Any) -> None:
-        # file names (and messages naming files) as they may be printed: escaped, one line
-        self.file = files.printable_name(file)
-        self.kind = kind
-        self.message = files.printable_name(message)
-        self.fields = fields
-
-    def as_dict(self) -> Dict[str, Any]:
-        out = {"type": "problem", "file": self.file, "kind": self.kind, "message": self.message}
-        out.update(self.fields)
-        return out
-
 
 def check_offset_index(index: OffsetIndex, log: LogFile,
-                       chain: Optional["BatchChain"] = None) -> List[Problem]:
+                       chain: Optional["BatchChain"] = None) -> List[Finding]:
     """Every entry must point at the start of a batch whose last offset is the entry's offset,
     inside the log, with offsets strictly increasing.
 
@@ -92,9 +41,9 @@ def check_offset_index(index: OffsetIndex, log: LogFile,
     off_chain: Dict[int, Optional[_Summary]] = {}
     for offset, position in index.entries:
         if prev is not None and offset <= prev:
-            problems.append(Problem(index.path, NOT_INCREASING,
-                                    "index offset %d follows %d: entries must increase"
-                                    % (offset, prev), index_offset=offset, previous_offset=prev))
+            problems.append(Finding(NOT_INCREASING,
+                "index offset %d follows %d: entries must increase"
+                % (offset, prev), index.path, index_offset=offset, previous_offset=prev))
         prev = offset
         item = chain.batch_summary(position)
         if item is None and 0 <= position < log.size:
@@ -102,20 +51,20 @@ def check_offset_index(index: OffsetIndex, log: LogFile,
                 off_chain[position] = _Summary.of(chain.segment.batch_at(position, log))
             item = off_chain[position]
         if item is None:
-            problems.append(Problem(index.path, POSITION_PAST_END,
-                                    "index offset %d points at position %d, past the end of the "
-                                    "log (%d bytes)" % (offset, position, log.size),
-                                    index_offset=offset, position=position))
+            problems.append(Finding(POSITION_PAST_END,
+                "index offset %d points at position %d, past the end of the "
+                "log (%d bytes)" % (offset, position, log.size), index.path,
+                index_offset=offset, position=position))
         elif item.reason is not None:
-            problems.append(Problem(index.path, NOT_A_BATCH,
-                                    "index offset %d points at position %d, where no batch starts "
-                                    "(%s)" % (offset, position, item.reason),
-                                    index_offset=offset, position=position))
+            problems.append(Finding(NOT_A_BATCH,
+                "index offset %d points at position %d, where no batch starts "
+                "(%s)" % (offset, position, item.reason), index.path,
+                index_offset=offset, position=position))
         elif item.last_offset != offset:
-            problems.append(Problem(index.path, OFFSET_MISMATCH,
-                                    "Index offset: %d, log offset: %d" % (offset, item.last_offset),
-                                    index_offset=offset, log_offset=item.last_offset,
-                                    position=position))
+            problems.append(Finding(OFFSET_MISMATCH,
+                "Index offset: %d, log offset: %d" % (offset, item.last_offset), index.path,
+                index_offset=offset, log_offset=item.last_offset,
+                position=position))
     return problems
 
 
@@ -268,7 +217,7 @@ class _MaxTree:
 
 def check_time_index(tindex: TimeIndex, oindex: Optional[OffsetIndex], log: LogFile,
                      header_timestamps: bool = False,
-                     chain: Optional[BatchChain] = None) -> List[Problem]:
+                     chain: Optional[BatchChain] = None) -> List[Finding]:
     """DumpLogSegments' three checks of a time index: the batch that each entry's offset ends
     must exist, hold the entry's timestamp as its max record timestamp, and timestamps must
     increase from entry to entry.
@@ -293,10 +242,10 @@ def check_time_index(tindex: TimeIndex, oindex: Optional[OffsetIndex], log: LogF
         found = chain.find(start, offset)
         if found is None or found[1] != offset:
             log_offset = -1 if found is None else found[1]
-            problems.append(Problem(tindex.path, OFFSET_NOT_FOUND,
-                                    "Indexed offset: %d, found log offset: %d"
-                                    % (offset, log_offset),
-                                    index_offset=offset, log_offset=log_offset))
+            problems.append(Finding(OFFSET_NOT_FOUND,
+                "Indexed offset: %d, found log offset: %d"
+                % (offset, log_offset), tindex.path,
+                index_offset=offset, log_offset=log_offset))
         else:
             position = found[0]
             if position not in max_timestamps:
@@ -313,29 +262,30 @@ def check_time_index(tindex: TimeIndex, oindex: Optional[OffsetIndex], log: LogF
                     max_timestamps[position] = e
             max_ts = max_timestamps[position]
             if isinstance(max_ts, CorruptRecordError):
-                problems.append(Problem(tindex.path, UNREADABLE,
-                                        "batch at position %d for indexed offset %d cannot be "
-                                        "read: %s" % (position, offset, max_ts),
-                                        index_offset=offset))
+                problems.append(Finding(UNREADABLE,
+                    "batch at position %d for indexed offset %d cannot be "
+                    "read: %s" % (position, offset, max_ts), tindex.path,
+                    index_offset=offset))
             elif max_ts != ts:
-                problems.append(Problem(tindex.path, TIMESTAMP_MISMATCH,
-                                        "Index timestamp: %d, log timestamp: %d" % (ts, max_ts),
-                                        index_timestamp=ts, log_timestamp=max_ts))
+                problems.append(Finding(TIMESTAMP_MISMATCH,
+                    "Index timestamp: %d, log timestamp: %d" % (ts, max_ts), tindex.path,
+                    index_timestamp=ts, log_timestamp=max_ts))
             if prev_ts >= ts:
-                problems.append(Problem(tindex.path, TIMESTAMP_OUT_OF_ORDER,
-                                        "Index timestamp: %d, Previously indexed timestamp: %d"
-                                        % (ts, prev_ts), index_timestamp=ts,
-                                        previous_timestamp=prev_ts))
+                problems.append(Finding(TIMESTAMP_OUT_OF_ORDER,
+                    "Index timestamp: %d, Previously indexed timestamp: %d"
+                    % (ts, prev_ts), tindex.path, index_timestamp=ts,
+                    previous_timestamp=prev_ts))
         prev_ts = ts
     return problems
 
 
-def sanity_problems(index: AnyIndex) -> List[Problem]:
+def sanity_problems(index: AnyIndex) -> List[Finding]:
     """The broker's start-up sanity check of an index, as Problems."""
-    return [Problem(index.path, SANITY, message) for message in index.sanity_problems()]
+    return [Finding(SANITY,
+        message, index.path) for message in index.sanity_problems()]
 
 
-def check_txn_index(txn: TransactionIndex, log: LogFile) -> List[Problem]:
+def check_txn_index(txn: TransactionIndex, log: LogFile) -> List[Finding]:
     """The aborted transactions listed must be those the log's ABORT markers close.
 
     An entry needs an ABORT marker of its producer at its last offset; an ABORT marker of a
@@ -382,27 +332,27 @@ def check_txn_index(txn: TransactionIndex, log: LogFile) -> List[Problem]:
                                   for pid, first, last in unknown):
             continue
         if marker is None or marker[0] != e.producer_id:
-            problems.append(Problem(txn.path, TXN_WITHOUT_ABORT,
-                                    "aborted transaction of producer %d ending at offset %d: no "
-                                    "ABORT marker of that producer there"
-                                    % (e.producer_id, e.last_offset),
-                                    producer_id=e.producer_id, last_offset=e.last_offset))
+            problems.append(Finding(TXN_WITHOUT_ABORT,
+                "aborted transaction of producer %d ending at offset %d: no "
+                "ABORT marker of that producer there"
+                % (e.producer_id, e.last_offset), txn.path,
+                producer_id=e.producer_id, last_offset=e.last_offset))
         elif (marker[1] is not None and marker[1] != e.first_offset
               and (txn.base_offset is None
                    or not e.first_offset < txn.base_offset <= marker[1])):
             # (a transaction begun in an earlier segment starts before this one's base)
-            problems.append(Problem(txn.path, TXN_FIRST_OFFSET,
-                                    "aborted transaction of producer %d ending at offset %d: first "
-                                    "offset %d, the log says %d" % (e.producer_id, e.last_offset,
-                                                                     e.first_offset, marker[1]),
-                                    producer_id=e.producer_id, first_offset=e.first_offset,
-                                    log_first_offset=marker[1]))
+            problems.append(Finding(TXN_FIRST_OFFSET,
+                "aborted transaction of producer %d ending at offset %d: first "
+                "offset %d, the log says %d" % (e.producer_id, e.last_offset,
+                                                 e.first_offset, marker[1]), txn.path,
+                producer_id=e.producer_id, first_offset=e.first_offset,
+                log_first_offset=marker[1]))
     for offset, (pid, first) in sorted(aborts.items()):
         if first is not None and offset not in listed:
-            problems.append(Problem(txn.path, ABORT_WITHOUT_TXN,
-                                    "ABORT marker of producer %d at offset %d (transaction from "
-                                    "offset %d) has no entry" % (pid, offset, first),
-                                    producer_id=pid, last_offset=offset, first_offset=first))
+            problems.append(Finding(ABORT_WITHOUT_TXN,
+                "ABORT marker of producer %d at offset %d (transaction from "
+                "offset %d) has no entry" % (pid, offset, first), txn.path,
+                producer_id=pid, last_offset=offset, first_offset=first))
     return problems
 
 
@@ -413,8 +363,8 @@ class FileReport:
 
     __slots__ = ("path", "kind", "entries", "problems", "notes", "error")
 
-    def __init__(self, path: str, kind: str, entries: int = 0, problems: Iterable[Problem] = (),
-                 notes: Iterable[Problem] = (), error: Optional[OSError] = None) -> None:
+    def __init__(self, path: str, kind: str, entries: int = 0, problems: Iterable[Finding] = (),
+                 notes: Iterable[Finding] = (), error: Optional[OSError] = None) -> None:
         self.path = path
         self.kind = kind
         self.entries = entries

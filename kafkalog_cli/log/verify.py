@@ -16,10 +16,10 @@ from ..errors import KafkalogError, UsageError
 from . import files, names
 from .files import (ActiveSegments, FileChangedError, FileFormatError, Found, expand,
                     printable_name)
+from .findings import (BROKER_STATE, MISSING_INDEX, MISSING_INDEX_NOTE, MISSING_LOG,
+                       MISSING_TIME_INDEX_NOTE, SANITY, UNREADABLE, ZERO_TAIL, Finding)
 from .index import OffsetIndex, TimeIndex
-from .index_check import (BROKER_STATE, MISSING_INDEX, MISSING_INDEX_NOTE, MISSING_LOG,
-                          MISSING_TIME_INDEX_NOTE, SANITY, UNREADABLE, AnyIndex, BatchChain,
-                          FileReport, Problem, check_offset_index, check_time_index,
+from .index_check import (AnyIndex, BatchChain, FileReport, check_offset_index, check_time_index,
                           check_txn_index, sanity_problems)
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .txnindex import TransactionIndex
@@ -98,10 +98,10 @@ class _SegmentCheck:
         if self.log is None or self.segment.suffix or not os.path.lexists(self.segment.log_path):
             return None
         log_name = files.printable_name(os.path.basename(self.segment.log_path))
-        note = Problem(path, MISSING_TIME_INDEX_NOTE,
-                       "the segment %s has no time index: a broker's load creates it empty "
-                       "(time retention of the segment then goes by the file's modification "
-                       "time); kafkalog recover --full rebuilds it" % log_name)
+        note = Finding(MISSING_TIME_INDEX_NOTE,
+            "the segment %s has no time index: a broker's load creates it empty "
+            "(time retention of the segment then goes by the file's modification "
+            "time); kafkalog recover --full rebuilds it" % log_name, path)
         return FileReport(path, names.TIMEINDEX, notes=[note])
 
     def missing_offset_index(self, path: str) -> Optional[FileReport]:
@@ -113,14 +113,14 @@ class _SegmentCheck:
             return None
         log_name = files.printable_name(os.path.basename(self.segment.log_path))
         if self.active:
-            note = Problem(path, MISSING_INDEX_NOTE,
-                           "the active segment %s has no offset index: a broker's load recovers "
-                           "the segment and rebuilds it" % log_name)
+            note = Finding(MISSING_INDEX_NOTE,
+                "the active segment %s has no offset index: a broker's load recovers "
+                "the segment and rebuilds it" % log_name, path)
             return FileReport(path, names.INDEX, notes=[note])
-        problem = Problem(path, MISSING_INDEX,
-                          "the offset index of the sealed segment %s is missing: a broker's "
-                          "load recovers the segment to rebuild it (kafkalog recover does the "
-                          "same)" % log_name)
+        problem = Finding(MISSING_INDEX,
+            "the offset index of the sealed segment %s is missing: a broker's "
+            "load recovers the segment to rebuild it (kafkalog recover does the "
+            "same)" % log_name, path)
         return FileReport(path, names.INDEX, problems=[problem])
 
     def _check_index(self, index: AnyIndex, oindex: Optional[OffsetIndex],
@@ -151,7 +151,8 @@ class _SegmentCheck:
         if os.path.lexists(path):
             txn, report = _open_index(names.TXNINDEX, path, TransactionIndex)
             if txn is not None:
-                report.problems.extend(Problem(path, SANITY, m) for m in txn.sanity_problems())
+                report.problems.extend(Finding(SANITY,
+                    m, path) for m in txn.sanity_problems())
                 if not self.sanity_only and self.log is not None:
                     report.problems.extend(check_txn_index(txn, self.log))
             return report
@@ -212,17 +213,17 @@ def verify_segment(segment: Segment, active: bool, sanity_only: bool = False,
             log.close()
 
 
-def zero_tail_note(index: AnyIndex) -> Problem:
-    """A Problem-shaped note on an index of a sealed segment that still has a zero tail."""
-    return Problem(index.path, "zero_tail",
-                   "%d zero-filled slots after the %d real entries of a sealed segment's index%s"
-                   % (index.zero_tail, index.count,
-                      " (left at its full pre-allocated size, as a crash can leave it: KAFKA-19200)"
-                      if index.preallocated else ""))
+def zero_tail_note(index: AnyIndex) -> Finding:
+    """A note on an index of a sealed segment that still has a zero tail."""
+    return Finding(ZERO_TAIL,
+        "%d zero-filled slots after the %d real entries of a sealed segment's index%s"
+        % (index.zero_tail, index.count,
+           " (left at its full pre-allocated size, as a crash can leave it: KAFKA-19200)"
+           if index.preallocated else ""), index.path)
 
 
-def unreadable(path: str, error: BaseException) -> Problem:
-    """A Problem for a file that cannot be read at all."""
+def unreadable(path: str, error: BaseException) -> Finding:
+    """A Finding for a file that cannot be read at all."""
     if isinstance(error, OSError):
         message = "%s" % (error.strerror or error)
     else:
@@ -230,10 +231,11 @@ def unreadable(path: str, error: BaseException) -> Problem:
         prefix = path + ": "
         if message.startswith(prefix):
             message = message[len(prefix):]
-    return Problem(path, UNREADABLE, message)
+    return Finding(UNREADABLE,
+        message, path)
 
 
-def broker_state_note(path: str) -> Optional[Problem]:
+def broker_state_note(path: str) -> Optional[Finding]:
     """A note when the index ``path``, whose .log is missing, is one of the broker's own
     in-between states rather than damage, else None.
 
@@ -261,11 +263,12 @@ def broker_state_note(path: str) -> Optional[Problem]:
             return None
         why = ("its log is named %s: the broker is renaming this segment's files, the .log "
                "first (LogSegment.changeFileSuffixes)" % renamed[0])
-    return Problem(path, BROKER_STATE, "no log file %s beside it: %s; "
-                   "entries not checked" % (log_name, why))
+    return Finding(BROKER_STATE,
+        "no log file %s beside it: %s; "
+        "entries not checked" % (log_name, why), path)
 
 
-def vanished_note(path: str, error: OSError) -> Optional[Problem]:
+def vanished_note(path: str, error: OSError) -> Optional[Finding]:
     """A note when ``path``, a file of a segment being deleted, cleaned or swapped (a
     lifecycle suffix), was gone by the time it was read (``error``: ENOENT), as the broker
     removes such files (LogSegment.deleteIfExists after file.delete.delay.ms, LogLoader at
@@ -273,13 +276,15 @@ def vanished_note(path: str, error: OSError) -> Optional[Problem]:
     suffix = names.lifecycle_suffix(os.path.basename(path))
     if not suffix or not isinstance(error, FileNotFoundError):
         return None
-    return Problem(path, BROKER_STATE, "removed before it could be read, as the broker removes "
-                   "%s files: not checked" % suffix)
+    return Finding(BROKER_STATE,
+        "removed before it could be read, as the broker removes "
+        "%s files: not checked" % suffix, path)
 
 
-def missing_log(path: str, log_path: str) -> Problem:
-    return Problem(path, MISSING_LOG, "no log file %s beside it: entries not checked (the broker "
-                   "deletes such an index)" % os.path.basename(log_path))
+def missing_log(path: str, log_path: str) -> Finding:
+    return Finding(MISSING_LOG,
+        "no log file %s beside it: entries not checked (the broker "
+        "deletes such an index)" % os.path.basename(log_path), path)
 
 
 # -- what a path given to verify-index stands for ------------------------------------------------
@@ -390,7 +395,7 @@ def verify_target(path: str, sanity_only: bool = False,
                 yield check.report()
 
 
-__all__ = ["Problem", "FileFormatError", "FileReport", "LeaderEpochCheck", "TargetError",
+__all__ = ["FileFormatError", "FileReport", "LeaderEpochCheck", "TargetError",
            "UnknownFile",
            "broker_state_note", "check_offset_index", "check_time_index", "check_txn_index",
            "sanity_problems", "vanished_note",

@@ -10,16 +10,16 @@ from typing import (Any, Dict, List, Optional, Tuple, cast)
 from ..errors import KafkalogError
 from . import names
 from .files import FileFormatError
-from .index_check import (LEADER_EPOCH_BACKWARDS, LEADER_EPOCH_BEFORE_CACHE,
-                          LEADER_EPOCH_MISMATCH, LEADER_EPOCH_MISSING, LEADER_EPOCH_PAST_END,
-                          MALFORMED_CHECKPOINT, BatchChain, FileReport, Problem)
+from .findings import (LEADER_EPOCH_BACKWARDS, LEADER_EPOCH_BEFORE_CACHE, LEADER_EPOCH_MISMATCH,
+                       LEADER_EPOCH_MISSING, LEADER_EPOCH_PAST_END, MALFORMED_CHECKPOINT, Finding)
+from .index_check import BatchChain, FileReport
 from .leader_epochs import LeaderEpochCache, read_checkpoint_strict
 from .partition import Partition
 
 
 class _EpochRun:
     """Consecutive v2 batches with the same finding (``key``: kind, the batches' epoch, the
-    epoch they are compared with): reported once, as one Problem."""
+    epoch they are compared with): reported once, as one Finding."""
 
     __slots__ = ("key", "first", "last", "batches", "since")
 
@@ -65,8 +65,8 @@ class LeaderEpochCheck:
         self.path = os.path.join(directory, names.LEADER_EPOCH_CHECKPOINT)
         self.cache: Optional[LeaderEpochCache] = None
         self.error: Optional[OSError] = None
-        self.problems: List[Problem] = []
-        self.notes: List[Problem] = []
+        self.problems: List[Finding] = []
+        self.notes: List[Finding] = []
         self.log_end: Optional[int] = None  # known once the active segment is given
         self.sanity_only = sanity_only
         self.log_start: Optional[int] = None
@@ -82,7 +82,8 @@ class LeaderEpochCheck:
             message = str(e)
             if message.startswith(self.path + ": "):
                 message = message[len(self.path) + 2:]
-            self.problems.append(Problem(self.path, MALFORMED_CHECKPOINT, message))
+            self.problems.append(Finding(MALFORMED_CHECKPOINT,
+                message, self.path))
             return
         self._starts = [start for _, start in self.cache.entries]
         self.log_start = _checkpointed_log_start(directory)
@@ -169,12 +170,12 @@ class LeaderEpochCheck:
         assign = ("the broker assigns an epoch at the base offset of its first batch: "
                   "UnifiedLog.append, LogSegment.recover")
         if kind == LEADER_EPOCH_BEFORE_CACHE:
-            self.notes.append(Problem(
-                self.path, kind, "%s leader epoch %d, before the cache's %s: not covered by "
+            self.notes.append(Finding(kind,
+                "%s leader epoch %d, before the cache's %s: not covered by "
                 "it, as when the broker's cache starts after them (no checkpoint then, or one "
                 "cleared by a v0/v1 append: UnifiedLog.append)"
                 % (where, epoch, "first entry (epoch %d at offset %d)" % (other, since)
-                   if other is not None else "entries (it has none)"),
+                   if other is not None else "entries (it has none)"), self.path,
                 offset=run.first, last_offset=run.last, batches=run.batches, epoch=epoch,
                 cache_epoch=other, cache_start_offset=run.since))
             return
@@ -196,9 +197,10 @@ class LeaderEpochCheck:
             message = ("%s leader epoch %d, but the cache gives the later epoch %d from offset "
                        "%d there" % (where, epoch, other, since))
             fields = {"cache_epoch": other, "cache_start_offset": since}
-        self.problems.append(Problem(self.path, kind, message, offset=run.first,
-                                     last_offset=run.last, batches=run.batches, epoch=epoch,
-                                     **fields))
+        self.problems.append(Finding(kind,
+            message, self.path, offset=run.first,
+            last_offset=run.last, batches=run.batches, epoch=epoch,
+            **fields))
 
     def report(self) -> FileReport:
         """What was found: the checkpoint's FileReport (``error`` when it could not be read)."""
@@ -214,12 +216,11 @@ class LeaderEpochCheck:
             # anything (UnifiedLog.maybeAssignEpochStartOffset from Partition.makeLeader).
             for epoch, start in self.cache.entries:
                 if start >= self.log_end:
-                    self.notes.append(Problem(
-                        self.path, LEADER_EPOCH_PAST_END,
+                    self.notes.append(Finding(LEADER_EPOCH_PAST_END,
                         "epoch %d starts at offset %d, at or past the log end offset %d: the "
                         "broker drops the entry when it loads the log (LogLoader: "
                         "LeaderEpochFileCache.truncateFromEnd)" % (epoch, start, self.log_end),
-                        epoch=epoch, offset=start, log_end_offset=self.log_end))
+                        self.path, epoch=epoch, offset=start, log_end_offset=self.log_end))
         entries = len(self.cache.entries) if self.cache is not None else 0
         return FileReport(self.path, names.LEADER_EPOCHS, entries, self.problems, self.notes,
                           error=self.error)
