@@ -39,7 +39,6 @@ from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 from .segment_writer import ActiveSegment, AppendError, RollPolicy
 from .txnindex import ENTRY as TXN_ENTRY
 
-PARTITION_LOCK = names.APPEND_LOCK
 
 
 class WriteFailed(KafkalogError):
@@ -157,7 +156,7 @@ class PartitionWriter:
                        replace=False)
 
     def _lock_partition(self) -> None:
-        path = os.path.join(self.directory, PARTITION_LOCK)
+        path = os.path.join(self.directory, names.APPEND_LOCK)
         self._lock_created = not os.path.exists(path)
         fd = open_lock_file(path)
         try:
@@ -175,7 +174,7 @@ class PartitionWriter:
             if self._lock_created:
                 # Safe to remove: every kafkalog writer also holds the log directory's .lock,
                 # so nobody else can be waiting on this file.
-                os.unlink(os.path.join(self.directory, PARTITION_LOCK))
+                os.unlink(os.path.join(self.directory, names.APPEND_LOCK))
             os.close(self._lock_fd)
             self._lock_fd = None
 

@@ -16,7 +16,6 @@ from .index import OffsetIndex, TimeIndex
 from .txnindex import ENTRY as TXN_ENTRY
 
 DEFAULT_INDEX_INTERVAL = 4096  # index.interval.bytes
-TMP_SUFFIX = names.TMP_SUFFIX
 
 # An aborted transaction as the .txnindex lists it (AbortedTxn): producer id, first offset,
 # last offset, last stable offset.
@@ -118,7 +117,7 @@ def _write_tmp(path: str, data: bytes) -> str:
     # Our own name: what an interrupted write left there (a file, or a symlink planted at the
     # name) is removed and a new file created (O_EXCL|O_NOFOLLOW), never followed.
     # A write that fails (a full disk) leaves nothing of ours behind.
-    tmp = path + TMP_SUFFIX
+    tmp = path + names.TMP_SUFFIX
     with writing_temporary(tmp) as f:
         f.write(data)
     return tmp

@@ -63,7 +63,7 @@ from .files import printable_name
 from .index import OffsetIndex, TimeIndex
 from .leader_epochs import LeaderEpochCache
 from .producer_state import ProducerState
-from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, fsync_dir, rename_noreplace,
+from .indexbuild import (DEFAULT_INDEX_INTERVAL, fsync_dir, rename_noreplace,
                          txn_index_bytes)
 from .snapshot import read_snapshot
 from .quarantine import copy_range
@@ -100,9 +100,9 @@ def _plan_odd_files(plan: PartitionPlan, entries: List[str]) -> List[str]:
             plan.blocked.add(n)
             plan.notes.append((n, "not a regular file: left alone"))
     for n in regular:
-        if n.endswith(TMP_SUFFIX):
+        if n.endswith(names.TMP_SUFFIX):
             plan.add(REMOVE, n, "temporary file of an interrupted kafkalog write")
-    regular = [n for n in regular if not n.endswith(TMP_SUFFIX)]
+    regular = [n for n in regular if not n.endswith(names.TMP_SUFFIX)]
     for n in regular:
         if (partition_file_kind(n) is None and not n.startswith(".")
                 and not names.lifecycle_suffix(n)):

@@ -14,7 +14,7 @@ from . import checkpoints, names
 from .files import FileFormatError, open_in_place, printable_name, read_sized
 from .lock import LockHeld, LogDirLock
 from .logdir import CleanShutdownMarker, LogDir
-from .indexbuild import (DEFAULT_INDEX_INTERVAL, TMP_SUFFIX, fsync_dir, rename_noreplace,
+from .indexbuild import (DEFAULT_INDEX_INTERVAL, fsync_dir, rename_noreplace,
                          write_atomically, write_new)
 from .quarantine import (Quarantine, copy_range, manifest_entry, renamed_entry, written_entry,
                          written_range_entry)
@@ -343,7 +343,7 @@ def remove_temporary_files(log_dir: str, dry_run: bool = False) -> List[str]:
     place, so it holds nothing the directory lacks. Removed (with ``dry_run``, only listed);
     returns their paths."""
     found = sorted(os.path.join(log_dir, n) for n in os.listdir(log_dir)
-                   if n.endswith(TMP_SUFFIX) and os.path.isfile(os.path.join(log_dir, n)))
+                   if n.endswith(names.TMP_SUFFIX) and os.path.isfile(os.path.join(log_dir, n)))
     if found and not dry_run:
         for path in found:
             os.unlink(path)

@@ -312,13 +312,12 @@ def plan_retention(directory: str, policy: Policy) -> RetentionPlan:
     return plan
 
 
-INTENT = names.RETAIN_INTENT
 _INTENT_LOG_START = "log_start_offset"  # the label of the intent's second line
 
 
 def pending_deletion(directory: str) -> bool:
     """Did a crash interrupt a deletion (its intent file is there)?"""
-    return os.path.exists(os.path.join(directory, INTENT))
+    return os.path.exists(os.path.join(directory, names.RETAIN_INTENT))
 
 
 def finish_interrupted(directory: str) -> List[str]:
@@ -326,7 +325,7 @@ def finish_interrupted(directory: str) -> List[str]:
     are in the intent file written before the first rename (so that no half-deleted segment is
     left, and no segment that merely has .deleted files beside it, as the log cleaner leaves,
     is taken for one). Returns the names renamed."""
-    path = os.path.join(directory, INTENT)
+    path = os.path.join(directory, names.RETAIN_INTENT)
     if not os.path.exists(path):
         return []
     with open(path) as f:
@@ -398,7 +397,7 @@ def delete_segments(plan: RetentionPlan) -> Optional[Tuple[int, int]]:
     when it was raised."""
     directory = plan.directory
     bases = [seg.base for seg in plan.deleted]
-    intent = os.path.join(directory, INTENT)
+    intent = os.path.join(directory, names.RETAIN_INTENT)
     write_atomically(intent, ("%s\n%s %d\n" % (
         " ".join(str(x) for x in [plan.new_log_start] + bases), _INTENT_LOG_START,
         plan.log_start_offset)).encode())

@@ -347,13 +347,14 @@ def test_writers_target_sees_a_temporary_file_left(tmp_path, monkeypatch):
     """The writers target can fail: with write_atomically leaving a copy of its temporary
     file behind (a planted defect), the first command that writes a checkpoint is a crash."""
     import kafkalog_cli.log.indexbuild as indexbuild
+    from kafkalog_cli.log import names
     run = _fuzz_run_module()
     target = run.WritersTarget(str(tmp_path))
     real = indexbuild._write_tmp
 
     def leaky(path, data):
         tmp = real(path, data)
-        shutil.copyfile(tmp, path + ".left" + indexbuild.TMP_SUFFIX)
+        shutil.copyfile(tmp, path + ".left" + names.TMP_SUFFIX)
         return tmp
 
     monkeypatch.setattr(indexbuild, "_write_tmp", leaky)
