@@ -27,7 +27,7 @@ from .files import FileFormatError
 from .indexbuild import fsync_dir, write_atomically
 from .leader_epochs import LeaderEpochCache
 from .lock import LockHeld, LogDirLock
-from .logdir import CleanShutdownMarker, LogDir
+from .logdir import CleanShutdownMarker
 from .partition import Partition
 from .producer_state import load_state, snapshot_path, write_snapshot
 from .segment import Segment
@@ -191,15 +191,9 @@ def _high_watermark(directory: str, policy: Policy, log_start: int,
                     log_end: int) -> Tuple[int, str]:
     """(high watermark, where it came from), clamped into [log start, log end]: the log
     directory's replication-offset-checkpoint, else the policy's, else the log end offset."""
-    partition = Partition(directory)
-    topic, number = partition.topic, partition.number
     checkpoint = names.REPLICATION_OFFSET_CHECKPOINT
-    hw, source = None, None
-    if (topic is not None and number is not None
-            and os.path.isfile(os.path.join(partition.log_dir, checkpoint))):
-        hw = LogDir(partition.log_dir).offset_checkpoint(checkpoint).get((topic, number))
-        if hw is not None:
-            source = checkpoint
+    hw = Partition(directory).checkpointed(checkpoint)
+    source = checkpoint if hw is not None else None
     if hw is None and policy.high_watermark is not None:
         hw, source = policy.high_watermark, "--high-watermark"
     if hw is None:
