@@ -7,7 +7,6 @@ transaction markers in log/append_input.py.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Callable, Dict, Optional
 
@@ -23,41 +22,36 @@ from ..log.names import topic_partition
 from ..log.produce import (DEFAULT_MAX_MESSAGE_BYTES, AppendResult, AppendSettings,
                            InputError, append_records)
 from ..log.segment_writer import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, RollPolicy
-from .. import jsonvocab
 from .errors import error_text, exit_code, fail
 from .numbers import java_int, java_long, java_short
+from .output import Output
 
 
-def _print(fmt: str, obj: Dict[str, Any], text: str) -> None:
-    sys.stdout.write((json.dumps(obj) if fmt == "json" else text) + "\n")
-    sys.stdout.flush()
-
-
-def _report_flush(fmt: str) -> Callable[[int], None]:
+def _report_flush(out: Output) -> Callable[[int], None]:
     def report(last_offset: int) -> None:
-        _print(fmt, {"type": "flushed", "lastOffset": last_offset},
-               "flushed through offset %d" % last_offset)
+        out.emit({"type": "flushed", "lastOffset": last_offset},
+                 "flushed through offset %d" % last_offset)
     return report
 
 
-def _report_appended(fmt: str, result: AppendResult) -> None:
+def _report_appended(out: Output, result: AppendResult) -> None:
     """The run's last line; in JSON the summary object (README, "JSON output")."""
     topic, partition = topic_partition(result.directory)
-    obj = jsonvocab.summary("append", topic=topic, partition=partition,
-                            directory=result.directory, records=result.records)
     first, last = result.first_offset, result.last_offset
+    written: Dict[str, Any] = {}
     if result.records:
-        obj.update(firstOffset=first, lastOffset=last)
+        written.update(first_offset=first, last_offset=last)
     if result.stopped is not None:
-        obj.update(stoppedAtLine=result.stopped.line, dropped=result.dropped)
+        written.update(stopped_at_line=result.stopped.line, dropped=result.dropped)
     if first is not None and last is not None:  # (records written)
-        _print(fmt, obj,
-               "appended %d record%s at offset%s %s to %s"
-               % (result.records, "" if result.records == 1 else "s",
-                  "" if result.records == 1 else "s",
-                  first if result.records == 1 else "%d-%d" % (first, last), result.directory))
+        text = ("appended %d record%s at offset%s %s to %s"
+                % (result.records, "" if result.records == 1 else "s",
+                   "" if result.records == 1 else "s",
+                   first if result.records == 1 else "%d-%d" % (first, last), result.directory))
     else:
-        _print(fmt, obj, "appended 0 records to %s" % result.directory)
+        text = "appended 0 records to %s" % result.directory
+    out.summary("append", text, topic=topic, partition=partition, directory=result.directory,
+                records=result.records, **written)
 
 
 def _stopped_text(result: AppendResult, stopped: InputError) -> str:
@@ -150,16 +144,18 @@ def append(directory: str, input_format: str, key: Optional[str], batch_records:
         fail(UsageError("%s: not a partition directory's name (<topic>-<partition>, e.g. "
                         "orders-0): a log directory holds partitions, not segments; --force to "
                         "write there anyway" % printable_name(directory)))
+    # each line written as it is, at once: a flush's report as the flush is done
+    out = Output(fmt, verbatim=True)
     records = InputLines(sys.stdin.buffer, input_format,
                          key.encode("utf-8") if key is not None else None,
                          ignore_unknown_fields, max_message_bytes)
     try:
-        result = append_records(directory, records, settings, _report_flush(fmt))
+        result = append_records(directory, records, settings, _report_flush(out))
     except (KafkalogError, OSError) as e:
         fail(e, directory)
     if result.stopped is not None:
         click.echo("kafkalog: " + _stopped_text(result, result.stopped), err=True)
-    _report_appended(fmt, result)
+    _report_appended(out, result)
     sys.exit(exit_code(result.stopped) if result.stopped is not None else 0)
 
 

@@ -120,7 +120,8 @@ class _Output(Output):
             self.segment(s)
         self.findings((("problem", p.problems), ("note", p.notes)), p.topic, p.partition)
 
-    def summary(self, d: Description) -> None:
+    def totals(self, d: Description) -> None:
+        """The summary: the counts of everything described."""
         segments = d.all_segments()
         problems, notes = d.all_problems(), d.all_notes()
         topics = sorted({p.topic for p in d.partitions if p.topic is not None}
@@ -128,16 +129,16 @@ class _Output(Output):
         records = sum(s.records for s in segments)
         batches = sum(s.batches for s in segments)
         size = sum(s.size for s in segments)
-        self.emit({"type": "summary", "command": "describe", "topics": len(topics),
-                   "partitions": len(d.partitions),
-                   "segments": len(segments), "records": records, "batches": batches,
-                   "sizeBytes": size, "problems": len(problems), "notes": len(notes),
-                   "unreadable": len(d.errors), "consistent": not problems},
-                  "%d topics, %d partitions, %d segments, %d records, %d batches, %s; "
-                  "%d problems, %d notes: %s"
-                  % (len(topics), len(d.partitions), len(segments), records, batches,
-                     human_bytes(size), len(problems), len(notes),
-                     "consistent" if not problems else "INCONSISTENT"))
+        self.summary("describe",
+                     "%d topics, %d partitions, %d segments, %d records, %d batches, %s; "
+                     "%d problems, %d notes: %s"
+                     % (len(topics), len(d.partitions), len(segments), records, batches,
+                        human_bytes(size), len(problems), len(notes),
+                        "consistent" if not problems else "INCONSISTENT"),
+                     topics=len(topics), partitions=len(d.partitions), segments=len(segments),
+                     records=records, batches=batches, size_bytes=size,
+                     problems=len(problems), notes=len(notes), unreadable=len(d.errors),
+                     consistent=not problems)
 
     def render(self, d: Description) -> None:
         if self.table:
@@ -148,8 +149,7 @@ class _Output(Output):
             self.segment(s)
         for p in d.partitions:
             self.partition(p)
-        self.summary(d)
-        self.flush()
+        self.totals(d)
 
 
 def _tables(d: Description) -> None:

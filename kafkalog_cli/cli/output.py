@@ -1,14 +1,16 @@
-"""The output layer of the reports (recover, retain, describe, transactions): one of three
-layouts (JSON Lines, plain lines on a pipe, rich tables on a terminal), and what they share in
-words: sizes, counts and offset ranges."""
+"""The output layer of the reports (recover, retain, describe, transactions, verify-index,
+quarantine, append, scan): one of three layouts (JSON Lines, plain lines on a pipe, rich tables
+on a terminal), and what they share in words: sizes, counts and offset ranges."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import click
+
+from .. import jsonvocab
 
 
 def human_bytes(n: Optional[int]) -> str:
@@ -24,36 +26,67 @@ def human_bytes(n: Optional[int]) -> str:
     return str(n)  # pragma: no cover
 
 
-def table_output(fmt: str) -> bool:
-    """One layout per output: a rich table on a terminal, plain lines on a pipe (or JSON)."""
-    return fmt == "text" and sys.stdout.isatty()
+# A report item's JSON object, or a function that makes it (only JSON needs it)
+Item = Union[Dict[str, Any], Callable[[], Dict[str, Any]]]
 
 
 class Output:
-    """A command's report in one layout: JSON Lines (``fmt`` "json"), plain lines (text on a
-    pipe) or rich tables (text on a terminal: ``table``). ``emit(obj, text)`` writes one item:
-    its JSON object, or its line; on a terminal the line is held in ``lines``, for the command
-    to print beside its tables. ``buffered``: every line is held until ``flush``."""
+    """A command's report in one layout: JSON Lines (``fmt`` "json", on stdout), plain lines
+    (text on a pipe) or rich tables (text on a terminal: ``table``, checked on the stream the
+    text goes to). ``emit(obj, text)`` writes one item: its JSON object, or its line;
+    ``summary(command, text, **counts)`` the run's last. ``err``: the text goes to stderr (JSON
+    stays on stdout). ``buffered``: every line is held until ``flush``; ``beside_tables``:
+    on a terminal, the lines are held, for the command to print beside its tables.
+    ``verbatim``: lines written as they are (click.echo would take what looks like an escape
+    sequence out of a path on a pipe), each flushed at once."""
 
-    def __init__(self, fmt: str, buffered: bool = False) -> None:
+    def __init__(self, fmt: str, buffered: bool = False, beside_tables: bool = False,
+                 err: bool = False, verbatim: bool = False) -> None:
         self.fmt = fmt
         self.json = fmt == "json"
-        self.table = table_output(fmt)
-        self.buffered = buffered
+        self.err = err and not self.json
+        self.table = fmt == "text" and (sys.stderr if self.err else sys.stdout).isatty()
+        self.buffered = buffered or (beside_tables and self.table)
+        self.verbatim = verbatim
         self.lines: List[str] = []
 
-    def emit(self, obj: Dict[str, Any], text: str) -> None:
-        line = json.dumps(obj) if self.json else text
-        if self.table or self.buffered:
-            self.lines.append(line)
-        else:
-            click.echo(line)
+    def emit(self, obj: Item, text: Optional[str]) -> None:
+        """One item: its JSON object (``obj``, or a function that makes it, called only for
+        JSON), or its line ``text`` (an item only JSON has: None)."""
+        if self.json:
+            self._put(json.dumps(obj() if callable(obj) else obj))
+        elif text is not None:
+            self._put(text)
+
+    def summary(self, command: str, text: Optional[str] = None, **counts: Any) -> None:
+        """The run's last item: in JSON its ``{"type": "summary"}`` object (jsonvocab.summary
+        of ``command`` and ``counts``), else its line ``text`` (none when None); then every
+        line held is written."""
+        if self.json:
+            self._put(json.dumps(jsonvocab.summary(command, **counts)))
+        elif text is not None:
+            self._put(text)
+        self.flush()
 
     def flush(self) -> None:
         """Write the lines held, and hold none."""
         if self.lines:
-            click.echo("\n".join(self.lines))
+            self._write("\n".join(self.lines))
         self.lines = []
+
+    def _put(self, line: str) -> None:
+        if self.buffered:
+            self.lines.append(line)
+        else:
+            self._write(line)
+
+    def _write(self, text: str) -> None:
+        if self.verbatim:
+            stream = sys.stderr if self.err else sys.stdout
+            stream.write(text + "\n")
+            stream.flush()
+        else:
+            click.echo(text, err=self.err)
 
 
 def plural(n: int, word: str) -> str:

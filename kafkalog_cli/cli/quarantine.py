@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -16,9 +15,9 @@ from ..log.files import printable_name
 from ..log.lock import preview_warning
 from ..log.logdir import partitions_of
 from ..log.quarantine_runs import (APPEND, DISPLACE, DONE, RENAME_BACK, RETURN, REWRITE, Run,
-                                   RunEntry, find_run, list_runs, purge_runs, restore_run)
-from .. import jsonvocab
-from .output import human_bytes
+                                   RestoreStep, RunEntry, find_run, list_runs, purge_runs,
+                                   restore_run)
+from .output import Output, human_bytes
 from .errors import fail
 
 
@@ -97,32 +96,35 @@ def list_cmd(path: str, fmt: str) -> None:
         runs = list_runs(_partitions(path))
     except OSError as e:
         fail(e, path)
-    if fmt == "json":
-        for run in runs:
-            click.echo(json.dumps(_run_json(run)))
-        click.echo(json.dumps(jsonvocab.summary(
-            "quarantine list", partitions=len({r.partition for r in runs}), runs=len(runs),
-            restored=sum(1 for r in runs if r.restored is not None),
-            files=sum(r.files for r in runs), bytes=sum(r.bytes for r in runs),
-            problems=sum(1 for r in runs if r.problem))))
-    elif sys.stdout.isatty() and runs:
+    out = Output(fmt)
+    if out.table and runs:
         _table(runs)
     else:
         for run in runs:
-            click.echo("%s: run %s at %s%s: %d files, %d bytes%s"
-                       % (printable_name(run.partition), printable_name(run.id), _when(run),
-                          " (%s)" % run.tool if run.tool else "", run.files, run.bytes,
-                          ", restored" if run.restored is not None else ""))
-            if run.problem:
-                click.echo("  %s" % run.problem)
-            for entry in run.entries:
-                click.echo("  %s %s (%s)%s: %s"
-                           % (entry.what, printable_name(entry.file), _holds(entry),
-                              " was " + printable_name(entry.earlier) if entry.earlier else "",
-                              entry.why))
+            out.emit(_run_json(run), _run_text(run))
+    out.summary("quarantine list", partitions=len({r.partition for r in runs}), runs=len(runs),
+                restored=sum(1 for r in runs if r.restored is not None),
+                files=sum(r.files for r in runs), bytes=sum(r.bytes for r in runs),
+                problems=sum(1 for r in runs if r.problem))
     if not runs:
         click.echo("kafkalog: no quarantine runs under %s" % printable_name(path), err=True)
     sys.exit(2 if any(r.problem for r in runs) else 0)
+
+
+def _run_text(run: Run) -> str:
+    """A run's lines: when, what it holds, then each manifest entry."""
+    lines = ["%s: run %s at %s%s: %d files, %d bytes%s"
+             % (printable_name(run.partition), printable_name(run.id), _when(run),
+                " (%s)" % run.tool if run.tool else "", run.files, run.bytes,
+                ", restored" if run.restored is not None else "")]
+    if run.problem:
+        lines.append("  %s" % run.problem)
+    for entry in run.entries:
+        lines.append("  %s %s (%s)%s: %s"
+                     % (entry.what, printable_name(entry.file), _holds(entry),
+                        " was " + printable_name(entry.earlier) if entry.earlier else "",
+                        entry.why))
+    return "\n".join(lines)
 
 
 def _table(runs: Sequence[Run]) -> None:
@@ -189,57 +191,60 @@ def restore_cmd(path: str, run_id: str, dry_run: bool, fmt: str) -> None:
     except (OSError, KafkalogError) as e:
         fail(e, path)
     topic, number = _topic(run.partition)
+    out = Output(fmt)
     if plan.recovery_point is not None:
         checkpoint, old, new = plan.recovery_point
-        if fmt == "json":
-            click.echo(json.dumps({"type": "recoveryPoint", "topic": topic, "partition": number,
-                                   "file": printable_name(checkpoint), "old": old, "new": new,
-                                   "dryRun": dry_run}))
-        else:
-            click.echo("%s: %s-%s: recovery point %s to %d (was %d), so that what comes back "
-                       "is recovered again" % (printable_name(checkpoint), topic, number,
-                                               "would be lowered" if dry_run else "lowered",
-                                               new, old))
+        out.emit({"type": "recoveryPoint", "topic": topic, "partition": number,
+                  "file": printable_name(checkpoint), "old": old, "new": new, "dryRun": dry_run},
+                 "%s: %s-%s: recovery point %s to %d (was %d), so that what comes back is "
+                 "recovered again" % (printable_name(checkpoint), topic, number,
+                                      "would be lowered" if dry_run else "lowered", new, old))
     for step in plan.steps:
-        entry = step.entry
         where = os.path.join(run.partition, step.name)
-        if fmt == "json":
-            obj: Dict[str, Any] = {"type": "restoreStep", "topic": topic, "partition": number,
-                   "run": run.id, "action": step.kind, "file": printable_name(where),
-                   "bytes": step.size, "dryRun": dry_run}
-            if step.kind == APPEND:
-                obj["position"] = entry.start + step.at
-                obj["range"] = [entry.start, entry.end]
-            click.echo(json.dumps(obj))
-        else:
-            text = _DONE_TEXT[step.kind][1 if dry_run else 0]
-            if step.kind == DISPLACE and entry.what == "written":
-                text = ("%s in a new quarantine run (the run wrote it where there was no file)"
-                        % ("would be set aside" if dry_run else "set aside"))
-            detail = ""
-            if step.kind == APPEND:
-                detail = " (%d bytes at byte %d%s)" % (
-                    step.size, entry.start + step.at,
-                    ", offsets %d-%d" % entry.offsets if entry.offsets else "")
-            elif step.kind in (RETURN, REWRITE, DISPLACE):
-                detail = " (%d bytes)" % step.size
-            elif step.kind == RENAME_BACK:
-                detail = " to %s (%d bytes)" % (printable_name(entry.target), step.size)
-            click.echo("%s: %s%s" % (printable_name(where), text, detail))
-    if fmt == "json":
-        click.echo(json.dumps(jsonvocab.summary(
-            "quarantine restore", topic=topic, partition=number,
-            directory=printable_name(run.partition), run=run.id, steps=len(plan.steps),
-            displaced_run=plan.displaced_run, dry_run=dry_run)))
-    elif dry_run:
-        click.echo("%s: run %s would be restored (%d steps); nothing changed"
-                   % (printable_name(run.partition), run.id, len(plan.steps)))
+        out.emit(_step_json(run, step, where, dry_run),
+                 "%s: %s" % (printable_name(where), _step_text(step, dry_run)))
+    if dry_run:
+        text = ("%s: run %s would be restored (%d steps); nothing changed"
+                % (printable_name(run.partition), run.id, len(plan.steps)))
     else:
-        click.echo("%s: run %s restored%s; run `kafkalog recover` before starting the broker"
-                   % (printable_name(run.partition), run.id,
-                      "; what stood in the way is in run %s" % plan.displaced_run
-                      if plan.displaced_run else ""))
+        text = ("%s: run %s restored%s; run `kafkalog recover` before starting the broker"
+                % (printable_name(run.partition), run.id,
+                   "; what stood in the way is in run %s" % plan.displaced_run
+                   if plan.displaced_run else ""))
+    out.summary("quarantine restore", text, topic=topic, partition=number,
+                directory=printable_name(run.partition), run=run.id, steps=len(plan.steps),
+                displaced_run=plan.displaced_run, dry_run=dry_run)
     sys.exit(0)
+
+
+def _step_json(run: Run, step: RestoreStep, where: str, dry_run: bool) -> Dict[str, Any]:
+    topic, number = _topic(run.partition)
+    obj: Dict[str, Any] = {"type": "restoreStep", "topic": topic, "partition": number,
+                           "run": run.id, "action": step.kind, "file": printable_name(where),
+                           "bytes": step.size, "dryRun": dry_run}
+    if step.kind == APPEND:
+        obj["position"] = step.entry.start + step.at
+        obj["range"] = [step.entry.start, step.entry.end]
+    return obj
+
+
+def _step_text(step: RestoreStep, dry_run: bool) -> str:
+    """What a restore step did (in the conditional for a dry run)."""
+    entry = step.entry
+    text = _DONE_TEXT[step.kind][1 if dry_run else 0]
+    if step.kind == DISPLACE and entry.what == "written":
+        text = ("%s in a new quarantine run (the run wrote it where there was no file)"
+                % ("would be set aside" if dry_run else "set aside"))
+    detail = ""
+    if step.kind == APPEND:
+        detail = " (%d bytes at byte %d%s)" % (
+            step.size, entry.start + step.at,
+            ", offsets %d-%d" % entry.offsets if entry.offsets else "")
+    elif step.kind in (RETURN, REWRITE, DISPLACE):
+        detail = " (%d bytes)" % step.size
+    elif step.kind == RENAME_BACK:
+        detail = " to %s (%d bytes)" % (printable_name(entry.target), step.size)
+    return text + detail
 
 
 @quarantine.command("purge", short_help="Delete the runs older than --older-than DAYS.")
@@ -261,22 +266,18 @@ def purge_cmd(path: str, days: float, dry_run: bool, fmt: str) -> None:
     except (OSError, KafkalogError) as e:
         fail(e, path)
     verb = "would be deleted" if dry_run else "deleted"
+    out = Output(fmt)
     for run in runs:
-        if fmt == "json":
-            topic, number = _topic(run.partition)
-            click.echo(json.dumps({"type": "purgedRun", "topic": topic, "partition": number,
-                                   "directory": printable_name(run.partition), "run": run.id,
-                                   "time": _when(run), "files": run.files, "bytes": run.bytes,
-                                   "dryRun": dry_run}))
-        else:
-            click.echo("%s: run %s at %s (%d files, %d bytes) %s"
-                       % (printable_name(run.partition), printable_name(run.id), _when(run),
-                          run.files, run.bytes, verb))
-    if fmt == "json":
-        click.echo(json.dumps(jsonvocab.summary(
-            "quarantine purge", runs=len(runs), bytes=sum(r.bytes for r in runs),
-            dry_run=dry_run)))
-    elif not runs:
+        topic, number = _topic(run.partition)
+        out.emit({"type": "purgedRun", "topic": topic, "partition": number,
+                  "directory": printable_name(run.partition), "run": run.id, "time": _when(run),
+                  "files": run.files, "bytes": run.bytes, "dryRun": dry_run},
+                 "%s: run %s at %s (%d files, %d bytes) %s"
+                 % (printable_name(run.partition), printable_name(run.id), _when(run),
+                    run.files, run.bytes, verb))
+    out.summary("quarantine purge", runs=len(runs), bytes=sum(r.bytes for r in runs),
+                dry_run=dry_run)
+    if not runs and not out.json:
         click.echo("kafkalog: no quarantine run older than %g days under %s"
                    % (days, printable_name(path)), err=True)
     sys.exit(0)

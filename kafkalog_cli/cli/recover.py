@@ -181,7 +181,7 @@ class _Report(Output):
     one layout (on a terminal, a table of the segments and the other lines beside it)."""
 
     def __init__(self, fmt: str, dry_run: bool) -> None:
-        super().__init__(fmt)
+        super().__init__(fmt, beside_tables=True)
         self.dry_run = dry_run
         # (plan, path, SegmentReport): the table's segments
         self.rows: List[Tuple[PartitionPlan, str, SegmentReport]] = []
@@ -292,7 +292,8 @@ class _Report(Output):
                        "file": marker, "state": run.marker},
                       "%s: %s" % (marker, text[run.marker]))
 
-    def summary(self, plans: Sequence[PartitionPlan]) -> None:
+    def totals(self, plans: Sequence[PartitionPlan]) -> None:
+        """The summary (on a terminal, after the lines held and the table)."""
         dry_run = self.dry_run
         changed = sum(1 for p in plans if p.changes)
         cut = sum(p.bytes_cut for p in plans)
@@ -306,13 +307,6 @@ class _Report(Output):
         ends = [{"topic": topic_partition(p.directory)[0],
                  "partition": topic_partition(p.directory)[1],
                  "logEndOffset": p.log_end_offset} for p in plans if p.changes]
-        obj: Dict[str, Any] = {"type": "summary", "command": "recover", "partitions": len(plans),
-               "changed": changed, "recordsRemoved": records, "bytesCut": cut,
-               "segmentsCut": segments_cut, "segmentsSetAside": segments_aside,
-               "bytesSetAside": aside, "tornRecords": torn_records,
-               "tornBatches": torn_known + torn_unknown,
-               "tornBatchesOffsetsUnknown": torn_unknown, "logEndOffsets": ends,
-               "dryRun": dry_run}
         cond: Callable[[str, str], str] = ((lambda now, then: then) if dry_run
                                            else (lambda now, then: now))
         text = "%s, %d %s" % (plural(len(plans), "partition"), changed,
@@ -340,13 +334,15 @@ class _Report(Output):
         text += new_offsets_text("log end offset", ends, "logEndOffset")
         if dry_run:
             text += " (dry run: nothing changed)"
-        if self.json:
-            self.emit(obj, text)
-            return
         if self.table:
             self.flush()
             self._table()
-        click.echo(text)
+        self.summary("recover", text, partitions=len(plans), changed=changed,
+                     records_removed=records, bytes_cut=cut, segments_cut=segments_cut,
+                     segments_set_aside=segments_aside, bytes_set_aside=aside,
+                     torn_records=torn_records, torn_batches=torn_known + torn_unknown,
+                     torn_batches_offsets_unknown=torn_unknown, log_end_offsets=ends,
+                     dry_run=dry_run)
 
     def _table(self) -> None:
         from rich.console import Console
@@ -517,5 +513,5 @@ def recover(paths: Tuple[str, ...], dry_run: bool, full: bool, fmt: str,
         except OSError as e:  # the log directory's: held by a broker (LockHeld), unreadable
             click.echo("kafkalog: " + error_text(e, log_dir), err=True)
             status = EXIT_ERROR
-    report.summary(plans)
+    report.totals(plans)
     sys.exit(status)

@@ -97,7 +97,7 @@ class _Output(Output):
     tables: notes, recovery points)."""
 
     def __init__(self, fmt: str, dry_run: bool) -> None:
-        super().__init__(fmt)
+        super().__init__(fmt, beside_tables=True)
         self.dry_run = dry_run
         self.plans: List[RetentionPlan] = []
 
@@ -140,21 +140,16 @@ class _Output(Output):
                   "%s: %s-%s: recovery point %s to the log start offset %d (was %d)"
                   % (path, topic, number, "would be raised" if dry_run else "raised", new, old))
 
-    def summary(self) -> None:
+    def totals(self) -> None:
+        """The summary (on a terminal, the tables first, then the lines held)."""
         plans, dry_run = self.plans, self.dry_run
         deleted = sum(len(p.deleted) for p in plans)
         records = sum(p.records_removed for p in plans)
         size = sum(p.bytes_removed for p in plans)
         starts = [dict(_where(p.directory), logStartOffset=p.log_start_offset)
                   for p in plans if p.deleted]
-        if self.json:
-            self.emit({"type": "summary", "command": "retain", "partitions": len(plans),
-                       "segmentsDeleted": deleted, "recordsRemoved": records,
-                       "bytesRemoved": size, "logStartOffsets": starts, "dryRun": dry_run}, "")
-            return
         if self.table:
             _tables(plans, dry_run)
-            self.flush()
         if deleted:
             text = "%s: %s (%s, %s) %s" % (
                 plural(len(plans), "partition"), plural(deleted, "segment"),
@@ -165,7 +160,9 @@ class _Output(Output):
         text += new_offsets_text("log start offset", starts, "logStartOffset")
         if dry_run:
             text += " (dry run: nothing changed)"
-        click.echo(text)
+        self.summary("retain", text, partitions=len(plans), segments_deleted=deleted,
+                     records_removed=records, bytes_removed=size, log_start_offsets=starts,
+                     dry_run=dry_run)
 
 
 def _tables(plans: Sequence[RetentionPlan], dry_run: bool) -> None:
@@ -256,5 +253,5 @@ def retain(ctx: click.Context, paths: Tuple[str, ...], retention_ms: Optional[in
                 click.echo("kafkalog: warning: " + preview_warning(run.lock_held), err=True)
             click.echo("kafkalog: " + error_text(e, run.current), err=True)
             status = EXIT_ERROR
-    out.summary()
+    out.totals()
     sys.exit(status)

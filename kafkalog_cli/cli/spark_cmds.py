@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import importlib.util
-import json
 import os
 import sys
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NoReturn, Sequence, Tuple,
@@ -13,8 +12,8 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NoReturn
 import click
 
 from ..errors import EXIT_INVALID, EXIT_OK, KafkalogError, UsageError
-from .. import jsonvocab
 from .errors import fail
+from .output import Output
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -215,25 +214,23 @@ def scan(path: str, topics: str, fmt: str, master: str, spark_conf: Tuple[str, .
         finally:
             spark.stop()
     rows = result.partitions
-    if fmt == "json":
-        for r in rows:
-            click.echo(json.dumps(_scan_json(r)))
-        click.echo(json.dumps(jsonvocab.summary(
-            "scan", partitions=len(rows),
-            **{name: sum(r[key] for r in rows) for name, key in (
-                ("segments", "segments"), ("batches", "batches"), ("records", "records"),
-                ("sizeBytes", "bytes"), ("invalidBatches", "invalid_batches"),
-                ("invalidBytes", "invalid_bytes"))},
-            problems=sum(len(r["problems"]) for r in rows))))
-    elif sys.stdout.isatty():
+    out = Output(fmt)
+    if out.table:
         _table(rows)
     else:
         for r in rows:
-            click.echo("%s-%d: %d segments, %d batches, %d records, %d bytes, offsets %s, "
-                       "codecs %s, %d invalid batches, %d invalid bytes" % (
-                           r["topic"], r["partition"], r["segments"], r["batches"], r["records"],
-                           r["bytes"], _offsets(r), ",".join(r["codecs"]) or "-",
-                           r["invalid_batches"], r["invalid_bytes"]))
+            out.emit(_scan_json(r),
+                     "%s-%d: %d segments, %d batches, %d records, %d bytes, offsets %s, "
+                     "codecs %s, %d invalid batches, %d invalid bytes" % (
+                         r["topic"], r["partition"], r["segments"], r["batches"], r["records"],
+                         r["bytes"], _offsets(r), ",".join(r["codecs"]) or "-",
+                         r["invalid_batches"], r["invalid_bytes"]))
+    out.summary("scan", partitions=len(rows),
+                **{name: sum(r[key] for r in rows) for name, key in (
+                    ("segments", "segments"), ("batches", "batches"), ("records", "records"),
+                    ("size_bytes", "bytes"), ("invalid_batches", "invalid_batches"),
+                    ("invalid_bytes", "invalid_bytes"))},
+                problems=sum(len(r["problems"]) for r in rows))
     for r in rows:
         for p in r["problems"]:
             click.echo("kafkalog: %s-%d: %s" % (r["topic"], r["partition"], p), err=True)

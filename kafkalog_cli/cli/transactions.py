@@ -3,7 +3,6 @@ fit for cron."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -17,7 +16,6 @@ from ..log.read import Note
 from ..log.transactions import (ABORT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN,
                                 PartitionSummary, Transaction, transactions_of)
 from ..log.verify import TargetError
-from .. import jsonvocab
 from .output import Output
 from .errors import error_text, fail
 from .numbers import java_int, java_long
@@ -207,6 +205,5 @@ def transactions(paths: Tuple[str, ...], now: Optional[int], hanging_after_ms: i
                         status = max(status, EXIT_HANGING)
         except UsageError as e:
             fail(e)
-    if fmt == "json":
-        click.echo(json.dumps(jsonvocab.summary("transactions", **output.totals)))
+    output.summary("transactions", None, **output.totals)
     sys.exit(status)

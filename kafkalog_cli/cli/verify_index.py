@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import json
+import functools
 import sys
-from typing import List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import click
 
 from ..log.files import printable_name
-from ..log.index_check import FileReport
+from ..log.index_check import FileReport, Problem
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.verify import TargetError, UnknownFile, verify_target
 from .. import jsonvocab
 from .errors import error_text
+from .output import Output
 from .numbers import java_int
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -23,22 +24,23 @@ def _error(path: str, e: BaseException) -> None:
     click.echo("kafkalog: " + error_text(e, path), err=True)
 
 
-def _file_lines(r: FileReport, fmt: str) -> List[str]:
-    """A file's lines, problems then notes (then, in JSON, the file's own line)."""
+def _file_lines(out: Output, r: FileReport) -> None:
+    """A file's lines, problems then notes (then, in JSON, the file's own line), held for one
+    write: an index may hold a million entries, each a finding."""
     name = printable_name(r.path)
-    lines = []
     for item, label in [(p, p.kind) for p in r.problems] + [(n, "note") for n in r.notes]:
-        if fmt == "json":
-            obj = jsonvocab.camel_keys(item.as_dict())
-            if label == "note":
-                obj["type"] = "note"
-            lines.append(json.dumps(obj))
-        else:
-            lines.append("%s: %s: %s" % (name, label, item.message))
-    if fmt == "json":
-        lines.append(json.dumps({"type": "file", "file": name, "kind": r.kind,
-                                 "entries": r.entries, "problems": len(r.problems)}))
-    return lines
+        out.emit(functools.partial(_finding_json, item, label),
+                 "%s: %s: %s" % (name, label, item.message))
+    out.emit({"type": "file", "file": name, "kind": r.kind, "entries": r.entries,
+              "problems": len(r.problems)}, None)
+    out.flush()
+
+
+def _finding_json(item: Problem, label: str) -> Dict[str, Any]:
+    obj: Dict[str, Any] = jsonvocab.camel_keys(item.as_dict())
+    if label == "note":
+        obj["type"] = "note"
+    return obj
 
 
 def _summary_table(reports: Sequence[FileReport]) -> None:
@@ -77,6 +79,8 @@ def verify_index(paths: Tuple[str, ...], sanity_only: bool, fmt: str,
     found, 2 usage error or unreadable input.
     """
     status = EXIT_OK
+    # text: lines on stderr, and a summary table there on a terminal
+    out = Output(fmt, buffered=True, err=True)
     reports: List[FileReport] = []
     for target in paths:
         for item in verify_target(target, sanity_only, max_message_size):
@@ -93,18 +97,13 @@ def verify_index(paths: Tuple[str, ...], sanity_only: bool, fmt: str,
             _error(r.path, r.error)
             status = EXIT_USAGE
             continue
-        # a file's lines in one write: an index may hold a million entries, each a finding
-        lines = _file_lines(r, fmt)
-        if lines:
-            click.echo("\n".join(lines), err=fmt != "json")
+        _file_lines(out, r)
         if r.problems:
             status = max(status, EXIT_PROBLEMS)
-    if fmt == "json":
-        click.echo(json.dumps(jsonvocab.summary(
-            "verify-index", files=len(reports),
-            entries=sum(r.entries or 0 for r in reports if r.error is None),
-            problems=sum(len(r.problems) for r in reports if r.error is None),
-            unreadable=sum(1 for r in reports if r.error is not None))))
-    if fmt == "text" and reports and sys.stderr.isatty():
+    out.summary("verify-index", files=len(reports),
+                entries=sum(r.entries or 0 for r in reports if r.error is None),
+                problems=sum(len(r.problems) for r in reports if r.error is None),
+                unreadable=sum(1 for r in reports if r.error is not None))
+    if out.table and reports:
         _summary_table(reports)
     sys.exit(status)
