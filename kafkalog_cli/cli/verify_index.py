@@ -9,7 +9,8 @@ from typing import Any, Dict, List, Sequence, Tuple
 import click
 
 from ..log.files import printable_name
-from ..log.index_check import FileReport, Problem
+from ..log.findings import Finding
+from ..log.index_check import FileReport
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.verify import TargetError, UnknownFile, verify_target
 from .. import jsonvocab
@@ -36,7 +37,7 @@ def _file_lines(out: Output, r: FileReport) -> None:
     out.flush()
 
 
-def _finding_json(item: Problem, label: str) -> Dict[str, Any]:
+def _finding_json(item: Finding, label: str) -> Dict[str, Any]:
     obj: Dict[str, Any] = jsonvocab.camel_keys(item.as_dict())
     if label == "note":
         obj["type"] = "note"
