@@ -35,6 +35,7 @@ _API = {
     "Transaction": "kafkalog_cli.log.transactions",
     "PartitionSummary": "kafkalog_cli.log.transactions",
     "PartitionPlan": "kafkalog_cli.log.recover_plan",
+    "RecoveryTotals": "kafkalog_cli.log.recover_plan",
     "LogDirRecovery": "kafkalog_cli.log.recover_run",
     "RetentionPlan": "kafkalog_cli.log.retain",
     "RollResult": "kafkalog_cli.log.append",

@@ -15,7 +15,7 @@ from ..log.names import (CLEAN_SHUTDOWN_FILE, LOG, SNAPSHOT, partition_file_kind
                          topic_partition)
 from ..log.recover_plan import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW,
                                 RULE_CLEAN, RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT,
-                                RULE_TXN_BELOW_BASE, SPLIT, WRITE, PartitionPlan,
+                                RULE_TXN_BELOW_BASE, SPLIT, WRITE, PartitionPlan, RecoveryTotals,
                                 SegmentReport)
 from ..log.recover_run import LogDirRecovery
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
@@ -295,18 +295,14 @@ class _Report(Output):
     def totals(self, plans: Sequence[PartitionPlan]) -> None:
         """The summary (on a terminal, after the lines held and the table)."""
         dry_run = self.dry_run
-        changed = sum(1 for p in plans if p.changes)
-        cut = sum(p.bytes_cut for p in plans)
-        aside = sum(p.bytes_set_aside for p in plans)
-        segments_cut = sum(1 for p in plans for r in p.segments if r.bytes_cut)
-        segments_aside = sum(p.segments_set_aside for p in plans)
-        records = sum(p.records_removed for p in plans)
-        torn_records = sum(p.torn_records for p in plans)
-        torn_known = sum(1 for p in plans for r in p.segments if r.torn_first is not None)
-        torn_unknown = sum(p.torn_unknown for p in plans)
-        ends = [{"topic": topic_partition(p.directory)[0],
-                 "partition": topic_partition(p.directory)[1],
-                 "logEndOffset": p.log_end_offset} for p in plans if p.changes]
+        t = RecoveryTotals.of(plans)
+        changed, cut, aside = t.changed, t.bytes_cut, t.bytes_set_aside
+        segments_cut, segments_aside, records = t.segments_cut, t.segments_set_aside, \
+            t.records_removed
+        torn_records, torn_known = t.torn_records, t.torn_batches_known
+        torn_unknown = t.torn_batches_offsets_unknown
+        ends = [{"topic": topic, "partition": number, "logEndOffset": end}
+                for topic, number, end in t.log_end_offsets]
         cond: Callable[[str, str], str] = ((lambda now, then: then) if dry_run
                                            else (lambda now, then: now))
         text = "%s, %d %s" % (plural(len(plans), "partition"), changed,
@@ -337,7 +333,7 @@ class _Report(Output):
         if self.table:
             self.flush()
             self._table()
-        self.summary("recover", text, partitions=len(plans), changed=changed,
+        self.summary("recover", text, partitions=t.partitions, changed=changed,
                      records_removed=records, bytes_cut=cut, segments_cut=segments_cut,
                      segments_set_aside=segments_aside, bytes_set_aside=aside,
                      torn_records=torn_records, torn_batches=torn_known + torn_unknown,

@@ -4,7 +4,8 @@ each segment's fate, a segment's report and a partition's plan (``PartitionPlan`
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Set, Tuple
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from . import names
 
@@ -199,3 +200,42 @@ def file_base(name: str) -> int:
     return base
 
 
+
+
+@dataclass
+class RecoveryTotals:
+    """What the plans of a recovery run add up to (a dry run's: would). ``segments_cut``:
+    segments whose log was cut; ``torn_batches_known``: torn batches whose offsets are known
+    (``torn_records`` records lost with them); ``torn_batches_offsets_unknown``: torn batches
+    of unknown offsets; ``log_end_offsets``: (topic, partition, log end offset) of each
+    partition that changed."""
+
+    partitions: int = 0
+    changed: int = 0
+    records_removed: int = 0
+    bytes_cut: int = 0
+    segments_cut: int = 0
+    segments_set_aside: int = 0
+    bytes_set_aside: int = 0
+    torn_records: int = 0
+    torn_batches_known: int = 0
+    torn_batches_offsets_unknown: int = 0
+    log_end_offsets: List[Tuple[Optional[str], Optional[int], Optional[int]]] = field(
+        default_factory=list)
+
+    @classmethod
+    def of(cls, plans: Sequence["PartitionPlan"]) -> "RecoveryTotals":
+        return cls(
+            partitions=len(plans),
+            changed=sum(1 for p in plans if p.changes),
+            records_removed=sum(p.records_removed for p in plans),
+            bytes_cut=sum(p.bytes_cut for p in plans),
+            segments_cut=sum(1 for p in plans for r in p.segments if r.bytes_cut),
+            segments_set_aside=sum(p.segments_set_aside for p in plans),
+            bytes_set_aside=sum(p.bytes_set_aside for p in plans),
+            torn_records=sum(p.torn_records for p in plans),
+            torn_batches_known=sum(1 for p in plans for r in p.segments
+                                   if r.torn_first is not None),
+            torn_batches_offsets_unknown=sum(p.torn_unknown for p in plans),
+            log_end_offsets=[names.topic_partition(p.directory) + (p.log_end_offset,)
+                             for p in plans if p.changes])
