@@ -12,8 +12,7 @@ in large chunks. Every JSON text written is strict JSON (no NaN or Infinity).
 from __future__ import annotations
 
 import os
-from typing import (TYPE_CHECKING, Any, BinaryIO, Dict, ItemsView, List, Optional, Sequence,
-                    TextIO, Tuple)
+from typing import TYPE_CHECKING
 
 
 from ..format import control
@@ -25,6 +24,8 @@ from . import decoders
 from .._lazy import lazy_module
 
 if TYPE_CHECKING:
+    from typing import Any, BinaryIO, Dict, ItemsView, List, Optional, Sequence, TextIO, Tuple
+
     from ..format.records import Batch, Records
     from ..format.scan import InvalidBytes
     from ..log.index_check import Problem
@@ -379,7 +380,8 @@ def control_text(key: Optional[bytes], value: Optional[bytes],
 def control_fields(key: Optional[bytes], value: Optional[bytes]) -> Dict[str, Any]:
     """The details of a well-formed control record for JSON output."""
     type_id = control.control_type(key)
-    out: Dict[str, Any] = {"controlType": control.control_type_name(type_id), "controlTypeId": type_id}
+    out: Dict[str, Any] = {"controlType": control.control_type_name(type_id),
+                           "controlTypeId": type_id}
     if type_id in (control.ABORT, control.COMMIT):
         out["coordinatorEpoch"] = control.end_txn_marker(value)[1]
     elif type_id in control.kraft_control_names():
