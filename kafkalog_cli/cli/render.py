@@ -24,13 +24,27 @@ from . import decoders
 from .._lazy import lazy_module
 
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO, Dict, ItemsView, List, Optional, Sequence, TextIO, Tuple
+    from typing import (Any, BinaryIO, Dict, ItemsView, Iterator, List, Optional, Protocol,
+                        Sequence, TextIO, Tuple)
 
     from ..format.records import Batch, Records
     from ..format.scan import InvalidBytes
     from ..log.index_check import Problem
-    from ..log.read import FastRecordsRun, FastRun, SegmentReader
+    from ..log.read import Event, FastRecordsRun, FastRun, Note
+    from ..log.seek import Seek
+    from ..log.segment import LogFile
     from .parsers import Parser
+
+    class Events(Protocol):
+        """What ``Writer.segment`` reads of a log.read.SegmentReader (or of a stand-in for
+        one that forwards to it)."""
+
+        notes: List[Note]
+        log: LogFile
+        base: int
+        seek: Optional[Seek]
+
+        def __iter__(self) -> Iterator[Event]: ...
 
 index_check = lazy_module("kafkalog_cli.log.index_check")  # its problem kinds, when there are some
 
@@ -146,7 +160,7 @@ class Writer:
         return str(ms)
 
     # -- events ----------------------------------------------------------------------------
-    def segment(self, reader: SegmentReader) -> None:
+    def segment(self, reader: Events) -> None:
         """Write one segment file: the events of ``reader`` (a log.read.SegmentReader)."""
         for note in reader.notes:
             self.warn(note.message)
