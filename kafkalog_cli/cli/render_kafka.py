@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from ..format.scan import InvalidBytes
     from ..log.read import FastRecordsRun, FastRun
     from ..log.segment import LogFile
-    from .parsers import Parser
     from .render import DumpOptions
 
     # step(view, at, n, file position of view) -> position in view where it stopped
@@ -219,14 +218,12 @@ class KafkaWriter(Writer):
         if len(recs):
             self._track_offsets(recs.offsets)
             opts = self.opts
-            if b.magic >= 2 and not b.is_control and not opts.skip_metadata and not opts.iso:
-                parser = opts.parser
-                if parser is None:
-                    self._v2_lines(b, recs)
-                elif opts.print_data:
-                    self._parser_lines(b, recs, parser)
-                else:
-                    self._generic_lines(b, recs)
+            if (b.magic >= 2 and not b.is_control and not opts.skip_metadata and not opts.iso
+                    and opts.parser is None):
+                self._v2_lines(b, recs)
+            elif (b.magic >= 2 and not b.is_control and not opts.skip_metadata and not opts.iso
+                    and opts.print_data):
+                self._parser_lines(b, recs)
             else:
                 self._generic_lines(b, recs)
         self._maybe_flush()
@@ -299,9 +296,11 @@ class KafkaWriter(Writer):
                 add(f"{head}{off}{tl}{ts} keySize: {-1 if k is None else len(k)} valueSize: "
                     f"{-1 if v is None else len(v)} sequence: {seq} headerKeys: [{hk}]")
 
-    def _parser_lines(self, b: Batch, recs: Records, parser: Parser) -> None:
-        """_generic_lines' output for data records of a v2 batch through ``parser``
+    def _parser_lines(self, b: Batch, recs: Records) -> None:
+        """_generic_lines' output for data records of a v2 batch through a parser
         (--cluster-metadata-decoder...), with metadata and plain epoch timestamps."""
+        parser = self.opts.parser
+        assert parser is not None  # records() comes here with one only
         native, payloads = self._c_parser_records, parser.payloads
         if native is not None and payloads is not None:  # set together (__init__)
             self.put_bytes(native.record_lines(
