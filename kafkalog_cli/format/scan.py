@@ -166,10 +166,10 @@ def entry_problem(buf: codecs.Bytes, pos: int, end: int, size: int, magic: int,
 
 
 def _describe_bad_entry(buf: codecs.Bytes, pos: int, end: int, size: int, magic: int,
-                        need: Need) -> Optional[Tuple[str, str]]:
+                        need: Need) -> Union[Tuple[str, str], Tuple[None, None]]:
     if size < LEGACY_MIN_SIZE and _find_nonzero(buf, pos, end, need) is None:
         return ZERO_FILL, "zero fill (%d bytes of zeros)" % (end - pos)
-    return entry_problem(buf, pos, end, size, magic, need)
+    return entry_problem(buf, pos, end, size, magic, need) or (None, None)
 
 
 def _bad_stretch(buf: codecs.Bytes, pos: int, end: int, kind: str, reason: str, resync: bool,
@@ -197,6 +197,8 @@ def scan(buf: codecs.Bytes, start: int, end: int, resync: bool = False,
         need = _nothing
     # A start outside the data (a position read from a corrupt index) scans from its edge.
     pos = min(max(start, 0), end)
+    kind: Optional[str]
+    reason: Optional[str]
     while True:
         if end - pos < MIN_HEADER:
             if pos < end:
@@ -231,8 +233,8 @@ def scan(buf: codecs.Bytes, start: int, end: int, resync: bool = False,
             pos += item.size
             continue
         magic = _signed_byte(magic)
-        problem = _describe_bad_entry(buf, pos, end, size, magic, need)
-        if problem is None:
+        kind, reason = _describe_bad_entry(buf, pos, end, size, magic, need)
+        if kind is None or reason is None:  # both None: a whole entry
             nxt = pos + LOG_OVERHEAD + size
             need(pos, min(end, nxt + MIN_HEADER))  # the entry and the next one's header
             batch = read_batch(buf, pos, size + LOG_OVERHEAD, magic)
@@ -243,8 +245,6 @@ def scan(buf: codecs.Bytes, start: int, end: int, resync: bool = False,
                 continue
             kind = CRC_MISMATCH
             reason = "%s and no valid batch follows it" % crc_problem(batch)
-        else:
-            kind, reason = problem
         item = _bad_stretch(buf, pos, end, kind, reason, resync, need)
         yield item
         if item.at_end:
