@@ -149,7 +149,7 @@ class KafkaWriter(Writer):
     def _fast_batches(self, log: LogFile, pos: int, end: int, max_bytes: int,
                       prev_last: int) -> Tuple[int, int]:
         """Print the run of valid v2 batches from ``pos`` whose last offsets rise above
-        ``prev_last`` (None: any) in one go; return where it stopped and the highest last
+        ``prev_last`` in one go; return where it stopped and the highest last
         offset printed (or ``prev_last``).
 
         The file is read in chunks into one reused buffer. The caller goes on with ``batch``

@@ -78,7 +78,7 @@ class Batch:
     last_offset: int
     count: Optional[int]  # None for a legacy entry
     crc: int
-    computed_crc: Optional[int]  # None for a v2 batch below its minimum size, or unread
+    computed_crc: Optional[int]  # None below a v2 batch's minimum size, or not computed
     codec: int
     timestamp_type: int
     max_timestamp: int
@@ -623,7 +623,7 @@ def iter_records(buf: codecs.Bytes, batch: Batch, inflater: codecs.Inflater, lim
         raise CorruptRecordError("batch of %d bytes is below the minimum of %d"
                                  % (batch.size, V2_OVERHEAD))
     count = batch.count
-    if not count:  # a v2 batch's count: never None
+    if not count:  # no records (a v2 batch's count is never None)
         return
     start = batch.position + V2_OVERHEAD
     end = batch.position + batch.size

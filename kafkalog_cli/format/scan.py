@@ -285,7 +285,7 @@ def plain_records_ok(buf: codecs.Bytes, batch: Batch, limit: int) -> bool:
             or batch.size < V2_OVERHEAD):
         return False
     count = batch.count
-    if not count:  # a v2 batch's count: never None
+    if not count:  # no records (a v2 batch's count is never None)
         return True  # iter_records gives nothing
     start = batch.position + V2_OVERHEAD
     return v2_records_ok(buf, start, batch.position + batch.size, count,
