@@ -26,12 +26,22 @@ from .._lazy import lazy_module
 from .numbers import java_int, java_long
 
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple, Type
+    from typing import (Any, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple, Type,
+                        TypedDict)
 
     from ..log.files import Found
-    from ..log.read import Event
+    from ..log.read import Event, FastRecordsRun, FastRun
     from .parsers import Parser
     from .render import Writer
+
+    class _Reading(TypedDict):
+        """The SegmentReader options a dump reads every segment with."""
+
+        records: bool
+        max_bytes: Optional[int]
+        resync: bool
+        fast: Optional[FastRun]
+        fast_records: Optional[FastRecordsRun]
 
 verify = lazy_module("kafkalog_cli.log.verify")  # its notes, read when a file vanishes
 
@@ -321,11 +331,12 @@ class _DumpRun:
         self.iopts = iopts
         self.max_message_size = max_message_size
         self.base_offset = base_offset
-        self.reading: Dict[str, Any] = dict(records=deep, max_bytes=max_bytes, resync=resync,
+        self.reading: _Reading = dict(records=deep, max_bytes=max_bytes, resync=resync,
                             fast=writer.fast_path(), fast_records=writer.fast_records_path())
         self.parser = writer.opts.parser
         self.metadata_by_default = False
         # partition directory: [--from-offset, furthest segment read, any batch shown, its end]
+        # (int, str or None, bool, int or None)
         self.seeks: Dict[str, List[Any]] = {}
         self.single_files = False
 
