@@ -447,17 +447,18 @@ JSON = {"string": _string, "hex": _hex, "base64": _b64, "int": _int_json, "long"
         "json": _json_value, "confluent": _plain_confluent.json}
 
 
-def text_function(decoder: Decoder) -> Callable[[bytes], str]:
-    """``bytes -> str`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
+def text_function(decoder: Decoder) -> Callable[[bytes, int], str]:
+    """``(bytes, offset) -> str`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
     return decoder.text if isinstance(decoder, (Confluent, JsonDecoder)) else TEXT[decoder]
 
 
-def json_function(decoder: Decoder) -> Callable[[bytes], Any]:
-    """``bytes -> JSON value`` of a decoder: a name of DECODER_NAMES, or a Confluent decoder."""
+def json_function(decoder: Decoder) -> Callable[[bytes, int], Any]:
+    """``(bytes, offset) -> JSON value`` of a decoder: a name of DECODER_NAMES, or a Confluent
+    decoder."""
     return decoder.json if isinstance(decoder, (Confluent, JsonDecoder)) else JSON[decoder]
 
 
-def header_json_function(decoder: Decoder) -> Callable[[bytes], Any]:
+def header_json_function(decoder: Decoder) -> Callable[[bytes, int], Any]:
     """How header values show in JSON under the value decoder ``decoder``: as it does, except
     that Schema Registry frames only keys and values, so headers under ``confluent`` show as
     strings."""

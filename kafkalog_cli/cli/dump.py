@@ -6,6 +6,7 @@ import datetime
 import os
 import re
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -24,6 +25,24 @@ from .render_kafka import KafkaWriter
 from .._lazy import lazy_module
 from .numbers import java_int, java_long
 
+if TYPE_CHECKING:
+    from typing import (Any, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple, Type,
+                        TypedDict)
+
+    from ..log.files import Found
+    from ..log.read import Event, FastRecordsRun, FastRun
+    from .parsers import Parser
+    from .render import Writer
+
+    class _Reading(TypedDict):
+        """The SegmentReader options a dump reads every segment with."""
+
+        records: bool
+        max_bytes: Optional[int]
+        resync: bool
+        fast: Optional[FastRun]
+        fast_records: Optional[FastRecordsRun]
+
 verify = lazy_module("kafkalog_cli.log.verify")  # its notes, read when a file vanishes
 
 KAFKA_MAX_BYTES = 2147483647
@@ -33,7 +52,7 @@ _DECODER_CLASSES = {"StringDecoder": "string", "IntegerDecoder": "int", "LongDec
                     "DefaultDecoder": "hex"}
 
 
-def _decoder_from_class(name):
+def _decoder_from_class(name: Optional[str]) -> Optional[str]:
     if name is None:
         return None
     short = name.rsplit(".", 1)[-1]
@@ -43,11 +62,14 @@ def _decoder_from_class(name):
     return _DECODER_CLASSES[short]
 
 
-def _schema_decoders(key_decoder, value_decoder, key_schema, value_schema, schema_dir):
+def _schema_decoders(key_decoder: Optional[decoders.Decoder],
+                     value_decoder: Optional[decoders.Decoder],
+                     key_schema: Optional[str], value_schema: Optional[str],
+                     schema_dir: Optional[str]) -> List[Optional[decoders.Decoder]]:
     """The key and value decoders once the Schema Registry options are applied: --key-schema
     and --value-schema imply the confluent decoder on their side, --schema-dir needs it on one
     side; a schema that cannot be used ends the run (exit 2) before anything is dumped."""
-    sides = []
+    sides: List[Optional[decoders.Decoder]] = []
     for side, decoder, schema in (("key", key_decoder, key_schema),
                                   ("value", value_decoder, value_schema)):
         if schema is not None and decoder not in (None, "confluent"):
@@ -74,7 +96,7 @@ _ISO_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})"
                        r"([Zz]|[+-]\d{2}(?::?\d{2})?)?)?")
 
 
-def parse_timestamp(text):
+def parse_timestamp(text: str) -> int:
     """Epoch milliseconds from ``text``: an integer (epoch ms, as Kafka's timestamps are) or an
     ISO 8601 date or time (a time without a zone is UTC; a fraction finer than a millisecond is
     dropped). ValueError for anything else."""
@@ -104,7 +126,8 @@ def parse_timestamp(text):
     return (when - epoch) // datetime.timedelta(milliseconds=1)
 
 
-def _timestamp_option(ctx, param, value):
+def _timestamp_option(ctx: click.Context, param: click.Parameter,
+                      value: Optional[str]) -> Optional[_Timestamp]:
     """--from-timestamp/--to-timestamp: epoch ms or ISO 8601; a bad value is one line, exit 2."""
     if value is None:
         return None
@@ -117,16 +140,20 @@ def _timestamp_option(ctx, param, value):
 class _Timestamp(int):
     """Epoch ms, remembering the text it was given as (for messages)."""
 
-    def __new__(cls, ms, text):
+    text: str
+
+    def __new__(cls, ms: int, text: str) -> _Timestamp:
         self = super().__new__(cls, ms)
         self.text = text.strip()
         return self
 
-    def shown(self):
+    def shown(self) -> str:
         return self.text if self.text == str(int(self)) else "%s (%d)" % (self.text, self)
 
 
-def _range_check(from_offset, to_offset, from_timestamp, to_timestamp):
+def _range_check(from_offset: Optional[int], to_offset: Optional[int],
+                 from_timestamp: Optional[_Timestamp],
+                 to_timestamp: Optional[_Timestamp]) -> None:
     """An empty range is a mistake in the command line: one line, exit 2."""
     for low, high, name in ((from_offset, to_offset, "offset"),
                             (from_timestamp, to_timestamp, "timestamp")):
@@ -135,19 +162,20 @@ def _range_check(from_offset, to_offset, from_timestamp, to_timestamp):
                             % (name, _shown(low), name, _shown(high))))
 
 
-def _shown(value):
+def _shown(value: int) -> str:
     return value.shown() if isinstance(value, _Timestamp) else str(value)
 
 
-def _targets(paths, files):
-    targets = []
+def _targets(paths: Sequence[str], files: Sequence[str]) -> List[str]:
+    targets: List[str] = []
     for spec in files:
         targets.extend(p for p in spec.split(",") if p)
     targets.extend(paths)
     return targets
 
 
-WRITERS = {"kafka": KafkaWriter, "messages": MessagesWriter, "json": JsonWriter}
+WRITERS: Dict[str, Type[Writer]] = {"kafka": KafkaWriter, "messages": MessagesWriter,
+                                    "json": JsonWriter}
 
 
 @click.command(short_help="Print log, index and snapshot files as kafka-dump-log.sh.")
@@ -223,13 +251,17 @@ WRITERS = {"kafka": KafkaWriter, "messages": MessagesWriter, "json": JsonWriter}
               "2024-01-01T12:00:00+02:00); a date or time without a zone is UTC.")
 @click.option("--to-timestamp", default=None, metavar="TIME", callback=_timestamp_option,
               help="Only records whose timestamp is at most TIME (as --from-timestamp).")
-def dump(paths, files_arg, print_data_log, deep_iteration, skip_record_metadata, max_bytes,
-         max_message_size, key_decoder, value_decoder, key_schema, value_schema, schema_dir,
-         cluster_metadata_decoder, offsets_decoder, transaction_log_decoder,
-         share_group_state_decoder, remote_log_metadata_decoder, key_decoder_class,
-         value_decoder_class, base_offset, timestamps, fmt, kafka_format, skip_invalid,
-         verify_index_only, index_sanity_check, from_offset, to_offset, from_timestamp,
-         to_timestamp):
+def dump(paths: Tuple[str, ...], files_arg: Tuple[str, ...], print_data_log: bool,
+         deep_iteration: bool, skip_record_metadata: bool, max_bytes: int, max_message_size: int,
+         key_decoder: Optional[decoders.Decoder], value_decoder: Optional[decoders.Decoder],
+         key_schema: Optional[str], value_schema: Optional[str], schema_dir: Optional[str],
+         cluster_metadata_decoder: bool, offsets_decoder: bool, transaction_log_decoder: bool,
+         share_group_state_decoder: bool, remote_log_metadata_decoder: bool,
+         key_decoder_class: Optional[str], value_decoder_class: Optional[str],
+         base_offset: Optional[int], timestamps: str, fmt: str, kafka_format: str,
+         skip_invalid: bool, verify_index_only: bool, index_sanity_check: bool,
+         from_offset: Optional[int], to_offset: Optional[int],
+         from_timestamp: Optional[_Timestamp], to_timestamp: Optional[_Timestamp]) -> NoReturn:
     """Dump Kafka log files: segments (.log, and .log.deleted/.cleaned/.swap), offset and time
     indexes, transaction indexes, producer snapshots, KRaft snapshots (<offset>-<epoch>.checkpoint,
     bootstrap.checkpoint), and the checkpoint files.
@@ -292,20 +324,23 @@ class _DumpRun:
     """Each file a dump names, handed to the library's reader and to the writer; each method
     returns the exit status its part earns."""
 
-    def __init__(self, writer, iopts, max_message_size, base_offset, deep, max_bytes, resync):
+    def __init__(self, writer: Writer, iopts: IndexOptions, max_message_size: int,
+                 base_offset: Optional[int], deep: bool, max_bytes: Optional[int],
+                 resync: bool) -> None:
         self.writer = writer
         self.iopts = iopts
         self.max_message_size = max_message_size
         self.base_offset = base_offset
-        self.reading = dict(records=deep, max_bytes=max_bytes, resync=resync,
+        self.reading: _Reading = dict(records=deep, max_bytes=max_bytes, resync=resync,
                             fast=writer.fast_path(), fast_records=writer.fast_records_path())
         self.parser = writer.opts.parser
         self.metadata_by_default = False
         # partition directory: [--from-offset, furthest segment read, any batch shown, its end]
-        self.seeks = {}
+        # (int, str or None, bool, int or None)
+        self.seeks: Dict[str, List[Any]] = {}
         self.single_files = False
 
-    def target(self, target, bounds):
+    def target(self, target: str, bounds: Optional[Seek]) -> int:
         try:
             found = files_to_read(target, bounds)
         except (NoSegmentsError, OSError) as e:
@@ -313,7 +348,7 @@ class _DumpRun:
             return EXIT_USAGE
         return max([self.file(f, seek) for f, seek in found], default=EXIT_OK)
 
-    def file(self, f, seek):
+    def file(self, f: Found, seek: Optional[Seek]) -> int:
         if f.error is not None:
             # a partition directory that cannot be read: named, the others go on
             self.writer.warn(_os_error(f.path, f.error))
@@ -341,7 +376,7 @@ class _DumpRun:
             self.writer.warn(_os_error(f.path, e))
             return EXIT_USAGE
 
-    def segment(self, path, seek, kind):
+    def segment(self, path: str, seek: Optional[Seek], kind: str) -> int:
         base = self.base_offset
         if base is None and kind == names.KRAFT_SNAPSHOT:
             base = 0  # a snapshot's records are numbered from 0 (RecordsSnapshotWriter)
@@ -357,7 +392,7 @@ class _DumpRun:
                 self._sought(seek, log, reader.base, watched.shown)
         return EXIT_INVALID if reader.invalid else EXIT_OK
 
-    def _sought(self, seek, log, base, shown):
+    def _sought(self, seek: Seek, log: LogFile, base: int, shown: bool) -> None:
         """Keep, per partition directory, whether a batch was shown and where the furthest
         segment read ends, for the note past_end_notes gives."""
         if seek.from_offset is None:
@@ -370,7 +405,7 @@ class _DumpRun:
             if entry[3] is None or end >= entry[3]:
                 entry[1], entry[3] = log.path, end
 
-    def past_end_notes(self):
+    def past_end_notes(self) -> None:
         """``--from-offset N`` past a partition's log end prints no record: one note on stderr
         per such partition (the exit status stays 0: an empty answer is not an error, as
         ``tail -n +N`` past a file's end)."""
@@ -386,15 +421,15 @@ class _Watched:
     fails (its line on stdout stays as kafka-dump-log.sh prints it, ``isvalid: false``) and
     remembers whether a batch was shown."""
 
-    def __init__(self, reader, writer):
+    def __init__(self, reader: SegmentReader, writer: Writer) -> None:
         self._reader = reader
         self._writer = writer
         self.shown = False
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._reader, name)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Event]:
         for event in self._reader:
             yield event
             if isinstance(event, BatchRead) and event.first:
@@ -408,7 +443,7 @@ class _Watched:
                                                        batch.last_offset))
 
 
-def _parser(named, kafka_format):
+def _parser(named: List[str], kafka_format: str) -> Optional[Parser]:
     """The parser Kafka's precedence picks among the decoder options ``named`` (None: none);
     the parsers' modules are imported only when one is asked for."""
     if not named:
@@ -420,7 +455,7 @@ def _parser(named, kafka_format):
     return parser
 
 
-def _os_error(path, e):
+def _os_error(path: str, e: OSError) -> str:
     """One line for a file or directory that cannot be read: its name, printable, and why."""
     name = e.filename if isinstance(e, OSError) and e.filename else path
     return os_error_text(name, e)

@@ -12,6 +12,7 @@ in large chunks. Every JSON text written is strict JSON (no NaN or Infinity).
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 
 from ..format import control
@@ -22,6 +23,29 @@ from ..log.read import CONTROL, MISPLACED, NOT_DECODED, BatchProblem, BatchRead,
 from . import decoders
 from .._lazy import lazy_module
 
+if TYPE_CHECKING:
+    from typing import (Any, BinaryIO, Dict, ItemsView, Iterator, List, Optional, Protocol,
+                        Sequence, TextIO, Tuple)
+
+    from ..format.records import Batch, Records
+    from ..format.scan import InvalidBytes
+    from ..log.index_check import Problem
+    from ..log.read import Event, FastRecordsRun, FastRun, Note
+    from ..log.seek import Seek
+    from ..log.segment import LogFile
+    from .parsers import Parser
+
+    class Events(Protocol):
+        """What ``Writer.segment`` reads of a log.read.SegmentReader (or of a stand-in for
+        one that forwards to it)."""
+
+        notes: List[Note]
+        log: LogFile
+        base: int
+        seek: Optional[Seek]
+
+        def __iter__(self) -> Iterator[Event]: ...
+
 index_check = lazy_module("kafkalog_cli.log.index_check")  # its problem kinds, when there are some
 
 BOOL_TEXT = ("false", "true")
@@ -29,7 +53,7 @@ FLUSH_LINES = 32
 FLUSH_BYTES = 256 * 1024
 FAST_CHUNK = 8 * 1024 * 1024
 
-def kafka_version(text):
+def kafka_version(text: str) -> Tuple[int, ...]:
     """A --kafka-format value as a comparable tuple: "4.10" -> (4, 10), "3.x" -> (3, 0)."""
     return tuple(int(p) if p.isdigit() else 0 for p in text.split("."))
 
@@ -42,14 +66,16 @@ JAVA_TOOL = (4, 3)  # the first kafka-dump-log.sh rewritten in Java (DumpLogSegm
 LEADER_CHANGE_JSON = COORDINATOR_JSON = (4, 1)
 
 
-def java_tool(kafka_format):
+def java_tool(kafka_format: str) -> bool:
     return kafka_version(kafka_format) >= JAVA_TOOL
 
 
 class DumpOptions:
-    def __init__(self, deep=False, print_data=False, skip_metadata=False, key_decoder="string",
-                 value_decoder="string", iso=False, kafka_format="4.2", report_trailing=True,
-                 parser=None):
+    def __init__(self, deep: bool = False, print_data: bool = False, skip_metadata: bool = False,
+                 key_decoder: decoders.Decoder = "string",
+                 value_decoder: decoders.Decoder = "string", iso: bool = False,
+                 kafka_format: str = "4.2", report_trailing: bool = True,
+                 parser: Optional[Parser] = None) -> None:
         self.deep = deep or print_data
         self.print_data = print_data
         self.skip_metadata = skip_metadata
@@ -62,21 +88,21 @@ class DumpOptions:
 
 
 class Writer:
-    def __init__(self, out, err, opts):
+    def __init__(self, out: BinaryIO, err: TextIO, opts: DumpOptions) -> None:
         self.out = out          # binary stream
         self.err = err          # text stream
         self.opts = opts
-        self._lines = []        # text lines not yet encoded
-        self._chunks = []       # encoded output not yet written
+        self._lines: List[str] = []     # text lines not yet encoded
+        self._chunks: List[bytes] = []  # encoded output not yet written
         self._pending = 0
-        self.path = None
-        self.buf = None
+        self.path: Optional[str] = None
+        self.buf: Optional[memoryview] = None
         self.found_invalid = False  # set by the writer itself for records it cannot render
-        self._problems = []
+        self._problems: List[Problem] = []
         self._java = java_tool(opts.kafka_format)
 
     # -- plumbing ------------------------------------------------------------------------
-    def _encode_lines(self):
+    def _encode_lines(self) -> None:
         if self._lines:
             self._lines.append("")
             chunk = "\n".join(self._lines).encode("utf-8", "replace")
@@ -86,46 +112,46 @@ class Writer:
             # (a warning flushes), and its next lines must not go to a list nobody writes
             self._lines.clear()
 
-    def put_bytes(self, data):
+    def put_bytes(self, data: bytes) -> None:
         """Add already encoded output (whole lines), keeping the order with text lines."""
         self._encode_lines()
         self._chunks.append(data)
         self._pending += len(data)
 
-    def _write_chunks(self):
+    def _write_chunks(self) -> None:
         self._encode_lines()
         if self._chunks:
             self.out.write(b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0])
             self._chunks = []
             self._pending = 0
 
-    def flush(self):
+    def flush(self) -> None:
         self._write_chunks()
         self.out.flush()
 
-    def _maybe_flush(self):
+    def _maybe_flush(self) -> None:
         if len(self._lines) >= FLUSH_LINES or self._pending >= FLUSH_BYTES:
             self._write_chunks()
 
-    def bad_record(self, offset, error):
+    def bad_record(self, offset: int, error: str) -> None:
         """A control record that Kafka would refuse (``error``: why, from
         format.validity.control_record_error): said on stderr, and the run's exit status
         becomes 1."""
         self.found_invalid = True
         self.warn("%s: %s" % (self.path, control_record_problem(offset, error)))
 
-    def ignored(self, path):
+    def ignored(self, path: str) -> None:
         """A file of a kind nobody reads, met in a directory: named on stderr, as Kafka does."""
         self.flush()
         self.err.write("Ignoring unknown file %s\n" % path)
         self.err.flush()
 
-    def warn(self, message):
+    def warn(self, message: str) -> None:
         self.flush()
         self.err.write("kafkalog: %s\n" % message)
         self.err.flush()
 
-    def _ts(self, ms):
+    def _ts(self, ms: int) -> str:
         """An epoch-ms value, with its UTC time beside it under --timestamps iso."""
         if self.opts.iso:
             iso = decoders.iso_time(ms)
@@ -134,7 +160,7 @@ class Writer:
         return str(ms)
 
     # -- events ----------------------------------------------------------------------------
-    def segment(self, reader):
+    def segment(self, reader: Events) -> None:
         """Write one segment file: the events of ``reader`` (a log.read.SegmentReader)."""
         for note in reader.notes:
             self.warn(note.message)
@@ -147,7 +173,7 @@ class Writer:
                     if first_match:
                         self.flush()  # the first match at once: the rest may take a scan
                         first_match = False
-                else:
+                elif event.records is not None:  # a further chunk: records are shown
                     self.records(event.batch, event.records)
             elif isinstance(event, BatchProblem):
                 if event.kind == MISPLACED:
@@ -165,87 +191,88 @@ class Writer:
                 self.warn(event.message)
         self.end_file()
 
-    def begin_file(self, path, base_offset, buf=None):
+    def begin_file(self, path: str, base_offset: int,
+                   buf: Optional[memoryview] = None) -> None:
         """Start a file; ``buf`` is its bytes, for writers that render from them directly."""
         self.path = path
         self.buf = buf
 
-    def fast_path(self):
+    def fast_path(self) -> Optional[FastRun]:
         """None, or a function(log, pos, end, max_bytes, prev_last) -> (new pos, prev_last)
         that writes a run of batches faster than ``batch`` one by one would, stopping before a
         batch whose last offset is not above ``prev_last``."""
         return None
 
-    def fast_records_path(self):
+    def fast_records_path(self) -> Optional[FastRecordsRun]:
         """None, or a function(log, pos, end, max_bytes, prev_last, reach_last) -> (new pos,
         prev_last) that writes a run of batches with their records (as ``batch`` and
         ``records`` would), stopping before a batch whose last offset is not above ``prev_last``
         or is above ``reach_last``, and before any batch it cannot write as they would."""
         return None
 
-    def batch(self, batch, recs):
+    def batch(self, batch: Batch, recs: Optional[Records]) -> None:
         """A batch's line(s), with the first chunk of its records (None: not shown)."""
         raise NotImplementedError
 
-    def records(self, batch, recs):
+    def records(self, batch: Batch, recs: Records) -> None:
         """A further chunk of the records of the batch last given to ``batch``."""
         raise NotImplementedError
 
-    def records_not_decoded(self, batch, limit):
+    def records_not_decoded(self, batch: Batch, limit: int) -> None:
         """A valid batch whose records inflate past ``limit`` bytes: kept (its CRC holds, and
         the broker never looks inside), its records not shown."""
         self.warn("%s: records of the batch at position %d (offsets %d-%d) not decoded: they "
                   "inflate past %d bytes (raise --max-message-size)"
                   % (self.path, batch.position, batch.base_offset, batch.last_offset, limit))
 
-    def record_error(self, batch, message):
+    def record_error(self, batch: Batch, message: str) -> None:
         self.warn("%s: records of the batch at position %d (offset %d) cannot be read: %s"
                   % (self.path, batch.position, batch.base_offset, message))
 
-    def invalid(self, inv, counted):
+    def invalid(self, inv: InvalidBytes, counted: bool) -> None:
         if counted:
             self.warn("%s: %d invalid bytes at position %d: %s" % (self.path, inv.size,
                                                                    inv.position,
                                                                    inv.reason))
 
-    def end_file(self):
+    def end_file(self) -> None:
         self.buf = None
         self._maybe_flush()
 
     # -- index, snapshot and checkpoint files ----------------------------------------------
-    def begin_aux(self, path):
+    def begin_aux(self, path: str) -> None:
         """Start a file that is not a log (an index, a snapshot, a checkpoint...)."""
         self.path = path
         self._lines.append("Dumping %s" % path)
 
-    def entry(self, kind, fields):
+    def entry(self, kind: str, fields: Dict[str, Any]) -> None:
         """One entry of such a file: ``fields`` in the order they print."""
         self._lines.append(entry_text(kind, fields, self.opts.kafka_format))
         self._maybe_flush()
 
-    def note(self, text):
+    def note(self, text: str) -> None:
         """A line Kafka's tool prints about a file (``<file> is empty.``)."""
         self._lines.append(text)
 
-    def problems(self, problems):
+    def problems(self, problems: Sequence[Problem]) -> None:
         """Findings about the current file, reported at the end of the run (text) or at once."""
         self._problems.extend(problems)
 
-    def unreadable(self, problem):
+    def unreadable(self, problem: Problem) -> None:
         """A file that cannot be read as its kind: one line on stderr, at once."""
         self.warn("%s: %s" % (problem.file, problem.message))
 
-    def finish(self):
+    def finish(self) -> None:
         self.flush()
         self._print_problems()
 
-    def _print_problems(self):
+    def _print_problems(self) -> None:
         """Kafka's end-of-run summaries for index mismatches and time index errors, in its
         order and wording; any other finding as a line of its own."""
         if not self._problems:  # nothing to group: index_check (its problem kinds) is not imported
             self.err.flush()
             return
-        by_kind = {}
+        by_kind: Dict[str, List[Problem]] = {}
         for p in self._problems:
             by_kind.setdefault(p.kind, []).append(p)
         err = self.err
@@ -278,11 +305,12 @@ class Writer:
                 err.write("kafkalog: %s: %s\n" % (p.file, p.message))
         err.flush()
 
-    def _map_order(self, problems, once=False):
+    def _map_order(self, problems: Sequence[Problem],
+                   once: bool = False) -> List[Tuple[str, List[Problem]]]:
         """[(absolute path, its problems)] in the iteration order of DumpLogSegments' map of
         them, into which each problem was put (``once``: each file once)."""
-        files = {}
-        puts = []
+        files: Dict[str, List[Problem]] = {}
+        puts: List[str] = []
         for p in problems:
             path = os.path.abspath(p.file)
             files.setdefault(path, []).append(p)
@@ -291,7 +319,7 @@ class Writer:
                                                          self._java)]
 
 
-def map_order(calls, java):
+def map_order(calls: List[str], java: bool) -> List[str]:
     """The keys of DumpLogSegments' ``Map[String, _]`` after a call for each of ``calls`` (keys
     may repeat), in the order the map iterates them: a java.util.HashMap filled by
     computeIfAbsent (the Java tool) or Scala 2.13's mutable.HashMap filled by put (the Scala
@@ -305,18 +333,18 @@ def map_order(calls, java):
     return scala_string_map_order(calls)
 
 
-def _by_file(problems):
-    files = {}
+def _by_file(problems: Sequence[Problem]) -> ItemsView[str, List[Problem]]:
+    files: Dict[str, List[Problem]] = {}
     for p in problems:
         files.setdefault(p.file, []).append(p)
     return files.items()
 
 
-def _optional_long(value):
+def _optional_long(value: Optional[int]) -> str:
     return "OptionalLong.empty" if value is None else "OptionalLong[%d]" % value
 
 
-def entry_text(kind, f, kafka_format):
+def entry_text(kind: str, f: Dict[str, Any], kafka_format: str) -> str:
     """The text line of one entry of an index, snapshot or checkpoint file."""
     if kind == names.INDEX:
         return "offset: %d position: %d" % (f["offset"], f["position"])
@@ -341,7 +369,8 @@ def entry_text(kind, f, kafka_format):
 
 # -- control records ---------------------------------------------------------------------------
 
-def control_text(key, value, kafka_format):
+def control_text(key: Optional[bytes], value: Optional[bytes],
+                 kafka_format: str) -> str:
     """What kafka-dump-log appends to the line of a control record that is well formed
     (format.validity.control_record_error finds nothing wrong with it)."""
     type_id = control.control_type(key)
@@ -362,10 +391,11 @@ def control_text(key, value, kafka_format):
     return " controlType: %s(%d)" % (control.control_type_name(type_id), type_id)
 
 
-def control_fields(key, value):
+def control_fields(key: Optional[bytes], value: Optional[bytes]) -> Dict[str, Any]:
     """The details of a well-formed control record for JSON output."""
     type_id = control.control_type(key)
-    out = {"controlType": control.control_type_name(type_id), "controlTypeId": type_id}
+    out: Dict[str, Any] = {"controlType": control.control_type_name(type_id),
+                           "controlTypeId": type_id}
     if type_id in (control.ABORT, control.COMMIT):
         out["coordinatorEpoch"] = control.end_txn_marker(value)[1]
     elif type_id in control.kraft_control_names():

@@ -3,26 +3,38 @@ project's one vocabulary, ``jsonvocab``)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..format.records import record_sequence
 from ..format.validity import control_record_error, record_validity
 from .. import jsonvocab
 from . import decoders
 from .render import BOOL_TEXT, Writer, control_fields, control_text
 
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO, Callable, Dict, Optional, Sequence, TextIO
+
+    from ..format.records import Batch, Headers, Records
+    from ..format.scan import InvalidBytes
+    from ..log.index_check import Problem
+    from .render import DumpOptions
+
+    JsonFunction = Callable[[bytes, int], Any]  # a decoder's (bytes, offset) -> JSON value
+
 
 class MessagesWriter(Writer):
     """One line per message, the classic kafka-dump-log style, for grep and awk."""
 
-    def __init__(self, out, err, opts):
+    def __init__(self, out: BinaryIO, err: TextIO, opts: DumpOptions) -> None:
         super().__init__(out, err, opts)
         self._key_text = decoders.text_function(opts.key_decoder)
         self._value_text = decoders.text_function(opts.value_decoder)
 
-    def batch(self, b, recs):
+    def batch(self, b: Batch, recs: Optional[Records]) -> None:
         if recs is not None:
             self.records(b, recs)
 
-    def records(self, b, recs):
+    def records(self, b: Batch, recs: Records) -> None:
         add = self._lines.append
         codec = b.codec_name
         tl = b.timestamp_type_name
@@ -64,29 +76,33 @@ class JsonWriter(Writer):
     """JSON Lines in the shared vocabulary (kafkalog_cli/jsonvocab.py, README "JSON output"):
     a "batch" object per batch, a "record" object per record, a "summary" object at the end."""
 
-    def __init__(self, out, err, opts):
+    def __init__(self, out: BinaryIO, err: TextIO, opts: DumpOptions) -> None:
         super().__init__(out, err, opts)
         # key and value are always the bytes (lossless); a decoder other than the default
         # string adds its reading as keyDecoded/valueDecoded
-        self._key_json = (None if opts.key_decoder == "string"
-                          else decoders.json_function(opts.key_decoder))
-        self._value_json = (None if opts.value_decoder == "string"
-                            else decoders.json_function(opts.value_decoder))
-        self._header_json = (None if opts.value_decoder == "string"
-                             else decoders.header_json_function(opts.value_decoder))
+        self._key_json: Optional[JsonFunction] = (
+            None if opts.key_decoder == "string" else decoders.json_function(opts.key_decoder))
+        self._value_json: Optional[JsonFunction] = (
+            None if opts.value_decoder == "string"
+            else decoders.json_function(opts.value_decoder))
+        self._header_json: Optional[JsonFunction] = (
+            None if opts.value_decoder == "string"
+            else decoders.header_json_function(opts.value_decoder))
         self._dumps = decoders.StrictEncoder(ensure_ascii=False, separators=(",", ":")).encode
-        self._topic = self._partition = None
+        self._topic: Optional[str] = None
+        self._partition: Optional[int] = None
         self._counts = {"files": 0, "batches": 0, "invalidBatches": 0, "records": 0,
                         "invalidBytes": 0, "problems": 0}
 
-    def _emit(self, obj):
+    def _emit(self, obj: Dict[str, Any]) -> None:
         self._lines.append(self._dumps(obj))
 
-    def _where(self, path):
+    def _where(self, path: str) -> None:
         self._topic, self._partition = jsonvocab.partition_of(path)
         self._counts["files"] += 1
 
-    def _emit_record(self, obj, k, v, hdrs):
+    def _emit_record(self, obj: Dict[str, Any], k: Optional[bytes], v: Optional[bytes],
+                     hdrs: Headers) -> None:
         try:
             self._emit(obj)
         except RecursionError:
@@ -99,11 +115,12 @@ class JsonWriter(Writer):
                                          for hk, hv in hdrs]
             self._emit(obj)
 
-    def begin_file(self, path, base_offset, buf=None):
+    def begin_file(self, path: str, base_offset: int,
+                   buf: Optional[memoryview] = None) -> None:
         super().begin_file(path, base_offset, buf)
         self._where(path)
 
-    def batch(self, b, recs):
+    def batch(self, b: Batch, recs: Optional[Records]) -> None:
         tst = b.timestamp_type_name
         self._counts["batches"] += 1
         if not b.is_valid:
@@ -121,7 +138,7 @@ class JsonWriter(Writer):
         if recs is not None:
             self.records(b, recs)
 
-    def records(self, b, recs):
+    def records(self, b: Batch, recs: Records) -> None:
         tst = b.timestamp_type_name
         kj = self._key_json
         vj = self._value_json
@@ -137,10 +154,11 @@ class JsonWriter(Writer):
             v = recs.values[i]
             valid, crc = record_validity(b, recs, i)
             seq = -1 if b.magic < 2 else record_sequence(b.base_sequence, off - b.base_offset)
-            obj = {"type": "record", "topic": topic, "partition": partition, "file": self.path,
-                   "offset": off, "position": b.position, "timestamp": recs.timestamps[i],
-                   "timestampType": tst, "keySize": -1 if k is None else len(k),
-                   "valueSize": -1 if v is None else len(v), "key": bj(k), "value": bj(v)}
+            obj: Dict[str, Any] = {
+                "type": "record", "topic": topic, "partition": partition, "file": self.path,
+                "offset": off, "position": b.position, "timestamp": recs.timestamps[i],
+                "timestampType": tst, "keySize": -1 if k is None else len(k),
+                "valueSize": -1 if v is None else len(v), "key": bj(k), "value": bj(v)}
             if not b.is_control:
                 if kj is not None:
                     obj["keyDecoded"] = None if k is None else kj(k, off)
@@ -168,7 +186,7 @@ class JsonWriter(Writer):
             self._emit_record(obj, k, v, hdrs)
         self._maybe_flush()
 
-    def _plain_records(self, b, recs):
+    def _plain_records(self, b: Batch, recs: Records) -> None:
         """The record objects of ``records`` for data records shown with the string decoders,
         written as text directly: the very bytes the encoder writes for those objects (the same
         keys in the same order; integers, strings, booleans and null as it writes them), for a
@@ -181,7 +199,7 @@ class JsonWriter(Writer):
         mid = ',"position":%d,"timestamp":' % b.position
         tail_ts = ',"timestampType":%s,"keySize":' % enc(b.timestamp_type_name)
         base_seq, base_off, v2 = b.base_sequence, b.base_offset, b.magic >= 2
-        valids, crcs = recs.valids, recs.crcs
+        valids, crcs = recs.valids, recs.crcs or ()  # both for a legacy entry
         batch_valid = "true" if b.is_valid else "false"
         headers = recs.headers
         add = self._lines.append
@@ -204,54 +222,54 @@ class JsonWriter(Writer):
                    seq, valid, crc))
         self._maybe_flush()
 
-    def records_not_decoded(self, batch, limit):
+    def records_not_decoded(self, batch: Batch, limit: int) -> None:
         super().records_not_decoded(batch, limit)
         self._emit({"type": "recordsNotDecoded", "topic": self._topic,
                     "partition": self._partition, "file": self.path, "position": batch.position,
                     "baseOffset": batch.base_offset, "lastOffset": batch.last_offset,
                     "inflateLimit": limit})
 
-    def record_error(self, batch, message):
+    def record_error(self, batch: Batch, message: str) -> None:
         super().record_error(batch, message)
         self._emit({"type": "error", "file": self.path, "position": batch.position,
                     "reason": message})
 
-    def begin_aux(self, path):
+    def begin_aux(self, path: str) -> None:
         self.path = path
         self._where(path)
 
-    def entry(self, kind, fields):
+    def entry(self, kind: str, fields: Dict[str, Any]) -> None:
         obj = {"type": jsonvocab.camel(kind.replace("-", "_") + "_entry"), "file": self.path}
         obj.update(jsonvocab.camel_keys(fields))
         self._emit(obj)
         self._maybe_flush()
 
-    def note(self, text):
+    def note(self, text: str) -> None:
         self._emit({"type": "note", "file": self.path, "message": text})
 
-    def problems(self, problems):
+    def problems(self, problems: Sequence[Problem]) -> None:
         for p in problems:
             self._counts["problems"] += 1
             self._emit(jsonvocab.camel_keys(p.as_dict()))
 
-    def unreadable(self, problem):
+    def unreadable(self, problem: Problem) -> None:
         self._counts["problems"] += 1
         self._emit(jsonvocab.camel_keys(problem.as_dict()))
         super().unreadable(problem)
 
-    def invalid(self, inv, counted):
+    def invalid(self, inv: InvalidBytes, counted: bool) -> None:
         super().invalid(inv, counted)
         if counted:
             self._counts["invalidBytes"] += inv.size
             self._emit({"type": "invalidBytes", "file": self.path, "position": inv.position,
                         "size": inv.size, "reason": inv.reason})
 
-    def finish(self):
+    def finish(self) -> None:
         self._emit(jsonvocab.summary("dump", **self._counts))
         super().finish()
 
 
-def _bytes_json_text(data, enc):
+def _bytes_json_text(data: Optional[bytes], enc: Callable[[str], str]) -> str:
     """jsonvocab.bytes_json(data) as the JSON text the writers' encoder makes of it (``enc``:
     its string encoder)."""
     if data is None:

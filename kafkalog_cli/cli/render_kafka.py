@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..format.crc import crc32c
 from ..format import codecs
@@ -14,17 +15,30 @@ from ..log import names
 from . import decoders
 from .render import BOOL_TEXT, FAST_CHUNK, FLUSH_BYTES, Writer, control_text, map_order
 
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import BinaryIO, Callable, Dict, Iterable, List, Optional, TextIO, Tuple
+
+    from ..format.records import Batch, Records
+    from ..format.scan import InvalidBytes
+    from ..log.read import FastRecordsRun, FastRun
+    from ..log.segment import LogFile
+    from .render import DumpOptions
+
+    # step(view, at, n, file position of view) -> position in view where it stopped
+    Step = Callable[[memoryview, int, int, int], int]
+
 # The optional C renderer of kafka text (built from _kafkatext.c); KAFKALOG_PURE_PYTHON=1
 # forces the Python code below, so tests can check both.
-_kafkatext = None
+_kafkatext: Optional[ModuleType] = None
 if not os.environ.get("KAFKALOG_PURE_PYTHON"):
     try:
-        from . import _kafkatext
+        from . import _kafkatext  # type: ignore[attr-defined,no-redef]  # a C module without stub
     except ImportError:  # pragma: no cover - depends on the build
         _kafkatext = None
 
 
-def log_header(path, base_offset):
+def log_header(path: str, base_offset: int) -> str:
     """The line kafka-dump-log prints after ``Dumping <file>`` for a file of records: a
     segment's base offset, or a KRaft snapshot's id (DumpLogSegments.dumpLog)."""
     if names.file_kind(path) != names.KRAFT_SNAPSHOT:
@@ -45,12 +59,13 @@ class KafkaWriter(Writer):
     # index files as DumpLogSegments reads them (a zero slot 0 is an entry: dump_aux)
     kafka_index_view = True
 
-    def __init__(self, out, err, opts):
+    def __init__(self, out: BinaryIO, err: TextIO, opts: DumpOptions) -> None:
         super().__init__(out, err, opts)
-        self._chunk = None
-        self._nonconsecutive = []   # (absolute path, [(a, b), ...]) per file
-        self._pairs = None
-        self._last = None
+        self._chunk = bytearray()  # the buffer _chunk_at reuses, of FAST_CHUNK bytes once read
+        # (absolute path, [(a, b), ...]) per file
+        self._nonconsecutive: List[Tuple[str, List[Tuple[int, int]]]] = []
+        self._pairs: List[Tuple[int, int]] = []  # the current file's, in _nonconsecutive
+        self._last: Optional[int] = None
         self._key_text = decoders.text_function(opts.key_decoder)
         self._value_text = decoders.text_function(opts.value_decoder)
         # Where the C renderer takes over (it writes plain epoch timestamps only): runs of
@@ -64,13 +79,15 @@ class KafkaWriter(Writer):
         # ... and runs of whole v2 data batches with their record lines (_v2_lines' output)
         self._c_deep = (self._c_records if opts.deep and not opts.skip_metadata
                         and hasattr(self._c_records, "deep_lines") else None)
-        self._chunk_span = None  # (log, file position, length) of what _chunk holds
-        self._inflater = None
+        # (log, file position, length) of what _chunk holds
+        self._chunk_span: Optional[Tuple[LogFile, int, int]] = None
+        self._inflater: Optional[codecs.Inflater] = None
         # ... and record lines with a parser's payloads, for a parser that gives them by batch
         self._c_parser_records = (native if opts.parser is not None
                                   and opts.parser.payloads is not None else None)
 
-    def begin_file(self, path, base_offset, buf=None):
+    def begin_file(self, path: str, base_offset: int,
+                   buf: Optional[memoryview] = None) -> None:
         super().begin_file(path, base_offset, buf)
         self._lines.append("Dumping %s" % path)
         self._lines.append(log_header(path, base_offset))
@@ -79,21 +96,21 @@ class KafkaWriter(Writer):
         self._nonconsecutive.append((os.path.abspath(path), self._pairs))
         self._chunk_span = None
 
-    def fast_path(self):
+    def fast_path(self) -> Optional[FastRun]:
         """A function that prints a run of batches at once, where this dump allows it."""
         return None if self._c_runs is None else self._fast_batches
 
-    def fast_records_path(self):
+    def fast_records_path(self) -> Optional[FastRecordsRun]:
         """A function that prints a run of batches with their records at once, where this
         dump allows it."""
         return None if self._c_deep is None else self._fast_deep
 
-    def _chunk_at(self, log, pos, end, fresh):
+    def _chunk_at(self, log: LogFile, pos: int, end: int, fresh: bool) -> Tuple[int, int]:
         """(file position, length) of the file's bytes held in the reused buffer, which holds
         ``pos``: read there anew (at most FAST_CHUNK bytes, up to ``end``) unless it already
         holds ``pos`` and ``fresh`` is false. A run that ends one batch before a batch the
         fast path does not take resumes in the bytes already read."""
-        if self._chunk is None:
+        if not self._chunk:
             self._chunk = bytearray(FAST_CHUNK)
         span = self._chunk_span
         if fresh or span is None or span[0] is not log or not span[1] <= pos < span[1] + span[2]:
@@ -101,7 +118,7 @@ class KafkaWriter(Writer):
             span = self._chunk_span = (log, pos, n)
         return span[1], min(span[2], end - span[1])
 
-    def _fast_run(self, log, pos, end, max_bytes, step):
+    def _fast_run(self, log: LogFile, pos: int, end: int, max_bytes: int, step: Step) -> int:
         """Feed the file's bytes from ``pos`` to ``step(view, at, n, file position of view)``,
         which renders what it can of ``view[at:n]`` and returns the position in ``view`` where
         it stopped; stops once ``max_bytes`` are consumed, at ``end``, or where ``step`` takes
@@ -121,7 +138,7 @@ class KafkaWriter(Writer):
             pos = start + used
         return pos
 
-    def _held_whole(self, at, n):
+    def _held_whole(self, at: int, n: int) -> bool:
         """Does the buffer hold the whole entry at ``at`` (of its ``n`` bytes read), or one
         whose size field no v2 batch has (the fast path takes v2 batches only)?"""
         if n - at < LOG_OVERHEAD:
@@ -129,20 +146,22 @@ class KafkaWriter(Writer):
         size = int.from_bytes(self._chunk[at + 8:at + LOG_OVERHEAD], "big", signed=True)
         return size < V2_OVERHEAD - LOG_OVERHEAD or at + LOG_OVERHEAD + size <= n
 
-    def _fast_batches(self, log, pos, end, max_bytes, prev_last):
+    def _fast_batches(self, log: LogFile, pos: int, end: int, max_bytes: int,
+                      prev_last: int) -> Tuple[int, int]:
         """Print the run of valid v2 batches from ``pos`` whose last offsets rise above
-        ``prev_last`` (None: any) in one go; return where it stopped and the highest last
+        ``prev_last`` in one go; return where it stopped and the highest last
         offset printed (or ``prev_last``).
 
         The file is read in chunks into one reused buffer. The caller goes on with ``batch``
         for the entry at the position returned (one the fast path does not take, or one larger
         than the buffer).
         """
+        runs = self._c_runs
+        assert runs is not None  # fast_path gives this function only then
         last = [prev_last]
 
-        def step(view, at, n, start):
-            data, used, last[0] = self._c_runs.batch_lines(view, at, n, n - at, crc32c, start,
-                                                           last[0])
+        def step(view: memoryview, at: int, n: int, start: int) -> int:
+            data, used, last[0] = runs.batch_lines(view, at, n, n - at, crc32c, start, last[0])
             if data:
                 self.put_bytes(data)
                 self._maybe_flush()
@@ -150,7 +169,8 @@ class KafkaWriter(Writer):
 
         return self._fast_run(log, pos, end, max_bytes, step), last[0]
 
-    def _fast_deep(self, log, pos, end, max_bytes, prev_last, reach_last):
+    def _fast_deep(self, log: LogFile, pos: int, end: int, max_bytes: int, prev_last: int,
+                   reach_last: int) -> Tuple[int, int]:
         """As _fast_batches, with each batch's records (``--deep-iteration``): the run of
         plain v2 data batches (see _kafkatext.deep_lines) from ``pos`` in one go, the records
         of compressed batches inflated as iter_records inflates them. The record offsets
@@ -163,14 +183,16 @@ class KafkaWriter(Writer):
         inflate_any = self._inflater.inflate
         batch_limit = log.batch_limit
 
-        def inflate(codec, data):
+        def inflate(codec: int, data: codecs.Bytes) -> codecs.Inflated:
             return inflate_any(codec, data, batch_limit, 2)
 
+        deep = self._c_deep
+        assert deep is not None  # fast_records_path gives this function only then
         last = [prev_last]
         print_data = self.opts.print_data
 
-        def step(view, at, n, start):
-            data, used, last[0], self._last = self._c_deep.deep_lines(
+        def step(view: memoryview, at: int, n: int, start: int) -> int:
+            data, used, last[0], self._last = deep.deep_lines(
                 view, at, n, n - at, crc32c, start, last[0], reach_last, self._last,
                 log.max_message_size, print_data, inflate, CorruptRecordError, FLUSH_BYTES,
                 RECORD_CHUNK)
@@ -181,7 +203,7 @@ class KafkaWriter(Writer):
 
         return self._fast_run(log, pos, end, max_bytes, step), last[0]
 
-    def batch(self, b, recs):
+    def batch(self, b: Batch, recs: Optional[Records]) -> None:
         native = self._c_batch_line
         if native is not None and b.magic == 2 and b.codec <= 4 and self.buf is not None:
             self.put_bytes(native.batch_line(self.buf, b.position, b.is_valid))
@@ -192,7 +214,7 @@ class KafkaWriter(Writer):
         else:
             self._maybe_flush()
 
-    def records(self, b, recs):
+    def records(self, b: Batch, recs: Records) -> None:
         if len(recs):
             self._track_offsets(recs.offsets)
             opts = self.opts
@@ -206,16 +228,17 @@ class KafkaWriter(Writer):
                 self._generic_lines(b, recs)
         self._maybe_flush()
 
-    def _batch_line(self, b):
+    def _batch_line(self, b: Batch) -> str:
         ts = self._ts(b.max_timestamp)
-        if b.magic >= 2:
+        count = b.count
+        if count is not None:  # a v2 batch (magic 2 and above); a legacy entry has none
             dh = b.delete_horizon_ms
             return (
                 "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d "
                 "producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %s "
                 "isControl: %s deleteHorizonMs: %s position: %d %s: %s size: %d magic: %d "
                 "compresscodec: %s crc: %d isvalid: %s" % (
-                    b.base_offset, b.last_offset, b.count, b.base_sequence, b.last_sequence,
+                    b.base_offset, b.last_offset, count, b.base_sequence, b.last_sequence,
                     b.producer_id, b.producer_epoch, b.partition_leader_epoch,
                     BOOL_TEXT[b.is_transactional], BOOL_TEXT[b.is_control],
                     "OptionalLong.empty" if dh is None else "OptionalLong[%s]" % self._ts(dh),
@@ -225,7 +248,7 @@ class KafkaWriter(Writer):
                 "isvalid: %s" % (b.last_offset, b.position, b.timestamp_type_name, ts, b.size,
                                  b.magic, b.codec_name, b.crc, BOOL_TEXT[b.is_valid]))
 
-    def _track_offsets(self, offsets):
+    def _track_offsets(self, offsets: List[int]) -> None:
         first = offsets[0]
         last = self._last
         if (last is None or first == last + 1) and offsets[-1] - first == len(offsets) - 1 \
@@ -239,13 +262,14 @@ class KafkaWriter(Writer):
             last = off
         self._last = last
 
-    def _v2_lines(self, b, recs):
+    def _v2_lines(self, b: Batch, recs: Records) -> None:
         """The hot path: data records of a v2 batch with metadata, plain epoch timestamps."""
         if self._c_records is not None:
             self.put_bytes(self._c_records.record_lines(
                 recs.offsets, recs.timestamps, recs.keys, recs.values, recs.headers,
                 b.base_offset, b.base_sequence, b.timestamp_type_name, self.opts.print_data))
             return
+        headers = recs.headers or ()  # a v2 batch's: a list
         add = self._lines.append
         head = "| offset: "
         tl = " %s: " % b.timestamp_type_name
@@ -255,7 +279,7 @@ class KafkaWriter(Writer):
         base_seq = b.base_sequence
         base_off = b.base_offset
         for off, ts, k, v, h in zip(recs.offsets, recs.timestamps, recs.keys, recs.values,
-                                    recs.headers):
+                                    headers):
             if base_seq == -1:
                 seq = -1
             else:
@@ -272,23 +296,26 @@ class KafkaWriter(Writer):
                 add(f"{head}{off}{tl}{ts} keySize: {-1 if k is None else len(k)} valueSize: "
                     f"{-1 if v is None else len(v)} sequence: {seq} headerKeys: [{hk}]")
 
-    def _parser_lines(self, b, recs):
+    def _parser_lines(self, b: Batch, recs: Records) -> None:
         """_generic_lines' output for data records of a v2 batch through a parser
         (--cluster-metadata-decoder...), with metadata and plain epoch timestamps."""
-        if self._c_parser_records is not None:
-            self.put_bytes(self._c_parser_records.record_lines(
+        parser = self.opts.parser
+        assert parser is not None  # records() comes here with one only
+        native, payloads = self._c_parser_records, parser.payloads
+        if native is not None and payloads is not None:  # set together (__init__)
+            self.put_bytes(native.record_lines(
                 recs.offsets, recs.timestamps, recs.keys, recs.values, recs.headers,
                 b.base_offset, b.base_sequence, b.timestamp_type_name, True,
-                self.opts.parser.payloads(recs.offsets, recs.values)))
+                payloads(recs.offsets, recs.values)))
             return
         add = self._lines.append
-        parse = self.opts.parser.text
+        parse = parser.text
         head = "| offset: "
         tl = " %s: " % b.timestamp_type_name
         base_seq = b.base_sequence
         base_off = b.base_offset
         for off, ts, k, v, h in zip(recs.offsets, recs.timestamps, recs.keys, recs.values,
-                                    recs.headers):
+                                    recs.headers or ()):  # a v2 batch's: a list
             kt, vt = parse(off, k, v)
             add(f"{head}{off}{tl}{ts} keySize: {-1 if k is None else len(k)} valueSize: "
                 f"{-1 if v is None else len(v)} sequence: "
@@ -296,12 +323,14 @@ class KafkaWriter(Writer):
                 f"[{','.join([x[0] for x in h]) if h else ''}]"
                 f"{'' if kt is None else ' key: ' + kt}{'' if vt is None else ' payload: ' + vt}")
 
-    def _generic_lines(self, b, recs):
+    def _generic_lines(self, b: Batch, recs: Records) -> None:
         """Every other record line: legacy, control, --skip-record-metadata, iso timestamps."""
         add = self._lines.append
         opts = self.opts
         tl = b.timestamp_type_name
         v2 = b.magic >= 2
+        # a v2 batch's headers; a legacy entry's messages' own CRCs and verdicts
+        headers, valids, crcs = recs.headers or (), recs.valids or (), recs.crcs or ()
         for i, off in enumerate(recs.offsets):
             k = recs.keys[i]
             v = recs.values[i]
@@ -315,10 +344,10 @@ class KafkaWriter(Writer):
                 if v2:
                     seq = record_sequence(b.base_sequence, off - b.base_offset)
                     parts.append(" sequence: %d headerKeys: [%s]" % (
-                        seq, ",".join(x[0] for x in recs.headers[i])))
+                        seq, ",".join(x[0] for x in headers[i])))
                 else:
                     parts.append(" isValid: %s crc: %d%s" % (
-                        BOOL_TEXT[recs.valids[i]], recs.crcs[i], "" if self._java else "}"))
+                        BOOL_TEXT[valids[i]], crcs[i], "" if self._java else "}"))
                 if b.is_control:
                     error = control_record_error(k, v)
                     if error is None:
@@ -340,31 +369,34 @@ class KafkaWriter(Writer):
                     parts.append("%spayload: %s" % (prefix if self._java else " ", vt))
             add("".join(parts))
 
-    def invalid(self, inv, counted):
+    def invalid(self, inv: InvalidBytes, counted: bool) -> None:
         super().invalid(inv, counted)
         if not counted:
             return
-        name = os.path.basename(self.path)
+        path = self.path
+        assert path is not None  # begin_file named it
+        name = os.path.basename(path)
         if inv.at_end:
             self._lines.append("Found %d invalid bytes at the end of %s" % (inv.size, name))
         else:
             self._lines.append("Skipped %d invalid bytes at position %d of %s"
                                % (inv.size, inv.position, name))
 
-    def finish(self):
+    def finish(self) -> None:
         self.flush()
         self._print_problems()
         # DumpLogSegments' map of each file's non-consecutive pairs: a HashMap of TreeMaps
         # (sorted by offset) in the Java tool, a Scala mutable.HashMap of Lists (each pair
         # prepended) before
-        by_path = {}
-        puts = []
+        by_path: Dict[str, List[Tuple[int, int]]] = {}
+        puts: List[str] = []
         for path, pairs in self._nonconsecutive:
             if pairs:
                 by_path.setdefault(path, []).extend(pairs)
                 puts.extend([path] * len(pairs))
         for path in map_order(puts, self._java):
             pairs = by_path[path]
+            ordered: Iterable[Tuple[int, int]]
             if self._java:
                 ordered = sorted(dict(pairs).items())
             else:

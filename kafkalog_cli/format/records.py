@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from typing import Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple, Type, Union
 
 from .crc import crc32c
 
@@ -19,12 +19,15 @@ from . import codecs
 from .errors import CorruptRecordError, LimitExceededError
 from .utf8 import ERRORS as JAVA_UTF8
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
 # The optional C decoder (built from _speedups.c when a compiler is there). Setting
 # KAFKALOG_PURE_PYTHON=1 forces the pure-Python decoder, so tests can check both.
-_speedups = None
+_speedups: Optional[ModuleType] = None
 if not os.environ.get("KAFKALOG_PURE_PYTHON"):
     try:
-        from . import _speedups
+        from . import _speedups  # type: ignore[no-redef]  # a C module without stub
     except ImportError:  # pragma: no cover - depends on the build
         _speedups = None
 
@@ -73,9 +76,9 @@ class Batch:
     magic: int
     base_offset: int
     last_offset: int
-    count: int
+    count: Optional[int]  # None for a legacy entry
     crc: int
-    computed_crc: int
+    computed_crc: Optional[int]  # None below a v2 batch's minimum size, or not computed
     codec: int
     timestamp_type: int
     max_timestamp: int
@@ -119,7 +122,7 @@ class Batch:
         return None
 
 
-def read_batch(buf, pos, size, magic):
+def read_batch(buf: codecs.Bytes, pos: int, size: int, magic: int) -> Batch:
     """Parse the header of the entry of ``size`` bytes at ``pos`` (bounds already checked)."""
     b = Batch()
     b.position = pos
@@ -172,6 +175,10 @@ def read_batch(buf, pos, size, magic):
     return b
 
 
+# A v2 record's headers: (key, value or None) pairs.
+Headers = Tuple[Tuple[str, Optional[bytes]], ...]
+
+
 class Records:
     """The records of one batch, one list per field.
 
@@ -182,14 +189,14 @@ class Records:
 
     __slots__ = ("offsets", "timestamps", "keys", "values", "headers", "crcs", "valids")
 
-    def __init__(self):
-        self.offsets = []
-        self.timestamps = []
-        self.keys = []
-        self.values = []
-        self.headers = None
-        self.crcs = None
-        self.valids = None
+    def __init__(self) -> None:
+        self.offsets: List[int] = []
+        self.timestamps: List[int] = []
+        self.keys: List[Optional[bytes]] = []
+        self.values: List[Optional[bytes]] = []
+        self.headers: Optional[List[Headers]] = None
+        self.crcs: Optional[List[int]] = None
+        self.valids: Optional[List[bool]] = None
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -226,18 +233,18 @@ def v2_offset_problem(base_offset: int, last_offset_delta: int) -> Optional[str]
     return None
 
 
-def v2_offset_problem_at(buf, pos: int) -> Optional[str]:
+def v2_offset_problem_at(buf: codecs.Bytes, pos: int) -> Optional[str]:
     """v2_offset_problem of the v2 batch header at ``buf[pos:]`` (61 bytes there)."""
     return v2_offset_problem(INT64.unpack_from(buf, pos)[0], INT32.unpack_from(buf, pos + 23)[0])
 
 
-def _new_v2_records():
+def _new_v2_records() -> Records:
     recs = Records()
     recs.headers = []
     return recs
 
 
-def iter_v2_records(data, count: int, base_offset: int, base_timestamp: int,
+def iter_v2_records(data: codecs.Inflated, count: int, base_offset: int, base_timestamp: int,
                     append_time: Optional[int], limit: int,
                     chunk: int = RECORD_CHUNK) -> Iterator[Records]:
     """Yield the ``count`` v2 records that fill ``data`` (bytes) exactly, as Records of at most
@@ -271,7 +278,7 @@ def iter_v2_records(data, count: int, base_offset: int, base_timestamp: int,
 
 def join_records(chunks: Iterable[Records], empty: Records) -> Records:
     """One Records holding every record of ``chunks`` (``empty`` when there are none)."""
-    out = None
+    out: Optional[Records] = None
     for recs in chunks:
         if out is None:
             out = recs
@@ -287,7 +294,7 @@ def held_back(chunks: Iterable[Records]) -> Iterator[Records]:
     """The chunks of ``chunks`` (an iter_records), each given out only once the next one (or
     the end) has been decoded without error: a batch damaged within its first chunk gives
     nothing, as a batch decoded whole does; the partial chunk before damage is never given."""
-    prev = None
+    prev: Optional[Records] = None
     for recs in chunks:
         if prev is not None:
             yield prev
@@ -296,14 +303,14 @@ def held_back(chunks: Iterable[Records]) -> Iterator[Records]:
         yield prev
 
 
-def decode_v2_records(data, count: int, base_offset: int, base_timestamp: int,
+def decode_v2_records(data: codecs.Inflated, count: int, base_offset: int, base_timestamp: int,
                       append_time: Optional[int], limit: int) -> Records:
     """All ``count`` v2 records of ``data`` as one Records (see iter_v2_records)."""
     return join_records(iter_v2_records(data, count, base_offset, base_timestamp, append_time,
                                         limit), _new_v2_records())
 
 
-def _varint(data, pos, end, max_bytes):
+def _varint(data: codecs.Inflated, pos: int, end: int, max_bytes: int) -> Tuple[int, int]:
     """A zigzag varint of a record body: IndexError when it runs past ``end`` (reported as
     running past the batch data), CorruptRecordError when it is longer than ``max_bytes``.
     Excess high bits of the last group are dropped as Kafka's ByteUtils does."""
@@ -322,8 +329,11 @@ def _varint(data, pos, end, max_bytes):
     raise CorruptRecordError("varint longer than %d bytes" % max_bytes)
 
 
-def _decode_v2_loop(data, pos, n, done, total, base_offset, base_timestamp, append_time, limit,
-                    recs, corrupt_error=CorruptRecordError, limit_error=LimitExceededError):
+def _decode_v2_loop(data: codecs.Inflated, pos: int, n: int, done: int, total: int,
+                    base_offset: int, base_timestamp: int, append_time: Optional[int],
+                    limit: int, recs: Records,
+                    corrupt_error: Type[CorruptRecordError] = CorruptRecordError,
+                    limit_error: Type[LimitExceededError] = LimitExceededError) -> int:
     """Decode ``n`` v2 records from ``data[pos:]`` (records ``done`` on of ``total``) into the
     lists of ``recs``; return the position after them.
 
@@ -337,7 +347,7 @@ def _decode_v2_loop(data, pos, n, done, total, base_offset, base_timestamp, appe
         return _decode_v2_records(data, pos, n, done, total, base_offset, base_timestamp,
                                   append_time, limit, recs)
     except BaseException as e:
-        complete = len(recs.headers)
+        complete = len(recs.headers or ())  # a v2 Records: headers are added last
         for column in (recs.offsets, recs.timestamps, recs.keys, recs.values):
             del column[complete:]
         if isinstance(e, IndexError):
@@ -345,24 +355,27 @@ def _decode_v2_loop(data, pos, n, done, total, base_offset, base_timestamp, appe
         raise
 
 
-def _offset_overflow(base_offset, delta):
+def _offset_overflow(base_offset: int, delta: int) -> CorruptRecordError:
     return CorruptRecordError("record offset overflows a 64-bit long: base offset %d + "
                               "offsetDelta %d" % (base_offset, delta))
 
 
-def _timestamp_overflow(base_timestamp, delta):
+def _timestamp_overflow(base_timestamp: int, delta: int) -> CorruptRecordError:
     return CorruptRecordError("record timestamp overflows a 64-bit long: base timestamp %d + "
                               "timestampDelta %d" % (base_timestamp, delta))
 
 
-def _decode_v2_records(data, pos, n, done, total, base_offset, base_timestamp, append_time, limit,
-                       recs):
+def _decode_v2_records(data: codecs.Inflated, pos: int, n: int, done: int, total: int,
+                       base_offset: int, base_timestamp: int, append_time: Optional[int],
+                       limit: int, recs: Records) -> int:
     add_off = recs.offsets.append
     add_ts = recs.timestamps.append
     key_and_value = (recs.keys.append, recs.values.append)
-    add_hdr = recs.headers.append
+    headers = recs.headers
+    assert headers is not None  # a v2 Records (_new_v2_records)
+    add_hdr = headers.append
     end = len(data)
-    no_headers = ()
+    no_headers: Headers = ()
     lo, hi = INT64_MIN, INT64_MAX
     check_ts = append_time is None
     # Can a one-byte delta overflow? Only next to the limits.
@@ -441,11 +454,11 @@ def _decode_v2_records(data, pos, n, done, total, base_offset, base_timestamp, a
     return pos
 
 
-def _read_headers(data, pos, end):
+def _read_headers(data: codecs.Inflated, pos: int, end: int) -> Tuple[Headers, int]:
     n, pos = _varint(data, pos, end, 5)
     if n < 0 or n > end - pos:
         raise CorruptRecordError("invalid number of record headers %d" % n)
-    hdrs = []
+    hdrs: List[Tuple[str, Optional[bytes]]] = []
     for _ in range(n):
         klen, pos = _varint(data, pos, end, 5)
         if klen < 0 or klen > end - pos:
@@ -463,7 +476,8 @@ def _read_headers(data, pos, end):
     return tuple(hdrs), pos
 
 
-def _legacy_key_value(buf, pos, end):
+def _legacy_key_value(buf: Union[codecs.Bytes, codecs.Inflated], pos: int, end: int
+                      ) -> Tuple[Optional[bytes], Optional[bytes]]:
     """Key and value of a legacy message whose key length field is at ``pos``."""
     if pos + 4 > end:
         raise CorruptRecordError("legacy message too short for its key length")
@@ -488,18 +502,18 @@ def _legacy_key_value(buf, pos, end):
     return key, value
 
 
-def _legacy_body_start(magic):
+def _legacy_body_start(magic: int) -> int:
     return 18 + (8 if magic == 1 else 0)
 
 
-def _new_legacy_records():
+def _new_legacy_records() -> Records:
     recs = Records()
     recs.crcs = []
     recs.valids = []
     return recs
 
 
-def iter_legacy_records(buf, batch: Batch, inflater: codecs.Inflater, limit: int,
+def iter_legacy_records(buf: codecs.Bytes, batch: Batch, inflater: codecs.Inflater, limit: int,
                         chunk: int = RECORD_CHUNK) -> Iterator[Records]:
     """The messages of a legacy entry, as Records of at most ``chunk`` messages: the entry
     itself, or a compressed wrapper's inner messages."""
@@ -511,7 +525,9 @@ def iter_legacy_records(buf, batch: Batch, inflater: codecs.Inflater, limit: int
                                  % batch.size)
     key, value = _legacy_key_value(buf, pos + _legacy_body_start(magic), end)
     if batch.codec == codecs.NONE:
-        recs = _new_legacy_records()
+        recs = Records()
+        recs.crcs = []
+        recs.valids = []
         recs.offsets.append(batch.base_offset)
         recs.timestamps.append(batch.max_timestamp)
         recs.keys.append(key)
@@ -535,7 +551,9 @@ def iter_legacy_records(buf, batch: Batch, inflater: codecs.Inflater, limit: int
                                          "offset %d" % (batch.base_offset, last_inner))
             base = batch.base_offset - last_inner
     append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
-    recs = _new_legacy_records()
+    recs = Records()
+    recs.crcs = []
+    recs.valids = []
     ipos = 0
     while ipos < iend:
         off, size = PREFIX.unpack_from(inner, ipos)
@@ -562,12 +580,14 @@ def iter_legacy_records(buf, batch: Batch, inflater: codecs.Inflater, limit: int
         ipos += LOG_OVERHEAD + size
         if len(recs) >= chunk:
             yield recs
-            recs = _new_legacy_records()
+            recs = Records()
+            recs.crcs = []
+            recs.valids = []
     if len(recs):
         yield recs
 
 
-def _inner_end(inner):
+def _inner_end(inner: codecs.Inflated) -> int:
     """Where the complete inner messages of a decompressed wrapper end: a truncated inner entry
     ends iteration silently, as in Kafka; a size field below the minimum is an error."""
     ipos = 0
@@ -582,7 +602,7 @@ def _inner_end(inner):
     return ipos
 
 
-def _last_inner_position(inner, iend):
+def _last_inner_position(inner: codecs.Inflated, iend: int) -> int:
     ipos = last = 0
     while ipos < iend:
         last = ipos
@@ -590,8 +610,8 @@ def _last_inner_position(inner, iend):
     return last
 
 
-def iter_records(buf, batch: Batch, inflater: codecs.Inflater, limit: int, batch_limit: int,
-                 chunk: int = RECORD_CHUNK) -> Iterator[Records]:
+def iter_records(buf: codecs.Bytes, batch: Batch, inflater: codecs.Inflater, limit: int,
+                 batch_limit: int, chunk: int = RECORD_CHUNK) -> Iterator[Records]:
     """The records of ``batch`` (whose bytes are ``buf[batch.position:+batch.size]``), as
     Records of at most ``chunk`` records: memory stays bounded by the batch's decompressed
     size (at most ``batch_limit``) plus a chunk. At damage, the complete records before it are
@@ -602,20 +622,22 @@ def iter_records(buf, batch: Batch, inflater: codecs.Inflater, limit: int, batch
     if batch.size < V2_OVERHEAD:
         raise CorruptRecordError("batch of %d bytes is below the minimum of %d"
                                  % (batch.size, V2_OVERHEAD))
-    if batch.count == 0:
+    count = batch.count
+    if not count:  # no records (a v2 batch's count is never None)
         return
     start = batch.position + V2_OVERHEAD
     end = batch.position + batch.size
+    data: codecs.Inflated
     if batch.codec == codecs.NONE:
         data = bytes(buf[start:end])
     else:
         data = inflater.inflate(batch.codec, buf[start:end], batch_limit, batch.magic)
     append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
-    yield from iter_v2_records(data, batch.count, batch.base_offset, batch.base_timestamp,
+    yield from iter_v2_records(data, count, batch.base_offset, batch.base_timestamp,
                                append_time, limit, chunk)
 
 
-def decode_records(buf, batch: Batch, inflater: codecs.Inflater, limit: int,
+def decode_records(buf: codecs.Bytes, batch: Batch, inflater: codecs.Inflater, limit: int,
                    batch_limit: int) -> Records:
     """All records of ``batch`` as one Records (see iter_records; for small batches)."""
     empty = _new_legacy_records() if batch.magic < 2 else _new_v2_records()

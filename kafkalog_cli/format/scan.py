@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from typing import Callable, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple, Union
 
 from .crc import crc32c
 
@@ -24,7 +24,7 @@ from . import codecs
 from .errors import CorruptRecordError, LimitExceededError
 from .records import (LEGACY_MIN_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD, PREFIX, V2_OVERHEAD,
                       iter_v2_records, read_batch,
-                      v2_offset_problem_at)
+                      Batch, v2_offset_problem_at)
 from .validity import crc_problem
 
 SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH, OFFSET_OVERFLOW = (
@@ -48,7 +48,7 @@ class InvalidBytes:
 
     __slots__ = ("position", "size", "kind", "reason", "at_end")
 
-    def __init__(self, position, size, kind, reason, at_end):
+    def __init__(self, position: int, size: int, kind: str, reason: str, at_end: bool) -> None:
         self.position = position
         self.size = size
         self.kind = kind
@@ -61,7 +61,7 @@ class InvalidBytes:
         return self.kind in (SHORT_TAIL, PAST_END)
 
 
-def _signed_byte(b):
+def _signed_byte(b: int) -> int:
     return b - 256 if b >= 128 else b
 
 
@@ -73,7 +73,7 @@ def _nothing(a: int, b: int) -> None:
     return None
 
 
-def entry_is_valid(buf, pos: int, end: int, need: Need = _nothing) -> bool:
+def entry_is_valid(buf: codecs.Bytes, pos: int, end: int, need: Need = _nothing) -> bool:
     """Does a complete entry with a correct CRC start at ``pos``?"""
     if end - pos < MIN_HEADER:
         return False
@@ -91,7 +91,7 @@ def entry_is_valid(buf, pos: int, end: int, need: Need = _nothing) -> bool:
     return zlib.crc32(buf[pos + 16:stop]) == int.from_bytes(buf[pos + 12:pos + 16], "big")
 
 
-def _find_nonzero(buf, pos, end, need):
+def _find_nonzero(buf: codecs.Bytes, pos: int, end: int, need: Need) -> Optional[int]:
     """The position of the first non-zero byte of ``buf[pos:end]``, or None."""
     while pos < end:
         stop = min(end, pos + SEARCH_CHUNK)
@@ -103,7 +103,8 @@ def _find_nonzero(buf, pos, end, need):
     return None
 
 
-def _find_candidate(buf, pos, last, end, need):
+def _find_candidate(buf: codecs.Bytes, pos: int, last: int, end: int,
+                    need: Need) -> Optional[int]:
     """The first position in ``[pos, last]`` where an entry could start, or None."""
     while pos <= last:
         stop = min(last + 1, pos + SEARCH_CHUNK)
@@ -116,13 +117,14 @@ def _find_candidate(buf, pos, last, end, need):
     return None
 
 
-def find_next_entry(buf, pos: int, end: int, need: Need = _nothing) -> Optional[int]:
+def find_next_entry(buf: codecs.Bytes, pos: int, end: int, need: Need = _nothing) -> Optional[int]:
     """The first position at or after ``pos`` where a valid entry starts, or None."""
     last = end - MIN_HEADER
     while pos <= last:
-        pos = _find_candidate(buf, pos, last, end, need)
-        if pos is None:
+        found = _find_candidate(buf, pos, last, end, need)
+        if found is None:
             return None
+        pos = found
         if (buf[pos + 8] == 0 and buf[pos + 9] == 0 and buf[pos + 10] == 0
                 and buf[pos + 11] < LEGACY_MIN_SIZE):
             # a size field below the minimum: skip ahead to where the size bytes could be non-zero
@@ -137,7 +139,7 @@ def find_next_entry(buf, pos: int, end: int, need: Need = _nothing) -> Optional[
     return None
 
 
-def entry_problem(buf, pos: int, end: int, size: int, magic: int,
+def entry_problem(buf: codecs.Bytes, pos: int, end: int, size: int, magic: int,
                   need: Need = _nothing) -> Optional[Tuple[str, str]]:
     """(kind, reason) when the entry at ``pos`` of ``buf[:end]``, whose size field is ``size``
     and whose magic byte reads ``magic`` (signed), is no whole entry: a size field below the
@@ -163,13 +165,14 @@ def entry_problem(buf, pos: int, end: int, size: int, magic: int,
     return None
 
 
-def _describe_bad_entry(buf, pos, end, size, magic, need):
+def _describe_bad_entry(buf: codecs.Bytes, pos: int, end: int, size: int, magic: int,
+                        need: Need) -> Union[Tuple[str, str], Tuple[None, None]]:
     if size < LEGACY_MIN_SIZE and _find_nonzero(buf, pos, end, need) is None:
         return ZERO_FILL, "zero fill (%d bytes of zeros)" % (end - pos)
     return entry_problem(buf, pos, end, size, magic, need) or (None, None)
 
 
-def _bad_stretch(buf, pos: int, end: int, kind: str, reason: str, resync: bool,
+def _bad_stretch(buf: codecs.Bytes, pos: int, end: int, kind: str, reason: str, resync: bool,
                  need: Need) -> InvalidBytes:
     """The invalid bytes from ``pos``: up to the next valid entry with ``resync`` (when there
     is one), else to the end."""
@@ -179,7 +182,8 @@ def _bad_stretch(buf, pos: int, end: int, kind: str, reason: str, resync: bool,
     return InvalidBytes(pos, nxt - pos, kind, reason, False)
 
 
-def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] = None):
+def scan(buf: codecs.Bytes, start: int, end: int, resync: bool = False,
+         need: Optional[Need] = None) -> Iterator[Union[Batch, InvalidBytes]]:
     """Yield each entry of ``buf[start:end]`` as a Batch, and bad stretches as InvalidBytes.
 
     A batch whose CRC does not match is yielded (``is_valid`` false) and followed by its size
@@ -193,6 +197,8 @@ def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] =
         need = _nothing
     # A start outside the data (a position read from a corrupt index) scans from its edge.
     pos = min(max(start, 0), end)
+    kind: Optional[str]
+    reason: Optional[str]
     while True:
         if end - pos < MIN_HEADER:
             if pos < end:
@@ -217,7 +223,9 @@ def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] =
                 kind = CRC_MISMATCH
                 reason = "%s and no valid batch follows it" % crc_problem(batch)
             else:
-                kind, reason = OFFSET_OVERFLOW, v2_offset_problem_at(buf, pos)
+                overflow = v2_offset_problem_at(buf, pos)
+                assert overflow is not None  # the last offset lies outside a long
+                kind, reason = OFFSET_OVERFLOW, overflow
             item = _bad_stretch(buf, pos, end, kind, reason, resync, need)
             yield item
             if item.at_end:
@@ -226,7 +234,7 @@ def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] =
             continue
         magic = _signed_byte(magic)
         kind, reason = _describe_bad_entry(buf, pos, end, size, magic, need)
-        if kind is None:
+        if kind is None or reason is None:  # both None: a whole entry
             nxt = pos + LOG_OVERHEAD + size
             need(pos, min(end, nxt + MIN_HEADER))  # the entry and the next one's header
             batch = read_batch(buf, pos, size + LOG_OVERHEAD, magic)
@@ -244,7 +252,7 @@ def scan(buf, start: int, end: int, resync: bool = False, need: Optional[Need] =
         pos += item.size
 
 
-def v2_records_ok_python(buf, start: int, end: int, count: int, base_offset: int,
+def v2_records_ok_python(buf: codecs.Bytes, start: int, end: int, count: int, base_offset: int,
                          base_timestamp: int, log_append_time: bool, limit: int) -> bool:
     """Would records.iter_v2_records decode the ``count`` records of ``buf[start:end]`` (a v2
     batch's uncompressed records) without an error? ``_speedups.v2_records_ok`` is its C
@@ -263,12 +271,12 @@ def v2_records_ok_python(buf, start: int, end: int, count: int, base_offset: int
 v2_records_ok = v2_records_ok_python
 if not os.environ.get("KAFKALOG_PURE_PYTHON"):
     try:
-        from ._speedups import v2_records_ok
+        from ._speedups import v2_records_ok  # type: ignore[no-redef]  # a C module without stub
     except ImportError:
         pass
 
 
-def plain_records_ok(buf, batch, limit: int) -> bool:
+def plain_records_ok(buf: codecs.Bytes, batch: Batch, limit: int) -> bool:
     """Do the records of ``batch`` (its bytes loaded in ``buf``) read without an error, as
     records.iter_records reads them with ``limit``, for an uncompressed v2 data batch, known
     without making their objects? False for any other batch, or records that do not: decode
@@ -276,9 +284,10 @@ def plain_records_ok(buf, batch, limit: int) -> bool:
     if (batch.magic != 2 or batch.codec != codecs.NONE or batch.is_control
             or batch.size < V2_OVERHEAD):
         return False
-    if batch.count == 0:
+    count = batch.count
+    if not count:  # no records (a v2 batch's count is never None)
         return True  # iter_records gives nothing
     start = batch.position + V2_OVERHEAD
-    return v2_records_ok(buf, start, batch.position + batch.size, batch.count,
+    return v2_records_ok(buf, start, batch.position + batch.size, count,
                          batch.base_offset, batch.base_timestamp,
                          batch.timestamp_type == LOG_APPEND_TIME, limit)

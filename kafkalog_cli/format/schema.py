@@ -331,7 +331,7 @@ class _Gen:
         flush()
         if self.text:
             if self.flexible:
-                table = dict(tagged)
+                table: dict[int, Any] = dict(tagged)
                 self.tables.append(table)
                 out += ["    if data[pos]:  # tagged fields",
                         "        return _tags_text(data, pos, {%s}, %s, %s, %s)" % (
@@ -348,7 +348,7 @@ class _Gen:
             return fn
         out.append("    out = {%s}" % ", ".join("%r: %s" % kv for kv in keys))
         if self.flexible:
-            table: dict[int, Any] = dict(tagged)
+            table = dict(tagged)
             self.tables.append(table)
             out += ["    n = data[pos]",
                     "    if n < 0x80:",

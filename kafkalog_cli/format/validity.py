@@ -44,7 +44,7 @@ def magic_problem(batch: Batch) -> Optional[str]:
 def record_validity(batch: Batch, records: Records, i: int) -> Tuple[bool, int]:
     """(valid, crc) of record ``i`` of ``records`` (a chunk of ``batch``'s): a legacy
     message's own CRC check, a v2 record's batch's."""
-    if records.valids is not None:
+    if records.valids is not None and records.crcs is not None:  # both for a legacy entry
         return records.valids[i], records.crcs[i]
     return batch.is_valid, batch.crc
 

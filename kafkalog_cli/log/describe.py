@@ -220,9 +220,10 @@ class _Scan:
                 CRC_MISMATCH, "batch at position %d (offsets %d-%d): %s"
                 % (batch.position, batch.base_offset, batch.last_offset, crc), name,
                 position=batch.position, baseOffset=batch.base_offset))
-        if batch.magic >= 2:
-            seg.records += batch.count
-            if batch.count > 0:
+        count = batch.count
+        if count is not None:  # a v2 batch (magic 2 or above); a legacy entry has none
+            seg.records += count
+            if count > 0:
                 self.times.add(*_v2_time_range(batch))
         elif batch.codec == 0:
             seg.records += 1

@@ -59,12 +59,12 @@ class Seek:
     def select(self, recs: Records) -> List[int]:
         """Indices of the wanted records of a batch, in order."""
         out = []
-        lo, hi, to_ts = self.from_offset, self.to_offset, self.to_ts
+        lo, hi, from_ts, to_ts = self.from_offset, self.to_offset, self.from_ts, self.to_ts
         for i, (off, ts) in enumerate(zip(recs.offsets, recs.timestamps)):
             if (lo is not None and off < lo) or (hi is not None and off > hi):
                 continue
             if not self.started:
-                if ts < self.from_ts:
+                if from_ts is not None and ts < from_ts:  # not started: from_ts is set
                     continue
                 self.started = True
             if to_ts is not None and not 0 <= ts <= to_ts:

@@ -128,7 +128,7 @@ class LogFile:
             errno.EIO, "changed size while being read (%d bytes at open, %s; a short read at "
             "position %d)" % (self.size, now, pos + got), self.path)
 
-    def read_into(self, buffer: bytearray, pos: int) -> int:
+    def read_into(self, buffer: Union[bytearray, memoryview], pos: int) -> int:
         """Copy the file's bytes from ``pos`` into ``buffer`` (reused by the caller); return
         how many were copied: ``len(buffer)``, or fewer where the file (as opened) ends.
         Raises FileChangedError when the file has shrunk since it was opened."""

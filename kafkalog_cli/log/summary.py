@@ -98,7 +98,11 @@ def summarize_segment(path: str,
                     summary.add(event.records)
             elif isinstance(event, BatchProblem):
                 if event.kind == NOT_DECODED:
-                    summary.count = event.batch.count  # valid: its header's count stands
+                    # valid: a v2 header's count stands; a legacy wrapper has none (Kafka's
+                    # countOrNull), its records uncounted
+                    count = event.batch.count
+                    if count is not None:
+                        summary.count = count
                 elif event.kind != CONTROL:  # a malformed control record leaves it counted valid
                     summary.fail(event)
     summary.finish()

@@ -193,7 +193,7 @@ class _Scan:
                 txn = self.open[pid] = Transaction(summary.directory, pid, batch.producer_epoch,
                                                    batch.base_offset, batch.max_timestamp)
             txn.batches += 1
-            txn.records += batch.count
+            txn.records += batch.count or 0  # a transactional batch is v2: its count is set
             return
         if records is None or not len(records):
             return  # an empty control batch: its transaction was cleaned away (no marker)

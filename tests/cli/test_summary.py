@@ -78,3 +78,12 @@ def test_scan_of_a_clean_segment(tmp_path):
     assert summary["records"] == sum(len(b.records) for b in batches)
     assert (summary["first_offset"], summary["last_offset"]) == (0, 40)
     assert summary["bytes"] == os.path.getsize(path)
+
+
+def test_scan_of_a_legacy_wrapper_that_inflates_past_the_bound(tmp_path):
+    from kafkalog_cli.log.summary import summarize_segment
+    data = kg.legacy_entries(1, [Rec(b"k%d" % i, kg.filler(i)) for i in range(5)], codec="gzip")
+    path = kg.write_segment(str(tmp_path / "t-0"), 0, data)
+    summary = summarize_segment(path, max_message_size=1)  # its records are not decoded
+    assert (summary["batches"], summary["invalid_batches"], summary["records"]) == (1, 0, 0)
+    assert dump("--deep-iteration", "--max-message-size", "1", path).code == 0
