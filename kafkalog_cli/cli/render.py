@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from ..format.records import Batch, Records
     from ..format.scan import InvalidBytes
-    from ..log.index_check import Problem
+    from ..log.findings import Finding
     from ..log.read import Event, FastRecordsRun, FastRun, Note
     from ..log.seek import Seek
     from ..log.segment import LogFile
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
         def __iter__(self) -> Iterator[Event]: ...
 
-index_check = lazy_module("kafkalog_cli.log.index_check")  # its problem kinds, when there are some
+findings = lazy_module("kafkalog_cli.log.findings")  # the finding kinds, when there are some
 
 BOOL_TEXT = ("false", "true")
 FLUSH_LINES = 32
@@ -98,7 +98,7 @@ class Writer:
         self.path: Optional[str] = None
         self.buf: Optional[memoryview] = None
         self.found_invalid = False  # set by the writer itself for records it cannot render
-        self._problems: List[Problem] = []
+        self._problems: List[Finding] = []
         self._java = java_tool(opts.kafka_format)
 
     # -- plumbing ------------------------------------------------------------------------
@@ -254,11 +254,11 @@ class Writer:
         """A line Kafka's tool prints about a file (``<file> is empty.``)."""
         self._lines.append(text)
 
-    def problems(self, problems: Sequence[Problem]) -> None:
+    def problems(self, problems: Sequence[Finding]) -> None:
         """Findings about the current file, reported at the end of the run (text) or at once."""
         self._problems.extend(problems)
 
-    def unreadable(self, problem: Problem) -> None:
+    def unreadable(self, problem: Finding) -> None:
         """A file that cannot be read as its kind: one line on stderr, at once."""
         self.warn("%s: %s" % (problem.file, problem.message))
 
@@ -269,10 +269,10 @@ class Writer:
     def _print_problems(self) -> None:
         """Kafka's end-of-run summaries for index mismatches and time index errors, in its
         order and wording; any other finding as a line of its own."""
-        if not self._problems:  # nothing to group: index_check (its problem kinds) is not imported
+        if not self._problems:  # nothing to group: findings (the kinds) is not imported
             self.err.flush()
             return
-        by_kind: Dict[str, List[Problem]] = {}
+        by_kind: Dict[str, List[Finding]] = {}
         for p in self._problems:
             by_kind.setdefault(p.kind, []).append(p)
         err = self.err
@@ -280,24 +280,24 @@ class Writer:
         # a java.util.HashMap in the Java tool (4.3+), a Scala mutable.HashMap before.
         # DumpLogSegments.dumpIndex: the Java tool keeps one mismatch per index offset, highest
         # first (a TreeMap in reverse order); the Scala tool prepends each to a List.
-        grouped = ((index_check.OFFSET_MISMATCH, "Mismatches in :%s", not self._java),
-                   (index_check.TIMESTAMP_MISMATCH, "Found timestamp mismatch in :%s", False),
-                   (index_check.TIMESTAMP_OUT_OF_ORDER, "Found out of order timestamp in :%s",
+        grouped = ((findings.OFFSET_MISMATCH, "Mismatches in :%s", not self._java),
+                   (findings.TIMESTAMP_MISMATCH, "Found timestamp mismatch in :%s", False),
+                   (findings.TIMESTAMP_OUT_OF_ORDER, "Found out of order timestamp in :%s",
                     False),
-                   (index_check.OFFSET_NOT_FOUND,
+                   (findings.OFFSET_NOT_FOUND,
                     "The following indexed offsets are not found in :%s" if self._java
                     else "The following indexed offsets are not found in the log.", False))
         for kind, header, reverse in grouped:
             # every problem is a call on the map (computeIfAbsent; the Scala tool's put for an
             # offset index mismatch), but the Scala tool puts a time index's list once
-            once = not self._java and kind != index_check.OFFSET_MISMATCH
+            once = not self._java and kind != findings.OFFSET_MISMATCH
             files = self._map_order(by_kind.pop(kind, []), once)
             for path, items in files:
                 err.write((header % path if "%s" in header else header) + "\n")
-                if kind == index_check.OFFSET_MISMATCH and self._java:
+                if kind == findings.OFFSET_MISMATCH and self._java:
                     items = sorted({p.fields["index_offset"]: p for p in items}.values(),
                                    key=lambda p: -p.fields["index_offset"])
-                indent = "" if kind == index_check.OFFSET_NOT_FOUND else "  "
+                indent = "" if kind == findings.OFFSET_NOT_FOUND else "  "
                 for p in (reversed(items) if reverse else items):
                     err.write("%s%s\n" % (indent, p.message))
         for items in by_kind.values():
@@ -305,11 +305,11 @@ class Writer:
                 err.write("kafkalog: %s: %s\n" % (p.file, p.message))
         err.flush()
 
-    def _map_order(self, problems: Sequence[Problem],
-                   once: bool = False) -> List[Tuple[str, List[Problem]]]:
+    def _map_order(self, problems: Sequence[Finding],
+                   once: bool = False) -> List[Tuple[str, List[Finding]]]:
         """[(absolute path, its problems)] in the iteration order of DumpLogSegments' map of
         them, into which each problem was put (``once``: each file once)."""
-        files: Dict[str, List[Problem]] = {}
+        files: Dict[str, List[Finding]] = {}
         puts: List[str] = []
         for p in problems:
             path = os.path.abspath(p.file)
@@ -333,8 +333,8 @@ def map_order(calls: List[str], java: bool) -> List[str]:
     return scala_string_map_order(calls)
 
 
-def _by_file(problems: Sequence[Problem]) -> ItemsView[str, List[Problem]]:
-    files: Dict[str, List[Problem]] = {}
+def _by_file(problems: Sequence[Finding]) -> ItemsView[str, List[Finding]]:
+    files: Dict[str, List[Finding]] = {}
     for p in problems:
         files.setdefault(p.file, []).append(p)
     return files.items()

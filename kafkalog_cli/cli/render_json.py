@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from ..format.records import Batch, Headers, Records
     from ..format.scan import InvalidBytes
-    from ..log.index_check import Problem
+    from ..log.findings import Finding
     from .render import DumpOptions
 
     JsonFunction = Callable[[bytes, int], Any]  # a decoder's (bytes, offset) -> JSON value
@@ -247,12 +247,12 @@ class JsonWriter(Writer):
     def note(self, text: str) -> None:
         self._emit({"type": "note", "file": self.path, "message": text})
 
-    def problems(self, problems: Sequence[Problem]) -> None:
+    def problems(self, problems: Sequence[Finding]) -> None:
         for p in problems:
             self._counts["problems"] += 1
             self._emit(jsonvocab.camel_keys(p.as_dict()))
 
-    def unreadable(self, problem: Problem) -> None:
+    def unreadable(self, problem: Finding) -> None:
         self._counts["problems"] += 1
         self._emit(jsonvocab.camel_keys(problem.as_dict()))
         super().unreadable(problem)
