@@ -89,7 +89,7 @@ def _segment_json(plan: PartitionPlan, r: SegmentReport, path: str,
     obj = dict(type="segment", **_where(plan.directory))
     obj.update(file=path, baseOffset=r.base_offset, rule=r.rule,
                ruleText=_rule_text(r, plan), recovered=r.recovered, sizeBytes=r.size,
-               bytesKept=r.bytes_kept, bytesCut=r.bytes_cut, setAside=r.moved,
+               bytesKept=r.bytes_kept, bytesCut=r.bytes_cut, setAside=r.set_aside,
                bytesSetAside=r.bytes_set_aside, recordsRemoved=r.removed_records,
                firstOffsetRemoved=r.first_offset_removed, lastOffsetRemoved=r.last_offset_removed,
                bytesWithoutBatch=r.torn_bytes, tornFirstOffset=r.torn_first_offset,
@@ -202,7 +202,7 @@ class _Report(Output):
                       "new " if plan.changes else "", plan.log_end_offset,
                       "; " + removal if removal else ""))
         # a segment's .log moved whole or split is said once, by its segment line
-        said = {r.name for r in plan.segments if r.moved or r.split_into}
+        said = {r.name for r in plan.segments if r.set_aside or r.split_into}
         said.update(name for name, _ in plan.splits)
         for a in plan.actions:
             path = printable_name(os.path.join(d, a.name))
@@ -377,7 +377,7 @@ class _Report(Output):
 
 
 def _kept_cell(r: SegmentReport) -> str:
-    if r.moved:
+    if r.set_aside:
         return "-"
     if r.records is None:
         return "not read\n%s" % human_bytes(r.bytes_kept)
@@ -393,7 +393,7 @@ def _removed_cell(r: SegmentReport, dry_run: bool) -> str:
                                      ", ".join(map(str, r.split_into)))
     if not r.cut:
         return "-"
-    lines = ["[red]%s[/red]" % ("set aside" if r.moved else "cut")]
+    lines = ["[red]%s[/red]" % ("set aside" if r.set_aside else "cut")]
     if r.first_offset_removed is not None and r.last_offset_removed is not None:
         lines.append("offsets %d-%d" % (r.first_offset_removed, r.last_offset_removed))
         lines.append(plural(r.removed_records, "record"))
@@ -415,7 +415,7 @@ def _segment_text(r: SegmentReport, dry_run: bool) -> str:
     """What happened to a segment (in the conditional for a dry run)."""
     w: Callable[[str, str], str] = ((lambda now, then: then) if dry_run
                                     else (lambda now, then: now))
-    if r.moved:
+    if r.set_aside:
         return "%s: %s%s" % (w("moved to quarantine", "would be moved to quarantine"),
                              _removed_text(r), "; " + _torn_text(r, dry_run)
                              if r.torn_bytes else "")

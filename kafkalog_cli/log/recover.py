@@ -405,7 +405,7 @@ def _moved_report(directory: str, view: Dict[str, str], name: str) -> SegmentRep
     path = os.path.join(directory, view[name])
     report = SegmentReport(name, os.path.getsize(path), RULE_AFTER_CUT)
     report.bytes_kept = 0
-    report.moved = True
+    report.set_aside = True
     count_removed(report, path, 0)
     return report
 

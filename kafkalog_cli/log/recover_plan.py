@@ -62,7 +62,7 @@ class SegmentReport:
     none found); ``reason``: why that entry is invalid; ``first_bad_offset``: the base offset
     of that first invalid batch when its header could be read (None otherwise).
     ``index_entries``, ``timeindex_entries``, ``txn_entries``: the entries of the indexes
-    rebuilt (None: not rebuilt); ``moved``: the segment is set aside whole; ``notes``: things
+    rebuilt (None: not rebuilt); ``set_aside``: the segment is set aside whole; ``notes``: things
     said, not changed (batches left unchecked). ``records``, ``first_offset`` and
     ``next_offset`` describe the valid batches kept when the segment was read (None when it was
     not); ``split_into``: the base offsets of the segments an offset overflow split it into;
@@ -85,7 +85,7 @@ class SegmentReport:
     index_entries: Optional[int] = None
     timeindex_entries: Optional[int] = None
     txn_entries: Optional[int] = None
-    moved: bool = False
+    set_aside: bool = False
     notes: List[str] = field(default_factory=list)
     base_offset: Optional[int] = field(init=False)
     records: Optional[int] = None
@@ -115,17 +115,17 @@ class SegmentReport:
     @property
     def bytes_cut(self) -> int:
         """Bytes cut from the end of a segment kept (0 for one set aside whole)."""
-        return 0 if self.moved else self.size - self.bytes_kept
+        return 0 if self.set_aside else self.size - self.bytes_kept
 
     @property
     def bytes_set_aside(self) -> int:
         """The size of a segment set aside whole (0 for one kept)."""
-        return self.size if self.moved else 0
+        return self.size if self.set_aside else 0
 
     @property
     def recovered(self) -> bool:
         """Read batch by batch and its indexes rebuilt (LogSegment.recover)."""
-        return self.rule in RECOVERING and not self.moved
+        return self.rule in RECOVERING and not self.set_aside
 
 
 @dataclass
@@ -172,7 +172,7 @@ class PartitionPlan:
 
     @property
     def segments_set_aside(self) -> int:
-        return sum(1 for r in self.segments if r.moved)
+        return sum(1 for r in self.segments if r.set_aside)
 
     @property
     def records_removed(self) -> int:
