@@ -56,7 +56,7 @@ def _where(directory: str) -> Dict[str, Any]:
 
 def _segment_json(plan: RetentionPlan, s: RetainedSegment, path: str,
                   dry_run: bool) -> Dict[str, Any]:
-    return dict(type="segment", **_where(plan.directory), file=path, baseOffset=s.base,
+    return dict(type="segment", **_where(plan.directory), file=path, baseOffset=s.base_offset,
                 firstOffset=s.first_offset, lastOffset=s.last_offset, nextOffset=s.next_offset,
                 records=s.records, sizeBytes=s.size, firstTimestamp=s.first_timestamp,
                 largestTimestamp=s.largest_timestamp, timestampSource=s.timestamp_source,

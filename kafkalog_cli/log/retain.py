@@ -40,8 +40,8 @@ KEPT, DELETED = "kept", "deleted"  # a segment's fate
 class RetainedSegment:
     """A segment as retention sees it.
 
-    ``segment``: the log.segment.Segment; ``base``: its base offset; ``size``: its .log's bytes;
-    ``next_offset``: the offset after its last batch (``base`` when it holds none);
+    ``segment``: the log.segment.Segment; ``base_offset``: its base offset; ``size``: its .log's
+    bytes; ``next_offset``: the offset after its last batch (``base_offset`` when it holds none);
     ``first_timestamp``: the first batch's max timestamp (ms; None: no batch);
     ``largest_timestamp``: its largest timestamp (ms; -1: none) and ``timestamp_source``, where
     that came from (the time index, the batches, ...); ``fate``: KEPT or DELETED, with the
@@ -50,7 +50,7 @@ class RetainedSegment:
     Raises ValueError for a segment whose file name holds no base offset."""
 
     segment: Segment
-    base: int = field(init=False)
+    base_offset: int = field(init=False)
     size: int = field(init=False)
     next_offset: int = field(init=False)
     first_timestamp: Optional[int] = None
@@ -64,9 +64,9 @@ class RetainedSegment:
     def __post_init__(self) -> None:
         if self.segment.base_offset is None:
             raise ValueError("%s: the file name holds no base offset" % self.segment.log_path)
-        self.base = self.segment.base_offset
+        self.base_offset = self.segment.base_offset
         self.size = self.segment.size()
-        self.next_offset = self.base
+        self.next_offset = self.base_offset
 
     @property
     def last_offset(self) -> Optional[int]:
@@ -181,12 +181,12 @@ class RetentionPlan:
     @property
     def old_log_start(self) -> int:
         """The first segment's base offset before the deletion."""
-        return self.segments[0].base if self.segments else self.log_end
+        return self.segments[0].base_offset if self.segments else self.log_end
 
     @property
     def new_log_start(self) -> int:
         kept = [s for s in self.segments if s.fate != DELETED]
-        return kept[0].base if kept else self.log_end
+        return kept[0].base_offset if kept else self.log_end
 
     @property
     def log_start_offset(self) -> int:
@@ -235,11 +235,11 @@ def _walk(plan: RetentionPlan, policy: Policy, remaining: List[RetainedSegment],
     for i, seg in enumerate(remaining):
         last = i == len(remaining) - 1
         nxt = None if last else remaining[i + 1]
-        upper = plan.log_end if nxt is None else nxt.base
+        upper = plan.log_end if nxt is None else nxt.base_offset
         if last and not policy.roll_active:
             seg.why = seg.why or "active segment (--roll-active lets it go)"
             break
-        if last and seg.next_offset == seg.base:
+        if last and seg.next_offset == seg.base_offset:
             seg.why = seg.why or "active segment, empty"
             break
         if plan.high_watermark < upper:
@@ -258,7 +258,7 @@ def _walk(plan: RetentionPlan, policy: Policy, remaining: List[RetainedSegment],
 def _below_log_start(start: int, log_end: int) -> Predicate:
     """deleteLogStartOffsetBreachedSegments: a segment wholly below the log start offset."""
     def test(seg: RetainedSegment, nxt: Optional[RetainedSegment]) -> Optional[str]:
-        if (nxt.base if nxt is not None else log_end) <= start:
+        if (nxt.base_offset if nxt is not None else log_end) <= start:
             return None
         return "holds offsets at or above the log start offset %d" % start
     return test
@@ -313,7 +313,7 @@ def plan_retention(directory: str, policy: Policy) -> RetentionPlan:
     why each other one stays."""
     segments = load_segments(directory)
     log_end = segments[-1].next_offset if segments else 0
-    log_start = segments[0].base if segments else 0
+    log_start = segments[0].base_offset if segments else 0
     hw, source = _high_watermark(directory, policy, log_start, log_end)
     plan = RetentionPlan(directory, segments, hw, source, log_end)
     plan.policy_log_start = policy.log_start_offset or 0
@@ -413,7 +413,7 @@ def delete_segments(plan: RetentionPlan) -> Optional[Tuple[int, int]]:
     which only makes a broker's load recover more. Returns the recovery point's (old, new)
     when it was raised."""
     directory = plan.directory
-    bases = [seg.base for seg in plan.deleted]
+    bases = [seg.base_offset for seg in plan.deleted]
     intent = os.path.join(directory, names.RETAIN_INTENT)
     write_atomically(intent, ("%s\n%s %d\n" % (
         " ".join(str(x) for x in [plan.new_log_start] + bases), _INTENT_LOG_START,
