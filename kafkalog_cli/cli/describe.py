@@ -59,7 +59,7 @@ def _partition_json(p: PartitionDescription) -> Dict[str, Any]:
             "logEndOffset": p.log_end_offset, "records": p.records, "batches": p.batches,
             "sizeBytes": p.size, "segments": len(p.segments),
             "recoveryPoint": p.recovery_point, "checkpointedLogStartOffset":
-                p.checkpointed_log_start, "highWatermark": p.high_watermark,
+                p.checkpointed_log_start_offset, "highWatermark": p.high_watermark,
             "cleanerOffset": p.cleaner_offset,
             "leaderEpochs": [{"epoch": e, "startOffset": o} for e, o in p.leader_epochs],
             "producerSnapshots": [{"offset": o, "producers": n} for o, n in p.snapshots],
@@ -115,7 +115,7 @@ class _Output(Output):
                   % (where, _opt(p.log_start_offset), _opt(p.log_end_offset), p.records,
                      p.batches, human_bytes(p.size), p.size, len(p.segments),
                      _opt(p.recovery_point), _opt(p.high_watermark),
-                     _opt(p.checkpointed_log_start), _opt(p.cleaner_offset), epochs, snaps))
+                     _opt(p.checkpointed_log_start_offset), _opt(p.cleaner_offset), epochs, snaps))
         for s in p.segments:
             self.segment(s)
         self.findings((("problem", p.problems), ("note", p.notes)), p.topic, p.partition)

@@ -47,10 +47,10 @@ def _rule_text(r: SegmentReport, plan: PartitionPlan) -> str:
 def _removed_text(r: SegmentReport) -> str:
     """What a cut tail (or a segment set aside whole) holds: the whole batches' offsets and
     records, its bytes, and the bytes at its end that hold no batch."""
-    if r.removed_first is None:
+    if r.first_offset_removed is None:
         return "no whole batch, %d bytes" % r.cut
-    text = "%s, %d bytes" % (offsets_text(r.removed_first, r.removed_last, r.removed_records),
-                             r.cut)
+    text = "%s, %d bytes" % (offsets_text(r.first_offset_removed, r.last_offset_removed,
+                                          r.removed_records), r.cut)
     if r.torn_bytes:
         text += " (the last %d hold no batch)" % r.torn_bytes
     return text
@@ -59,9 +59,9 @@ def _removed_text(r: SegmentReport) -> str:
 def _torn(r: SegmentReport) -> Optional[Tuple[int, int, int]]:
     """The first and last offsets and the records of the batch a torn tail is the start of,
     from its header; None when there is no torn tail or no header to read."""
-    if r.torn_first is None or r.torn_last is None or r.torn_records is None:
+    if r.torn_first_offset is None or r.torn_last_offset is None or r.torn_records is None:
         return None
-    return r.torn_first, r.torn_last, r.torn_records
+    return r.torn_first_offset, r.torn_last_offset, r.torn_records
 
 
 def _torn_text(r: SegmentReport, dry_run: bool) -> str:
@@ -89,19 +89,20 @@ def _segment_json(plan: PartitionPlan, r: SegmentReport, path: str,
     obj = dict(type="segment", **_where(plan.directory))
     obj.update(file=path, baseOffset=r.base_offset, rule=r.rule,
                ruleText=_rule_text(r, plan), recovered=r.recovered, sizeBytes=r.size,
-               bytesKept=r.kept, bytesCut=r.bytes_cut, setAside=r.moved,
+               bytesKept=r.bytes_kept, bytesCut=r.bytes_cut, setAside=r.set_aside,
                bytesSetAside=r.bytes_set_aside, recordsRemoved=r.removed_records,
-               firstOffsetRemoved=r.removed_first, lastOffsetRemoved=r.removed_last,
-               bytesWithoutBatch=r.torn_bytes, tornFirstOffset=r.torn_first,
-               tornLastOffset=r.torn_last, tornRecords=r.torn_records,
-               tornOffsetsKnown=None if not r.torn_bytes else r.torn_first is not None,
+               firstOffsetRemoved=r.first_offset_removed, lastOffsetRemoved=r.last_offset_removed,
+               bytesWithoutBatch=r.torn_bytes, tornFirstOffset=r.torn_first_offset,
+               tornLastOffset=r.torn_last_offset, tornRecords=r.torn_records,
+               tornOffsetsKnown=None if not r.torn_bytes else r.torn_first_offset is not None,
                dryRun=dry_run)
     if r.records is not None:
         obj.update(records=r.records, firstOffset=r.first_offset,
                    lastOffset=None if r.next_offset is None else r.next_offset - 1,
                    nextOffset=r.next_offset)
-    if r.first_bad is not None:
-        obj.update(firstBadPosition=r.first_bad, reason=r.reason, firstBadOffset=r.bad_offset)
+    if r.first_bad_position is not None:
+        obj.update(firstBadPosition=r.first_bad_position, reason=r.reason,
+                   firstBadOffset=r.first_bad_offset)
     for key, value in (("indexEntries", r.index_entries),
                        ("timeIndexEntries", r.timeindex_entries),
                        ("txnIndexEntries", r.txn_entries)):
@@ -143,7 +144,7 @@ def _partition_torn_text(plan: PartitionPlan, dry_run: bool) -> str:
     parts: List[str] = []
     torn = plan.torn_offsets
     if torn is not None:
-        known = sum(1 for r in plan.segments if r.torn_first is not None)
+        known = sum(1 for r in plan.segments if r.torn_first_offset is not None)
         parts.append("%s, offsets %d-%d (%s), %s" % (
             _torn_batches(known), torn[0], torn[1], plural(plan.torn_records, "record"),
             "would be lost" if dry_run else "lost"))
@@ -201,7 +202,7 @@ class _Report(Output):
                       "new " if plan.changes else "", plan.log_end_offset,
                       "; " + removal if removal else ""))
         # a segment's .log moved whole or split is said once, by its segment line
-        said = {r.name for r in plan.segments if r.moved or r.split_into}
+        said = {r.name for r in plan.segments if r.set_aside or r.split_into}
         said.update(name for name, _ in plan.splits)
         for a in plan.actions:
             path = printable_name(os.path.join(d, a.name))
@@ -359,8 +360,8 @@ class _Report(Output):
             for r in reports:
                 table.add_row(escape(r.name), r.rule, _kept_cell(r),
                               _removed_cell(r, dry_run),
-                              "" if r.first_bad is None else escape(
-                                  "position %d: %s" % (r.first_bad, r.reason)),
+                              "" if r.first_bad_position is None else escape(
+                                  "position %d: %s" % (r.first_bad_position, r.reason)),
                               "" if not r.recovered else (
                                   "rebuilt (%s/%s)" % (r.index_entries, r.timeindex_entries)
                                   if r.indexes_replaced else "as rebuilt"))
@@ -368,14 +369,14 @@ class _Report(Output):
 
 
 def _kept_cell(r: SegmentReport) -> str:
-    if r.moved:
+    if r.set_aside:
         return "-"
     if r.records is None:
-        return "not read\n%s" % human_bytes(r.kept)
+        return "not read\n%s" % human_bytes(r.bytes_kept)
     if r.first_offset is None or r.next_offset is None:
-        return "no batch\n%s" % human_bytes(r.kept)
+        return "no batch\n%s" % human_bytes(r.bytes_kept)
     return "offsets %d-%d\n%s\n%s" % (r.first_offset, r.next_offset - 1,
-                                      plural(r.records, "record"), human_bytes(r.kept))
+                                      plural(r.records, "record"), human_bytes(r.bytes_kept))
 
 
 def _removed_cell(r: SegmentReport, dry_run: bool) -> str:
@@ -384,14 +385,14 @@ def _removed_cell(r: SegmentReport, dry_run: bool) -> str:
                                      ", ".join(map(str, r.split_into)))
     if not r.cut:
         return "-"
-    lines = ["[red]%s[/red]" % ("set aside" if r.moved else "cut")]
-    if r.removed_first is not None and r.removed_last is not None:
-        lines.append("offsets %d-%d" % (r.removed_first, r.removed_last))
+    lines = ["[red]%s[/red]" % ("set aside" if r.set_aside else "cut")]
+    if r.first_offset_removed is not None and r.last_offset_removed is not None:
+        lines.append("offsets %d-%d" % (r.first_offset_removed, r.last_offset_removed))
         lines.append(plural(r.removed_records, "record"))
     else:
         lines.append("no whole batch")
     lines.append(human_bytes(r.cut))
-    if r.torn_bytes and r.removed_first is not None:
+    if r.torn_bytes and r.first_offset_removed is not None:
         lines.append("(%s without a batch)" % human_bytes(r.torn_bytes))
     torn = _torn(r)
     if r.torn_bytes:
@@ -406,7 +407,7 @@ def _segment_text(r: SegmentReport, dry_run: bool) -> str:
     """What happened to a segment (in the conditional for a dry run)."""
     w: Callable[[str, str], str] = ((lambda now, then: then) if dry_run
                                     else (lambda now, then: now))
-    if r.moved:
+    if r.set_aside:
         return "%s: %s%s" % (w("moved to quarantine", "would be moved to quarantine"),
                              _removed_text(r), "; " + _torn_text(r, dry_run)
                              if r.torn_bytes else "")
@@ -421,13 +422,13 @@ def _segment_text(r: SegmentReport, dry_run: bool) -> str:
     parts: List[str] = []
     kept = offsets_text(r.first_offset, None if r.next_offset is None else r.next_offset - 1,
                         r.records or 0)
-    if r.first_bad is None:
+    if r.first_bad_position is None:
         parts.append("valid: %s, %d bytes" % (kept, r.size))
     else:
-        at = "" if r.bad_offset is None else ", offset %d on" % r.bad_offset
+        at = "" if r.first_bad_offset is None else ", offset %d on" % r.first_bad_offset
         parts.append("%s %s, %d bytes; %s %s, at position %d%s (%s)"
-                     % (w("kept", "would keep"), kept, r.kept, w("cut:", "would be cut:"),
-                        _removed_text(r), r.first_bad, at, r.reason))
+                     % (w("kept", "would keep"), kept, r.bytes_kept, w("cut:", "would be cut:"),
+                        _removed_text(r), r.first_bad_position, at, r.reason))
         if r.torn_bytes:
             parts.append(_torn_text(r, dry_run))
     if r.indexes_replaced:

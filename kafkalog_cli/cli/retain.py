@@ -56,17 +56,17 @@ def _where(directory: str) -> Dict[str, Any]:
 
 def _segment_json(plan: RetentionPlan, s: RetainedSegment, path: str,
                   dry_run: bool) -> Dict[str, Any]:
-    return dict(type="segment", **_where(plan.directory), file=path, baseOffset=s.base,
+    return dict(type="segment", **_where(plan.directory), file=path, baseOffset=s.base_offset,
                 firstOffset=s.first_offset, lastOffset=s.last_offset, nextOffset=s.next_offset,
-                records=s.records, sizeBytes=s.size, firstTimestamp=s.first_ts,
-                largestTimestamp=s.largest_ts, timestampSource=s.ts_source, fate=s.fate,
-                why=s.why, dryRun=dry_run)
+                records=s.records, sizeBytes=s.size, firstTimestamp=s.first_timestamp,
+                largestTimestamp=s.largest_timestamp, timestampSource=s.timestamp_source,
+                fate=s.fate, why=s.why, dryRun=dry_run)
 
 
 def _partition_json(plan: RetentionPlan, dry_run: bool) -> Dict[str, Any]:
     removed = plan.removed_offsets
     return dict(type="partition", **_where(plan.directory), directory=plan.directory,
-                highWatermark=plan.high_watermark, highWatermarkSource=plan.hw_source,
+                highWatermark=plan.high_watermark, highWatermarkSource=plan.high_watermark_source,
                 logEndOffset=plan.log_end, previousLogStartOffset=plan.old_log_start,
                 logStartOffset=plan.log_start_offset, segmentsDeleted=len(plan.deleted),
                 recordsRemoved=plan.records_removed, bytesRemoved=plan.bytes_removed,
@@ -110,7 +110,7 @@ class _Output(Output):
         if not self.table:
             self.emit(_partition_json(plan, dry_run),
                       "%s: high watermark %d (%s), log end offset %d%s; %s"
-                      % (d, plan.high_watermark, plan.hw_source, plan.log_end,
+                      % (d, plan.high_watermark, plan.high_watermark_source, plan.log_end,
                          "; the active segment is rolled first" if plan.roll_first else "",
                          _removal_text(plan, dry_run)))
             for s in plan.segments:
@@ -173,7 +173,7 @@ def _tables(plans: Sequence[RetentionPlan], dry_run: bool) -> None:
     for plan in plans:
         table = Table(title="%s%s: high watermark %d (%s), log end offset %d; %s" % (
             escape(plan.directory), " (dry run)" if dry_run else "", plan.high_watermark,
-            escape(plan.hw_source), plan.log_end,
+            escape(plan.high_watermark_source), plan.log_end,
             escape(_removal_text(plan, dry_run, human=True))))
         for column in ("segment", "offsets", "records", "size", "first timestamp",
                        "largest timestamp", "fate", "why"):
@@ -184,8 +184,8 @@ def _tables(plans: Sequence[RetentionPlan], dry_run: bool) -> None:
             table.add_row(escape(s.name),
                           "-" if s.first_offset is None or s.last_offset is None
                           else "%d-%d" % (s.first_offset, s.last_offset),
-                          str(s.records), human_bytes(s.size), _iso(s.first_ts),
-                          _iso(s.largest_ts),
+                          str(s.records), human_bytes(s.size), _iso(s.first_timestamp),
+                          _iso(s.largest_timestamp),
                           ("[red]%s[/red]" % ("would be deleted" if dry_run else "deleted"))
                           if s.fate == DELETED else "kept", escape(s.why or ""))
         console.print(table)

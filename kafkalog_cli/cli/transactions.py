@@ -34,7 +34,7 @@ def _txn_json(directory: str, t: Transaction) -> Dict[str, Any]:
             "producerEpoch": t.producer_epoch, "state": t.state,
             "firstOffset": t.first_offset, "endOffset": t.end_offset,
             "firstTimestamp": t.first_timestamp, "batches": t.batches, "records": t.records,
-            "markerProducerEpoch": t.marker_epoch, "coordinatorEpoch": t.coordinator_epoch,
+            "markerProducerEpoch": t.marker_producer_epoch, "coordinatorEpoch": t.coordinator_epoch,
             "markerTimestamp": t.marker_timestamp, "epochBumped": t.epoch_bumped,
             "empty": t.empty, "inTxnIndex": t.in_txn_index,
             "txnIndexProblem": t.txn_index_problem, "ageMs": t.age_ms, "lsoLag": t.lso_lag,
@@ -81,7 +81,7 @@ def _txn_text(t: Transaction) -> str:
                 "offsets%s" % (who, t.first_offset, size, age, t.lso_lag,
                                ": HANGING" if t.hanging else ""))
     bumped = (", ended at epoch %s: the coordinator bumped the producer's epoch (a fenced "
-              "producer, or transactions V2)" % t.marker_epoch if t.epoch_bumped else "")
+              "producer, or transactions V2)" % t.marker_producer_epoch if t.epoch_bumped else "")
     return ("%s: offsets %s-%s %s (coordinator epoch %s%s), %s%s"
             % (who, t.first_offset, t.end_offset, t.state, t.coordinator_epoch, bumped, size,
                _index_text(t)))
@@ -100,7 +100,7 @@ def _summary_text(p: PartitionSummary) -> str:
 
 
 def _row(t: Transaction) -> Row:
-    state = t.state + (" (bumped to %s)" % t.marker_epoch if t.epoch_bumped else "")
+    state = t.state + (" (bumped to %s)" % t.marker_producer_epoch if t.epoch_bumped else "")
     if t.hanging:
         state = "OPEN: [red]HANGING[/red]"
     index = ""

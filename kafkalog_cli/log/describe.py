@@ -21,6 +21,7 @@ stride at load (a stale entry it ignores or drops) is a ``note``.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple, Union
 
 from ..format import codecs
@@ -45,46 +46,59 @@ from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .snapshot import read_snapshot
 from .index_check import sanity_problems
 
+
+@dataclass
 class IndexHealth:
-    """One index file of a segment: its real entries and the broker's sanity check's
-    findings (``sanity``: messages; empty when sound). ``error``: why it could not be read."""
+    """One index file of a segment.
 
-    __slots__ = ("path", "kind", "entries", "sanity", "zero_tail", "error")
+    ``path``: the file's path; ``kind``: its Kafka kind (``names.INDEX`` or
+    ``names.TIMEINDEX``); ``entries``: its real entries (None: not read); ``sanity``: the
+    messages of the broker's sanity check's findings (empty when sound); ``zero_tail``: the
+    all-zero entries after the last real one (a preallocated index's tail); ``error``: why it
+    could not be read (None: it was)."""
 
-    def __init__(self, path: str, kind: str) -> None:
-        self.path = path
-        self.kind = kind
-        self.entries: Optional[int] = None
-        self.sanity: List[str] = []
-        self.zero_tail = 0
-        self.error: Optional[str] = None
+    path: str
+    kind: str
+    entries: Optional[int] = None
+    sanity: List[str] = field(default_factory=list)
+    zero_tail: int = 0
+    error: Optional[str] = None
 
 
+@dataclass
 class SegmentDescription:
-    """One segment: ``first_offset``/``last_offset`` are None for a segment without batches;
-    ``next_offset`` is the offset after its last batch (its base offset when empty:
-    LogSegment.readNextOffset). Timestamps are None when no batch carries one."""
+    """One segment.
 
-    def __init__(self, path: str, base_offset: Optional[int], active: bool,
-                 topic: Optional[str], partition: Optional[int]) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.active = active
-        self.topic = topic
-        self.partition = partition
-        self.size = 0
-        self.first_offset: Optional[int] = None
-        self.last_offset: Optional[int] = None
-        self.records = 0
-        self.batches = 0
-        self.min_timestamp: Optional[int] = None
-        self.max_timestamp: Optional[int] = None
-        self.codecs: List[str] = []
-        self.magic: List[int] = []
-        self.offset_index: Optional[IndexHealth] = None
-        self.time_index: Optional[IndexHealth] = None
-        self.problems: List[Finding] = []
-        self.notes: List[Finding] = []
+    ``path``: its .log file; ``base_offset``: the offset its name holds (None: the name holds
+    none); ``active``: the partition's last segment; ``topic``/``partition``: the partition
+    its directory names (None: not a partition directory's name); ``size``: the .log's bytes;
+    ``first_offset``/``last_offset``: the first batch's base offset and the largest last
+    offset (None for a segment without batches); ``records``/``batches``: how many (from the
+    batch headers); ``min_timestamp``/``max_timestamp`` (ms; None when no batch carries one);
+    ``codecs``: the compression codecs' names, sorted; ``magic``: the batch versions, sorted;
+    ``offset_index``/``time_index``: their health (None: not looked at); ``problems``: the
+    inconsistencies found; ``notes``: what the broker takes in its stride.
+    ``next_offset``: the offset after its last batch (its base offset when empty:
+    LogSegment.readNextOffset)."""
+
+    path: str
+    base_offset: Optional[int]
+    active: bool
+    topic: Optional[str]
+    partition: Optional[int]
+    size: int = 0
+    first_offset: Optional[int] = None
+    last_offset: Optional[int] = None
+    records: int = 0
+    batches: int = 0
+    min_timestamp: Optional[int] = None
+    max_timestamp: Optional[int] = None
+    codecs: List[str] = field(default_factory=list)
+    magic: List[int] = field(default_factory=list)
+    offset_index: Optional[IndexHealth] = None
+    time_index: Optional[IndexHealth] = None
+    problems: List[Finding] = field(default_factory=list)
+    notes: List[Finding] = field(default_factory=list)
 
     @property
     def next_offset(self) -> Optional[int]:
@@ -93,26 +107,38 @@ class SegmentDescription:
         return self.base_offset
 
 
+@dataclass
 class PartitionDescription:
-    """One partition directory: its segments, totals and checkpoints. ``log_start_offset``
-    is the broker's (LogLoader: the checkpointed log start, or the first segment's base
-    offset when that is higher); ``log_end_offset`` the next offset to be written. The
-    checkpointed offsets are None where the log directory's file has no line for it."""
+    """One partition directory: its segments, totals and checkpoints.
 
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-        self.topic, self.partition = names.topic_partition(directory)
-        self.segments: List[SegmentDescription] = []
-        self.log_start_offset: Optional[int] = None
-        self.log_end_offset: Optional[int] = None
-        self.recovery_point: Optional[int] = None
-        self.checkpointed_log_start: Optional[int] = None
-        self.high_watermark: Optional[int] = None
-        self.cleaner_offset: Optional[int] = None
-        self.leader_epochs: List[Tuple[int, int]] = []
-        self.snapshots: List[Tuple[int, Optional[int]]] = []  # (offset, producers or None)
-        self.problems: List[Finding] = []
-        self.notes: List[Finding] = []
+    ``directory``: its path; ``topic``/``partition``: what its name says (None: not a
+    partition directory's name); ``segments``: oldest first; ``log_start_offset``: the
+    broker's (LogLoader: the checkpointed log start, or the first segment's base offset when
+    that is higher; None: no segment); ``log_end_offset``: the next offset to be written (None:
+    no segment). ``recovery_point``, ``checkpointed_log_start_offset``, ``high_watermark`` and
+    ``cleaner_offset``: the log directory's checkpoints' entries for it (None where the file
+    has no line for it); ``leader_epochs``: the leader-epoch-checkpoint's (epoch, start
+    offset) entries; ``snapshots``: the producer snapshots' (offset, producers; None: the
+    snapshot could not be read); ``problems`` and ``notes``: the partition's own (its
+    segments' are theirs). ``records``, ``batches``, ``size``: its segments' totals."""
+
+    directory: str
+    topic: Optional[str] = field(init=False)
+    partition: Optional[int] = field(init=False)
+    segments: List[SegmentDescription] = field(default_factory=list)
+    log_start_offset: Optional[int] = None
+    log_end_offset: Optional[int] = None
+    recovery_point: Optional[int] = None
+    checkpointed_log_start_offset: Optional[int] = None
+    high_watermark: Optional[int] = None
+    cleaner_offset: Optional[int] = None
+    leader_epochs: List[Tuple[int, int]] = field(default_factory=list)
+    snapshots: List[Tuple[int, Optional[int]]] = field(default_factory=list)
+    problems: List[Finding] = field(default_factory=list)
+    notes: List[Finding] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.topic, self.partition = names.topic_partition(self.directory)
 
     @property
     def records(self) -> int:
@@ -133,16 +159,19 @@ class PartitionDescription:
         return [n for s in self.segments for n in s.notes] + self.notes
 
 
+@dataclass
 class Description:
-    """What a path stands for, described: ``partitions`` (a log directory's or one
-    partition's), or for a segment's .log named alone, ``segments`` only. ``errors``: (path,
-    exception) for what could not be read at all (the others are still described)."""
+    """What a path stands for, described.
 
-    def __init__(self) -> None:
-        self.partitions: List[PartitionDescription] = []
-        self.segments: List[SegmentDescription] = []
-        self.errors: List[Tuple[str, BaseException]] = []
-        self.problems: List[Finding] = []  # the log directory's own (an unreadable checkpoint)
+    ``partitions``: a log directory's or one partition's; ``segments``: for a segment's .log
+    named alone, that segment only; ``errors``: (path, exception) for what could not be read at
+    all (the others are still described); ``problems``: the log directory's own (an unreadable
+    checkpoint)."""
+
+    partitions: List[PartitionDescription] = field(default_factory=list)
+    segments: List[SegmentDescription] = field(default_factory=list)
+    errors: List[Tuple[str, BaseException]] = field(default_factory=list)
+    problems: List[Finding] = field(default_factory=list)
 
     def all_segments(self) -> List[SegmentDescription]:
         return self.segments + [s for p in self.partitions for s in p.segments]
@@ -458,14 +487,15 @@ def _check_offsets(part: PartitionDescription, log_dir: str, checkpoints: _Check
     end = part.log_end_offset
     first_base = part.segments[0].base_offset if part.segments else None
     part.recovery_point = checkpoints.get(log_dir, names.RECOVERY_POINT_CHECKPOINT, key)
-    part.checkpointed_log_start = checkpoints.get(log_dir, names.LOG_START_OFFSET_CHECKPOINT, key)
+    part.checkpointed_log_start_offset = checkpoints.get(log_dir,
+                                                         names.LOG_START_OFFSET_CHECKPOINT, key)
     part.high_watermark = checkpoints.get(log_dir, names.REPLICATION_OFFSET_CHECKPOINT, key)
     part.cleaner_offset = checkpoints.get(log_dir, names.CLEANER_OFFSET_CHECKPOINT, key)
 
     def where(name: str) -> str:
         return os.path.join(log_dir, name)
 
-    start = part.checkpointed_log_start
+    start = part.checkpointed_log_start_offset
     part.log_start_offset = first_base if start is None else max(
         start, first_base if first_base is not None else start)
     if start is not None and start > end:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import array
 import bisect
+from dataclasses import dataclass, field
 from typing import (Dict, Iterable, List, Optional, Tuple, Union, cast)
 
 from ..format import control
@@ -356,18 +357,19 @@ def check_txn_index(txn: TransactionIndex, log: LogFile) -> List[Finding]:
     return problems
 
 
+@dataclass
 class FileReport:
-    """What verifying one index file found: ``problems`` fail it, ``notes`` only inform;
-    ``error``, an OSError, says the file could not be opened as a regular file at all (a
-    FIFO, a device, a directory, no permission): unreadable input rather than a finding."""
+    """What verifying one index file found.
 
-    __slots__ = ("path", "kind", "entries", "problems", "notes", "error")
+    ``path``: the file; ``kind``: its Kafka kind (``names.INDEX``, ``names.TIMEINDEX``, ...);
+    ``entries``: its entries; ``problems``: the findings that fail it; ``notes``: the ones that
+    only inform; ``error``: an OSError saying the file could not be opened as a regular file at
+    all (a FIFO, a device, a directory, no permission): unreadable input rather than a finding
+    (None: it was read)."""
 
-    def __init__(self, path: str, kind: str, entries: int = 0, problems: Iterable[Finding] = (),
-                 notes: Iterable[Finding] = (), error: Optional[OSError] = None) -> None:
-        self.path = path
-        self.kind = kind
-        self.entries = entries
-        self.problems = list(problems)
-        self.notes = list(notes)
-        self.error = error
+    path: str
+    kind: str
+    entries: int = 0
+    problems: List[Finding] = field(default_factory=list)
+    notes: List[Finding] = field(default_factory=list)
+    error: Optional[OSError] = None

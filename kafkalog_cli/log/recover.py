@@ -372,12 +372,13 @@ def _plan_cut(plan: PartitionPlan, view: Dict[str, str], source: Segment, scan: 
     leaves them (LogLoader.loadSegmentFiles). (The producer snapshots above the new log end
     are ``plan_snapshots``'.)"""
     name = report.name
-    report.kept, report.first_bad, report.reason = scan.valid_end, scan.first_bad, scan.reason
-    report.bad_offset = scan.bad_offset
+    report.bytes_kept, report.first_bad_position, report.reason = (scan.valid_end, scan.first_bad,
+                                                                    scan.reason)
+    report.first_bad_offset = scan.bad_offset
     count_removed(report, source.log_path, scan.valid_end)
-    if (report.bad_offset is None and report.torn_first is not None
-            and report.first_bad == report.size - report.torn_bytes):
-        report.bad_offset = report.torn_first  # the first bad batch is the torn one
+    if (report.first_bad_offset is None and report.torn_first_offset is not None
+            and report.first_bad_position == report.size - report.torn_bytes):
+        report.first_bad_offset = report.torn_first_offset  # the first bad batch is the torn one
     for base in later:
         later_log = names.offset_name(base, names.LOG)
         plan.segments.append(_moved_report(plan.directory, view, later_log))
@@ -403,8 +404,8 @@ def _refuse_symlink(source: Segment, what: str) -> None:
 def _moved_report(directory: str, view: Dict[str, str], name: str) -> SegmentReport:
     path = os.path.join(directory, view[name])
     report = SegmentReport(name, os.path.getsize(path), RULE_AFTER_CUT)
-    report.kept = 0
-    report.moved = True
+    report.bytes_kept = 0
+    report.set_aside = True
     count_removed(report, path, 0)
     return report
 

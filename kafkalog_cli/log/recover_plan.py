@@ -14,28 +14,29 @@ MOVE, RENAME, CUT, WRITE, REMOVE, SPLIT = "move", "rename", "cut", "write", "rem
 EPOCHS = "epochs"  # the leader-epoch-checkpoint rewritten (a copy of the old one kept)
 
 
+@dataclass
 class Action:
-    """One change: move a file to quarantine, rename a .swap into place, cut a .log (its tail
-    saved to quarantine first), write a rebuilt index file, or split a .log whose offsets
-    overflow into the segments ``pieces`` [(base offset, start, end)] (``split_segment``)."""
+    """One change to a partition directory.
 
-    __slots__ = ("kind", "name", "why", "target", "start", "end", "data", "pieces", "in_place")
+    ``kind``: MOVE a file to quarantine, RENAME a .swap into place, CUT a .log (its tail saved
+    to quarantine first), WRITE a rebuilt index file, REMOVE a file, SPLIT a .log whose offsets
+    overflow (``split_segment``), or rewrite the leader-epoch-checkpoint (EPOCHS); ``name``: the
+    file's name inside the partition directory; ``why``: the reason, as reported; ``target``
+    (RENAME): the new name; ``start``/``end`` (CUT, byte positions): keep [0, start), save
+    [start, end); ``data`` (WRITE): the new contents; ``pieces`` (SPLIT): the segments it is
+    split into, [(base offset, start, end)] (byte positions); ``in_place`` (MOVE): the file
+    stays under its name until the next action (EPOCHS) replaces it (a hard link to it is made
+    in quarantine, not a rename: see ``plan_epochs_aside``)."""
 
-    def __init__(self, kind: str, name: str, why: str, target: str = "", start: int = 0,
-                 end: int = 0, data: bytes = b"",
-                 pieces: Optional[List[Tuple[int, int, int]]] = None,
-                 in_place: bool = False) -> None:
-        self.pieces = pieces or []
-        # MOVE: the file stays under its name until the next action (EPOCHS) replaces it (a
-        # hard link to it is made in quarantine, not a rename: see ``plan_epochs_aside``)
-        self.in_place = in_place
-        self.kind = kind
-        self.name = name      # file name inside the partition directory
-        self.why = why
-        self.target = target  # RENAME: the new name
-        self.start = start    # CUT: keep [0, start), save [start, end)
-        self.end = end
-        self.data = data      # WRITE: the new contents
+    kind: str
+    name: str
+    why: str
+    target: str = ""
+    start: int = 0
+    end: int = 0
+    data: bytes = b""
+    pieces: List[Tuple[int, int, int]] = field(default_factory=list)
+    in_place: bool = False
 
 
 # Which of LogLoader's rules chose what happens to a segment (``SegmentReport.rule``).
@@ -50,94 +51,110 @@ RECOVERING = (RULE_FULL, RULE_RECOVERY_POINT, RULE_NO_INDEX, RULE_TXN_BELOW_BASE
 SANITY_RECOVERY = (RULE_NO_INDEX, RULE_TXN_BELOW_BASE)
 
 
+@dataclass
 class SegmentReport:
-    """What recovery found and did for one segment, and which rule chose it (``rule``).
-    ``records``, ``first_offset`` and ``next_offset`` describe the valid batches kept when the
-    segment was read (None when it was not); ``bad_offset`` is the base offset of the first
-    invalid batch when its header could be read; ``split_into`` the base offsets of the segments
-    an offset overflow split it into."""
+    """What recovery found and did for one segment, and which rule chose it.
 
-    __slots__ = ("name", "size", "kept", "first_bad", "reason", "index_entries",
-                 "timeindex_entries", "txn_entries", "moved", "notes", "rule", "base_offset",
-                 "records", "first_offset", "next_offset", "bad_offset", "split_into",
-                 "indexes_replaced", "timeindex_created", "removed_records", "removed_first",
-                 "removed_last", "torn_bytes", "torn_first", "torn_last", "torn_records")
+    ``name``: its .log file's name; ``size``: the .log's bytes; ``rule``: which of LogLoader's
+    rules chose its fate (RULE_*); ``base_offset``: the offset its name holds (None: none).
+    ``bytes_kept``: the bytes of the .log kept (``size`` unless its tail is cut; 0 when it is
+    set aside); ``first_bad_position``: the byte position of the first invalid entry (None:
+    none found); ``reason``: why that entry is invalid; ``first_bad_offset``: the base offset
+    of that first invalid batch when its header could be read (None otherwise).
+    ``index_entries``, ``timeindex_entries``, ``txn_entries``: the entries of the indexes
+    rebuilt (None: not rebuilt); ``set_aside``: the segment is set aside whole; ``notes``: things
+    said, not changed (batches left unchecked). ``records``, ``first_offset`` and
+    ``next_offset`` describe the valid batches kept when the segment was read (None when it was
+    not); ``split_into``: the base offsets of the segments an offset overflow split it into;
+    ``indexes_replaced``: the kinds whose file the rebuilt one replaces; ``timeindex_created``:
+    a .timeindex written where there was none. What the cut tail (or, for a segment set aside,
+    the whole file) holds: ``removed_records``, ``first_offset_removed`` and
+    ``last_offset_removed``, the whole batches' records and offset range (None: no whole batch),
+    and ``torn_bytes``, the bytes after the last of them that hold no batch (a torn write,
+    garbage). ``torn_first_offset``, ``torn_last_offset`` and ``torn_records``: the offsets and
+    record count, from its header, of the batch those bytes are the start of, when its header
+    can be read there (a write torn by a crash), lost with it (None: no such bytes, or no header
+    to read: offsets unknown)."""
 
-    def __init__(self, name: str, size: int, rule: str = RULE_RECOVERY_POINT) -> None:
-        self.name = name
-        self.size = size
-        self.kept = size
-        self.first_bad: Optional[int] = None
-        self.reason: Optional[str] = None
-        self.index_entries: Optional[int] = None      # set when the indexes were rebuilt
-        self.timeindex_entries: Optional[int] = None
-        self.txn_entries: Optional[int] = None
-        self.moved = False
-        self.notes: List[str] = []     # things said, not changed (batches left unchecked)
-        self.rule = rule
-        self.base_offset = names.base_offset_from_name(name)
-        self.records: Optional[int] = None
-        self.first_offset: Optional[int] = None
-        self.next_offset: Optional[int] = None
-        self.bad_offset: Optional[int] = None
-        self.split_into: List[int] = []
-        self.indexes_replaced: List[str] = []   # kinds whose file the rebuilt one replaces
-        self.timeindex_created = False
-        # What the cut tail (or, for a segment set aside, the whole file) holds: the whole
-        # batches' records and offset range (None: no whole batch), and the bytes after the
-        # last of them that hold no batch (a torn write, garbage)
-        self.removed_records = 0
-        self.removed_first: Optional[int] = None
-        self.removed_last: Optional[int] = None
-        self.torn_bytes = 0
-        # The batch those bytes are the start of, when its header can be read there (a write
-        # torn by a crash): its offsets and record count, from the header, lost with it (None:
-        # no such bytes, or no header to read: offsets unknown)
-        self.torn_first: Optional[int] = None
-        self.torn_last: Optional[int] = None
-        self.torn_records: Optional[int] = None
+    name: str
+    size: int
+    rule: str = RULE_RECOVERY_POINT
+    bytes_kept: int = field(init=False)
+    first_bad_position: Optional[int] = None
+    reason: Optional[str] = None
+    index_entries: Optional[int] = None
+    timeindex_entries: Optional[int] = None
+    txn_entries: Optional[int] = None
+    set_aside: bool = False
+    notes: List[str] = field(default_factory=list)
+    base_offset: Optional[int] = field(init=False)
+    records: Optional[int] = None
+    first_offset: Optional[int] = None
+    next_offset: Optional[int] = None
+    first_bad_offset: Optional[int] = None
+    split_into: List[int] = field(default_factory=list)
+    indexes_replaced: List[str] = field(default_factory=list)
+    timeindex_created: bool = False
+    removed_records: int = 0
+    first_offset_removed: Optional[int] = None
+    last_offset_removed: Optional[int] = None
+    torn_bytes: int = 0
+    torn_first_offset: Optional[int] = None
+    torn_last_offset: Optional[int] = None
+    torn_records: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        self.bytes_kept = self.size
+        self.base_offset = names.base_offset_from_name(self.name)
 
     @property
     def cut(self) -> int:
         """Bytes removed: the tail cut, or the whole file of a segment set aside."""
-        return self.size - self.kept
+        return self.size - self.bytes_kept
 
     @property
     def bytes_cut(self) -> int:
         """Bytes cut from the end of a segment kept (0 for one set aside whole)."""
-        return 0 if self.moved else self.size - self.kept
+        return 0 if self.set_aside else self.size - self.bytes_kept
 
     @property
     def bytes_set_aside(self) -> int:
         """The size of a segment set aside whole (0 for one kept)."""
-        return self.size if self.moved else 0
+        return self.size if self.set_aside else 0
 
     @property
     def recovered(self) -> bool:
         """Read batch by batch and its indexes rebuilt (LogSegment.recover)."""
-        return self.rule in RECOVERING and not self.moved
+        return self.rule in RECOVERING and not self.set_aside
 
 
+@dataclass
 class PartitionPlan:
-    """Everything recovery changes in one partition directory (``actions``, in order), what it
-    found per segment (``segments``), and what it only reports; the inputs LogLoader took
-    (``recovery_point``: None when the checkpoint lists none; ``clean_shutdown``; ``full``) and
-    the log end offset recovery leaves (None: no segment)."""
+    """Everything recovery changes in one partition directory, what it found per segment, and
+    what it only reports.
 
-    def __init__(self, directory: str, recovery_point: Optional[int] = None,
-                 clean_shutdown: bool = False, full: bool = False) -> None:
-        self.directory = directory
-        self.actions: List[Action] = []
-        self.segments: List[SegmentReport] = []
-        self.notes: List[Tuple[str, str]] = []   # (file name, text): found and reported, left alone
-        self.blocked: Set[str] = set()  # Kafka names held by something that is not a regular file
-        self.quarantine: Optional[str] = None  # the folder ``execute`` kept things in
-        self.recovery_point = recovery_point
-        self.clean_shutdown = clean_shutdown
-        self.full = full
-        self.log_end_offset: Optional[int] = None
-        self.split: Optional[Action] = None   # a split planned: segments after it not planned
-        self.splits: List[Tuple[str, List[int]]] = []  # splits carried out: (log, new bases)
+    ``directory``: the partition directory; the inputs LogLoader took: ``recovery_point`` (None
+    when the checkpoint lists none), ``clean_shutdown`` (the marker was there), ``full`` (every
+    segment recovered); ``actions``: the changes, in order; ``segments``: what was found per
+    segment; ``notes``: (file name, text) found and reported, left alone; ``blocked``: the
+    Kafka names held by something that is not a regular file; ``quarantine``: the folder
+    ``execute`` kept things in (None: nothing carried out); ``log_end_offset``: the log end
+    offset recovery leaves (None: no segment); ``split``: a split planned (the segments after it
+    are not planned; None: none); ``splits``: the splits carried out, (log name, new base
+    offsets)."""
+
+    directory: str
+    recovery_point: Optional[int] = None
+    clean_shutdown: bool = False
+    full: bool = False
+    actions: List[Action] = field(default_factory=list)
+    segments: List[SegmentReport] = field(default_factory=list)
+    notes: List[Tuple[str, str]] = field(default_factory=list)
+    blocked: Set[str] = field(default_factory=set)
+    quarantine: Optional[str] = None
+    log_end_offset: Optional[int] = None
+    split: Optional[Action] = None
+    splits: List[Tuple[str, List[int]]] = field(default_factory=list)
 
     @property
     def changes(self) -> bool:
@@ -155,7 +172,7 @@ class PartitionPlan:
 
     @property
     def segments_set_aside(self) -> int:
-        return sum(1 for r in self.segments if r.moved)
+        return sum(1 for r in self.segments if r.set_aside)
 
     @property
     def records_removed(self) -> int:
@@ -170,20 +187,22 @@ class PartitionPlan:
     @property
     def torn_offsets(self) -> Optional[Tuple[int, int]]:
         """(first, last) offset of the torn batches whose headers were read (None: none)."""
-        known = [(r.torn_first, r.torn_last) for r in self.segments
-                 if r.torn_first is not None and r.torn_last is not None]
+        known = [(r.torn_first_offset, r.torn_last_offset) for r in self.segments
+                 if r.torn_first_offset is not None and r.torn_last_offset is not None]
         return (min(a for a, _ in known), max(b for _, b in known)) if known else None
 
     @property
     def torn_unknown(self) -> int:
         """Torn tails (bytes holding no whole batch) whose batch header cannot be read."""
-        return sum(1 for r in self.segments if r.torn_bytes and r.torn_first is None)
+        return sum(1 for r in self.segments if r.torn_bytes and r.torn_first_offset is None)
 
     @property
     def removed_offsets(self) -> Optional[Tuple[int, int]]:
         """(first, last) offset of the whole batches cut or set aside (None: none)."""
-        firsts = [r.removed_first for r in self.segments if r.removed_first is not None]
-        lasts = [r.removed_last for r in self.segments if r.removed_last is not None]
+        firsts = [r.first_offset_removed for r in self.segments
+                  if r.first_offset_removed is not None]
+        lasts = [r.last_offset_removed for r in self.segments
+                 if r.last_offset_removed is not None]
         return (min(firsts), max(lasts)) if firsts and lasts else None
 
     def add(self, kind: str, name: str, why: str, **kw: Any) -> None:
@@ -235,7 +254,7 @@ class RecoveryTotals:
             bytes_set_aside=sum(p.bytes_set_aside for p in plans),
             torn_records=sum(p.torn_records for p in plans),
             torn_batches_known=sum(1 for p in plans for r in p.segments
-                                   if r.torn_first is not None),
+                                   if r.torn_first_offset is not None),
             torn_batches_offsets_unknown=sum(p.torn_unknown for p in plans),
             log_end_offsets=[names.topic_partition(p.directory) + (p.log_end_offset,)
                              for p in plans if p.changes])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..errors import KafkalogError
@@ -210,16 +211,15 @@ def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
 
 # -- a log directory (LogManager.loadLogs) ---------------------------------------------------------
 
+@dataclass
 class PartitionResult:
-    """One partition of a ``LogDirRecovery``: its plan, or the error that stopped it."""
+    """One partition of a ``LogDirRecovery``: ``directory``, the partition directory; ``plan``,
+    its plan as carried out (None: an error stopped it); ``error``, the error that stopped it
+    (None: it was recovered)."""
 
-    __slots__ = ("directory", "plan", "error")
-
-    def __init__(self, directory: str, plan: Optional[PartitionPlan],
-                 error: Optional[OSError]) -> None:
-        self.directory = directory
-        self.plan = plan
-        self.error = error
+    directory: str
+    plan: Optional[PartitionPlan]
+    error: Optional[OSError]
 
 
 class LogDirRecovery:

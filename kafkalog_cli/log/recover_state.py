@@ -121,8 +121,8 @@ def plan_log_start_reset(plan: PartitionPlan, view: Dict[str, str], log_start_of
     why = "the log end offset %s is below the log start offset %d (log-start-offset-" \
         "checkpoint): the broker deletes every segment" % (plan.log_end_offset, log_start_offset)
     for report in plan.segments:
-        if not report.moved:
-            report.moved, report.kept = True, 0
+        if not report.set_aside:
+            report.set_aside, report.bytes_kept = True, 0
             if report.name in view:
                 count_removed(report, os.path.join(plan.directory, view[report.name]), 0)
     # what recovery meant to cut or write in the segments is moot: they go whole
@@ -194,12 +194,12 @@ def rebuilt_leader_epochs(plan: PartitionPlan, view: Dict[str, str], max_message
     of log-start-offset-checkpoint (truncateFromStart)."""
     cache = LeaderEpochCache()
     for report in plan.segments:
-        if report.moved or report.name not in view:
+        if report.set_aside or report.name not in view:
             continue
         source = Segment.at(os.path.join(plan.directory, view[report.name]))
         with source.open(max_message_size) as log:
             for batch in source.batches(log=log):
-                if batch.position + batch.size > report.kept:
+                if batch.position + batch.size > report.bytes_kept:
                     break
                 if batch.magic >= 2:
                     observe_epoch(cache, batch, source.log_path)

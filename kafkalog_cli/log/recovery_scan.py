@@ -235,7 +235,7 @@ def count_removed(report: SegmentReport, path: str, start: int) -> None:
                            else batch.last_offset - batch.base_offset + 1)
             end = batch.position + batch.size
         size = log.size
-    report.removed_first, report.removed_last = first, last
+    report.first_offset_removed, report.last_offset_removed = first, last
     report.removed_records = records
     report.torn_bytes = max(0, size - end)
     if report.torn_bytes:
@@ -245,7 +245,7 @@ def count_removed(report: SegmentReport, path: str, start: int) -> None:
                       else report.base_offset - 1 if report.base_offset is not None else None)
         torn = torn_batch(path, end, report.torn_bytes, before)
         if torn is not None:
-            report.torn_first, report.torn_last, report.torn_records = torn
+            report.torn_first_offset, report.torn_last_offset, report.torn_records = torn
 
 
 def torn_batch(path: str, position: int, available: int,

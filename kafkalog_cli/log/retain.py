@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional, Tuple
 
 from . import checkpoints, names
@@ -35,28 +36,37 @@ from .segment import Segment
 KEPT, DELETED = "kept", "deleted"  # a segment's fate
 
 
+@dataclass
 class RetainedSegment:
-    """A segment as retention sees it (``segment``, a log.segment.Segment): its size, the offset
-    after its last batch, its largest timestamp and where that came from, and its fate (KEPT or
-    DELETED) with the reason."""
+    """A segment as retention sees it.
 
-    __slots__ = ("segment", "base", "size", "next_offset", "largest_ts", "ts_source", "first_ts",
-                 "fate", "why", "records", "first_offset")
+    ``segment``: the log.segment.Segment; ``base_offset``: its base offset; ``size``: its .log's
+    bytes; ``next_offset``: the offset after its last batch (``base_offset`` when it holds none);
+    ``first_timestamp``: the first batch's max timestamp (ms; None: no batch);
+    ``largest_timestamp``: its largest timestamp (ms; -1: none) and ``timestamp_source``, where
+    that came from (the time index, the batches, ...); ``fate``: KEPT or DELETED, with the
+    reason ``why`` (None: kept, no reason given); ``records``: the records of its batches (from
+    their headers); ``first_offset``: the first batch's base offset (None: it holds no batch).
+    Raises ValueError for a segment whose file name holds no base offset."""
 
-    def __init__(self, segment: Segment) -> None:
-        if segment.base_offset is None:
-            raise ValueError("%s: the file name holds no base offset" % segment.log_path)
-        self.segment = segment
-        self.base: int = segment.base_offset
-        self.size = segment.size()
-        self.next_offset = self.base
-        self.first_ts: Optional[int] = None   # the first batch's max timestamp
-        self.largest_ts = -1
-        self.ts_source = ""
-        self.fate = KEPT
-        self.why: Optional[str] = None
-        self.records = 0                      # records of its batches (from their headers)
-        self.first_offset: Optional[int] = None  # the first batch's base offset
+    segment: Segment
+    base_offset: int = field(init=False)
+    size: int = field(init=False)
+    next_offset: int = field(init=False)
+    first_timestamp: Optional[int] = None
+    largest_timestamp: int = -1
+    timestamp_source: str = ""
+    fate: str = KEPT
+    why: Optional[str] = None
+    records: int = 0
+    first_offset: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.segment.base_offset is None:
+            raise ValueError("%s: the file name holds no base offset" % self.segment.log_path)
+        self.base_offset = self.segment.base_offset
+        self.size = self.segment.size()
+        self.next_offset = self.base_offset
 
     @property
     def last_offset(self) -> Optional[int]:
@@ -82,8 +92,8 @@ def _read_batches(seg: RetainedSegment) -> int:
         seg.records += (batch.count if batch.count is not None
                         else batch.last_offset - batch.base_offset + 1)
         largest = max(largest, batch.max_timestamp)
-        if seg.first_ts is None:
-            seg.first_ts = batch.max_timestamp
+        if seg.first_timestamp is None:
+            seg.first_timestamp = batch.max_timestamp
     return largest
 
 
@@ -94,49 +104,59 @@ def load_segments(directory: str) -> List[RetainedSegment]:
     for i, segment in enumerate(segments):
         seg = RetainedSegment(segment)
         batches_ts = _read_batches(seg)
-        seg.largest_ts, seg.ts_source = segment.largest_timestamp(batches_ts)
-        if i == len(segments) - 1 and batches_ts > seg.largest_ts:
+        seg.largest_timestamp, seg.timestamp_source = segment.largest_timestamp(batches_ts)
+        if i == len(segments) - 1 and batches_ts > seg.largest_timestamp:
             # The active segment's time index lacks its final entry until a roll (the broker
             # keeps that maximum in memory): its batches know better.
-            seg.largest_ts, seg.ts_source = batches_ts, "batches"
+            seg.largest_timestamp, seg.timestamp_source = batches_ts, "batches"
         out.append(seg)
     return out
 
 
+@dataclass
 class Policy:
-    """The retention settings (retention.ms, retention.bytes, a log start offset as
-    DeleteRecords leaves it), the time retention is judged at, the high watermark to use when
-    the replication-offset-checkpoint has none, and whether the active segment may be rolled
-    away."""
+    """The retention settings.
 
-    def __init__(self, retention_ms: Optional[int] = None,
-                 retention_bytes: Optional[int] = None,
-                 log_start_offset: Optional[int] = None, now: Optional[int] = None,
-                 high_watermark: Optional[int] = None, roll_active: bool = False) -> None:
-        self.retention_ms = retention_ms
-        self.retention_bytes = retention_bytes
-        self.log_start_offset = log_start_offset
-        self.now = now if now is not None else int(time.time() * 1000)
-        self.high_watermark = high_watermark
-        self.roll_active = roll_active
+    ``retention_ms``: retention.ms (None: no time limit); ``retention_bytes``: retention.bytes
+    (None: no size limit); ``log_start_offset``: a log start offset as DeleteRecords leaves it
+    (None: none given); ``now``: the time retention is judged at (ms since the epoch; None
+    given: the current time, read when the Policy is made, so never None after);
+    ``high_watermark``: the high watermark to use when the replication-offset-checkpoint has
+    none (None: none given); ``roll_active``: whether the active segment may be rolled away."""
+
+    retention_ms: Optional[int] = None
+    retention_bytes: Optional[int] = None
+    log_start_offset: Optional[int] = None
+    now: Optional[int] = None
+    high_watermark: Optional[int] = None
+    roll_active: bool = False
+
+    def __post_init__(self) -> None:
+        if self.now is None:
+            self.now = int(time.time() * 1000)
 
 
+@dataclass
 class RetentionPlan:
-    """Each segment's fate, and the offsets it was judged by."""
+    """Each segment's fate, and the offsets it was judged by.
 
-    def __init__(self, directory: str, segments: List[RetainedSegment], high_watermark: int,
-                 hw_source: str, log_end: int) -> None:
-        self.directory = directory
-        self.segments = segments
-        self.high_watermark = high_watermark
-        self.hw_source = hw_source
-        self.log_end = log_end
-        self.roll_first = False  # every segment goes: the active one is rolled first
-        self.policy_log_start = 0  # Policy.log_start_offset, 0 when not given
-        # (old, new) of the partition's recovery-point-offset-checkpoint entry: raised to the
-        # log start offset (a dry run's: would be), or None; and why it was not read, or None
-        self.recovery_point_raise: Optional[Tuple[int, int]] = None
-        self.recovery_point_problem: Optional[str] = None
+    ``directory``: the partition directory; ``segments``: its live segments, oldest first, each
+    with its fate; ``high_watermark`` and ``high_watermark_source``, where it came from;
+    ``log_end``: the log end offset; ``roll_first``: every segment goes, so the active one is
+    rolled first; ``policy_log_start``: Policy.log_start_offset (0 when not given);
+    ``recovery_point_raise``: (old, new) of the partition's recovery-point-offset-checkpoint
+    entry, raised to the log start offset (a dry run's: would be), or None;
+    ``recovery_point_problem``: why that checkpoint was not read (None: it was)."""
+
+    directory: str
+    segments: List[RetainedSegment]
+    high_watermark: int
+    high_watermark_source: str
+    log_end: int
+    roll_first: bool = False
+    policy_log_start: int = 0
+    recovery_point_raise: Optional[Tuple[int, int]] = None
+    recovery_point_problem: Optional[str] = None
 
     @property
     def deleted(self) -> List[RetainedSegment]:
@@ -161,12 +181,12 @@ class RetentionPlan:
     @property
     def old_log_start(self) -> int:
         """The first segment's base offset before the deletion."""
-        return self.segments[0].base if self.segments else self.log_end
+        return self.segments[0].base_offset if self.segments else self.log_end
 
     @property
     def new_log_start(self) -> int:
         kept = [s for s in self.segments if s.fate != DELETED]
-        return kept[0].base if kept else self.log_end
+        return kept[0].base_offset if kept else self.log_end
 
     @property
     def log_start_offset(self) -> int:
@@ -215,15 +235,16 @@ def _walk(plan: RetentionPlan, policy: Policy, remaining: List[RetainedSegment],
     for i, seg in enumerate(remaining):
         last = i == len(remaining) - 1
         nxt = None if last else remaining[i + 1]
-        upper = plan.log_end if nxt is None else nxt.base
+        upper = plan.log_end if nxt is None else nxt.base_offset
         if last and not policy.roll_active:
             seg.why = seg.why or "active segment (--roll-active lets it go)"
             break
-        if last and seg.next_offset == seg.base:
+        if last and seg.next_offset == seg.base_offset:
             seg.why = seg.why or "active segment, empty"
             break
         if plan.high_watermark < upper:
-            seg.why = "above the high watermark %d (%s)" % (plan.high_watermark, plan.hw_source)
+            seg.why = "above the high watermark %d (%s)" % (plan.high_watermark,
+                                                           plan.high_watermark_source)
             break
         why_not = predicate(seg, nxt)
         if why_not is not None:
@@ -237,7 +258,7 @@ def _walk(plan: RetentionPlan, policy: Policy, remaining: List[RetainedSegment],
 def _below_log_start(start: int, log_end: int) -> Predicate:
     """deleteLogStartOffsetBreachedSegments: a segment wholly below the log start offset."""
     def test(seg: RetainedSegment, nxt: Optional[RetainedSegment]) -> Optional[str]:
-        if (nxt.base if nxt is not None else log_end) <= start:
+        if (nxt.base_offset if nxt is not None else log_end) <= start:
             return None
         return "holds offsets at or above the log start offset %d" % start
     return test
@@ -261,12 +282,13 @@ def _too_old(retention_ms: int, now: int) -> Predicate:
     """deleteRetentionMsBreachedSegments: a segment whose largest timestamp is older than
     ``retention_ms`` at ``now``."""
     def test(seg: RetainedSegment, nxt: Optional[RetainedSegment]) -> Optional[str]:
-        if now - seg.largest_ts > retention_ms:
+        if now - seg.largest_timestamp > retention_ms:
             return None
-        if seg.largest_ts > now:
-            return "future timestamps (%d, from the %s) hold it back" % (seg.largest_ts,
-                                                                        seg.ts_source)
-        return "newest timestamp %d (from the %s) too recent" % (seg.largest_ts, seg.ts_source)
+        if seg.largest_timestamp > now:
+            return "future timestamps (%d, from the %s) hold it back" % (seg.largest_timestamp,
+                                                                        seg.timestamp_source)
+        return "newest timestamp %d (from the %s) too recent" % (seg.largest_timestamp,
+                                                                 seg.timestamp_source)
     return test
 
 
@@ -281,6 +303,7 @@ def _apply_policy(plan: RetentionPlan, policy: Policy) -> None:
         remaining = _walk(plan, policy, remaining, _over_size(policy.retention_bytes, remaining),
                           "retention bytes %d" % policy.retention_bytes)
     if policy.retention_ms is not None and policy.retention_ms >= 0:
+        assert policy.now is not None  # Policy.__post_init__ reads the clock when none is given
         _walk(plan, policy, remaining, _too_old(policy.retention_ms, policy.now),
               "retention ms %d" % policy.retention_ms)
 
@@ -290,7 +313,7 @@ def plan_retention(directory: str, policy: Policy) -> RetentionPlan:
     why each other one stays."""
     segments = load_segments(directory)
     log_end = segments[-1].next_offset if segments else 0
-    log_start = segments[0].base if segments else 0
+    log_start = segments[0].base_offset if segments else 0
     hw, source = _high_watermark(directory, policy, log_start, log_end)
     plan = RetentionPlan(directory, segments, hw, source, log_end)
     plan.policy_log_start = policy.log_start_offset or 0
@@ -390,7 +413,7 @@ def delete_segments(plan: RetentionPlan) -> Optional[Tuple[int, int]]:
     which only makes a broker's load recover more. Returns the recovery point's (old, new)
     when it was raised."""
     directory = plan.directory
-    bases = [seg.base for seg in plan.deleted]
+    bases = [seg.base_offset for seg in plan.deleted]
     intent = os.path.join(directory, names.RETAIN_INTENT)
     write_atomically(intent, ("%s\n%s %d\n" % (
         " ".join(str(x) for x in [plan.new_log_start] + bases), _INTENT_LOG_START,

@@ -18,6 +18,7 @@ whose data is gone from the log) ends nothing and is listed nowhere.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import KafkalogError
@@ -44,44 +45,42 @@ NOW_GIVEN = "now"                    # the caller's --now
 NEWEST_TIMESTAMP = "newestTimestamp"  # the newest batch timestamp in the partition
 
 
+@dataclass
 class Transaction:
     """One transaction of a producer in the partition ``directory``: ``first_offset`` (base
     offset of its first transactional data batch; None for a marker that ended no open
     transaction), ``first_timestamp`` (that batch's max timestamp), ``producer_epoch`` (that
     batch's epoch, else the marker's), ``batches`` and ``records`` (its data batches and their
     record count), then, once ended, ``marker`` (COMMIT or ABORT), ``end_offset`` (the marker's
-    offset), ``marker_epoch`` (the marker batch's producer epoch), ``coordinator_epoch``,
-    ``marker_timestamp`` and ``segment`` (the base offset of the segment holding the marker).
+    offset), ``marker_producer_epoch`` (the marker batch's producer epoch),
+    ``coordinator_epoch``, ``marker_timestamp`` and ``segment`` (the base offset of the
+    segment holding the marker).
     For an ABORT: ``in_txn_index`` (is it listed in that segment's .txnindex; None when the
     .txnindex cannot be read) and ``txn_index_problem`` (what differs in the entry listed, or
     why the index could not be read). For an open one: ``age_ms`` and ``lso_lag`` (offsets from
-    its first offset to the log end offset) and ``hanging`` (older than the threshold)."""
+    its first offset to the log end offset) and ``hanging`` (older than the threshold).
+    Timestamps and ages are in ms. The marker's fields (``end_offset`` to ``segment``) are None
+    while it is open; ``age_ms`` and ``lso_lag`` are None once it is ended (``age_ms`` also
+    when there is no reference time or first timestamp)."""
 
-    __slots__ = ("directory", "producer_id", "producer_epoch", "first_offset", "first_timestamp",
-                 "batches", "records", "marker", "end_offset", "marker_epoch",
-                 "coordinator_epoch", "marker_timestamp", "segment", "in_txn_index",
-                 "txn_index_problem", "age_ms", "lso_lag", "hanging")
-
-    def __init__(self, directory: str, producer_id: int, producer_epoch: int,
-                 first_offset: Optional[int], first_timestamp: Optional[int]) -> None:
-        self.directory = directory
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.first_offset = first_offset
-        self.first_timestamp = first_timestamp
-        self.batches = 0
-        self.records = 0
-        self.marker: Optional[str] = None
-        self.end_offset: Optional[int] = None
-        self.marker_epoch: Optional[int] = None
-        self.coordinator_epoch: Optional[int] = None
-        self.marker_timestamp: Optional[int] = None
-        self.segment: Optional[int] = None
-        self.in_txn_index: Optional[bool] = None
-        self.txn_index_problem: Optional[str] = None
-        self.age_ms: Optional[int] = None
-        self.lso_lag: Optional[int] = None
-        self.hanging = False
+    directory: str
+    producer_id: int
+    producer_epoch: int
+    first_offset: Optional[int]
+    first_timestamp: Optional[int]
+    batches: int = 0
+    records: int = 0
+    marker: Optional[str] = None
+    end_offset: Optional[int] = None
+    marker_producer_epoch: Optional[int] = None
+    coordinator_epoch: Optional[int] = None
+    marker_timestamp: Optional[int] = None
+    segment: Optional[int] = None
+    in_txn_index: Optional[bool] = None
+    txn_index_problem: Optional[str] = None
+    age_ms: Optional[int] = None
+    lso_lag: Optional[int] = None
+    hanging: bool = False
 
     @property
     def state(self) -> str:
@@ -92,7 +91,8 @@ class Transaction:
     def epoch_bumped(self) -> bool:
         """Was it ended by a marker of a newer producer epoch than its data's: the coordinator
         bumped the epoch to end it (a fenced producer's transaction, or transactions V2)?"""
-        return self.marker_epoch is not None and self.marker_epoch > self.producer_epoch
+        return (self.marker_producer_epoch is not None
+                and self.marker_producer_epoch > self.producer_epoch)
 
     @property
     def empty(self) -> bool:
@@ -100,6 +100,7 @@ class Transaction:
         return self.first_offset is None
 
 
+@dataclass
 class PartitionSummary:
     """What one partition (``directory``) holds, given after its transactions: how many were
     committed, aborted (``missing_from_txn_index`` of them not in their .txnindex) and ended
@@ -108,21 +109,23 @@ class PartitionSummary:
     offset), ``newest_timestamp`` (the newest batch max timestamp, None without batches), the
     ``reference_ms`` the ages are measured from and where it comes from (``reference_source``:
     NOW_GIVEN or NEWEST_TIMESTAMP), ``hanging_after_ms`` and ``problems`` (how many Notes of
-    invalid data or unreadable .txnindex files were given)."""
+    invalid data or unreadable .txnindex files were given). Offsets are
+    Kafka offsets, times in ms."""
 
-    __slots__ = ("directory", "committed", "aborted", "empty", "missing_from_txn_index", "open",
-                 "hanging", "log_end_offset", "last_stable_offset", "newest_timestamp",
-                 "reference_ms", "reference_source", "hanging_after_ms", "problems")
-
-    def __init__(self, directory: str, hanging_after_ms: int) -> None:
-        self.directory = directory
-        self.hanging_after_ms = hanging_after_ms
-        self.committed = self.aborted = self.empty = self.missing_from_txn_index = 0
-        self.open = self.hanging = self.problems = 0
-        self.log_end_offset = self.last_stable_offset = 0
-        self.newest_timestamp: Optional[int] = None
-        self.reference_ms: Optional[int] = None
-        self.reference_source = NEWEST_TIMESTAMP
+    directory: str
+    hanging_after_ms: int
+    committed: int = 0
+    aborted: int = 0
+    empty: int = 0
+    missing_from_txn_index: int = 0
+    open: int = 0
+    hanging: int = 0
+    log_end_offset: int = 0
+    last_stable_offset: int = 0
+    newest_timestamp: Optional[int] = None
+    reference_ms: Optional[int] = None
+    reference_source: str = NEWEST_TIMESTAMP
+    problems: int = 0
 
     @property
     def transactions(self) -> int:
@@ -218,7 +221,7 @@ class _Scan:
             summary.committed += 1
         txn.marker = control.control_type_name(type_id)
         txn.end_offset = batch.base_offset
-        txn.marker_epoch = batch.producer_epoch
+        txn.marker_producer_epoch = batch.producer_epoch
         txn.coordinator_epoch = coordinator_epoch
         txn.marker_timestamp = records.timestamps[0]
         txn.segment = segment.base_offset

@@ -1126,7 +1126,7 @@ def test_library_retain_partition(tmp_path):
     before = tree(part.dir)
     planned = retain_partition(part.dir, policy, dry_run=True)
     assert tree(part.dir) == before
-    assert [s.base for s in planned.segments] == part.bases
+    assert [s.base_offset for s in planned.segments] == part.bases
     assert [s.fate for s in planned.segments] == deleted_n(3, 5)
     assert planned.new_log_start == part.bases[3] and planned.log_end == part.leo
     done = retain_partition(part.dir, policy, delete_delay_ms=0)
