@@ -6,7 +6,6 @@ Each function dumps one file through the writer and returns the exit status it e
 
 from __future__ import annotations
 
-import copy
 import os
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
@@ -144,6 +143,7 @@ def _dump_index(kind: str, path: str, writer: AuxWriter, iopts: IndexOptions) ->
 def _slot_zero(index: AnyIndex) -> AnyIndex:
     """An index seen as DumpLogSegments sees one whose slot 0 is all zeros: that slot as its
     one entry (the index keeps slot 0's bytes when it has no entry)."""
+    import copy  # here: only an index whose slot 0 is all zeros needs it
     shown = copy.copy(index)
     shown.count = 1
     return shown
