@@ -10,8 +10,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import click
 
-from .. import jsonvocab
-
 
 def human_bytes(n: Optional[int]) -> str:
     """Bytes as a short figure for a terminal (1024-based units: 1.2 MiB), "-" for None; JSON
@@ -63,6 +61,7 @@ class Output:
         of ``command`` and ``counts``), else its line ``text`` (none when None); then every
         line held is written."""
         if self.json:
+            from .. import jsonvocab  # here: only JSON output needs the vocabulary
             self._put(json.dumps(jsonvocab.summary(command, **counts)))
         elif text is not None:
             self._put(text)

@@ -32,7 +32,7 @@ from ..format.records import (ATTR_CODEC, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TY
 from ..format.scan import MIN_HEADER, InvalidBytes
 from ..format.validity import MAX_RELATIVE_OFFSET, crc_problem, order_problem, reach_problem
 from . import names
-from .files import FileFormatError
+from .files import FileFormatError, printable_name
 from .findings import (CLEANER_OFFSET_OUT_OF_RANGE, CRC_MISMATCH, HIGH_WATERMARK_OUT_OF_RANGE,
                        INDEX_MISSING, INDEX_SANITY, INDEX_ZERO_TAIL, INVALID_BYTES,
                        LEADER_EPOCH_PAST_END, LOG_START_BELOW_LOG, LOG_START_PAST_END, NO_SEGMENTS,
@@ -44,7 +44,6 @@ from .logdir import LogDir, partitions_of
 from .partition import Partition
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .snapshot import read_snapshot
-from .index_check import sanity_problems
 
 
 @dataclass
@@ -407,7 +406,7 @@ def _index_health(segment: Segment, kind: str, active: bool) -> Optional[IndexHe
     # the active segment's indexes are pre-allocated: checked trimmed, as the broker does on
     # close (verify._SegmentCheck does the same)
     checked = index.trimmed() if active else index
-    health.sanity = [p.message for p in sanity_problems(checked)]
+    health.sanity = [printable_name(m) for m in checked.sanity_problems()]
     return health
 
 
