@@ -42,12 +42,13 @@ from .index import OffsetIndex, TimeIndex
 from .leader_epochs import read_checkpoint_strict
 from .logdir import LogDir, partitions_of
 from .partition import Partition
+from .report import Report
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .snapshot import read_snapshot
 
 
-@dataclass
-class IndexHealth:
+@dataclass(repr=False, eq=False)
+class IndexHealth(Report):
     """One index file of a segment.
 
     ``path``: the file's path; ``kind``: its Kafka kind (``names.INDEX`` or
@@ -64,8 +65,8 @@ class IndexHealth:
     error: Optional[str] = None
 
 
-@dataclass
-class SegmentDescription:
+@dataclass(repr=False, eq=False)
+class SegmentDescription(Report):
     """One segment.
 
     ``path``: its .log file; ``base_offset``: the offset its name holds (None: the name holds
@@ -106,8 +107,8 @@ class SegmentDescription:
         return self.base_offset
 
 
-@dataclass
-class PartitionDescription:
+@dataclass(repr=False, eq=False)
+class PartitionDescription(Report):
     """One partition directory: its segments, totals and checkpoints.
 
     ``directory``: its path; ``topic``/``partition``: what its name says (None: not a
@@ -158,8 +159,8 @@ class PartitionDescription:
         return [n for s in self.segments for n in s.notes] + self.notes
 
 
-@dataclass
-class Description:
+@dataclass(repr=False, eq=False)
+class Description(Report):
     """What a path stands for, described.
 
     ``partitions``: a log directory's or one partition's; ``segments``: for a segment's .log

@@ -20,6 +20,7 @@ from .findings import (ABORT_WITHOUT_TXN, NOT_A_BATCH, NOT_INCREASING, OFFSET_MI
                        TIMESTAMP_OUT_OF_ORDER, TXN_FIRST_OFFSET, TXN_WITHOUT_ABORT, UNREADABLE,
                        Finding)
 from .index import OffsetIndex, TimeIndex
+from .report import Report
 from .segment import LogFile, Segment
 from .txnindex import TransactionIndex
 
@@ -357,8 +358,8 @@ def check_txn_index(txn: TransactionIndex, log: LogFile) -> List[Finding]:
     return problems
 
 
-@dataclass
-class FileReport:
+@dataclass(repr=False, eq=False)
+class FileReport(Report):
     """What verifying one index file found.
 
     ``path``: the file; ``kind``: its Kafka kind (``names.INDEX``, ``names.TIMEINDEX``, ...);

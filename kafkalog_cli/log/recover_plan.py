@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from . import names
+from .report import Report
 
 
 MOVE, RENAME, CUT, WRITE, REMOVE, SPLIT = "move", "rename", "cut", "write", "remove", "split"
 EPOCHS = "epochs"  # the leader-epoch-checkpoint rewritten (a copy of the old one kept)
 
 
-@dataclass
-class Action:
+@dataclass(repr=False, eq=False)
+class Action(Report):
     """One change to a partition directory.
 
     ``kind``: MOVE a file to quarantine, RENAME a .swap into place, CUT a .log (its tail saved
@@ -51,8 +52,8 @@ RECOVERING = (RULE_FULL, RULE_RECOVERY_POINT, RULE_NO_INDEX, RULE_TXN_BELOW_BASE
 SANITY_RECOVERY = (RULE_NO_INDEX, RULE_TXN_BELOW_BASE)
 
 
-@dataclass
-class SegmentReport:
+@dataclass(repr=False, eq=False)
+class SegmentReport(Report):
     """What recovery found and did for one segment, and which rule chose it.
 
     ``name``: its .log file's name; ``size``: the .log's bytes; ``rule``: which of LogLoader's
@@ -128,8 +129,8 @@ class SegmentReport:
         return self.rule in RECOVERING and not self.set_aside
 
 
-@dataclass
-class PartitionPlan:
+@dataclass(repr=False, eq=False)
+class PartitionPlan(Report):
     """Everything recovery changes in one partition directory, what it found per segment, and
     what it only reports.
 
@@ -221,8 +222,8 @@ def file_base(name: str) -> int:
 
 
 
-@dataclass
-class RecoveryTotals:
+@dataclass(repr=False, eq=False)
+class RecoveryTotals(Report):
     """What the plans of a recovery run add up to (a dry run's: would). ``segments_cut``:
     segments whose log was cut; ``torn_batches_known``: torn batches whose offsets are known
     (``torn_records`` records lost with them); ``torn_batches_offsets_unknown``: torn batches

@@ -23,6 +23,7 @@ from .recover import plan_partition, split_segment
 from .recover_plan import (CUT, EPOCHS, MOVE, REMOVE, RENAME, SPLIT, WRITE, Action, PartitionPlan,
                            file_base)
 from .recovery_scan import MAX_INDEX_READ
+from .report import Report
 from .segment import DEFAULT_MAX_MESSAGE_SIZE
 
 # -- carrying a plan out -------------------------------------------------------------------------
@@ -211,8 +212,8 @@ def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
 
 # -- a log directory (LogManager.loadLogs) ---------------------------------------------------------
 
-@dataclass
-class PartitionResult:
+@dataclass(repr=False, eq=False)
+class PartitionResult(Report):
     """One partition of a ``LogDirRecovery``: ``directory``, the partition directory; ``plan``,
     its plan as carried out (None: an error stopped it); ``error``, the error that stopped it
     (None: it was recovered)."""

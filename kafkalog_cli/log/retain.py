@@ -31,13 +31,14 @@ from .lock import LockHeld, LogDirLock
 from .logdir import CleanShutdownMarker
 from .partition import Partition
 from .producer_state import load_state, snapshot_path, write_snapshot
+from .report import Report
 from .segment import Segment
 
 KEPT, DELETED = "kept", "deleted"  # a segment's fate
 
 
-@dataclass
-class RetainedSegment:
+@dataclass(repr=False, eq=False)
+class RetainedSegment(Report):
     """A segment as retention sees it.
 
     ``segment``: the log.segment.Segment; ``base_offset``: its base offset; ``size``: its .log's
@@ -113,8 +114,8 @@ def load_segments(directory: str) -> List[RetainedSegment]:
     return out
 
 
-@dataclass
-class Policy:
+@dataclass(repr=False, eq=False)
+class Policy(Report):
     """The retention settings.
 
     ``retention_ms``: retention.ms (None: no time limit); ``retention_bytes``: retention.bytes
@@ -136,8 +137,8 @@ class Policy:
             self.now = int(time.time() * 1000)
 
 
-@dataclass
-class RetentionPlan:
+@dataclass(repr=False, eq=False)
+class RetentionPlan(Report):
     """Each segment's fate, and the offsets it was judged by.
 
     ``directory``: the partition directory; ``segments``: its live segments, oldest first, each

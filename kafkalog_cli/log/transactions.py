@@ -30,6 +30,7 @@ from .indexbuild import TxnTracker
 from .logdir import partitions_of
 from .partition import Partition
 from .read import CONTROL, BatchProblem, BatchRead, Note, problem_text, segment_events
+from .report import Report
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 from .txnindex import AbortedTxn
 from .verify import TargetError
@@ -45,8 +46,8 @@ NOW_GIVEN = "now"                    # the caller's --now
 NEWEST_TIMESTAMP = "newestTimestamp"  # the newest batch timestamp in the partition
 
 
-@dataclass
-class Transaction:
+@dataclass(repr=False, eq=False)
+class Transaction(Report):
     """One transaction of a producer in the partition ``directory``: ``first_offset`` (base
     offset of its first transactional data batch; None for a marker that ended no open
     transaction), ``first_timestamp`` (that batch's max timestamp), ``producer_epoch`` (that
@@ -100,8 +101,8 @@ class Transaction:
         return self.first_offset is None
 
 
-@dataclass
-class PartitionSummary:
+@dataclass(repr=False, eq=False)
+class PartitionSummary(Report):
     """What one partition (``directory``) holds, given after its transactions: how many were
     committed, aborted (``missing_from_txn_index`` of them not in their .txnindex) and ended
     nothing (``empty``), the ``open`` ones (``hanging`` of them), ``log_end_offset``,
