@@ -71,6 +71,11 @@ def batch_problem(batch: Batch, base_offset: Optional[int],
     after ``previous_last`` (the last offset of the valid batch before it; None: none) and
     within the reach of ``base_offset`` (the segment's; None: not checked). Its size and
     completeness are the scanner's; its records, ``control_problem``'s and the decoder's."""
+    last = batch.last_offset
+    if (batch.crc == batch.computed_crc and batch.magic <= 2
+            and (previous_last is None or last > previous_last)
+            and (base_offset is None or 0 <= last - base_offset <= MAX_RELATIVE_OFFSET)):
+        return None  # a valid batch (every batch, nearly): decided without a call per check
     return (crc_problem(batch) or magic_problem(batch)
             or order_problem(batch.last_offset, previous_last)
             or (None if base_offset is None else reach_problem(batch.last_offset, base_offset)))

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple, Union
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError
-from ..format.records import (LOG_OVERHEAD, PREFIX, RECORD_CHUNK, V2_OVERHEAD, Batch, Records,
-                              decode_records, iter_records, read_batch)
-from ..format.scan import MIN_HEADER, InvalidBytes, entry_problem, scan
+from ..format.records import (LEGACY_MIN_SIZE, LOG_OVERHEAD, PREFIX, RECORD_CHUNK, V2_OVERHEAD,
+                              Batch, Records, decode_records, iter_records, read_batch)
+from ..format.scan import INT64_MAX, INT64_MIN, MIN_HEADER, InvalidBytes, entry_problem, scan
 from ..format.validity import MAX_RELATIVE_OFFSET
 from . import names
 from .files import FileChangedError, FileFormatError, check_unchanged, open_regular
@@ -248,9 +248,15 @@ class LogFile:
             magic = head[16]
             if magic >= 128:
                 magic -= 256  # a legacy entry to the scan, as format.scan reads the byte
-            if entry_problem(head, 0, end - pos, size, magic) is not None:
+            # format.scan.entry_problem's rule, its common case (a whole entry) decided here
+            # without a call per batch; any other entry is judged by it
+            if ((size < LEGACY_MIN_SIZE or pos + LOG_OVERHEAD + size > end
+                    or (magic >= 2 and size + LOG_OVERHEAD < V2_OVERHEAD))
+                    and entry_problem(head, 0, end - pos, size, magic) is not None):
                 return  # no whole entry here (zero fill among them): the scan stops
             batch = read_batch(head, 0, min(size + LOG_OVERHEAD, len(head)), magic)
+            if magic >= 2 and not INT64_MIN <= batch.last_offset <= INT64_MAX:
+                return  # an offset range beyond a long (entry_problem's OFFSET_OVERFLOW)
             batch.position, batch.size, batch.computed_crc = pos, size + LOG_OVERHEAD, None
             yield batch
             pos += LOG_OVERHEAD + size
