@@ -408,6 +408,14 @@ def kafkalog(*args):
     return Result(r.exit_code, r.stdout_bytes.decode("utf-8"), r.stderr_bytes.decode("utf-8"))
 
 
+def kafkalog_checked(*args):
+    """``kafkalog(ARGS)``, checked to print no traceback on stdout or stderr."""
+    res = kafkalog(*args)
+    assert "Traceback" not in res.err, res
+    assert "Traceback" not in res.out, res
+    return res
+
+
 def files_in(directory):
     """{name: bytes} of the regular files directly in ``directory`` (a partition's Kafka files;
     the quarantine folder is a directory)."""

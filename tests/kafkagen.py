@@ -397,6 +397,19 @@ def filler(i, repeat=20):
     return (b"compressible-%03d|" % i) * repeat
 
 
+def log_append_time_segment():
+    """A segment of 60 v2 batches of 3 records each, every fourth one from the second on with
+    LogAppendTime (T0 + 100000 + i * 1000, after every CreateTime of the segment): its bytes."""
+    w = SegmentWriter(0)
+    for i in range(60):
+        recs = [Rec(b"k", filler(i, repeat=15), T0 + i * 10 + j) for j in range(3)]
+        if i % 4 == 1:
+            w.add_v2(recs, log_append_time=T0 + 100000 + i * 1000)
+        else:
+            w.add_v2(recs)
+    return w.data()
+
+
 def binary(seed, n):
     """Seeded random bytes without \\n and \\r (record lines stay one line each)."""
     rnd = random.Random(seed)

@@ -26,7 +26,7 @@ import pytest
 
 import indexgen as ig
 import kafkagen as kg
-from dumpcheck import REPO, files_in, json_objects, kafkalog
+from dumpcheck import REPO, files_in, json_objects, kafkalog, kafkalog_checked
 
 T0 = kg.T0
 QUARANTINE = "kafkalog-quarantine"
@@ -37,16 +37,11 @@ INT32_MAX = 2**31 - 1
 # -- running -----------------------------------------------------------------------------------------
 
 def recover(*args):
-    res = kafkalog("recover", *args)
-    assert "Traceback" not in res.err, res
-    assert "Traceback" not in res.out, res
-    return res
+    return kafkalog_checked("recover", *args)
 
 
 def verify_index(*args):
-    res = kafkalog("verify-index", *args)
-    assert "Traceback" not in res.err, res
-    return res
+    return kafkalog_checked("verify-index", *args)
 
 
 def assert_clean_exit2(res):

@@ -430,15 +430,8 @@ def test_compacted_gaps_and_high_base_offset(tmp_path):
 
 def test_log_append_time_batches(tmp_path):
     """LogAppendTime batches: record timestamps are the batch's maxTimestamp."""
-    w = kg.SegmentWriter(0)
-    for i in range(60):
-        recs = [kg.Rec(b"k", kg.filler(i, repeat=15), T0 + i * 10 + j) for j in range(3)]
-        if i % 4 == 1:
-            w.add_v2(recs, log_append_time=T0 + 100000 + i * 1000)
-        else:
-            w.add_v2(recs)
     d = str(tmp_path / "lat-0")
-    segs = ig.write_partition(d, [(0, w.data())])
+    segs = ig.write_partition(d, [(0, kg.log_append_time_segment())])
     assert len(segs[0].indexes.time_entries) > 3
     records = full_records(d, segs)
     times = [(T0 + 100000, T0 + 10 ** 9), (T0 + 105000, T0 + 131000), (T0 + 200, T0 + 400),
