@@ -452,45 +452,51 @@ def describe_segment(segment: Segment, active: bool,
 # -- a partition -----------------------------------------------------------------------------------
 
 class _Checkpoints:
-    """A log directory's offset checkpoints, each read once (LogDir.offset_checkpoint)."""
+    """The log directories whose offset checkpoints the partitions described are held
+    against (each a LogDir, which reads a checkpoint once), and the findings of the files
+    that could not be read, one each."""
 
-    def __init__(self, directories: Optional[List[str]] = None) -> None:
-        self.read: Dict[Tuple[str, str], Dict[Tuple[str, int], int]] = {}
+    def __init__(self) -> None:
+        self.log_dirs: Dict[str, LogDir] = {}
         self.problems: List[Finding] = []
-        # the partitions described: only their entries are kept (None: every entry)
-        self.keys: Optional[Set[Tuple[str, int]]] = None
-        if directories is not None:
-            self.keys = set()
-            for topic, number in map(names.topic_partition, directories):
-                if topic is not None and number is not None:
-                    self.keys.add((topic, number))
 
-    def get(self, log_dir: str, name: str, key: Tuple[str, int]) -> Optional[int]:
-        if (log_dir, name) not in self.read:
-            try:
-                self.read[(log_dir, name)] = LogDir(log_dir).offset_checkpoint(name, self.keys)
-            except (OSError, FileFormatError) as e:
-                path = os.path.join(log_dir, name)
-                text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-                if text.startswith(path + ": "):
-                    text = text[len(path) + 2:]
+    def partition(self, directory: str) -> Partition:
+        log_dir = os.path.dirname(os.path.abspath(directory))
+        parent = self.log_dirs.get(log_dir)
+        if parent is None:
+            parent = self.log_dirs[log_dir] = LogDir(log_dir)
+        return Partition(directory, parent)
+
+    def get(self, partition: Partition, name: str) -> Optional[int]:
+        topic, number = partition.topic, partition.number
+        if topic is None or number is None:
+            return None
+        try:
+            # a file present that is not a regular file is a finding too
+            return partition.parent.offset_checkpoint(name, [(topic, number)]).get((topic, number))
+        except (OSError, FileFormatError) as e:
+            path = os.path.join(partition.log_dir, name)
+            text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            if text.startswith(path + ": "):
+                text = text[len(path) + 2:]
+            if not any(f.file == path for f in self.problems):
                 self.problems.append(Finding(UNREADABLE, text, path))
-                self.read[(log_dir, name)] = {}
-        return self.read[(log_dir, name)].get(key)
+            return None
 
 
-def _check_offsets(part: PartitionDescription, log_dir: str, checkpoints: _Checkpoints) -> None:
+def _check_offsets(part: PartitionDescription, partition: Partition,
+                   checkpoints: _Checkpoints) -> None:
     """The log directory's checkpoints held against the partition's log."""
     if part.topic is None or part.partition is None or part.log_end_offset is None:
         return
-    key = (part.topic, part.partition)
+    log_dir = partition.log_dir
     end = part.log_end_offset
     first_base = part.segments[0].base_offset if part.segments else None
-    part.recovery_point = checkpoints.get(log_dir, names.RECOVERY_POINT_CHECKPOINT, key)
-    part.checkpointed_log_start_offset = checkpoints.get(log_dir,
-                                                         names.LOG_START_OFFSET_CHECKPOINT, key)
-    part.high_watermark = checkpoints.get(log_dir, names.REPLICATION_OFFSET_CHECKPOINT, key)
-    part.cleaner_offset = checkpoints.get(log_dir, names.CLEANER_OFFSET_CHECKPOINT, key)
+    part.recovery_point = checkpoints.get(partition, names.RECOVERY_POINT_CHECKPOINT)
+    part.checkpointed_log_start_offset = checkpoints.get(partition,
+                                                         names.LOG_START_OFFSET_CHECKPOINT)
+    part.high_watermark = checkpoints.get(partition, names.REPLICATION_OFFSET_CHECKPOINT)
+    part.cleaner_offset = checkpoints.get(partition, names.CLEANER_OFFSET_CHECKPOINT)
 
     def where(name: str) -> str:
         return os.path.join(log_dir, name)
@@ -575,7 +581,7 @@ def describe_partition(directory: str, checkpoints: Optional[_Checkpoints] = Non
     if checkpoints is None:
         checkpoints = _Checkpoints()
     part = PartitionDescription(directory)
-    partition = Partition(directory)
+    partition = checkpoints.partition(directory)
     segments = partition.segments()
     for i, segment in enumerate(segments):
         part.segments.append(describe_segment(segment, i == len(segments) - 1, max_message_size,
@@ -592,7 +598,7 @@ def describe_partition(directory: str, checkpoints: Optional[_Checkpoints] = Non
         part.log_start_offset = part.segments[0].base_offset
     else:
         part.notes.append(Finding(NO_SEGMENTS, "no segment (.log) in the partition", directory))
-    _check_offsets(part, partition.log_dir, checkpoints)
+    _check_offsets(part, partition, checkpoints)
     _leader_epochs(part)
     _snapshots(part, partition)
     return part
@@ -620,7 +626,7 @@ def describe(path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     errors: List[Tuple[str, OSError]] = []
     directories = partitions_of(path, errors)
     out.errors.extend(errors)
-    checkpoints = _Checkpoints(directories)
+    checkpoints = _Checkpoints()
     for directory in directories:
         try:
             out.partitions.append(describe_partition(directory, checkpoints, max_message_size,

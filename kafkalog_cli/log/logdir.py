@@ -7,11 +7,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import TYPE_CHECKING, Collection, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Collection, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import UsageError
 from . import checkpoints, names
-from .files import open_regular, printable_name, read_sized
+from .files import FileFormatError, open_regular, printable_name, read_sized
 from .indexbuild import fsync_dir, write_new
 from .lock import LogDirLock
 from .partition import Partition, is_partition_dir
@@ -23,33 +23,70 @@ if TYPE_CHECKING:
     from .retain import Policy, RetentionPlan
 
 
-class LogDir:
-    """The log directory ``path``. Creating one reads nothing."""
+Entries = Dict[Tuple[str, int], int]
 
-    __slots__ = ("path",)
+
+class LogDir:
+    """The log directory ``path``. Creating one reads nothing. Its offset checkpoints are
+    read once each and kept while the file stays the one read (its inode, size and
+    modification time: the broker and kafkalog replace a checkpoint by renaming a new file
+    over it), for every partition it lists (``partitions()``, ``partition()``)."""
+
+    __slots__ = ("path", "_checkpoints")
 
     def __init__(self, path: str) -> None:
         self.path = path
+        # name: (the file's identity when read, its entries or the error reading it raised)
+        self._checkpoints: Dict[str, Tuple[Tuple[int, int, int],
+                                           Union[Entries, OSError, FileFormatError]]] = {}
 
     def partitions(self) -> List[Partition]:
         """Its partition directories, in topic and partition-number order. A directory that
         cannot be listed is left out."""
         found = partitions_of(self.path)
-        return [Partition(p) for p in sorted(found, key=names.partition_sort_key)]
+        return [Partition(p, self) for p in sorted(found, key=names.partition_sort_key)]
 
     def partition(self, topic: str, number: int) -> Partition:
         """The partition ``<topic>-<number>`` of this log directory (it may not exist)."""
-        return Partition(os.path.join(self.path, "%s-%d" % (topic, number)))
+        return Partition(os.path.join(self.path, "%s-%d" % (topic, number)), self)
 
     def offset_checkpoint(self, name: str, keys: Optional[Collection[Tuple[str, int]]] = None
-                          ) -> Dict[Tuple[str, int], int]:
+                          ) -> Entries:
         """{(topic, partition): offset} of the offset checkpoint ``name`` (one of
-        names.OFFSET_CHECKPOINT_NAMES), only of ``keys`` when given, or {} when the file is
-        absent."""
+        names.OFFSET_CHECKPOINT_NAMES; of two lines for one partition the last, as the
+        broker's OffsetCheckpointFile.read keeps it), only of ``keys`` when given, or {} when
+        the file is absent. A file that cannot be read raises OSError or FileFormatError."""
+        entries = self._entries(name, False)
+        if keys is None:
+            return dict(entries)
+        return {key: entries[key] for key in keys if key in entries}
+
+    def checkpointed(self, name: str, topic: str, number: int) -> Optional[int]:
+        """The entry of partition ``topic``-``number`` in the offset checkpoint ``name``, or
+        None when there is no such file (or it is no regular file) or no entry. A file that
+        cannot be read raises OSError or FileFormatError."""
+        return self._entries(name, True).get((topic, number))
+
+    def _entries(self, name: str, regular_only: bool) -> Entries:
         path = os.path.join(self.path, name)
-        if not os.path.exists(path):
+        try:
+            st = os.stat(path)
+        except OSError:
             return {}
-        return checkpoints.offset_checkpoint_entries(path, keys)
+        if regular_only and not stat.S_ISREG(st.st_mode):
+            return {}
+        identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+        held = self._checkpoints.get(name)
+        if held is None or held[0] != identity:
+            try:
+                read: Union[Entries, OSError, FileFormatError] = \
+                    checkpoints.offset_checkpoint_entries(path)
+            except (OSError, FileFormatError) as e:
+                read = e
+            held = self._checkpoints[name] = (identity, read)
+        if isinstance(held[1], (OSError, FileFormatError)):
+            raise held[1]
+        return held[1]
 
     def lock(self, create: bool = True) -> LogDirLock:
         return LogDirLock(self.path, create)

@@ -12,6 +12,7 @@ from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 
 if TYPE_CHECKING:
     from .append import RollResult
+    from .logdir import LogDir
     from .describe import PartitionDescription
     from .produce import AppendResult, AppendSettings, Item
     from .read import Record
@@ -23,12 +24,15 @@ if TYPE_CHECKING:
 
 class Partition:
     """The partition held by ``directory`` (``<topic>-<n>``). Creating one reads nothing;
-    every method lists or reads the directory as it is when called."""
+    every method lists or reads the directory as it is when called. ``parent``: the LogDir
+    that lists it (its checkpoints read once for all its partitions); by default one of its
+    own, made when first needed."""
 
-    __slots__ = ("directory",)
+    __slots__ = ("directory", "_parent")
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, parent: "Optional[LogDir]" = None) -> None:
         self.directory = directory
+        self._parent = parent
 
     @property
     def name(self) -> str:
@@ -49,6 +53,14 @@ class Partition:
         """The log directory holding this partition (where its .lock and checkpoints are)."""
         return os.path.dirname(os.path.abspath(self.directory))
 
+    @property
+    def parent(self) -> "LogDir":
+        """The LogDir of ``log_dir``, where the partition's checkpoint entries are read."""
+        if self._parent is None:
+            from .logdir import LogDir
+            self._parent = LogDir(self.log_dir)
+        return self._parent
+
     def checkpointed(self, file_name: str) -> Optional[int]:
         """The partition's entry in its log directory's offset checkpoint ``file_name``
         (``names.RECOVERY_POINT_CHECKPOINT``, ``LOG_START_OFFSET_CHECKPOINT``,
@@ -57,10 +69,9 @@ class Partition:
         no such file or no entry, or when the directory's name is no partition's. A file that
         cannot be read raises OSError or FileFormatError."""
         topic, number = self.topic, self.number
-        path = os.path.join(self.log_dir, file_name)
-        if topic is None or number is None or not os.path.isfile(path):
+        if topic is None or number is None:
             return None
-        return checkpoints.offset_checkpoint_entries(path, {(topic, number)}).get((topic, number))
+        return self.parent.checkpointed(file_name, topic, number)
 
     def segments(self) -> List[Segment]:
         """The live segments (every ``<20 digits>.log``, no lifecycle suffix), oldest first."""

@@ -267,15 +267,14 @@ class LogDirRecovery:
                 self.marker = "kept"
             points: Dict[Tuple[str, int], int] = {}
             readable = True
-            # only the entries of the partitions recovered are kept (a large file is read one
-            # entry at a time)
+            # the entries of the partitions recovered
             wanted: Set[Tuple[str, int]] = set()
             for topic, number in map(names.topic_partition, self.partitions):
                 if topic is not None and number is not None:
                     wanted.add((topic, number))
+            log_dir = LogDir(self.log_dir)
             try:
-                points = LogDir(self.log_dir).offset_checkpoint(names.RECOVERY_POINT_CHECKPOINT,
-                                                                wanted)
+                points = log_dir.offset_checkpoint(names.RECOVERY_POINT_CHECKPOINT, wanted)
             except (OSError, FileFormatError) as e:
                 # LogManager reads an unreadable checkpoint as an empty one: every segment is
                 # recovered. It is not written over: what it holds is not ours to lose.
@@ -283,8 +282,7 @@ class LogDirRecovery:
                 self.checkpoint_problem = "%s: not read (%s): every segment recovered; not " \
                     "written" % (printable_name(self.checkpoint_path), e)
             try:
-                starts = LogDir(self.log_dir).offset_checkpoint(
-                    names.LOG_START_OFFSET_CHECKPOINT, wanted)
+                starts = log_dir.offset_checkpoint(names.LOG_START_OFFSET_CHECKPOINT, wanted)
             except (OSError, FileFormatError):
                 starts = {}  # LogManager: every log start at its first segment's base
             failed = changed = False
