@@ -17,7 +17,7 @@ from ..log.files import printable_name
 from ..log.findings import Finding
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text, fail
-from .output import Output, human_bytes
+from .output import Column, Output, human_bytes, show, table
 from .numbers import java_int
 
 
@@ -152,64 +152,59 @@ class _Output(Output):
         self.totals(d)
 
 
+PARTITION_COLUMNS = tuple(Column(header, "left" if header in ("leader epochs", "snapshots")
+                                 else "right")
+                          for header in ("partition", "log start", "log end", "records",
+                                         "batches", "size", "segments", "recovery point",
+                                         "high watermark", "leader epochs", "snapshots",
+                                         "problems"))
+SEGMENT_COLUMNS = tuple(Column(header, "right" if header in ("records", "batches", "size",
+                                                             "index", "timeindex") else "left",
+                               no_wrap=header not in ("partition", "codecs"))
+                        for header in ("partition", "segment", "offsets", "records", "batches",
+                                       "size", "min time", "max time", "codecs", "magic",
+                                       "index", "timeindex"))
+FINDING_COLUMNS = (Column(""), Column("file"), Column("kind"), Column("message"))
+
+
 def _tables(d: Description) -> None:
-    from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
-    console = Console()
+    drawn: List[object] = []
     by_topic: Dict[Optional[str], List[PartitionDescription]] = {}
     for p in d.partitions:
         by_topic.setdefault(p.topic, []).append(p)
     for topic, parts in by_topic.items():
-        table = Table(title="topic %s" % escape(_opt(topic)))
-        for column in ("partition", "log start", "log end", "records", "batches", "size",
-                       "segments", "recovery point", "high watermark", "leader epochs",
-                       "snapshots", "problems"):
-            table.add_column(column, justify="left" if column in (
-                "leader epochs", "snapshots") else "right")
-        for p in parts:
-            found = len(p.all_problems())
-            table.add_row(_opt(p.partition), _opt(p.log_start_offset), _opt(p.log_end_offset),
-                          str(p.records), str(p.batches), human_bytes(p.size), str(len(p.segments)),
-                          _opt(p.recovery_point), _opt(p.high_watermark),
-                          " ".join("%d@%d" % e for e in p.leader_epochs) or "-",
-                          " ".join("%d(%s)" % (o, _opt(n)) for o, n in p.snapshots) or "-",
-                          ("[red]%d[/red]" % found) if found else "0")
-        console.print(table)
+        drawn.append(table("topic %s" % escape(_opt(topic)), PARTITION_COLUMNS, [
+            (_opt(p.partition), _opt(p.log_start_offset), _opt(p.log_end_offset),
+             str(p.records), str(p.batches), human_bytes(p.size), str(len(p.segments)),
+             _opt(p.recovery_point), _opt(p.high_watermark),
+             " ".join("%d@%d" % e for e in p.leader_epochs) or "-",
+             " ".join("%d(%s)" % (o, _opt(n)) for o, n in p.snapshots) or "-",
+             ("[red]%d[/red]" % len(p.all_problems())) if p.all_problems() else "0")
+            for p in parts]))
     segments = d.all_segments()
     if segments:
-        table = Table(title="segments (* active; times UTC)")
-        for column in ("partition", "segment", "offsets", "records", "batches", "size",
-                       "min time", "max time", "codecs", "magic", "index", "timeindex"):
-            table.add_column(column, no_wrap=column not in ("codecs", "partition"),
-                             justify="right" if column in (
-                                 "records", "batches", "size", "index", "timeindex")
-                             else "left")
-        for s in segments:
-            table.add_row(escape("%s-%s" % (_opt(s.topic), _opt(s.partition))),
-                          escape(os.path.basename(s.path)) + ("*" if s.active else ""),
-                          "-" if s.first_offset is None or s.last_offset is None
-                          else "%d-%d" % (s.first_offset, s.last_offset),
-                          str(s.records), str(s.batches), human_bytes(s.size),
-                          _time(s.min_timestamp, " "), _time(s.max_timestamp, " "),
-                          ",".join(s.codecs) or "-", ",".join(map(str, s.magic)) or "-",
-                          _opt(_index_entries(s.offset_index)),
-                          _opt(_index_entries(s.time_index)))
-        console.print(table)
+        drawn.append(table("segments (* active; times UTC)", SEGMENT_COLUMNS, [
+            (escape("%s-%s" % (_opt(s.topic), _opt(s.partition))),
+             escape(os.path.basename(s.path)) + ("*" if s.active else ""),
+             "-" if s.first_offset is None or s.last_offset is None
+             else "%d-%d" % (s.first_offset, s.last_offset),
+             str(s.records), str(s.batches), human_bytes(s.size),
+             _time(s.min_timestamp, " "), _time(s.max_timestamp, " "),
+             ",".join(s.codecs) or "-", ",".join(map(str, s.magic)) or "-",
+             _opt(_index_entries(s.offset_index)), _opt(_index_entries(s.time_index)))
+            for s in segments]))
     findings = ([("problem", f) for f in d.all_problems()]
                 + [("note", f) for f in d.all_notes()])
     if findings:
-        table = Table(title="problems and notes")
-        for column in ("", "file", "kind", "message"):
-            table.add_column(column)
-        for kind, f in findings:
-            table.add_row("[red]problem[/red]" if kind == "problem" else "note", escape(f.file),
-                          f.kind, escape(f.message))
-        console.print(table)
+        drawn.append(table("problems and notes", FINDING_COLUMNS, [
+            ("[red]problem[/red]" if kind == "problem" else "note", escape(f.file), f.kind,
+             escape(f.message)) for kind, f in findings]))
     problems = d.all_problems()
-    console.print("%d segments, %d records, %s: %s" % (
+    drawn.append("%d segments, %d records, %s: %s" % (
         len(segments), sum(s.records for s in segments), human_bytes(sum(s.size for s in segments)),
         "consistent" if not problems else "[red]%d problems[/red]" % len(problems)))
+    show(*drawn)
 
 
 @click.command(short_help="A log directory, partition or segment at a glance.")

@@ -1,14 +1,20 @@
 """The output layer of the reports (recover, retain, describe, transactions, verify-index,
 quarantine, append, scan): one of three layouts (JSON Lines, plain lines on a pipe, rich tables
-on a terminal), and what they share in words: sizes, counts and offset ranges."""
+on a terminal: each table from the description of its columns, ``Column``, drawn by ``table``),
+and what they share in words: sizes, counts and offset ranges."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, \
+    Sequence, Union
 
 import click
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod, OverflowMethod
+    from rich.table import Table
 
 
 def human_bytes(n: Optional[int]) -> str:
@@ -108,3 +114,35 @@ def new_offsets_text(label: str, objs: Sequence[Dict[str, Any]], key: str) -> st
         return "; new %ss %s" % (label, ", ".join(
             "%s-%s %s" % (o["topic"], o["partition"], o[key]) for o in objs))
     return ""
+
+
+class Column(NamedTuple):
+    """One column of a report's table: its header, where its cells sit (``justify``: numbers
+    right, names and words left), whether a cell may be wrapped over lines (``no_wrap``: a file
+    name is not), and how a word too long for it is shown (``overflow``: "ellipsis" or
+    "fold")."""
+    header: str
+    justify: "JustifyMethod" = "left"
+    no_wrap: bool = False
+    overflow: "OverflowMethod" = "ellipsis"
+
+
+def table(title: str, columns: Sequence[Column], rows: Iterable[Sequence[Optional[str]]],
+          caption: Optional[str] = None) -> "Table":
+    """A rich table of ``rows`` (cells in rich markup, in the order of ``columns``; None is an
+    empty cell)."""
+    from rich.table import Table
+    drawn = Table(title=title, caption=caption)
+    for c in columns:
+        drawn.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, overflow=c.overflow)
+    for row in rows:
+        drawn.add_row(*row)
+    return drawn
+
+
+def show(*items: Any, err: bool = False) -> None:
+    """Print tables (and lines of rich markup) on the terminal, one after the other."""
+    from rich.console import Console
+    console = Console(stderr=err)
+    for item in items:
+        console.print(item)

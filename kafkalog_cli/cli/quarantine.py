@@ -17,7 +17,7 @@ from ..log.logdir import partitions_of
 from ..log.quarantine_runs import (APPEND, DISPLACE, DONE, RENAME_BACK, RETURN, REWRITE, Run,
                                    RestoreStep, RunEntry, find_run, list_runs, purge_runs,
                                    restore_run)
-from .output import Output, human_bytes
+from .output import Column, Output, human_bytes, show, table
 from .errors import fail
 
 
@@ -127,19 +127,18 @@ def _run_text(run: Run) -> str:
     return "\n".join(lines)
 
 
+COLUMNS = tuple(Column(header, "right" if header == "bytes" else "left", overflow="fold")
+                for header in ("partition", "run", "time", "what", "file", "bytes",
+                               "range / offsets", "why"))
+
+
 def _table(runs: Sequence[Run]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title="kafkalog quarantine")
-    for column in ("partition", "run", "time", "what", "file", "bytes", "range / offsets",
-                   "why"):
-        table.add_column(column, justify="right" if column == "bytes" else "left",
-                         overflow="fold")
+    rows: List[Tuple[Optional[str], ...]] = []
     for run in runs:
         part = os.path.basename(run.partition)
         state = " (restored)" if run.restored is not None else ""
         if not run.entries:
-            table.add_row(part, run.id + state, _when(run), "", "", "", "", run.problem or "")
+            rows.append((part, run.id + state, _when(run), "", "", "", "", run.problem or ""))
         for e in run.entries:
             extra: List[str] = []
             if e.what == "cut":
@@ -150,9 +149,9 @@ def _table(runs: Sequence[Run]) -> None:
                 extra.append("written where there was no file, not kept here")
             if e.what == "renamed":
                 extra.append("renamed from %s, nothing kept here" % printable_name(e.target))
-            table.add_row(part, run.id + state, _when(run), e.what, printable_name(e.file),
-                          "-" if e.size is None else human_bytes(e.size), ", ".join(extra), e.why)
-    Console().print(table)
+            rows.append((part, run.id + state, _when(run), e.what, printable_name(e.file),
+                         "-" if e.size is None else human_bytes(e.size), ", ".join(extra), e.why))
+    show(table("kafkalog quarantine", COLUMNS, rows))
 
 
 _DONE_TEXT = {DISPLACE: ("set aside in a new quarantine run (it stands where the run's file "

@@ -20,7 +20,7 @@ from ..log.recover_plan import (EPOCHS, MOVE, REMOVE, RENAME, RULE_AFTER_CUT, RU
 from ..log.recover_run import LogDirRecovery
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from .errors import error_text
-from .output import Output, human_bytes, new_offsets_text, offsets_text, plural
+from .output import Column, Output, human_bytes, show, table, new_offsets_text, offsets_text, plural
 from .targets import partitions_by_log_dir
 from .numbers import java_int
 
@@ -342,30 +342,26 @@ class _Report(Output):
                      dry_run=dry_run)
 
     def _table(self) -> None:
-        from rich.console import Console
         from rich.markup import escape
-        from rich.table import Table
         dry_run = self.dry_run
-        console = Console()
         by_partition: Dict[str, Tuple[PartitionPlan, List[SegmentReport]]] = {}
         for plan, path, r in self.rows:
             by_partition.setdefault(plan.directory, (plan, []))[1].append(r)
-        for directory, (plan, reports) in by_partition.items():
-            table = Table(title="%s%s: new log end offset %s" % (
-                escape(printable_name(directory)), " (dry run)" if dry_run else "",
-                plan.log_end_offset))
-            for column in ("segment", "rule", "kept",
-                           "would be removed" if dry_run else "removed", "why", "indexes"):
-                table.add_column(column, no_wrap=column == "segment")
-            for r in reports:
-                table.add_row(escape(r.name), r.rule, _kept_cell(r),
-                              _removed_cell(r, dry_run),
-                              "" if r.first_bad_position is None else escape(
-                                  "position %d: %s" % (r.first_bad_position, r.reason)),
-                              "" if not r.recovered else (
-                                  "rebuilt (%s/%s)" % (r.index_entries, r.timeindex_entries)
-                                  if r.indexes_replaced else "as rebuilt"))
-            console.print(table)
+        show(*(table("%s%s: new log end offset %s" % (
+            escape(printable_name(directory)), " (dry run)" if dry_run else "",
+            plan.log_end_offset), DRY_RUN_COLUMNS if dry_run else COLUMNS, [
+            (escape(r.name), r.rule, _kept_cell(r), _removed_cell(r, dry_run),
+             "" if r.first_bad_position is None else escape(
+                 "position %d: %s" % (r.first_bad_position, r.reason)),
+             "" if not r.recovered else (
+                 "rebuilt (%s/%s)" % (r.index_entries, r.timeindex_entries)
+                 if r.indexes_replaced else "as rebuilt"))
+            for r in reports]) for directory, (plan, reports) in by_partition.items()))
+
+
+COLUMNS = (Column("segment", no_wrap=True), Column("rule"), Column("kept"), Column("removed"),
+           Column("why"), Column("indexes"))
+DRY_RUN_COLUMNS = COLUMNS[:3] + (Column("would be removed"),) + COLUMNS[4:]
 
 
 def _kept_cell(r: SegmentReport) -> str:

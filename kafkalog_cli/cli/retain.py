@@ -16,7 +16,7 @@ from ..log.partition import Partition
 from ..log.retain import DELETED, LogDirRetention, Policy, RetainedSegment, RetentionPlan
 from ..log.segment_writer import AppendError
 from .errors import error_text, fail
-from .output import Output, human_bytes, new_offsets_text, offsets_text, plural
+from .output import Column, Output, human_bytes, show, table, new_offsets_text, offsets_text, plural
 from .targets import partitions_by_log_dir
 from .numbers import java_long
 
@@ -165,30 +165,24 @@ class _Output(Output):
                      dry_run=dry_run)
 
 
+# the segment's name (its base offset) and its offsets are never cut short
+COLUMNS = (Column("segment", no_wrap=True), Column("offsets", no_wrap=True),
+           Column("records", "right"), Column("size", "right"), Column("first timestamp"),
+           Column("largest timestamp"), Column("fate"), Column("why"))
+
+
 def _tables(plans: Sequence[RetentionPlan], dry_run: bool) -> None:
-    from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
-    console = Console()
-    for plan in plans:
-        table = Table(title="%s%s: high watermark %d (%s), log end offset %d; %s" % (
-            escape(plan.directory), " (dry run)" if dry_run else "", plan.high_watermark,
-            escape(plan.high_watermark_source), plan.log_end,
-            escape(_removal_text(plan, dry_run, human=True))))
-        for column in ("segment", "offsets", "records", "size", "first timestamp",
-                       "largest timestamp", "fate", "why"):
-            # the segment's name (its base offset) is never cut short
-            table.add_column(column, no_wrap=column in ("segment", "offsets"),
-                             justify="right" if column in ("records", "size") else "left")
-        for s in plan.segments:
-            table.add_row(escape(s.name),
-                          "-" if s.first_offset is None or s.last_offset is None
-                          else "%d-%d" % (s.first_offset, s.last_offset),
-                          str(s.records), human_bytes(s.size), _iso(s.first_timestamp),
-                          _iso(s.largest_timestamp),
-                          ("[red]%s[/red]" % ("would be deleted" if dry_run else "deleted"))
-                          if s.fate == DELETED else "kept", escape(s.why or ""))
-        console.print(table)
+    show(*(table("%s%s: high watermark %d (%s), log end offset %d; %s" % (
+        escape(plan.directory), " (dry run)" if dry_run else "", plan.high_watermark,
+        escape(plan.high_watermark_source), plan.log_end,
+        escape(_removal_text(plan, dry_run, human=True))), COLUMNS, [
+        (escape(s.name), "-" if s.first_offset is None or s.last_offset is None
+         else "%d-%d" % (s.first_offset, s.last_offset),
+         str(s.records), human_bytes(s.size), _iso(s.first_timestamp), _iso(s.largest_timestamp),
+         ("[red]%s[/red]" % ("would be deleted" if dry_run else "deleted"))
+         if s.fate == DELETED else "kept", escape(s.why or ""))
+        for s in plan.segments]) for plan in plans))
 
 
 @click.command(short_help="Delete expired segments, as a broker's retention does.")

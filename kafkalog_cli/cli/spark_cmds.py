@@ -13,7 +13,7 @@ import click
 
 from ..errors import EXIT_INVALID, EXIT_OK, KafkalogError, UsageError
 from .errors import fail
-from .output import Output
+from .output import Column, Output, show, table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -160,19 +160,21 @@ def _offsets(r: Dict[str, Any]) -> str:
     return "-" if r["first_offset"] is None else "%d-%d" % (r["first_offset"], r["last_offset"])
 
 
+SCAN_COLUMNS = (Column("partition"), Column("segments", "right"), Column("batches", "right"),
+                Column("records", "right"), Column("bytes", "right"), Column("offsets"),
+                Column("codecs"), Column("invalid batches", "right"),
+                Column("invalid bytes", "right"))
+
+
+def _scan_row(r: Dict[str, Any]) -> Tuple[str, ...]:
+    bad = "[red]%d[/red]" if r["invalid_batches"] or r["invalid_bytes"] else "%d"
+    return ("%s-%d" % (r["topic"], r["partition"]), str(r["segments"]), str(r["batches"]),
+            str(r["records"]), str(r["bytes"]), _offsets(r), ",".join(r["codecs"]),
+            bad % r["invalid_batches"], bad % r["invalid_bytes"])
+
+
 def _table(rows: Sequence[Dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title="kafkalog scan")
-    for c in ("partition", "segments", "batches", "records", "bytes", "offsets", "codecs",
-              "invalid batches", "invalid bytes"):
-        table.add_column(c, justify="left" if c in ("partition", "offsets", "codecs") else "right")
-    for r in rows:
-        bad = "[red]%d[/red]" if r["invalid_batches"] or r["invalid_bytes"] else "%d"
-        table.add_row("%s-%d" % (r["topic"], r["partition"]), str(r["segments"]),
-                      str(r["batches"]), str(r["records"]), str(r["bytes"]), _offsets(r),
-                      ",".join(r["codecs"]), bad % r["invalid_batches"], bad % r["invalid_bytes"])
-    Console().print(table)
+    show(table("kafkalog scan", SCAN_COLUMNS, [_scan_row(r) for r in rows]))
 
 
 def _scan_json(r: Dict[str, Any]) -> Dict[str, Any]:

@@ -16,7 +16,7 @@ from ..log.read import Note
 from ..log.transactions import (ABORT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN,
                                 PartitionSummary, Transaction, transactions_of)
 from ..log.verify import TargetError
-from .output import Output
+from .output import Column, Output, show, table
 from .errors import error_text, fail
 from .numbers import java_int, java_long
 
@@ -114,17 +114,15 @@ def _row(t: Transaction) -> Row:
             "" if t.lso_lag is None else str(t.lso_lag))
 
 
+COLUMNS = (Column("producer", "right"), Column("epoch", "right"), Column("first offset", "right"),
+           Column("end offset", "right"), Column("state"), Column("coord. epoch", "right"),
+           Column("records", "right"), Column(".txnindex"), Column("age ms", "right"),
+           Column("LSO lag", "right"))
+
+
 def _table(directory: str, summary: PartitionSummary, rows: Sequence[Row]) -> None:
-    from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
-    table = Table(title=escape(directory), caption=escape(_summary_text(summary)))
-    for column in ("producer", "epoch", "first offset", "end offset", "state", "coord. epoch",
-                   "records", ".txnindex", "age ms", "LSO lag"):
-        table.add_column(column, justify="left" if column in ("state", ".txnindex") else "right")
-    for row in rows:
-        table.add_row(*row)
-    Console().print(table)
+    show(table(escape(directory), COLUMNS, rows, caption=escape(_summary_text(summary))))
 
 
 class _Output(Output):

@@ -15,7 +15,7 @@ from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.verify import TargetError, UnknownFile, verify_target
 from .. import jsonvocab
 from .errors import error_text
-from .output import Output
+from .output import Column, Output, show, table
 from .numbers import java_int
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -44,16 +44,13 @@ def _finding_json(item: Finding, label: str) -> Dict[str, Any]:
     return obj
 
 
+COLUMNS = (Column("file"), Column("kind"), Column("entries", "right"), Column("problems", "right"))
+
+
 def _summary_table(reports: Sequence[FileReport]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title="kafkalog verify-index")
-    for column in ("file", "kind", "entries", "problems"):
-        table.add_column(column, justify="right" if column in ("entries", "problems") else "left")
-    for r in reports:
-        table.add_row(printable_name(r.path), r.kind, str(r.entries),
-                      ("[red]%d[/red]" % len(r.problems)) if r.problems else "0")
-    Console(stderr=True).print(table)
+    show(table("kafkalog verify-index", COLUMNS, [
+        (printable_name(r.path), r.kind, str(r.entries),
+         ("[red]%d[/red]" % len(r.problems)) if r.problems else "0") for r in reports]), err=True)
 
 
 @click.command("verify-index",
