@@ -5,8 +5,8 @@ decoded), a cut, and the index rebuild.
 Copies the ~1 GiB v2 segment of bench_dump.py into a fresh partition directory with broker-style
 indexes (bench_seek.write_indexes), appends a 64 KiB garbage tail, and times
 `kafkalog recover` on it (a subprocess, start-up and its fsyncs included; the copy is synced
-to disk first), best of --repeat; then a second run on the recovered partition (nothing to do:
-validation and index checks only). With --baseline PYTHON, the same runs with that interpreter
+to disk first), and a second run on the recovered partition (nothing to do: validation and
+index checks only), each best of --repeat. With --baseline PYTHON, the same runs with that interpreter
 too (e.g. the venv of a worktree of an older commit), interleaved; with --compare-path DIR, the
 same runs of another checkout (e.g. `git worktree add /tmp/base COMMIT`, its C modules built in
 place) by this interpreter with PYTHONPATH=DIR, interleaved.
@@ -76,9 +76,10 @@ def main():
         pythons.insert(0, ("%s " % os.path.basename(os.path.abspath(path)), sys.executable,
                            dict(env, PYTHONPATH=os.path.abspath(path))))
     best = {label: float("inf") for label, _, _ in pythons}
-    again = {}
+    again = dict(best)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         part = os.path.join(tmp, "bench-0")
+        # each round runs every checkout once: a repair, then a second recover of what it left
         for _ in range(args.repeat):
             for label, python, child_env in pythons:
                 fresh_partition(source, part)
@@ -86,13 +87,11 @@ def main():
                 if code != 1:
                     sys.exit("recover exited %d, expected 1 (repaired)" % code)
                 best[label] = min(best[label], secs)
-        for label, python, child_env in pythons:
-            fresh_partition(source, part)
-            run(["recover", part], python, tmp, child_env)
-            os.sync()
-            again[label], code = run(["recover", part], python, tmp, child_env)
-            if code != 0:
-                sys.exit("second recover exited %d, expected 0 (nothing to do)" % code)
+                os.sync()
+                secs, code = run(["recover", part], python, tmp, child_env)
+                if code != 0:
+                    sys.exit("second recover exited %d, expected 0 (nothing to do)" % code)
+                again[label] = min(again[label], secs)
     print("%s: %.1f MB" % (source, size / 1e6))
     for label, _, _ in pythons:
         print("%s recover (cut + index rebuild): %.3f s, %.0f MB/s"
