@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import importlib
 import os
 import re
 import sys
@@ -20,8 +21,6 @@ from . import decoders
 from .dump_aux import IndexOptions, dump_aux
 from .errors import fail
 from .render import COORDINATOR_JSON, DumpOptions, kafka_version
-from .render_json import JsonWriter, MessagesWriter
-from .render_kafka import KafkaWriter
 from .._lazy import lazy_module
 from .numbers import java_int, java_long
 
@@ -174,8 +173,16 @@ def _targets(paths: Sequence[str], files: Sequence[str]) -> List[str]:
     return targets
 
 
-WRITERS: Dict[str, Type[Writer]] = {"kafka": KafkaWriter, "messages": MessagesWriter,
-                                    "json": JsonWriter}
+# --format: the module and class of its writer, imported when chosen
+WRITERS: Dict[str, Tuple[str, str]] = {"kafka": ("render_kafka", "KafkaWriter"),
+                                       "messages": ("render_json", "MessagesWriter"),
+                                       "json": ("render_json", "JsonWriter")}
+
+
+def writer_class(fmt: str) -> "Type[Writer]":
+    module, name = WRITERS[fmt]
+    cls: Type[Writer] = getattr(importlib.import_module("." + module, __package__), name)
+    return cls
 
 
 @click.command(short_help="Print log, index and snapshot files as kafka-dump-log.sh.")
@@ -292,7 +299,7 @@ def dump(paths: Tuple[str, ...], files_arg: Tuple[str, ...], print_data_log: boo
                        skip_metadata=skip_record_metadata, key_decoder=key_decoder or "string",
                        value_decoder=value_decoder or "string", iso=timestamps == "iso",
                        kafka_format=kafka_format, parser=parser)
-    writer = WRITERS[fmt](sys.stdout.buffer, sys.stderr, opts)
+    writer = writer_class(fmt)(sys.stdout.buffer, sys.stderr, opts)
     iopts = IndexOptions(verify_only=verify_index_only, sanity_only=index_sanity_check,
                          max_message_size=max_message_size)
     bounds = None

@@ -21,7 +21,6 @@ stride at load (a stale entry it ignores or drops) is a ``note``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple, Union
 
 from ..format import codecs
@@ -42,12 +41,12 @@ from .index import OffsetIndex, TimeIndex
 from .leader_epochs import read_checkpoint_strict
 from .logdir import LogDir, partitions_of
 from .partition import Partition
-from .report import Report
+from .report import Report, field, report
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .snapshot import read_snapshot
 
 
-@dataclass(repr=False, eq=False)
+@report
 class IndexHealth(Report):
     """One index file of a segment.
 
@@ -65,7 +64,7 @@ class IndexHealth(Report):
     error: Optional[str] = None
 
 
-@dataclass(repr=False, eq=False)
+@report
 class SegmentDescription(Report):
     """One segment.
 
@@ -107,7 +106,7 @@ class SegmentDescription(Report):
         return self.base_offset
 
 
-@dataclass(repr=False, eq=False)
+@report
 class PartitionDescription(Report):
     """One partition directory: its segments, totals and checkpoints.
 
@@ -159,7 +158,7 @@ class PartitionDescription(Report):
         return [n for s in self.segments for n in s.notes] + self.notes
 
 
-@dataclass(repr=False, eq=False)
+@report
 class Description(Report):
     """What a path stands for, described.
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import array
 import bisect
-from dataclasses import dataclass, field
 from typing import (Dict, Iterable, List, Optional, Tuple, Union, cast)
 
 from ..format import control
@@ -20,7 +19,7 @@ from .findings import (ABORT_WITHOUT_TXN, NOT_A_BATCH, NOT_INCREASING, OFFSET_MI
                        TIMESTAMP_OUT_OF_ORDER, TXN_FIRST_OFFSET, TXN_WITHOUT_ABORT, UNREADABLE,
                        Finding)
 from .index import OffsetIndex, TimeIndex
-from .report import Report
+from .report import Report, field, report
 from .segment import LogFile, Segment
 from .txnindex import TransactionIndex
 
@@ -358,7 +357,7 @@ def check_txn_index(txn: TransactionIndex, log: LogFile) -> List[Finding]:
     return problems
 
 
-@dataclass(repr=False, eq=False)
+@report
 class FileReport(Report):
     """What verifying one index file found.
 

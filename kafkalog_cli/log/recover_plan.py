@@ -4,18 +4,17 @@ each segment's fate, a segment's report and a partition's plan (``PartitionPlan`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from . import names
-from .report import Report
+from .report import Report, field, report
 
 
 MOVE, RENAME, CUT, WRITE, REMOVE, SPLIT = "move", "rename", "cut", "write", "remove", "split"
 EPOCHS = "epochs"  # the leader-epoch-checkpoint rewritten (a copy of the old one kept)
 
 
-@dataclass(repr=False, eq=False)
+@report
 class Action(Report):
     """One change to a partition directory.
 
@@ -52,7 +51,7 @@ RECOVERING = (RULE_FULL, RULE_RECOVERY_POINT, RULE_NO_INDEX, RULE_TXN_BELOW_BASE
 SANITY_RECOVERY = (RULE_NO_INDEX, RULE_TXN_BELOW_BASE)
 
 
-@dataclass(repr=False, eq=False)
+@report
 class SegmentReport(Report):
     """What recovery found and did for one segment, and which rule chose it.
 
@@ -129,7 +128,7 @@ class SegmentReport(Report):
         return self.rule in RECOVERING and not self.set_aside
 
 
-@dataclass(repr=False, eq=False)
+@report
 class PartitionPlan(Report):
     """Everything recovery changes in one partition directory, what it found per segment, and
     what it only reports.
@@ -222,7 +221,7 @@ def file_base(name: str) -> int:
 
 
 
-@dataclass(repr=False, eq=False)
+@report
 class RecoveryTotals(Report):
     """What the plans of a recovery run add up to (a dry run's: would). ``segments_cut``:
     segments whose log was cut; ``torn_batches_known``: torn batches whose offsets are known

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..errors import KafkalogError
@@ -23,7 +22,7 @@ from .recover import plan_partition, split_segment
 from .recover_plan import (CUT, EPOCHS, MOVE, REMOVE, RENAME, SPLIT, WRITE, Action, PartitionPlan,
                            file_base)
 from .recovery_scan import MAX_INDEX_READ
-from .report import Report
+from .report import Report, report
 from .segment import DEFAULT_MAX_MESSAGE_SIZE
 
 # -- carrying a plan out -------------------------------------------------------------------------
@@ -212,7 +211,7 @@ def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
 
 # -- a log directory (LogManager.loadLogs) ---------------------------------------------------------
 
-@dataclass(repr=False, eq=False)
+@report
 class PartitionResult(Report):
     """One partition of a ``LogDirRecovery``: ``directory``, the partition directory; ``plan``,
     its plan as carried out (None: an error stopped it); ``error``, the error that stopped it

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional, Tuple
 
 from . import checkpoints, names
@@ -31,13 +30,13 @@ from .lock import LockHeld, LogDirLock
 from .logdir import CleanShutdownMarker
 from .partition import Partition
 from .producer_state import load_state, snapshot_path, write_snapshot
-from .report import Report
+from .report import Report, field, report
 from .segment import Segment
 
 KEPT, DELETED = "kept", "deleted"  # a segment's fate
 
 
-@dataclass(repr=False, eq=False)
+@report
 class RetainedSegment(Report):
     """A segment as retention sees it.
 
@@ -114,7 +113,7 @@ def load_segments(directory: str) -> List[RetainedSegment]:
     return out
 
 
-@dataclass(repr=False, eq=False)
+@report
 class Policy(Report):
     """The retention settings.
 
@@ -137,7 +136,7 @@ class Policy(Report):
             self.now = int(time.time() * 1000)
 
 
-@dataclass(repr=False, eq=False)
+@report
 class RetentionPlan(Report):
     """Each segment's fate, and the offsets it was judged by.
 

@@ -18,7 +18,6 @@ whose data is gone from the log) ends nothing and is listed nowhere.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import KafkalogError
@@ -30,7 +29,7 @@ from .indexbuild import TxnTracker
 from .logdir import partitions_of
 from .partition import Partition
 from .read import CONTROL, BatchProblem, BatchRead, Note, problem_text, segment_events
-from .report import Report
+from .report import Report, report
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 from .txnindex import AbortedTxn
 from .verify import TargetError
@@ -46,7 +45,7 @@ NOW_GIVEN = "now"                    # the caller's --now
 NEWEST_TIMESTAMP = "newestTimestamp"  # the newest batch timestamp in the partition
 
 
-@dataclass(repr=False, eq=False)
+@report
 class Transaction(Report):
     """One transaction of a producer in the partition ``directory``: ``first_offset`` (base
     offset of its first transactional data batch; None for a marker that ended no open
@@ -101,7 +100,7 @@ class Transaction(Report):
         return self.first_offset is None
 
 
-@dataclass(repr=False, eq=False)
+@report
 class PartitionSummary(Report):
     """What one partition (``directory``) holds, given after its transactions: how many were
     committed, aborted (``missing_from_txn_index`` of them not in their .txnindex) and ended
