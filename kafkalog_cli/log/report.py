@@ -76,20 +76,23 @@ def report(cls: Type[_T]) -> Type[_T]:
     qualname = cls.__qualname__
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        # one setattr per field, in declaration order: the instance keeps the compact
+        # attribute storage (shared keys) that makes its attribute reads and writes fast,
+        # which materialising its __dict__ would lose
         if len(args) > len(init_names):
             raise TypeError("%s() takes %d positional arguments but %d were given"
                             % (qualname, len(init_names), len(args)))
-        values = self.__dict__
-        values.update(zip(init_names, args))
+        for name, value in zip(init_names, args):
+            setattr(self, name, value)
         for name in init_names[len(args):]:
             if name in kwargs:
-                values[name] = kwargs.pop(name)
+                setattr(self, name, kwargs.pop(name))
                 continue
             default, factory = defaults[name]
             if factory is not None:
-                values[name] = factory()
+                setattr(self, name, factory())
             elif default is not _MISSING:
-                values[name] = default
+                setattr(self, name, default)
             else:
                 raise TypeError("%s() missing required argument: %r" % (qualname, name))
         if kwargs:
@@ -98,7 +101,7 @@ def report(cls: Type[_T]) -> Type[_T]:
                 qualname, "multiple values for" if name in init_names else "an unexpected keyword",
                 name))
         for name, default, factory, _ in later:
-            values[name] = factory() if factory is not None else default
+            setattr(self, name, factory() if factory is not None else default)
         if post_init is not None:
             post_init(self)
 
