@@ -32,6 +32,7 @@ COMMANDS = {
     "roll": "append:roll",
     "retain": "retain:retain",
     "transactions": "transactions:transactions",
+    "cleaner": "cleaner:cleaner",
     "export": "spark_cmds:export",
     "scan": "spark_cmds:scan",
 }
@@ -49,6 +50,7 @@ SHORT_HELP = {
     "roll": "Seal the active segment; start a new one at the next offset.",
     "retain": "Delete expired segments, as a broker's retention does.",
     "transactions": "List the transactions of partitions; find hanging ones.",
+    "cleaner": "Why a compacted partition is or is not being cleaned.",
     "export": "Export records to Parquet, JSON Lines or CSV with Spark.",
     "scan": "Check every segment with Spark tasks; sum up partitions.",
 }

@@ -12,6 +12,8 @@ from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 
 if TYPE_CHECKING:
     from .append import RollResult
+    from .cleaner import CleanerStatus
+    from .topic_config import TopicConfig
     from .logdir import LogDir
     from .describe import PartitionDescription
     from .produce import AppendResult, AppendSettings, Item
@@ -132,6 +134,17 @@ class Partition:
         from .describe import describe_partition
         return describe_partition(self.directory, max_message_size=max_message_size,
                                   check_crc=check_crc)
+
+    def cleaner_status(self, config: "Optional[TopicConfig]" = None, now: Optional[int] = None,
+                       high_watermark: Optional[int] = None) -> "CleanerStatus":
+        """The log cleaner's view of the partition (`kafkalog cleaner`): where its next
+        cleaning pass would start and stop and why, its dirty ratio, whether the cleaner would
+        choose it, what a pass would find (keys, records it would remove, tombstones waiting)
+        and what would stop it. ``config``: the topic's settings (default: read from the log
+        directory's ``__cluster_metadata-0``, else Kafka's defaults); ``now``: epoch ms
+        (default: the wall clock). Reads only."""
+        from .cleaner import cleaner_status
+        return cleaner_status(self, config, now, high_watermark)
 
     def verify(self, sanity_only: bool = False, max_message_size: Optional[int] = None
                ) -> "Iterator[Union[FileReport, TargetError, UnknownFile]]":
