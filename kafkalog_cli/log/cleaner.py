@@ -268,12 +268,7 @@ def _simulate_pass(status: CleanerStatus, segments: List[Segment], start: int, e
     bases = [s.base_offset or 0 for s in dirty]
     full = False
     for segment, next_start in zip(dirty, bases[1:] + [end]):
-        for _, event in segment_events([segment], records=True, valid_only=False):
-            if not isinstance(event, BatchRead):
-                _problem(status, segment, event, problems)
-                if isinstance(event, BytesProblem):
-                    break
-                continue
+        for event in _batches(status, segment, problems):
             batch = event.batch
             if not batch.is_control and not (batch.is_transactional and _in_aborted(
                     aborted, batch.producer_id, batch.base_offset)) and event.records is not None:
@@ -308,17 +303,10 @@ def _simulate_pass(status: CleanerStatus, segments: List[Segment], start: int, e
     now = status.now_ms
     for segment in [s for s in segments if (s.base_offset or 0) <= latest]:
         keep_legacy_deletes = int(os.path.getmtime(segment.log_path) * 1000) > legacy_horizon
-        for _, event in segment_events([segment], records=True, valid_only=False):
-            if not isinstance(event, BatchRead) or event.records is None:
-                if not isinstance(event, BatchRead):
-                    _problem(status, segment, event, problems)
-                    if isinstance(event, BytesProblem):
-                        break
+        for event in _batches(status, segment, problems):
+            batch, records = event.batch, event.records
+            if batch.is_control or records is None:
                 continue
-            batch = event.batch
-            if batch.is_control:
-                continue
-            records = event.records
             if batch.is_transactional and _in_aborted(aborted, batch.producer_id,
                                                       batch.base_offset):
                 status.records_removable += sum(1 for o in records.offsets if o <= latest)
@@ -359,6 +347,19 @@ def _simulate_pass(status: CleanerStatus, segments: List[Segment], start: int, e
                     baseOffset=segment.base_offset))
 
 
+def _batches(status: CleanerStatus, segment: Segment,
+             seen: Set[Tuple[str, int]]) -> Iterator[BatchRead]:
+    """The batches of ``segment`` with their records, up to the first bytes that hold no
+    batch; what would stop the cleaner said in ``status.problems``."""
+    for _, event in segment_events([segment], records=True, valid_only=False):
+        if isinstance(event, BatchRead):
+            yield event
+            continue
+        _problem(status, segment, event, seen)
+        if isinstance(event, BytesProblem):
+            return
+
+
 def _problem(status: CleanerStatus, segment: Segment, event: object,
              seen: Set[Tuple[str, int]]) -> None:
     """One finding per place for what would stop the cleaner (the walk passes each twice)."""
@@ -391,18 +392,13 @@ def cleaner_statuses(path: str, given: Optional[Dict[str, object]] = None,
     (``given`` first, by Kafka's names; then the log directory's metadata partition; then
     Kafka's defaults), and a TargetError for what cannot be read (the others are still read).
     Raises UsageError for a file that is not a segment."""
-    from .logdir import LogDir, partitions_of
-    from .verify import TargetError
-    errors: List[Tuple[str, OSError]] = []
-    try:
-        directories = partitions_of(path, errors)
-    except OSError as e:
-        directories = []
-        errors.append((path, e))
-    for where, error in errors:
-        yield TargetError(where, error)
+    from .logdir import LogDir
+    from .verify import TargetError, partition_targets
     log_dirs: Dict[str, Tuple[LogDir, Optional[ClusterConfigs]]] = {}
-    for directory in directories:
+    for directory in partition_targets(path):
+        if isinstance(directory, TargetError):
+            yield directory
+            continue
         log_dir = os.path.dirname(os.path.abspath(directory))
         try:
             if log_dir not in log_dirs:

@@ -26,13 +26,12 @@ from ..format.errors import CorruptRecordError
 from ..format.records import Batch, Records
 from .files import FileFormatError, printable_name
 from .indexbuild import TxnTracker
-from .logdir import partitions_of
 from .partition import Partition
 from .read import CONTROL, BatchProblem, BatchRead, Note, problem_text, segment_events
 from .report import Report, report
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 from .txnindex import AbortedTxn
-from .verify import TargetError
+from .verify import TargetError, partition_targets
 
 # Kafka's transaction.max.timeout.ms default: a transaction open longer is past any timeout a
 # producer may ask for, and the coordinator should have aborted it.
@@ -317,15 +316,10 @@ def transactions_of(path: str, now: Optional[int] = None,
     partition, a partition directory, every partition of a log directory), and a TargetError
     for what cannot be read (the other partitions are still read). Raises UsageError for a
     file that is not a segment."""
-    errors: List[Tuple[str, OSError]] = []
-    try:
-        directories = partitions_of(path, errors)
-    except OSError as e:
-        directories = []
-        errors.append((path, e))
-    for where, error in errors:
-        yield TargetError(where, error)
-    for directory in directories:
+    for directory in partition_targets(path):
+        if isinstance(directory, TargetError):
+            yield directory
+            continue
         try:
             yield from partition_transactions(directory, now, hanging_after_ms, max_message_size)
         except (OSError, KafkalogError) as e:

@@ -303,6 +303,23 @@ class TargetError:
         self.error = error
 
 
+def partition_targets(path: str) -> "Iterator[Union[str, TargetError]]":
+    """The partition directories ``path`` stands for (a .log file's partition, a partition
+    directory, every partition of a log directory), after a TargetError for each that cannot
+    be read (and for ``path`` itself when it cannot). Raises UsageError for a file that is not
+    a segment."""
+    from .logdir import partitions_of
+    errors: List[Tuple[str, OSError]] = []
+    try:
+        directories = partitions_of(path, errors)
+    except OSError as e:
+        directories = []
+        errors.append((path, e))
+    for where, error in errors:
+        yield TargetError(where, error)
+    yield from directories
+
+
 class UnknownFile:
     """A file met in a directory with a Kafka suffix on a name Kafka does not give: nobody's
     segment or index, not checked."""

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from dumpcheck import REPO
+from dumpcheck import REPO, on_a_terminal
 from kafkagen import Rec, SegmentWriter, garbage_tail
 from kafkalog_cli.log import names
 
@@ -97,31 +97,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 
 
 def test_a_table_on_a_terminal(log_dir):
-    import fcntl
-    import pty
-    import struct
-    import termios
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 220, 0, 0))
-    try:
-        env = dict(os.environ, COLUMNS="220")
-        p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "cleaner", "--now", str(NOW),
-                            "--cleanup-policy", "compact", str(log_dir)], cwd=REPO,
-                           stdout=slave, stderr=subprocess.PIPE, timeout=60, env=env)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(master)
-    out = b"".join(chunks).decode("utf-8", "replace")
-    assert p.returncode == 0, p.stderr
+    code, out = on_a_terminal(["cleaner", "--now", NOW, "--cleanup-policy", "compact", log_dir],
+                              columns=220)
+    assert code == 0
     assert "kafkalog cleaner" in out and "dirty ratio" in out and "stopped by" in out
     assert "compacted-0" in out and "plain-0" in out
     assert "a pass to offset" not in out  # not the text lines
