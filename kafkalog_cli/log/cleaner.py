@@ -363,25 +363,23 @@ def _batches(status: CleanerStatus, segment: Segment,
 def _problem(status: CleanerStatus, segment: Segment, event: object,
              seen: Set[Tuple[str, int]]) -> None:
     """One finding per place for what would stop the cleaner (the walk passes each twice)."""
+    stops = "the cleaner fails there and marks the partition uncleanable"
     if isinstance(event, BytesProblem):
-        key = ("bytes", event.item.position)
-        if key not in seen:
-            seen.add(key)
-            status.problems.append(Finding(
-                INVALID_BYTES, "%d bytes at position %d hold no batch (%s): the cleaner "
-                "fails there and marks the partition uncleanable" % (
-                    event.item.size, event.item.position, event.item.reason),
-                segment.log_path, position=event.item.position))
+        item = event.item
+        kind, position, fields = INVALID_BYTES, item.position, {"position": item.position}
+        message = "%d bytes at position %d hold no batch (%s): %s" % (
+            item.size, item.position, item.reason, stops)
     elif isinstance(event, BatchProblem) and event.counted:
-        key = ("batch", event.batch.position)
-        if key not in seen:
-            seen.add(key)
-            status.problems.append(Finding(
-                UNREADABLE_RECORDS, "batch at position %d (offset %d): %s: the cleaner fails "
-                "there and marks the partition uncleanable" % (
-                    event.batch.position, event.batch.base_offset, event.message),
-                segment.log_path, position=event.batch.position,
-                baseOffset=event.batch.base_offset))
+        batch = event.batch
+        kind, position = UNREADABLE_RECORDS, batch.position
+        fields = {"position": batch.position, "baseOffset": batch.base_offset}
+        message = "batch at position %d (offset %d): %s: %s" % (
+            batch.position, batch.base_offset, event.message, stops)
+    else:
+        return
+    if (kind, position) not in seen:
+        seen.add((kind, position))
+        status.problems.append(Finding(kind, message, segment.log_path, **fields))
 
 
 def cleaner_statuses(path: str, given: Optional[Dict[str, object]] = None,
