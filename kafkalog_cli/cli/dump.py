@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import importlib
 import os
 import re
 import sys
@@ -20,7 +21,6 @@ from . import decoders
 from .dump_aux import IndexOptions, dump_aux
 from .errors import fail
 from .render import COORDINATOR_JSON, DumpOptions, kafka_version
-from .render_json import JsonWriter, MessagesWriter
 from .render_kafka import KafkaWriter
 from .._lazy import lazy_module
 from .numbers import java_int, java_long
@@ -174,11 +174,20 @@ def _targets(paths: Sequence[str], files: Sequence[str]) -> List[str]:
     return targets
 
 
-# The writers are imported with the command, not when --format chooses one: importing one
-# after the options are read leaves the heap laid out so that glibc trims and regrows it at
-# every chunk of a deep dump of compressed batches (measured: twice the page faults).
-WRITERS: Dict[str, Type[Writer]] = {"kafka": KafkaWriter, "messages": MessagesWriter,
-                                    "json": JsonWriter}
+# --format: its writer. kafka-dump-log's format is imported with the command: imported once
+# the options are read, it left the heap to be trimmed and regrown by glibc at every chunk of a
+# deep dump of compressed batches (measured: twice the page faults); the JSON writers, with
+# their own imports, only when chosen.
+WRITERS: Dict[str, Tuple[str, str]] = {"messages": ("render_json", "MessagesWriter"),
+                                       "json": ("render_json", "JsonWriter"), "kafka": ("", "")}
+
+
+def writer_class(fmt: str) -> "Type[Writer]":
+    if fmt == "kafka":
+        return KafkaWriter
+    module, name = WRITERS[fmt]
+    cls: Type[Writer] = getattr(importlib.import_module("." + module, __package__), name)
+    return cls
 
 
 @click.command(short_help="Print log, index and snapshot files as kafka-dump-log.sh.")
@@ -295,7 +304,7 @@ def dump(paths: Tuple[str, ...], files_arg: Tuple[str, ...], print_data_log: boo
                        skip_metadata=skip_record_metadata, key_decoder=key_decoder or "string",
                        value_decoder=value_decoder or "string", iso=timestamps == "iso",
                        kafka_format=kafka_format, parser=parser)
-    writer = WRITERS[fmt](sys.stdout.buffer, sys.stderr, opts)
+    writer = writer_class(fmt)(sys.stdout.buffer, sys.stderr, opts)
     iopts = IndexOptions(verify_only=verify_index_only, sanity_only=index_sanity_check,
                          max_message_size=max_message_size)
     bounds = None
