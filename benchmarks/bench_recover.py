@@ -6,10 +6,10 @@ Copies the ~1 GiB v2 segment of bench_dump.py into a fresh partition directory w
 indexes (bench_seek.write_indexes), appends a 64 KiB garbage tail, and times
 `kafkalog recover` on it (a subprocess, start-up and its fsyncs included; the copy is synced
 to disk first), and a second run on the recovered partition (nothing to do: validation and
-index checks only), each best of --repeat. With --baseline PYTHON, the same runs with that interpreter
-too (e.g. the venv of a worktree of an older commit), interleaved; with --compare-path DIR, the
-same runs of another checkout (e.g. `git worktree add /tmp/base COMMIT`, its C modules built in
-place) by this interpreter with PYTHONPATH=DIR, interleaved.
+index checks only), each best of --repeat. With --baseline PYTHON, the same runs with that
+interpreter too (e.g. the venv of a worktree of an older commit), interleaved; with
+--compare-path DIR, the same runs of another checkout (e.g. `git worktree add /tmp/base
+COMMIT`, its C modules built in place) by this interpreter with PYTHONPATH=DIR, interleaved.
 
     .venv/bin/python benchmarks/bench_recover.py [--size-mb 1024] [--quick] [--baseline PYTHON]
         [--compare-path DIR]

@@ -1,15 +1,19 @@
 """``kafkalog cleaner`` judged by Apache Kafka's own log cleaner.
 
-One broker writes a compacted topic of small segments (``internal.segment.bytes``) whose
-``min.cleanable.dirty.ratio`` is 1 (the cleaner never picks it: no ratio is above 1), keyed
+One broker writes two compacted topics of small segments (``internal.segment.bytes``) whose
+``min.cleanable.dirty.ratio`` is 1 (the cleaner never picks them: no ratio is above 1), keyed
 records with many updates per key and a few tombstones, and stops cleanly; its log directory is
-copied. ``kafkalog cleaner`` reads the copy (the topic's settings from the copy's
+copied. In ``held``, a transactional producer has begun a transaction in the middle of the
+records and not ended it (its timeout is ten minutes): the last stable offset stays at its first
+offset. ``kafkalog cleaner`` reads the copy (the topics' settings from the copy's
 ``__cluster_metadata-0``, the ratio given as the one the broker is about to get). Then the broker
-starts again, the topic's ``min.cleanable.dirty.ratio`` is set to 0.01 (IncrementalAlterConfigs),
-its cleaner (every ``log.cleaner.backoff.ms``) cleans the partition once, and it stops. Then:
+starts again, the topics' ``min.cleanable.dirty.ratio`` is set to 0.01
+(IncrementalAlterConfigs), its cleaner (every ``log.cleaner.backoff.ms``) cleans each partition
+once, and it stops. Then:
 
-* kafkalog said the cleaner would clean the partition, from offset 0 (no checkpoint entry) to
-  the active segment's base offset;
+* kafkalog said the cleaner would clean each partition from offset 0 (no checkpoint entry) up
+  to the active segment's base offset (``keyed``), or up to the base offset of the segment
+  holding the open transaction's first offset, stopped by the last stable offset (``held``);
 * the broker's ``cleaner-offset-checkpoint`` entry (the end of its pass, Cleaner.doClean's
   endOffset) is kafkalog's ``passEndOffset``;
 * the records the broker's pass removed (the partition's records before, less those after) are
@@ -31,7 +35,7 @@ import kafkaraw
 pytestmark = pytest.mark.kafka
 
 KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
-TOPIC = "keyed"
+TOPICS = ("keyed", "held")
 SEGMENT_BYTES = 4096
 KEYS = 40
 
@@ -57,15 +61,16 @@ def _records(directory):
 
 
 def _wait_cleaned(broker, timeout=120):
-    """Until the broker's cleaner has written the partition's checkpoint entry and it has
+    """Until the broker's cleaner has written every partition's checkpoint entry and they have
     held still for 3 s."""
     deadline = time.monotonic() + timeout
     last, since = None, time.monotonic()
     while True:
-        entry = _checkpoint(broker.logdir / "cleaner-offset-checkpoint").get((TOPIC, 0))
+        written = _checkpoint(broker.logdir / "cleaner-offset-checkpoint")
+        entry = {t: written.get((t, 0)) for t in TOPICS}
         if entry != last:
             last, since = entry, time.monotonic()
-        elif entry and time.monotonic() - since > 3:
+        elif all(entry.values()) and time.monotonic() - since > 3:
             return entry
         assert time.monotonic() < deadline, ("the broker's cleaner did not run", entry,
                                              broker.log_tail())
@@ -80,66 +85,106 @@ def kafka_cleaned(tmp_path_factory, kafka_classpath):
 
     work = tmp_path_factory.mktemp("kafka-cleaner")
     broker = Broker(work / "broker")
+    open_producer = None
     try:
         broker.start()
-        broker.create_topic(TOPIC, 1, cleanup_policy="compact", min_cleanable_dirty_ratio=1.0,
-                            internal_segment_bytes=SEGMENT_BYTES)
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5,
-                                 batch_size=1024)
+        for topic in TOPICS:
+            broker.create_topic(topic, 1, cleanup_policy="compact", min_cleanable_dirty_ratio=1.0,
+                                internal_segment_bytes=SEGMENT_BYTES)
         now = kafkaraw.now_ms()
-        for i in range(600):
-            key = b"k%d" % (i % KEYS)
-            value = None if i % 97 == 96 else b"v%d-" % i + b"x" * (i * 13 % 90)
-            producer.send(TOPIC, key=key, value=value, partition=0, timestamp_ms=now - 600 + i)
-            if i % 10 == 9:
-                producer.flush()
-        producer.flush()
-        producer.close()
+        _produce(broker, "keyed", range(600), now)
+        _produce(broker, "held", range(300), now)
+        open_producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
+                                      transactional_id="held-open",
+                                      transaction_timeout_ms=600000)
+        open_producer.init_transactions()
+        open_producer.begin_transaction()
+        open_producer.send("held", key=b"k1", value=b"in an open transaction", partition=0,
+                           timestamp_ms=now)
+        open_producer.flush()
+        _produce(broker, "held", range(300, 600), now)
         broker.stop()
 
         copy = work / "kafkalog"
         shutil.copytree(broker.logdir, copy, symlinks=True)
-        proc = subprocess.run([*KAFKALOG, "cleaner", "--format", "json",
-                               "--min-cleanable-dirty-ratio", "0.01", copy / f"{TOPIC}-0"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-        assert proc.returncode == 0, (proc.stdout.decode(), proc.stderr.decode())
-        status = json.loads(proc.stdout.decode().splitlines()[0])
-        before = _records(copy / f"{TOPIC}-0")
+        status, before = {}, {}
+        for topic in TOPICS:
+            proc = subprocess.run([*KAFKALOG, "cleaner", "--format", "json",
+                                   "--min-cleanable-dirty-ratio", "0.01", copy / f"{topic}-0"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+            assert proc.returncode == 0, (proc.stdout.decode(), proc.stderr.decode())
+            status[topic] = json.loads(proc.stdout.decode().splitlines()[0])
+            before[topic] = _records(copy / f"{topic}-0")
 
         broker.start()
-        broker.wait_leaders([TOPIC])
+        broker.wait_leaders(list(TOPICS))
         admin = broker.admin()
         try:
-            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={
-                "min.cleanable.dirty.ratio": "0.01"})])
+            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={
+                "min.cleanable.dirty.ratio": "0.01"}) for topic in TOPICS])
         finally:
             admin.close()
         entry = _wait_cleaned(broker)
         broker.stop()
-        after = _records(broker.partition_dir(TOPIC))
+        after = {topic: _records(broker.partition_dir(topic)) for topic in TOPICS}
         yield status, entry, before, after, copy
     finally:
+        if open_producer is not None:
+            open_producer.close(timeout=0)
         broker.close()
 
 
-def test_kafkalog_reads_the_topic_settings_from_the_metadata_log(kafka_cleaned):
-    status = kafka_cleaned[0]
+def _produce(broker, topic, numbers, now):
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5,
+                             batch_size=1024)
+    for i in numbers:
+        key = b"k%d" % (i % KEYS)
+        value = None if i % 97 == 96 else b"v%d-" % i + b"x" * (i * 13 % 90)
+        producer.send(topic, key=key, value=value, partition=0, timestamp_ms=now - 600 + i)
+        if i % 10 == 9:
+            producer.flush()
+    producer.flush()
+    producer.close()
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_kafkalog_reads_the_topic_settings_from_the_metadata_log(kafka_cleaned, topic):
+    status = kafka_cleaned[0][topic]
     assert status["config"]["cleanup.policy"] == {"value": "compact", "source": "topic config"}
     assert status["config"]["min.cleanable.dirty.ratio"]["source"] == "given"
 
 
+def _bases(copy, topic):
+    return sorted(int(n[:-4]) for n in os.listdir(copy / f"{topic}-0") if n.endswith(".log"))
+
+
 def test_kafkalog_says_where_the_broker_cleaner_starts_and_stops(kafka_cleaned):
     status, entry, _, _, copy = kafka_cleaned
-    bases = sorted(int(n[:-4]) for n in os.listdir(copy / f"{TOPIC}-0") if n.endswith(".log"))
+    keyed = status["keyed"]
+    bases = _bases(copy, "keyed")
     assert len(bases) >= 4, bases
-    assert status["wouldClean"] is True
-    assert (status["firstDirtyOffset"], status["firstUncleanableOffset"]) == (0, bases[-1])
-    assert status["stoppedBy"] == ["active segment"]
-    assert status["passEndOffset"] == entry
+    assert keyed["wouldClean"] is True
+    assert (keyed["firstDirtyOffset"], keyed["firstUncleanableOffset"]) == (0, bases[-1])
+    assert keyed["stoppedBy"] == ["active segment"]
+    assert keyed["passEndOffset"] == entry["keyed"]
 
 
-def test_kafkalog_counts_what_the_broker_cleaner_removes(kafka_cleaned):
+def test_an_open_transaction_stops_kafkalog_where_it_stops_the_broker(kafka_cleaned):
+    status, entry, _, _, copy = kafka_cleaned
+    held = status["held"]
+    assert held["openTransactions"] == 1 and held["stoppedBy"] == ["last stable offset"]
+    # the cleanable range ends at the base of the segment holding the open transaction
+    bases = _bases(copy, "held")
+    lso = held["lastStableOffset"]
+    assert held["firstUncleanableOffset"] == max(b for b in bases if b <= lso) < bases[-1]
+    assert held["passEndOffset"] == entry["held"] == held["firstUncleanableOffset"]
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_kafkalog_counts_what_the_broker_cleaner_removes(kafka_cleaned, topic):
     status, _, before, after, _ = kafka_cleaned
-    assert before - after == status["recordsRemovable"] > 0
-    assert status["tombstonesWaiting"] > 0
-    assert status["problems"] == []
+    assert before[topic] - after[topic] == status[topic]["recordsRemovable"] > 0
+    if topic == "keyed":  # its last tombstone is its key's latest record: kept for a day
+        assert status[topic]["tombstonesWaiting"] > 0
+    assert status[topic]["problems"] == []
