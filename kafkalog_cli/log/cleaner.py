@@ -392,17 +392,26 @@ def cleaner_statuses(path: str, given: Optional[Dict[str, object]] = None,
     Raises UsageError for a file that is not a segment."""
     from .logdir import LogDir
     from .verify import TargetError, partition_targets
-    log_dirs: Dict[str, Tuple[LogDir, Optional[ClusterConfigs]]] = {}
-    for directory in partition_targets(path):
+    log_dirs: Dict[str, LogDir] = {}
+    targets = list(partition_targets(path))
+    partitions: Dict[str, Partition] = {}
+    for directory in targets:  # every partition held before a checkpoint is read: one read each
+        if isinstance(directory, str):
+            log_dir = os.path.dirname(os.path.abspath(directory))
+            if log_dir not in log_dirs:
+                log_dirs[log_dir] = LogDir(log_dir)
+            partitions[directory] = log_dirs[log_dir].holding(directory)
+    read_configs: Dict[str, Optional[ClusterConfigs]] = {}
+    for directory in targets:
         if isinstance(directory, TargetError):
             yield directory
             continue
-        log_dir = os.path.dirname(os.path.abspath(directory))
         try:
-            if log_dir not in log_dirs:
-                log_dirs[log_dir] = (LogDir(log_dir), cluster_configs(log_dir))
-            parent, configs = log_dirs[log_dir]
-            partition = Partition(directory, parent)
+            partition = partitions[directory]
+            log_dir = partition.log_dir
+            if log_dir not in read_configs:
+                read_configs[log_dir] = cluster_configs(log_dir)
+            configs = read_configs[log_dir]
             yield cleaner_status(partition, topic_config(partition.topic, configs, given),
                                  now, high_watermark)
         except (OSError, KafkalogError) as e:

@@ -21,7 +21,7 @@ stride at load (a stale entry it ignores or drops) is a ``note``.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Set, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError, LimitExceededError
@@ -455,16 +455,18 @@ class _Checkpoints:
     against (each a LogDir, which reads a checkpoint once), and the findings of the files
     that could not be read, one each."""
 
-    def __init__(self) -> None:
+    def __init__(self, directories: Sequence[str] = ()) -> None:
         self.log_dirs: Dict[str, LogDir] = {}
         self.problems: List[Finding] = []
+        for directory in directories:  # held before any checkpoint is read: one read each
+            self.partition(directory)
 
     def partition(self, directory: str) -> Partition:
         log_dir = os.path.dirname(os.path.abspath(directory))
         parent = self.log_dirs.get(log_dir)
         if parent is None:
             parent = self.log_dirs[log_dir] = LogDir(log_dir)
-        return Partition(directory, parent)
+        return parent.holding(directory)
 
     def get(self, partition: Partition, name: str) -> Optional[int]:
         topic, number = partition.topic, partition.number
@@ -625,7 +627,7 @@ def describe(path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     errors: List[Tuple[str, OSError]] = []
     directories = partitions_of(path, errors)
     out.errors.extend(errors)
-    checkpoints = _Checkpoints()
+    checkpoints = _Checkpoints(directories)
     for directory in directories:
         try:
             out.partitions.append(describe_partition(directory, checkpoints, max_message_size,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import TYPE_CHECKING, Collection, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Collection, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ..errors import UsageError
 from . import checkpoints, names
@@ -23,40 +23,54 @@ if TYPE_CHECKING:
     from .retain import Policy, RetentionPlan
 
 
-Entries = Dict[Tuple[str, int], int]
+Key = Tuple[str, int]
+Entries = Dict[Key, int]
 
 
 class LogDir:
     """The log directory ``path``. Creating one reads nothing. Its offset checkpoints are
-    read once each and kept while the file stays the one read (its inode, size and
+    read once each, an entry at a time, keeping the entries of the partitions it holds
+    (``partitions()``, ``partition()``, ``holding()``: a checkpoint of a million partitions
+    costs only theirs), and kept while the file stays the one read (its inode, size and
     modification time: the broker and kafkalog replace a checkpoint by renaming a new file
-    over it), for every partition it lists (``partitions()``, ``partition()``)."""
+    over it); asked for a partition it did not hold, it reads the file again."""
 
-    __slots__ = ("path", "_checkpoints")
+    __slots__ = ("path", "_checkpoints", "_keys")
 
     def __init__(self, path: str) -> None:
         self.path = path
-        # name: (the file's identity when read, its entries or the error reading it raised)
-        self._checkpoints: Dict[str, Tuple[Tuple[int, int, int],
+        # name: (the file's identity when read, the keys kept (None: all), its entries or
+        # the error reading it raised)
+        self._checkpoints: Dict[str, Tuple[Tuple[int, int, int], Optional[Set[Key]],
                                            Union[Entries, OSError, FileFormatError]]] = {}
+        self._keys: Set[Key] = set()  # the partitions it holds, whose entries it keeps
 
     def partitions(self) -> List[Partition]:
         """Its partition directories, in topic and partition-number order. A directory that
         cannot be listed is left out."""
         found = partitions_of(self.path)
-        return [Partition(p, self) for p in sorted(found, key=names.partition_sort_key)]
+        return [self.holding(p) for p in sorted(found, key=names.partition_sort_key)]
 
     def partition(self, topic: str, number: int) -> Partition:
         """The partition ``<topic>-<number>`` of this log directory (it may not exist)."""
-        return Partition(os.path.join(self.path, "%s-%d" % (topic, number)), self)
+        return self.holding(os.path.join(self.path, "%s-%d" % (topic, number)))
 
-    def offset_checkpoint(self, name: str, keys: Optional[Collection[Tuple[str, int]]] = None
+    def holding(self, directory: str) -> Partition:
+        """The partition of ``directory`` (in this log directory), its checkpoint entries
+        read with those of the others this LogDir holds."""
+        topic, number = names.topic_partition(directory)
+        if topic is not None and number is not None:
+            self._keys.add((topic, number))
+        return Partition(directory, self)
+
+    def offset_checkpoint(self, name: str, keys: Optional[Collection[Key]] = None
                           ) -> Entries:
         """{(topic, partition): offset} of the offset checkpoint ``name`` (one of
         names.OFFSET_CHECKPOINT_NAMES; of two lines for one partition the last, as the
-        broker's OffsetCheckpointFile.read keeps it), only of ``keys`` when given, or {} when
-        the file is absent. A file that cannot be read raises OSError or FileFormatError."""
-        entries = self._entries(name, False)
+        broker's OffsetCheckpointFile.read keeps it), only of ``keys`` when given (the file is
+        read an entry at a time: a large one costs only the entries kept), or {} when the file
+        is absent. A file that cannot be read raises OSError or FileFormatError."""
+        entries = self._entries(name, False, None if keys is None else set(keys))
         if keys is None:
             return dict(entries)
         return {key: entries[key] for key in keys if key in entries}
@@ -65,9 +79,9 @@ class LogDir:
         """The entry of partition ``topic``-``number`` in the offset checkpoint ``name``, or
         None when there is no such file (or it is no regular file) or no entry. A file that
         cannot be read raises OSError or FileFormatError."""
-        return self._entries(name, True).get((topic, number))
+        return self._entries(name, True, {(topic, number)}).get((topic, number))
 
-    def _entries(self, name: str, regular_only: bool) -> Entries:
+    def _entries(self, name: str, regular_only: bool, wanted: Optional[Set[Key]]) -> Entries:
         path = os.path.join(self.path, name)
         try:
             st = os.stat(path)
@@ -77,16 +91,18 @@ class LogDir:
             return {}
         identity = (st.st_ino, st.st_size, st.st_mtime_ns)
         held = self._checkpoints.get(name)
-        if held is None or held[0] != identity:
+        if held is None or held[0] != identity or (
+                held[1] is not None and (wanted is None or not wanted <= held[1])):
+            keys = None if wanted is None else wanted | self._keys
             try:
                 read: Union[Entries, OSError, FileFormatError] = \
-                    checkpoints.offset_checkpoint_entries(path)
+                    checkpoints.offset_checkpoint_entries(path, keys)
             except (OSError, FileFormatError) as e:
                 read = e
-            held = self._checkpoints[name] = (identity, read)
-        if isinstance(held[1], (OSError, FileFormatError)):
-            raise held[1]
-        return held[1]
+            held = self._checkpoints[name] = (identity, keys, read)
+        if isinstance(held[2], (OSError, FileFormatError)):
+            raise held[2]
+        return held[2]
 
     def lock(self, create: bool = True) -> LogDirLock:
         return LogDirLock(self.path, create)

@@ -79,3 +79,13 @@ def test_an_unreadable_checkpoint_raises_each_time(log_dir):
     assert partition.checkpointed(names.CLEANER_OFFSET_CHECKPOINT) is None
     with pytest.raises(OSError):
         partition.parent.offset_checkpoint(names.CLEANER_OFFSET_CHECKPOINT)
+
+
+def test_a_log_dir_keeps_the_entries_of_its_partitions_and_finds_the_others(log_dir):
+    d = LogDir(str(log_dir))
+    p0 = d.holding(str(log_dir / "orders-0"))
+    assert p0.checkpointed(names.RECOVERY_POINT_CHECKPOINT) == 42
+    # a partition it did not hold: the file read again for it
+    assert d.checkpointed(names.RECOVERY_POINT_CHECKPOINT, "orders", 1) == 7
+    assert d.offset_checkpoint(names.RECOVERY_POINT_CHECKPOINT, [("orders", 1)]) == {
+        ("orders", 1): 7}
