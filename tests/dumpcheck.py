@@ -448,7 +448,10 @@ def on_a_terminal(args, columns=200, stderr_too=False, timeout=60):
                             stdin=subprocess.DEVNULL, env=env, cwd=REPO)
     os.close(slave)
     out = b""
-    while select.select([master], [], [], timeout)[0]:
+    # poll, not select: a worker that has opened many files gets descriptors above FD_SETSIZE
+    poller = select.poll()
+    poller.register(master, select.POLLIN)
+    while poller.poll(timeout * 1000):
         try:
             chunk = os.read(master, 65536)
         except OSError:   # the other end closed (Linux: EIO)
