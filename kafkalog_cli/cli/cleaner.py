@@ -122,28 +122,55 @@ def _now_option(ctx: click.Context, param: click.Parameter, value: Optional[str]
         fail(UsageError("--now %r: %s" % (value, e)))
 
 
+SETTING_OPTIONS = (
+    click.option("--now", default=None, metavar="TIME", callback=_now_option,
+                 help="Evaluate at this time (epoch ms or ISO 8601; default: the wall clock)."),
+    click.option("--cleanup-policy", type=click.Choice(["compact", "delete", "compact,delete"]),
+                 default=None, help="The topic's cleanup.policy (default: from the log "
+                 "directory's __cluster_metadata-0, else delete)."),
+    click.option("--min-cleanable-dirty-ratio", type=click.FloatRange(0, 1), default=None,
+                 help="The topic's min.cleanable.dirty.ratio (default: as for --cleanup-policy, "
+                 "else 0.5)."),
+    click.option("--delete-retention-ms", type=java_long(0), default=None,
+                 help="The topic's delete.retention.ms (default: as above, else 86400000)."),
+    click.option("--min-compaction-lag-ms", type=java_long(0), default=None,
+                 help="The topic's min.compaction.lag.ms (default: as above, else 0)."),
+    click.option("--max-compaction-lag-ms", type=java_long(1), default=None,
+                 help="The topic's max.compaction.lag.ms (default: as above, else unbounded)."),
+    click.option("--dedupe-buffer-size", type=java_long(24), default=None,
+                 help="The broker's log.cleaner.dedupe.buffer.size (default 134217728)."),
+    click.option("--cleaner-threads", type=java_int(1), default=None,
+                 help="The broker's log.cleaner.threads (default 1)."),
+    click.option("--high-watermark", type=java_long(0), default=None,
+                 help="Used instead of the partition's entry in replication-offset-checkpoint."),
+)
+
+
+def setting_options(f: Any) -> Any:
+    """The options naming the topic's and the cleaner's settings, shared by `cleaner` and
+    `compact`."""
+    for option in reversed(SETTING_OPTIONS):
+        f = option(f)
+    return f
+
+
+def given_settings(cleanup_policy: Optional[str], min_cleanable_dirty_ratio: Optional[float],
+                   delete_retention_ms: Optional[int], min_compaction_lag_ms: Optional[int],
+                   max_compaction_lag_ms: Optional[int], dedupe_buffer_size: Optional[int],
+                   cleaner_threads: Optional[int]) -> Dict[str, object]:
+    """The settings the options gave, by Kafka's names (None where not given)."""
+    return {
+        "cleanup.policy": cleanup_policy, "min.cleanable.dirty.ratio": min_cleanable_dirty_ratio,
+        "delete.retention.ms": delete_retention_ms,
+        "min.compaction.lag.ms": min_compaction_lag_ms,
+        "max.compaction.lag.ms": max_compaction_lag_ms,
+        "log.cleaner.dedupe.buffer.size": dedupe_buffer_size,
+        "log.cleaner.threads": cleaner_threads}
+
+
 @click.command(short_help="Why a compacted partition is or is not being cleaned.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
-@click.option("--now", default=None, metavar="TIME", callback=_now_option,
-              help="Evaluate at this time (epoch ms or ISO 8601; default: the wall clock).")
-@click.option("--cleanup-policy", type=click.Choice(["compact", "delete", "compact,delete"]),
-              default=None, help="The topic's cleanup.policy (default: from the log "
-              "directory's __cluster_metadata-0, else delete).")
-@click.option("--min-cleanable-dirty-ratio", type=click.FloatRange(0, 1), default=None,
-              help="The topic's min.cleanable.dirty.ratio (default: as for --cleanup-policy, "
-              "else 0.5).")
-@click.option("--delete-retention-ms", type=java_long(0), default=None,
-              help="The topic's delete.retention.ms (default: as above, else 86400000).")
-@click.option("--min-compaction-lag-ms", type=java_long(0), default=None,
-              help="The topic's min.compaction.lag.ms (default: as above, else 0).")
-@click.option("--max-compaction-lag-ms", type=java_long(1), default=None,
-              help="The topic's max.compaction.lag.ms (default: as above, else unbounded).")
-@click.option("--dedupe-buffer-size", type=java_long(24), default=None,
-              help="The broker's log.cleaner.dedupe.buffer.size (default 134217728).")
-@click.option("--cleaner-threads", type=java_int(1), default=None,
-              help="The broker's log.cleaner.threads (default 1).")
-@click.option("--high-watermark", type=java_long(0), default=None,
-              help="Used instead of the partition's entry in replication-offset-checkpoint.")
+@setting_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: JSON Lines on stdout (a line per partition, then "
               "a summary).")
@@ -168,13 +195,9 @@ def cleaner(paths: Tuple[str, ...], now: Optional[int], cleanup_policy: Optional
     0 nothing needs attention, 1 a partition overdue or with a problem, 2 usage error or
     unreadable input.
     """
-    given: Dict[str, object] = {
-        "cleanup.policy": cleanup_policy, "min.cleanable.dirty.ratio": min_cleanable_dirty_ratio,
-        "delete.retention.ms": delete_retention_ms,
-        "min.compaction.lag.ms": min_compaction_lag_ms,
-        "max.compaction.lag.ms": max_compaction_lag_ms,
-        "log.cleaner.dedupe.buffer.size": dedupe_buffer_size,
-        "log.cleaner.threads": cleaner_threads}
+    given = given_settings(cleanup_policy, min_cleanable_dirty_ratio, delete_retention_ms,
+                           min_compaction_lag_ms, max_compaction_lag_ms, dedupe_buffer_size,
+                           cleaner_threads)
     out = Output(fmt, beside_tables=True)
     status = EXIT_OK
     shown: List[CleanerStatus] = []

@@ -33,6 +33,7 @@ COMMANDS = {
     "retain": "retain:retain",
     "transactions": "transactions:transactions",
     "cleaner": "cleaner:cleaner",
+    "compact": "compact:compact",
     "export": "spark_cmds:export",
     "scan": "spark_cmds:scan",
 }
@@ -51,6 +52,7 @@ SHORT_HELP = {
     "retain": "Delete expired segments, as a broker's retention does.",
     "transactions": "List the transactions of partitions; find hanging ones.",
     "cleaner": "Why a compacted partition is or is not being cleaned.",
+    "compact": "Clean compacted partitions as the broker's log cleaner does.",
     "export": "Export records to Parquet, JSON Lines or CSV with Spark.",
     "scan": "Check every segment with Spark tasks; sum up partitions.",
 }

@@ -18,6 +18,7 @@ from .records import (ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, LOG
 from .varint import encode_varint
 
 _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+_JAVA_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 _SNAPPY_BLOCK = 32 * 1024  # snappy-java's default block size
 _LZ4_BLOCK = 64 * 1024
 _CRC = struct.Struct(">I")
@@ -50,8 +51,11 @@ def compress(codec: int, data: bytes, magic: int = 2) -> bytes:
     """Compress a records area (v2) or an inner message set (legacy) with ``codec``, in the
     framing Kafka's Java clients write (for magic 0 LZ4, with its historical header checksum)."""
     if codec == codecs.GZIP:
-        c = zlib.compressobj(6, zlib.DEFLATED, 31)
-        return c.compress(data) + c.flush()
+        # java.util.zip.GZIPOutputStream: its own header (no mtime, no extra flags, OS
+        # "unknown"), raw deflate at Kafka's default level, then the CRC-32 and size
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        return b"".join((_JAVA_GZIP_HEADER, c.compress(data), c.flush(),
+                         struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)))
     if codec == codecs.SNAPPY:
         snappy = codecs._lib("cramjam").snappy
         out = [_XERIAL_HEADER]
@@ -70,7 +74,10 @@ def compress(codec: int, data: bytes, magic: int = 2) -> bytes:
             out = out[:6] + bytes([(codecs.xxh32(out[:6]) >> 8) & 0xFF]) + out[7:]
         return out
     if codec == codecs.ZSTD:
-        return codecs._lib("zstandard").ZstdCompressor(level=3).compress(data)
+        # zstd-jni's ZstdOutputStream: a streamed frame (no content size), level 3
+        z = codecs._lib("zstandard").ZstdCompressor(level=3, write_content_size=False)
+        c = z.compressobj()
+        return c.compress(data) + c.flush()
     if codec == codecs.NONE:
         return data
     raise ValueError("unknown codec %r" % codec)
@@ -96,15 +103,23 @@ class Record:
 
 
 def _v2_record(rec: Record, offset_delta: int, base_timestamp: int) -> bytes:
-    body = [b"\x00", encode_varint(rec.timestamp - base_timestamp), _varint(offset_delta)]
-    for field in (rec.key, rec.value):
+    return encode_v2_record(rec.key, rec.value, rec.timestamp - base_timestamp, offset_delta,
+                            rec.headers)
+
+
+def encode_v2_record(key: Optional[bytes], value: Optional[bytes], timestamp_delta: int,
+                     offset_delta: int, headers: Headers) -> bytes:
+    """One v2 record (DefaultRecord.writeTo): its length, then attributes 0, the deltas, key,
+    value and headers."""
+    body = [b"\x00", encode_varint(timestamp_delta), _varint(offset_delta)]
+    for field in (key, value):
         if field is None:
             body.append(b"\x01")
         else:
             body.append(_varint(len(field)))
             body.append(field)
-    body.append(_varint(len(rec.headers)))
-    for k, v in rec.headers:
+    body.append(_varint(len(headers)))
+    for k, v in headers:
         kb = k.encode("utf-8")
         body.append(_varint(len(kb)))
         body.append(kb)

@@ -254,12 +254,15 @@ def _entry(status: CleanerStatus, partition: Partition, name: str) -> Optional[i
         return None
 
 
-def _simulate_pass(status: CleanerStatus, segments: List[Segment], start: int, end: int,
-                   aborted: Dict[int, List[Tuple[int, int]]]) -> None:
-    """Cleaner.buildOffsetMap over [start, end), then shouldRetainRecord over the segments
-    below where the map reaches: the counts of ``status``."""
-    config = status.config
-    capacity = offset_map_capacity(config)
+def build_offset_map(status: CleanerStatus, segments: List[Segment], start: int, end: int,
+                     aborted: Dict[int, List[Tuple[int, int]]]
+                     ) -> Tuple[Dict[bytes, int], Optional[int]]:
+    """Cleaner.buildOffsetMap over [start, end): {MD5 of a key: its last offset} of the keyed
+    records from ``start`` on, outside control batches and aborted transactions, at most
+    ``offset_map_capacity`` keys (a full map stops there, ``status.offset_map_full_at``), and
+    the map's latest offset (None when the range holds no segment). Counts the dirty records
+    and keys in ``status``; what would stop the cleaner goes to ``status.problems``."""
+    capacity = offset_map_capacity(status.config)
     status.offset_map_capacity = capacity
     keys: Dict[bytes, int] = {}
     latest = -1
@@ -291,8 +294,20 @@ def _simulate_pass(status: CleanerStatus, segments: List[Segment], start: int, e
             break
         latest = next_start - 1
     status.dirty_keys = len(keys)
-    if not dirty:
+    return keys, (latest if dirty else None)
+
+
+def _simulate_pass(status: CleanerStatus, segments: List[Segment], start: int, end: int,
+                   aborted: Dict[int, List[Tuple[int, int]]]) -> None:
+    """Cleaner.buildOffsetMap over [start, end), then shouldRetainRecord over the segments
+    below where the map reaches: the counts of ``status``."""
+    config = status.config
+    keys, reached = build_offset_map(status, segments, start, end, aborted)
+    if reached is None:
         return
+    latest = reached
+    problems: Set[Tuple[str, int]] = {(f.kind, f.fields.get("position", -1))
+                                      for f in status.problems}
     status.pass_end_offset = latest + 1
 
     # Cleaner.doClean: the legacy delete horizon, then each record below the map's reach

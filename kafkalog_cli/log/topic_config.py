@@ -36,6 +36,8 @@ SETTINGS: Dict[str, Tuple[str, object]] = {
     "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", 0.5),
     "segment.bytes": ("log.segment.bytes", 1_073_741_824),
     "max.message.bytes": ("message.max.bytes", 1_048_588),
+    "segment.index.bytes": ("log.index.size.max.bytes", 10_485_760),
+    "index.interval.bytes": ("log.index.interval.bytes", 4096),
 }
 # the cleaner's own settings (broker only): (Kafka's default)
 CLEANER_SETTINGS: Dict[str, object] = {
@@ -182,6 +184,15 @@ def topic_config(topic: Optional[str], configs: Optional[ClusterConfigs] = None,
         except ValueError:
             pass  # a value Kafka would have refused: its default stands
         out.values[name], out.sources[name] = default, DEFAULT
+    # LogConfig.segmentSize: the internal (test-only) internal.segment.bytes, when a topic has
+    # it, stands in for segment.bytes
+    internal = topic_settings.get("internal.segment.bytes")
+    if internal is not None and given.get("segment.bytes") is None:
+        try:
+            out.values["segment.bytes"], out.sources["segment.bytes"] = int(internal), \
+                TOPIC_CONFIG
+        except ValueError:
+            pass
     return out
 
 

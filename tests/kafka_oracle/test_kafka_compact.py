@@ -1,0 +1,177 @@
+"""``kafkalog compact`` judged by Apache Kafka's own log cleaner, byte for byte.
+
+One broker writes compacted topics of small segments (``internal.segment.bytes``) whose
+``min.cleanable.dirty.ratio`` is 1 (the cleaner never picks them), one per codec, with keyed
+records updated many times, tombstones, an idempotent producer on some, and a topic written by
+a transactional producer (transactions committed and aborted); then it stops cleanly and its
+log directory is copied. The broker starts again, the topics' ratio is set to 0.01, its
+cleaner cleans each partition once, and it stops. ``kafkalog compact`` then cleans the copy,
+with ``--now`` the time of the broker's pass (read from the delete horizon it stamped:
+the pass's time plus delete.retention.ms), and must leave the same segment files, byte for
+byte: every .log, .index, .timeindex and .txnindex, and the same cleaner-offset-checkpoint
+entry.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import kafkaraw
+
+pytestmark = pytest.mark.kafka
+
+KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
+CODECS = ("none", "gzip", "lz4", "zstd", "snappy")
+TOPICS = tuple("c-%s" % c for c in CODECS) + ("c-txn",)
+SEGMENT_BYTES = 6000
+KEYS = 30
+RETENTION_MS = 86_400_000
+INDEX_INTERVAL = "512"  # the test broker's log.index.interval.bytes (a static broker setting)
+
+
+def _checkpoint(path):
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines()[2:]:
+        topic, p, offset = line.rsplit(" ", 2)
+        out[(topic, int(p))] = int(offset)
+    return out
+
+
+def _wait_cleaned(broker, timeout=180):
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while True:
+        written = _checkpoint(broker.logdir / "cleaner-offset-checkpoint")
+        entry = {t: written.get((t, 0)) for t in TOPICS}
+        if entry != last:
+            last, since = entry, time.monotonic()
+        elif all(entry.values()) and time.monotonic() - since > 3:
+            return entry
+        assert time.monotonic() < deadline, ("the broker's cleaner did not run", entry,
+                                             broker.log_tail())
+        time.sleep(0.3)
+
+
+def _produce(broker, topic, codec, idempotent, now):
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5,
+                             batch_size=2048, enable_idempotence=idempotent,
+                             compression_type=None if codec == "none" else codec)
+    try:
+        for i in range(700):
+            key = b"k%d" % (i * 7 % KEYS)
+            value = None if i % 23 == 22 else b"v%d-" % i + b"x" * (i * 13 % 120)
+            producer.send(topic, key=key, value=value, partition=0, timestamp_ms=now - 900 + i,
+                          headers=[("h", b"%d" % i)] if i % 5 == 0 else [])
+            if i % 17 == 16:
+                producer.flush()
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def _produce_transactions(broker, topic, now):
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="compact-txn",
+                             compression_type="lz4", linger_ms=5)
+    try:
+        producer.init_transactions()
+        for t in range(40):
+            producer.begin_transaction()
+            for i in range(12):
+                n = t * 12 + i
+                value = None if n % 19 == 18 else b"t%d-" % n + b"y" * (n % 60)
+                producer.send(topic, key=b"k%d" % (n % KEYS), value=value, partition=0,
+                              timestamp_ms=now - 900 + n)
+            producer.flush()
+            if t % 3 == 1:
+                producer.abort_transaction()
+            else:
+                producer.commit_transaction()
+    finally:
+        producer.close()
+
+
+@pytest.fixture(scope="module")
+def kafka_compacted(tmp_path_factory, kafka_classpath):
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafkabroker import Broker
+
+    work = tmp_path_factory.mktemp("kafka-compact")
+    broker = Broker(work / "broker")
+    try:
+        broker.start()
+        for topic in TOPICS:
+            broker.create_topic(topic, 1, cleanup_policy="compact", min_cleanable_dirty_ratio=1.0,
+                                internal_segment_bytes=SEGMENT_BYTES)
+        now = kafkaraw.now_ms()
+        for k, codec in enumerate(CODECS):
+            _produce(broker, "c-%s" % codec, codec, k % 2 == 0, now)
+        _produce_transactions(broker, "c-txn", now)
+        broker.stop()
+        copy = work / "kafkalog"
+        shutil.copytree(broker.logdir, copy, symlinks=True)
+
+        broker.start()
+        broker.wait_leaders(list(TOPICS))
+        admin = broker.admin()
+        try:
+            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={
+                "min.cleanable.dirty.ratio": "0.01"}) for topic in TOPICS])
+        finally:
+            admin.close()
+        entry = _wait_cleaned(broker)
+        broker.stop()
+        yield broker, copy, entry
+    finally:
+        broker.close()
+
+
+def _pass_time(directory):
+    """The time of the broker's pass: a delete horizon it stamped, less delete.retention.ms
+    (None when it stamped none)."""
+    from kafkalog_cli.log.segment import Segment
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".log"):
+            for batch in Segment.at(os.path.join(directory, name)).batches():
+                if batch.delete_horizon_ms is not None:
+                    return batch.delete_horizon_ms - RETENTION_MS
+    return None
+
+
+def _segment_files(directory):
+    kinds = (".log", ".index", ".timeindex", ".txnindex")
+    return {n: (directory / n).read_bytes() for n in sorted(os.listdir(directory))
+            if n.endswith(kinds)}
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_kafkalog_compact_leaves_the_brokers_segments(kafka_compacted, topic):
+    broker, copy, entry = kafka_compacted
+    cleaned = broker.partition_dir(topic)
+    when = _pass_time(cleaned)
+    if when is None:  # no horizon stamped: the pass's time leaves no trace
+        when = kafkaraw.now_ms()
+    before = _segment_files(copy / f"{topic}-0")
+    proc = subprocess.run([*KAFKALOG, "compact", "--format", "json", "--now", str(when),
+                           "--min-cleanable-dirty-ratio", "0.01", "--index-interval-bytes",
+                           INDEX_INTERVAL, copy / f"{topic}-0"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert proc.returncode == 0, (proc.stdout.decode(), proc.stderr.decode())
+    (result,) = [o for o in map(json.loads, proc.stdout.decode().splitlines())
+                 if o["type"] == "partition"]
+    assert result["endOffset"] == entry[topic]
+    assert _checkpoint(copy / "cleaner-offset-checkpoint")[(topic, 0)] == entry[topic]
+    ours, theirs = _segment_files(copy / f"{topic}-0"), _segment_files(cleaned)
+    assert sorted(ours) == sorted(theirs)
+    different = [n for n in ours if ours[n] != theirs[n]]
+    assert not different, different
+    assert ours != before
+    assert result["recordsRemoved"] > 0
