@@ -74,10 +74,11 @@ def compress(codec: int, data: bytes, magic: int = 2) -> bytes:
             out = out[:6] + bytes([(codecs.xxh32(out[:6]) >> 8) & 0xFF]) + out[7:]
         return out
     if codec == codecs.ZSTD:
-        # zstd-jni's ZstdOutputStream: a streamed frame (no content size), level 3
-        z = codecs._lib("zstandard").ZstdCompressor(level=3, write_content_size=False)
-        c = z.compressobj()
-        return c.compress(data) + c.flush()
+        # zstd-jni's ZstdOutputStream as Kafka closes it: a streamed frame (no content size),
+        # level 3, the data flushed as a block (ZSTD_e_flush), then an empty last block
+        zstd = codecs._lib("zstandard")
+        c = zstd.ZstdCompressor(level=3, write_content_size=False).compressobj()
+        return c.compress(data) + c.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK) + c.flush()
     if codec == codecs.NONE:
         return data
     raise ValueError("unknown codec %r" % codec)

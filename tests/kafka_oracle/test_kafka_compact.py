@@ -152,7 +152,25 @@ def _segment_files(directory):
             if n.endswith(kinds)}
 
 
-@pytest.mark.parametrize("topic", TOPICS)
+def _compact(directory, when, *options):
+    proc = subprocess.run([*KAFKALOG, "compact", "--format", "json", "--now", str(when),
+                           "--min-cleanable-dirty-ratio", "0.01", "--index-interval-bytes",
+                           INDEX_INTERVAL, *options, directory],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert proc.returncode == 0, (proc.stdout.decode(), proc.stderr.decode())
+    (result,) = [o for o in map(json.loads, proc.stdout.decode().splitlines())
+                 if o["type"] == "partition"]
+    return result
+
+
+# snappy-java compresses with Google's C++ snappy; cramjam's snappy (Rust's snap) finds other
+# matches, so a snappy batch that loses records is written again in other (valid) bytes
+SNAPPY_DIFFERS = pytest.mark.xfail(strict=True, reason="a rewritten snappy batch is compressed "
+                                   "by another snappy implementation than snappy-java's")
+
+
+@pytest.mark.parametrize("topic", [pytest.param(t, marks=SNAPPY_DIFFERS) if t == "c-snappy"
+                                   else t for t in TOPICS])
 def test_kafkalog_compact_leaves_the_brokers_segments(kafka_compacted, topic):
     broker, copy, entry = kafka_compacted
     cleaned = broker.partition_dir(topic)
@@ -160,13 +178,11 @@ def test_kafkalog_compact_leaves_the_brokers_segments(kafka_compacted, topic):
     if when is None:  # no horizon stamped: the pass's time leaves no trace
         when = kafkaraw.now_ms()
     before = _segment_files(copy / f"{topic}-0")
-    proc = subprocess.run([*KAFKALOG, "compact", "--format", "json", "--now", str(when),
-                           "--min-cleanable-dirty-ratio", "0.01", "--index-interval-bytes",
-                           INDEX_INTERVAL, copy / f"{topic}-0"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-    assert proc.returncode == 0, (proc.stdout.decode(), proc.stderr.decode())
-    (result,) = [o for o in map(json.loads, proc.stdout.decode().splitlines())
-                 if o["type"] == "partition"]
+    preview = _compact(copy / f"{topic}-0", when, "--dry-run")
+    assert _segment_files(copy / f"{topic}-0") == before
+    result = _compact(copy / f"{topic}-0", when)
+    assert {k: v for k, v in preview.items() if k not in ("dryRun", "renamed")} \
+        == {k: v for k, v in result.items() if k not in ("dryRun", "renamed")}
     assert result["endOffset"] == entry[topic]
     assert _checkpoint(copy / "cleaner-offset-checkpoint")[(topic, 0)] == entry[topic]
     ours, theirs = _segment_files(copy / f"{topic}-0"), _segment_files(cleaned)
