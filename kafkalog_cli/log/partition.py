@@ -11,6 +11,7 @@ from .lock import LogDirLock
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 
 if TYPE_CHECKING:
+    from .compact import CompactionResult
     from .append import RollResult
     from .cleaner import CleanerStatus
     from .topic_config import TopicConfig
@@ -145,6 +146,16 @@ class Partition:
         (default: the wall clock). Reads only."""
         from .cleaner import cleaner_status
         return cleaner_status(self, config, now, high_watermark)
+
+    def compact(self, config: "Optional[TopicConfig]" = None, now: Optional[int] = None,
+                dry_run: bool = False, high_watermark: Optional[int] = None
+                ) -> "CompactionResult":
+        """One pass of the log cleaner (`kafkalog compact`) under the log directory's lock:
+        carried out unless ``dry_run``. Raises LockHeld when a broker holds the lock (not in a
+        dry run), CompactError where the broker's cleaner would fail (nothing changed)."""
+        from .compact import compact_partition
+        with LogDirLock.for_run(self.log_dir, [self.directory], dry_run):
+            return compact_partition(self, config, now, dry_run, high_watermark)
 
     def verify(self, sanity_only: bool = False, max_message_size: Optional[int] = None
                ) -> "Iterator[Union[FileReport, TargetError, UnknownFile]]":

@@ -1,0 +1,73 @@
+"""`kafkalog compact` end to end: its lines, its JSON, its exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+
+from kafkagen import Rec, SegmentWriter, garbage_tail
+
+KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
+T0 = 1_700_000_000_000
+NOW = str(T0 + 3_600_000)
+
+
+def _partition(tmp_path):
+    d = tmp_path / "compacted-0"
+    s0 = SegmentWriter(0)
+    s0.add_v2([Rec(b"k%d" % (i % 3), b"v%d" % i, T0) for i in range(9)])
+    s0.write(str(d))
+    s1 = SegmentWriter(9)
+    s1.add_v2([Rec(b"k0", b"last", T0 + 1)])
+    s1.write(str(d))
+    return d
+
+
+def _run(*args):
+    proc = subprocess.run([*KAFKALOG, "compact", "--now", NOW, "--cleanup-policy", "compact",
+                           *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=120)
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+def test_a_dry_run_then_the_pass(tmp_path):
+    d = _partition(tmp_path)
+    code, out, err = _run("--dry-run", d)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == (
+        "%s: would clean offsets 0-8 (1 segment into 1 segment): would remove 6 records of 9 "
+        "records, " % d) + out.splitlines()[0].split("records, ", 1)[1]
+    assert "the cleaner checkpoint would move to 9" in out
+    assert not (tmp_path / "cleaner-offset-checkpoint").exists()
+    code, out, err = _run("--format", "json", d)
+    assert (code, err) == (0, "")
+    part, summary = map(json.loads, out.splitlines())
+    assert (part["type"], part["endOffset"], part["recordsRemoved"]) == ("partition", 9, 6)
+    assert part["groups"][0]["bases"] == [0]
+    assert summary["type"] == "summary" and summary["cleaned"] == 1
+    assert "00000000000000000000.log.deleted" in os.listdir(d)
+
+
+def test_a_topic_not_compacted_is_said_and_left_alone(tmp_path):
+    d = _partition(tmp_path)
+    proc = subprocess.run([*KAFKALOG, "compact", d], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=120)
+    assert proc.returncode == 0
+    assert proc.stdout.decode().splitlines()[0] == (
+        "%s: not cleaned: its cleanup.policy does not include compact" % d)
+
+
+def test_bytes_that_hold_no_batch_exit_1_and_change_nothing(tmp_path):
+    d = _partition(tmp_path)
+    log = d / "00000000000000000000.log"
+    log.write_bytes(garbage_tail(log.read_bytes()))
+    before = sorted(os.listdir(d))
+    code, out, err = _run(d)
+    assert code == 1
+    assert len(err.splitlines()) == 1 and "hold no batch" in err
+    assert sorted(os.listdir(d)) == before
+
+
+def test_a_missing_path_exits_2_in_one_line(tmp_path):
+    code, out, err = _run(tmp_path / "nowhere-0")
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("kafkalog: ")
