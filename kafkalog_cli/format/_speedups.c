@@ -15,6 +15,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 static PyObject *empty_tuple;
 
@@ -779,7 +780,181 @@ out:
     return rec;
 }
 
+
+/* --- snappy compression: the C mirror of format/snappy.py (Google's snappy 1.1.10
+ * CompressFragment, EmitLiteral, EmitCopy), byte for byte ------------------------------------ */
+
+static uint32_t
+snappy_load32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
+        | ((uint32_t)p[3] << 24);
+}
+
+static unsigned char *
+snappy_literal(unsigned char *op, const unsigned char *src, size_t len)
+{
+    size_t n = len - 1;
+    if (n < 60) {
+        *op++ = (unsigned char)(n << 2);
+    } else {
+        int count = 0;
+        size_t m = n;
+        while (m) { count++; m >>= 8; }
+        *op++ = (unsigned char)((59 + count) << 2);
+        for (int i = 0; i < count; i++)
+            *op++ = (unsigned char)(n >> (8 * i));
+    }
+    memcpy(op, src, len);
+    return op + len;
+}
+
+static unsigned char *
+snappy_copy64(unsigned char *op, size_t offset, size_t len)
+{
+    if (len < 12 && offset < 2048) {
+        *op++ = (unsigned char)(1 | ((len - 4) << 2) | ((offset >> 8) << 5));
+        *op++ = (unsigned char)(offset & 0xff);
+    } else {
+        *op++ = (unsigned char)(2 | ((len - 1) << 2));
+        *op++ = (unsigned char)(offset & 0xff);
+        *op++ = (unsigned char)(offset >> 8);
+    }
+    return op;
+}
+
+static unsigned char *
+snappy_copy(unsigned char *op, size_t offset, size_t len)
+{
+    if (len >= 12) {
+        while (len >= 68) { op = snappy_copy64(op, offset, 64); len -= 64; }
+        if (len > 64) { op = snappy_copy64(op, offset, 60); len -= 60; }
+    }
+    return snappy_copy64(op, offset, len);
+}
+
+static size_t
+snappy_match(const unsigned char *d, size_t s1, size_t s2, size_t limit)
+{
+    size_t n = 0;
+    while (s2 + n < limit && d[s1 + n] == d[s2 + n])
+        n++;
+    return n;
+}
+
+#define SNAPPY_SLOT(v, mask) ((((uint32_t)((v) * 0x1E35A7BDu) >> 17) & (mask)) >> 1)
+
+static unsigned char *
+snappy_fragment(unsigned char *op, const unsigned char *d, size_t n, uint16_t *table)
+{
+    size_t size = 256;
+    if (n > (1u << 14)) size = 1u << 14;
+    else if (n >= 256) { size = 1; while (size < n) size <<= 1; }
+    memset(table, 0, size * sizeof(uint16_t));
+    uint32_t mask = (uint32_t)(2 * (size - 1));
+    size_t ip = 0;
+    if (n >= 15) {
+        size_t limit = n - 15;
+        for (;;) {
+            size_t next_emit = ip++;
+            uint32_t skip = 32;
+            long candidate = -1;
+            if (limit - ip >= 16 && limit >= ip) {
+                int i;
+                for (i = 0; i < 16; i++) {
+                    uint32_t dword = snappy_load32(d + ip + i);
+                    uint32_t e = SNAPPY_SLOT(dword, mask);
+                    size_t c = table[e];
+                    table[e] = (uint16_t)(ip + i);
+                    if (snappy_load32(d + c) == dword) {
+                        candidate = (long)c;
+                        op = snappy_literal(op, d + next_emit, ip + i - next_emit);
+                        ip += i;
+                        break;
+                    }
+                }
+                if (i == 16) { ip += 16; skip += 16; }
+            }
+            if (candidate < 0) {
+                for (;;) {
+                    uint32_t dword = snappy_load32(d + ip);
+                    uint32_t e = SNAPPY_SLOT(dword, mask);
+                    uint32_t step = skip >> 5;
+                    skip += step;
+                    size_t next_ip = ip + step;
+                    if (next_ip > limit) {
+                        if (next_emit < n)
+                            op = snappy_literal(op, d + next_emit, n - next_emit);
+                        return op;
+                    }
+                    size_t c = table[e];
+                    table[e] = (uint16_t)ip;
+                    if (dword == snappy_load32(d + c)) { candidate = (long)c; break; }
+                    ip = next_ip;
+                }
+                op = snappy_literal(op, d + next_emit, ip - next_emit);
+            }
+            for (;;) {
+                size_t matched = 4 + snappy_match(d, (size_t)candidate + 4, ip + 4, n);
+                op = snappy_copy(op, ip - (size_t)candidate, matched);
+                ip += matched;
+                if (ip >= limit) {
+                    if (ip < n)
+                        op = snappy_literal(op, d + ip, n - ip);
+                    return op;
+                }
+                table[SNAPPY_SLOT(snappy_load32(d + ip - 1), mask)] = (uint16_t)(ip - 1);
+                uint32_t dword = snappy_load32(d + ip);
+                uint32_t e = SNAPPY_SLOT(dword, mask);
+                candidate = table[e];
+                table[e] = (uint16_t)ip;
+                if (dword != snappy_load32(d + candidate))
+                    break;
+            }
+        }
+    }
+    if (ip < n)
+        op = snappy_literal(op, d + ip, n - ip);
+    return op;
+}
+
+static PyObject *
+snappy_compress_raw(PyObject *self, PyObject *args)
+{
+    Py_buffer in;
+    if (!PyArg_ParseTuple(args, "y*", &in))
+        return NULL;
+    size_t n = (size_t)in.len;
+    /* MaxCompressedLength: 32 + n + n / 6, plus the length varint */
+    size_t cap = 32 + n + n / 6 + 10;
+    unsigned char *out = PyMem_Malloc(cap);
+    uint16_t *table = PyMem_Malloc((1u << 14) * sizeof(uint16_t));
+    if (out == NULL || table == NULL) {
+        PyMem_Free(out);
+        PyMem_Free(table);
+        PyBuffer_Release(&in);
+        return PyErr_NoMemory();
+    }
+    unsigned char *op = out;
+    size_t v = n;
+    while (v >= 0x80) { *op++ = (unsigned char)(v | 0x80); v >>= 7; }
+    *op++ = (unsigned char)v;
+    const unsigned char *d = in.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t start = 0; start < n; start += 65536) {
+        size_t len = n - start < 65536 ? n - start : 65536;
+        op = snappy_fragment(op, d + start, len, table);
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = PyBytes_FromStringAndSize((const char *)out, op - out);
+    PyMem_Free(out);
+    PyMem_Free(table);
+    PyBuffer_Release(&in);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"snappy_compress_raw", snappy_compress_raw, METH_VARARGS, "Snappy raw compression as C++ snappy 1.1.10 writes it (format/snappy.py compress_raw)."},
     {"decode_v2", decode_v2, METH_VARARGS, "Decode v2 records into a Records object's lists; return the position after them."},
     {"encode_lines", encode_lines, METH_VARARGS, "The v2 records area of lines of input (format/encode.py encode_lines)."},
     {"encode_records", encode_records, METH_VARARGS, "The v2 records area of encode.Record objects (format/encode.py encode_v2_records), or None."},

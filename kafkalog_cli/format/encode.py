@@ -57,10 +57,12 @@ def compress(codec: int, data: bytes, magic: int = 2) -> bytes:
         return b"".join((_JAVA_GZIP_HEADER, c.compress(data), c.flush(),
                          struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)))
     if codec == codecs.SNAPPY:
-        snappy = codecs._lib("cramjam").snappy
+        # snappy-java's SnappyOutputStream: its header, then 32 KiB blocks, each compressed as
+        # C++ snappy compresses it (format/snappy.py)
+        from .snappy import compress_raw
         out = [_XERIAL_HEADER]
         for i in range(0, len(data), _SNAPPY_BLOCK):
-            block = bytes(snappy.compress_raw(data[i:i + _SNAPPY_BLOCK]))
+            block = compress_raw(data[i:i + _SNAPPY_BLOCK])
             out.append(struct.pack(">i", len(block)))
             out.append(block)
         return b"".join(out)

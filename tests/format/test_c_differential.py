@@ -1012,3 +1012,34 @@ _json_scalars = st.one_of(st.none(), st.booleans(), st.integers(INT64_MIN - 2, I
                            _json_scalars, max_size=4), now=_int64)
 def test_plain_record_random(obj, now):
     both_plain_records(obj, now)
+
+
+# -- snappy compression: _speedups.snappy_compress_raw against format/snappy.py ---------------
+
+def _snappy_inputs():
+    import random
+    rng = random.Random(11)
+    sizes = [0, 1, 4, 14, 15, 16, 17, 30, 31, 32, 33, 255, 256, 257, 4096, 16383, 16384,
+             16385, 65535, 65536, 65537, 140000]
+    for n in sizes:
+        yield rng.randbytes(n)
+        yield bytes(n)
+        yield bytes(rng.choice(b"ab") for _ in range(n))
+        yield (b"kafka record %d, " * 12000)[:n]
+
+
+@needs_speedups
+def test_snappy_edges():
+    from kafkalog_cli.format.snappy import compress_raw_python
+    for data in _snappy_inputs():
+        assert speedups.snappy_compress_raw(data) == compress_raw_python(data), len(data)
+
+
+@needs_speedups
+@fuzz
+@given(st.lists(st.sampled_from([b"k1", b"value-", b"x" * 40, b"\x00", b"abcabcab", b"\xff"]),
+                max_size=400), st.binary(max_size=300))
+def test_snappy_random(parts, noise):
+    from kafkalog_cli.format.snappy import compress_raw_python
+    data = b"".join(parts) + noise
+    assert speedups.snappy_compress_raw(data) == compress_raw_python(data)

@@ -163,14 +163,7 @@ def _compact(directory, when, *options):
     return result
 
 
-# snappy-java compresses with Google's C++ snappy; cramjam's snappy (Rust's snap) finds other
-# matches, so a snappy batch that loses records is written again in other (valid) bytes
-SNAPPY_DIFFERS = pytest.mark.xfail(strict=True, reason="a rewritten snappy batch is compressed "
-                                   "by another snappy implementation than snappy-java's")
-
-
-@pytest.mark.parametrize("topic", [pytest.param(t, marks=SNAPPY_DIFFERS) if t == "c-snappy"
-                                   else t for t in TOPICS])
+@pytest.mark.parametrize("topic", TOPICS)
 def test_kafkalog_compact_leaves_the_brokers_segments(kafka_compacted, topic):
     broker, copy, entry = kafka_compacted
     cleaned = broker.partition_dir(topic)
