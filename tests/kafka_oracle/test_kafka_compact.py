@@ -1,15 +1,18 @@
-"""``kafkalog compact`` judged by Apache Kafka's own log cleaner, byte for byte.
+"""``kafkalog compact`` judged by Apache Kafka's own log cleaner, byte for byte, over two passes.
 
 One broker writes compacted topics of small segments (``internal.segment.bytes``) whose
 ``min.cleanable.dirty.ratio`` is 1 (the cleaner never picks them), one per codec, with keyed
-records updated many times, tombstones, an idempotent producer on some, and a topic written by
-a transactional producer (transactions committed and aborted); then it stops cleanly and its
-log directory is copied. The broker starts again, the topics' ratio is set to 0.01, its
-cleaner cleans each partition once, and it stops. ``kafkalog compact`` then cleans the copy,
-with ``--now`` the time of the broker's pass (read from the delete horizon it stamped:
-the pass's time plus delete.retention.ms), and must leave the same segment files, byte for
-byte: every .log, .index, .timeindex and .txnindex, and the same cleaner-offset-checkpoint
-entry.
+records updated many times, tombstones, headers, an idempotent producer on some, and a topic
+written by a transactional producer (transactions committed and aborted); then it stops cleanly
+and its log directory is copied. The broker starts again, the topics' ratio is set to 0.01, its
+cleaner cleans each partition once (pass 1), and it stops; its directory is kept. Then more
+records come (ratio 1 again), the directory is copied, and the broker's cleaner makes a second
+pass, once pass 1's delete horizons (``delete.retention.ms`` is 5 s) have passed, so that it
+removes the tombstones pass 1 kept. For each pass, ``kafkalog compact`` cleans the copy taken
+before it, with ``--now`` the time of the broker's pass (read from the delete horizons it
+stamped: the pass's time plus delete.retention.ms), and must leave the same segment files, byte
+for byte: every .log, .index, .timeindex and .txnindex, and the same cleaner-offset-checkpoint
+entry; ``--dry-run`` first changes nothing and reports what the pass then does.
 """
 
 import json
@@ -30,7 +33,7 @@ CODECS = ("none", "gzip", "lz4", "zstd", "snappy")
 TOPICS = tuple("c-%s" % c for c in CODECS) + ("c-txn",)
 SEGMENT_BYTES = 6000
 KEYS = 30
-RETENTION_MS = 86_400_000
+RETENTION_MS = 5000  # delete.retention.ms: pass 1's horizons are past when pass 2 comes
 INDEX_INTERVAL = "512"  # the test broker's log.index.interval.bytes (a static broker setting)
 
 
@@ -44,7 +47,9 @@ def _checkpoint(path):
     return out
 
 
-def _wait_cleaned(broker, timeout=180):
+def _wait_cleaned(broker, after=None, timeout=180):
+    """Until the broker's cleaner has written every partition's checkpoint entry (past the
+    entries ``after``) and they have held still for 3 s."""
     deadline = time.monotonic() + timeout
     last, since = None, time.monotonic()
     while True:
@@ -52,20 +57,21 @@ def _wait_cleaned(broker, timeout=180):
         entry = {t: written.get((t, 0)) for t in TOPICS}
         if entry != last:
             last, since = entry, time.monotonic()
-        elif all(entry.values()) and time.monotonic() - since > 3:
+        elif all(entry[t] and (after is None or entry[t] > after[t]) for t in TOPICS) \
+                and time.monotonic() - since > 3:
             return entry
         assert time.monotonic() < deadline, ("the broker's cleaner did not run", entry,
                                              broker.log_tail())
         time.sleep(0.3)
 
 
-def _produce(broker, topic, codec, idempotent, now):
+def _produce(broker, topic, codec, idempotent, now, numbers):
     from kafka import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5,
                              batch_size=2048, enable_idempotence=idempotent,
                              compression_type=None if codec == "none" else codec)
     try:
-        for i in range(700):
+        for i in numbers:
             key = b"k%d" % (i * 7 % KEYS)
             value = None if i % 23 == 22 else b"v%d-" % i + b"x" * (i * 13 % 120)
             producer.send(topic, key=key, value=value, partition=0, timestamp_ms=now - 900 + i,
@@ -77,13 +83,13 @@ def _produce(broker, topic, codec, idempotent, now):
         producer.close()
 
 
-def _produce_transactions(broker, topic, now):
+def _produce_transactions(broker, topic, now, numbers):
     from kafka import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="compact-txn",
                              compression_type="lz4", linger_ms=5)
     try:
         producer.init_transactions()
-        for t in range(40):
+        for t in numbers:
             producer.begin_transaction()
             for i in range(12):
                 n = t * 12 + i
@@ -99,9 +105,26 @@ def _produce_transactions(broker, topic, now):
         producer.close()
 
 
+def _settings(ratio):
+    return {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": ratio,
+            "delete.retention.ms": str(RETENTION_MS), "internal.segment.bytes": str(SEGMENT_BYTES)}
+
+
+def _set_ratio(broker, ratio):
+    from kafka.admin import ConfigResource, ConfigResourceType
+    admin = broker.admin()
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                            configs=_settings(ratio)) for topic in TOPICS])
+    finally:
+        admin.close()
+
+
 @pytest.fixture(scope="module")
 def kafka_compacted(tmp_path_factory, kafka_classpath):
-    from kafka.admin import ConfigResource, ConfigResourceType
+    """The broker's two passes: (the copy before pass 1, the broker's directory after it, its
+    checkpoint entries), then the same for pass 2, made once more records have come and the
+    tombstones' delete horizons stamped by pass 1 have passed."""
     from kafkabroker import Broker
 
     work = tmp_path_factory.mktemp("kafka-compact")
@@ -110,40 +133,60 @@ def kafka_compacted(tmp_path_factory, kafka_classpath):
         broker.start()
         for topic in TOPICS:
             broker.create_topic(topic, 1, cleanup_policy="compact", min_cleanable_dirty_ratio=1.0,
+                                delete_retention_ms=RETENTION_MS,
                                 internal_segment_bytes=SEGMENT_BYTES)
         now = kafkaraw.now_ms()
         for k, codec in enumerate(CODECS):
-            _produce(broker, "c-%s" % codec, codec, k % 2 == 0, now)
-        _produce_transactions(broker, "c-txn", now)
+            _produce(broker, "c-%s" % codec, codec, k % 2 == 0, now, range(700))
+        _produce_transactions(broker, "c-txn", now, range(40))
         broker.stop()
-        copy = work / "kafkalog"
-        shutil.copytree(broker.logdir, copy, symlinks=True)
+        copy1 = work / "kafkalog-1"
+        shutil.copytree(broker.logdir, copy1, symlinks=True)
+        broker.start()
+        broker.wait_leaders(list(TOPICS))
+        _set_ratio(broker, "0.01")
+        entry1 = _wait_cleaned(broker)
+        broker.stop()
+        after1 = work / "broker-after-1"
+        shutil.copytree(broker.logdir, after1, symlinks=True)
 
         broker.start()
         broker.wait_leaders(list(TOPICS))
-        admin = broker.admin()
-        try:
-            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={
-                "min.cleanable.dirty.ratio": "0.01"}) for topic in TOPICS])
-        finally:
-            admin.close()
-        entry = _wait_cleaned(broker)
+        _set_ratio(broker, "1.0")
+        now = kafkaraw.now_ms()
+        for k, codec in enumerate(CODECS):
+            _produce(broker, "c-%s" % codec, codec, k % 2 == 1, now, range(700, 1000))
+        _produce_transactions(broker, "c-txn", now, range(40, 55))
         broker.stop()
-        yield broker, copy, entry
+        copy2 = work / "kafkalog-2"
+        shutil.copytree(broker.logdir, copy2, symlinks=True)
+        # pass 1's horizons (its time + delete.retention.ms) are past by now
+        assert kafkaraw.now_ms() > max(_horizons(after1)) + 1000
+        broker.start()
+        broker.wait_leaders(list(TOPICS))
+        _set_ratio(broker, "0.01")
+        entry2 = _wait_cleaned(broker, after=entry1)
+        broker.stop()
+        yield {1: (copy1, after1, entry1), 2: (copy2, broker.logdir, entry2)}
     finally:
         broker.close()
 
 
-def _pass_time(directory):
-    """The time of the broker's pass: a delete horizon it stamped, less delete.retention.ms
-    (None when it stamped none)."""
+def _horizons(log_dir):
+    """The delete horizons stamped in the batches under ``log_dir``."""
     from kafkalog_cli.log.segment import Segment
-    for name in sorted(os.listdir(directory)):
-        if name.endswith(".log"):
-            for batch in Segment.at(os.path.join(directory, name)).batches():
-                if batch.delete_horizon_ms is not None:
-                    return batch.delete_horizon_ms - RETENTION_MS
-    return None
+    for directory, _, files in os.walk(log_dir):
+        for name in files:
+            if name.endswith(".log"):
+                for batch in Segment.at(os.path.join(directory, name)).batches():
+                    if batch.delete_horizon_ms is not None:
+                        yield batch.delete_horizon_ms
+
+
+def _pass_time(directory):
+    """The time of the broker's last pass over ``directory``: the newest delete horizon in it,
+    less delete.retention.ms (None when there is none)."""
+    return max((h - RETENTION_MS for h in _horizons(directory)), default=None)
 
 
 def _segment_files(directory):
@@ -164,9 +207,10 @@ def _compact(directory, when, *options):
 
 
 @pytest.mark.parametrize("topic", TOPICS)
-def test_kafkalog_compact_leaves_the_brokers_segments(kafka_compacted, topic):
-    broker, copy, entry = kafka_compacted
-    cleaned = broker.partition_dir(topic)
+@pytest.mark.parametrize("cleaning", (1, 2))
+def test_kafkalog_compact_leaves_the_brokers_segments(kafka_compacted, topic, cleaning):
+    copy, cleaned_dir, entry = kafka_compacted[cleaning]
+    cleaned = cleaned_dir / f"{topic}-0"
     when = _pass_time(cleaned)
     if when is None:  # no horizon stamped: the pass's time leaves no trace
         when = kafkaraw.now_ms()
@@ -184,3 +228,6 @@ def test_kafkalog_compact_leaves_the_brokers_segments(kafka_compacted, topic):
     assert not different, different
     assert ours != before
     assert result["recordsRemoved"] > 0
+    if cleaning == 2:
+        # the tombstones pass 1 kept with their horizon are gone
+        assert result["tombstonesRemoved"] > 0
