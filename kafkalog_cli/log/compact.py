@@ -42,6 +42,7 @@ from .cleaner import (CleanerStatus, _aborted_ranges, _key_hash, _segments_overl
                       build_offset_map, cleaner_status)
 from .indexbuild import IndexBuilder, fsync_dir, rename_noreplace
 from .lock import LogDirLock
+from .logdir import CleanShutdownMarker
 from .partition import Partition
 from .producer_state import rebuild
 from .report import Report, field, report
@@ -615,14 +616,22 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     to_clean = _segments_overlapping(segments, -1, end_offset)
     groups = _group_segments(to_clean, status.config.integer("segment.bytes"),
                              status.config.integer("segment.index.bytes"), end)
+    # the clean-shutdown marker is lifted before the first change and put back once all is
+    # flushed: a kill in between leaves none, so the next load recovers (and finishes the swap)
+    marker = CleanShutdownMarker(partition.log_dir)
+    if not dry_run:
+        marker.lift()
     for group in groups:
         cleaned = work.clean_group(segments, group, legacy_horizon)
         result.groups.append(cleaned)
         if not dry_run:
             result.renamed.extend(_swap_in(partition.directory, cleaned, group))
-    if not dry_run and partition.topic is not None and partition.number is not None:
-        write_offset_checkpoint(os.path.join(partition.log_dir, names.CLEANER_OFFSET_CHECKPOINT),
-                                {(partition.topic, partition.number): end_offset})
+    if not dry_run:
+        if partition.topic is not None and partition.number is not None:
+            write_offset_checkpoint(os.path.join(partition.log_dir,
+                                                 names.CLEANER_OFFSET_CHECKPOINT),
+                                    {(partition.topic, partition.number): end_offset})
+        marker.restore()
     return result
 
 

@@ -134,6 +134,17 @@ def retain_campaign(tmp_path, delay, clean_shutdown=False):
                        rerun("retain", *args))
 
 
+COMPACT = ["--cleanup-policy", "compact", "--now", str(NOW)]
+
+
+def compact_campaign(tmp_path, clean_shutdown=False):
+    # each batch of the seed holds a key twice: the pass removes the first of each pair, the
+    # aborted transaction's batch and the markers it no longer needs
+    log_dir = seed_dir(tmp_path, "seed-compact", clean_shutdown=clean_shutdown)
+    return cc.Campaign(tmp_path, log_dir, lambda part: ["compact", *COMPACT, part],
+                       rerun("compact", *COMPACT))
+
+
 def damaged_seed(tmp_path):
     """The seed with what recover repairs: 37 bytes of garbage after the last batch, the middle
     segment's .timeindex gone, the recovery point at the start of the middle segment."""
@@ -151,9 +162,11 @@ def recover_campaign(tmp_path):
                        lambda part, out: None)
 
 
-@pytest.mark.parametrize("command", ["roll", "retain", "retain-with-delay", "recover"])
+@pytest.mark.parametrize("command", ["roll", "retain", "retain-with-delay", "recover",
+                                     "compact"])
 def test_killed_before_every_file_operation(tmp_path, command):
     c = {"roll": lambda: roll_campaign(tmp_path),
+         "compact": lambda: compact_campaign(tmp_path),
          "retain": lambda: retain_campaign(tmp_path, "0"),
          "retain-with-delay": lambda: retain_campaign(tmp_path, "60000"),
          "recover": lambda: recover_campaign(tmp_path)}[command]()
@@ -162,9 +175,10 @@ def test_killed_before_every_file_operation(tmp_path, command):
     assert not c.failures, "\n".join(c.failures)
 
 
-@pytest.mark.parametrize("command", ["roll", "retain", "recover"])
+@pytest.mark.parametrize("command", ["roll", "retain", "recover", "compact"])
 def test_killed_at_random(tmp_path, command):
     c = {"roll": lambda: roll_campaign(tmp_path),
+         "compact": lambda: compact_campaign(tmp_path),
          "retain": lambda: retain_campaign(tmp_path, "0"),
          "recover": lambda: recover_campaign(tmp_path)}[command]()
     c.random_kills()
@@ -173,7 +187,7 @@ def test_killed_at_random(tmp_path, command):
     assert not c.failures, "\n".join(c.failures)
 
 
-@pytest.mark.parametrize("command", ["append", "roll", "retain"])
+@pytest.mark.parametrize("command", ["append", "roll", "retain", "compact"])
 def test_killed_before_every_file_operation_after_a_clean_shutdown(tmp_path, command):
     """The log directory has the broker's clean-shutdown marker: a run lifts it (flushed)
     before its first change and puts it back once everything is flushed, so that a kill never
@@ -184,6 +198,8 @@ def test_killed_before_every_file_operation_after_a_clean_shutdown(tmp_path, com
         c = append_campaign(tmp_path, (d, leo), 30)
     elif command == "roll":
         c = roll_campaign(tmp_path, clean_shutdown=True)
+    elif command == "compact":
+        c = compact_campaign(tmp_path, clean_shutdown=True)
     else:
         c = retain_campaign(tmp_path, "0", clean_shutdown=True)
     assert cc.MARKER in c.want
