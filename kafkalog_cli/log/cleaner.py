@@ -155,12 +155,14 @@ def _key_hash(key: bytes) -> bytes:
 
 
 def cleaner_status(partition: Partition, config: Optional[TopicConfig] = None,
-                   now: Optional[int] = None, high_watermark: Optional[int] = None
-                   ) -> CleanerStatus:
+                   now: Optional[int] = None, high_watermark: Optional[int] = None,
+                   simulate: bool = True) -> CleanerStatus:
     """The cleaner's view of ``partition`` at ``now`` (epoch ms; default: the wall clock).
     ``config``: the topic's settings (default: from the log directory's metadata partition,
     else Kafka's defaults); ``high_watermark``: used instead of the one in
-    replication-offset-checkpoint. Raises OSError when the partition cannot be read."""
+    replication-offset-checkpoint; ``simulate``: False leaves out what a pass would find (the
+    offset map and the records it would remove: compact makes the pass itself). Raises OSError
+    when the partition cannot be read."""
     import time
     now_ms = int(time.time() * 1000) if now is None else now
     if config is None:
@@ -241,7 +243,8 @@ def cleaner_status(partition: Partition, config: Optional[TopicConfig] = None,
     status.would_clean = config.compacted and total > 0 and (
         status.overdue or status.dirty_ratio > ratio)
 
-    _simulate_pass(status, segments, first_dirty, first_uncleanable, aborted)
+    if simulate:
+        _simulate_pass(status, segments, first_dirty, first_uncleanable, aborted)
     return status
 
 

@@ -17,10 +17,12 @@ written again as MemoryRecordsBuilder writes it (its codec at Kafka's default le
 horizon stamped in its base timestamp, its last offset and sequence kept).
 
 Carried out as LocalLog.replaceSegments: each group's new segment written as ``.cleaned``
-files, renamed ``.swap`` (its .log last), the old segments renamed ``.deleted`` (kept, never
-removed here: ``retain --purge`` or ``quarantine`` handles them), the ``.swap`` files renamed
-into place; then ``cleaner-offset-checkpoint`` is updated. A crash at any step leaves what
-``recover`` (LogLoader) completes or undoes: the old segments or the new, never a mix."""
+files (every group's before the first swap: a batch the broker's cleaner would fail on stops
+the pass with nothing changed), each renamed ``.swap`` (its .log last), the old segments
+renamed ``.deleted`` (kept: ``recover`` sets them aside in its quarantine, ``retain`` removes
+them after its file delete delay), the ``.swap`` files renamed into place; then
+``cleaner-offset-checkpoint`` is updated. A crash at any step leaves what ``recover``
+(LogLoader) completes or undoes, group by group."""
 
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 
 V2_OVERHEAD = 61   # DefaultRecordBatch.RECORD_BATCH_OVERHEAD
 NO_TIMESTAMP = -1
+INT32_MAX = (1 << 31) - 1
 
 # why a partition is not cleaned
 NOT_COMPACTED = "its cleanup.policy does not include compact"
@@ -418,6 +421,12 @@ class _Pass:
                     raise CompactError("%s: %d bytes at position %d hold no batch: the broker's "
                                        "cleaner fails there" % (segment.log_path, item.size,
                                                                 item.position))
+                if item.last_offset - out.base > INT32_MAX:
+                    # LogSegment.ensureOffsetInRange: the broker splits the segment first
+                    raise CompactError("%s: offset %d is beyond the 32-bit reach of the new "
+                                       "segment's base offset %d: the broker's cleaner splits "
+                                       "the segment first (kafkalog recover does)"
+                                       % (segment.log_path, item.last_offset, out.base))
                 kept = self._filter(log, item, retain_legacy, group)
                 if kept is not None:
                     out.append(*kept)
@@ -583,7 +592,7 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     broker's cleaner would fail (nothing is changed then), OSError for a file that cannot be
     read or written."""
     now_ms = int(time.time() * 1000) if now is None else now
-    status = cleaner_status(partition, config, now_ms, high_watermark)
+    status = cleaner_status(partition, config, now_ms, high_watermark, simulate=False)
     result = CompactionResult(partition.directory, partition.topic, partition.number, now_ms,
                               dry_run, status, first_dirty_offset=status.first_dirty_offset)
     if not status.config.compacted:
@@ -596,10 +605,10 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     if start is None or end is None or start >= end:
         result.skipped = NOTHING_DIRTY
         return result
-    probe = CleanerStatus(partition.directory, partition.topic, partition.number,
-                          status.config, now_ms)
     aborted, _ = _aborted_ranges(partition, now_ms)
-    keys, latest = build_offset_map(probe, segments, start, end, aborted)
+    keys, latest = build_offset_map(status, segments, start, end, aborted)
+    if status.problems:
+        raise CompactError("%s: %s" % (UNCLEANABLE, status.problems[0].message))
     if latest is None:
         result.skipped = NOTHING_DIRTY
         return result
@@ -616,23 +625,38 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     to_clean = _segments_overlapping(segments, -1, end_offset)
     groups = _group_segments(to_clean, status.config.integer("segment.bytes"),
                              status.config.integer("segment.index.bytes"), end)
-    # the clean-shutdown marker is lifted before the first change and put back once all is
-    # flushed: a kill in between leaves none, so the next load recovers (and finishes the swap)
-    marker = CleanShutdownMarker(partition.log_dir)
-    if not dry_run:
-        marker.lift()
-    for group in groups:
-        cleaned = work.clean_group(segments, group, legacy_horizon)
-        result.groups.append(cleaned)
+    # every group is written (as .cleaned files) before the first is swapped in: where the
+    # broker's cleaner would fail on a batch, the .cleaned files go and nothing has changed
+    try:
+        for group in groups:
+            result.groups.append(work.clean_group(segments, group, legacy_horizon))
+    except BaseException:
         if not dry_run:
-            result.renamed.extend(_swap_in(partition.directory, cleaned, group))
-    if not dry_run:
-        if partition.topic is not None and partition.number is not None:
-            write_offset_checkpoint(os.path.join(partition.log_dir,
-                                                 names.CLEANER_OFFSET_CHECKPOINT),
-                                    {(partition.topic, partition.number): end_offset})
-        marker.restore()
+            _remove_cleaned(partition.directory, result.groups)
+        raise
+    if dry_run:
+        return result
+    # the clean-shutdown marker is lifted before the first change and put back once all is
+    # flushed: a kill in between leaves none, so the next load recovers (and finishes a swap)
+    marker = CleanShutdownMarker(partition.log_dir)
+    marker.lift()
+    for cleaned, group in zip(result.groups, groups):
+        result.renamed.extend(_swap_in(partition.directory, cleaned, group))
+    if partition.topic is not None and partition.number is not None:
+        write_offset_checkpoint(os.path.join(partition.log_dir, names.CLEANER_OFFSET_CHECKPOINT),
+                                {(partition.topic, partition.number): end_offset})
+    marker.restore()
     return result
+
+
+def _remove_cleaned(directory: str, groups: List[CleanedGroup]) -> None:
+    """The .cleaned files of ``groups`` (a pass that stops before its swaps)."""
+    for cleaned in groups:
+        for kind in (names.LOG, names.INDEX, names.TIMEINDEX, names.TXNINDEX):
+            path = os.path.join(directory, names.offset_name(cleaned.base_offset, kind,
+                                                             names.CLEANED))
+            if os.path.isfile(path) and not os.path.islink(path):
+                os.unlink(path)
 
 
 def _swap_in(directory: str, cleaned: CleanedGroup, group: List[Segment]) -> List[str]:
