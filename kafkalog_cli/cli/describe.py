@@ -60,7 +60,8 @@ def _partition_json(p: PartitionDescription) -> Dict[str, Any]:
             "sizeBytes": p.size, "segments": len(p.segments),
             "recoveryPoint": p.recovery_point, "checkpointedLogStartOffset":
                 p.checkpointed_log_start_offset, "highWatermark": p.high_watermark,
-            "cleanerOffset": p.cleaner_offset,
+            "cleanerOffset": p.cleaner_offset, "firstDirtyOffset": p.first_dirty_offset,
+            "dirtyRatio": p.dirty_ratio,
             "leaderEpochs": [{"epoch": e, "startOffset": o} for e, o in p.leader_epochs],
             "producerSnapshots": [{"offset": o, "producers": n} for o, n in p.snapshots],
             "problems": len(p.all_problems())}
@@ -115,7 +116,10 @@ class _Output(Output):
                   % (where, _opt(p.log_start_offset), _opt(p.log_end_offset), p.records,
                      p.batches, human_bytes(p.size), p.size, len(p.segments),
                      _opt(p.recovery_point), _opt(p.high_watermark),
-                     _opt(p.checkpointed_log_start_offset), _opt(p.cleaner_offset), epochs, snaps))
+                     _opt(p.checkpointed_log_start_offset), _opt(p.cleaner_offset), epochs, snaps)
+                  + ("" if p.dirty_ratio is None else
+                     "; compacted: first dirty offset %s, dirty ratio %.3f"
+                     % (_opt(p.first_dirty_offset), p.dirty_ratio)))
         for s in p.segments:
             self.segment(s)
         self.findings((("problem", p.problems), ("note", p.notes)), p.topic, p.partition)

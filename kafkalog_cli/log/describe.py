@@ -21,7 +21,7 @@ stride at load (a stale entry it ignores or drops) is a ``note``.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ..format import codecs
 from ..format.errors import CorruptRecordError, LimitExceededError
@@ -44,6 +44,9 @@ from .partition import Partition
 from .report import Report, field, report
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 from .snapshot import read_snapshot
+
+if TYPE_CHECKING:
+    from .topic_config import ClusterConfigs
 
 
 @report
@@ -116,10 +119,13 @@ class PartitionDescription(Report):
     that is higher; None: no segment); ``log_end_offset``: the next offset to be written (None:
     no segment). ``recovery_point``, ``checkpointed_log_start_offset``, ``high_watermark`` and
     ``cleaner_offset``: the log directory's checkpoints' entries for it (None where the file
-    has no line for it); ``leader_epochs``: the leader-epoch-checkpoint's (epoch, start
-    offset) entries; ``snapshots``: the producer snapshots' (offset, producers; None: the
-    snapshot could not be read); ``problems`` and ``notes``: the partition's own (its
-    segments' are theirs). ``records``, ``batches``, ``size``: its segments' totals."""
+    has no line for it); ``first_dirty_offset`` and ``dirty_ratio``: the log cleaner's, for a
+    compacted topic (its cleanup.policy from the log directory's metadata partition; None for
+    another topic, or when the log directory holds no metadata partition); ``leader_epochs``:
+    the leader-epoch-checkpoint's (epoch, start offset) entries; ``snapshots``: the producer
+    snapshots' (offset, producers; None: the snapshot could not be read); ``problems`` and
+    ``notes``: the partition's own (its segments' are theirs). ``records``, ``batches``,
+    ``size``: its segments' totals."""
 
     directory: str
     topic: Optional[str] = field(init=False)
@@ -131,6 +137,8 @@ class PartitionDescription(Report):
     checkpointed_log_start_offset: Optional[int] = None
     high_watermark: Optional[int] = None
     cleaner_offset: Optional[int] = None
+    first_dirty_offset: Optional[int] = None
+    dirty_ratio: Optional[float] = None
     leader_epochs: List[Tuple[int, int]] = field(default_factory=list)
     snapshots: List[Tuple[int, Optional[int]]] = field(default_factory=list)
     problems: List[Finding] = field(default_factory=list)
@@ -457,9 +465,25 @@ class _Checkpoints:
 
     def __init__(self, directories: Sequence[str] = ()) -> None:
         self.log_dirs: Dict[str, LogDir] = {}
+        self.configs: Dict[str, Optional[ClusterConfigs]] = {}
         self.problems: List[Finding] = []
         for directory in directories:  # held before any checkpoint is read: one read each
             self.partition(directory)
+
+    def cluster_configs(self, log_dir: str) -> "Optional[ClusterConfigs]":
+        """The topic settings of the log directory's metadata partition, read once (None when
+        it holds none, or it cannot be read)."""
+        if log_dir not in self.configs:
+            found = None
+            if os.path.isdir(os.path.join(log_dir, "__cluster_metadata-0")):
+                from ..errors import InvalidDataError
+                from .topic_config import cluster_configs  # (here: only a KRaft log dir needs it)
+                try:
+                    found = cluster_configs(log_dir)
+                except (InvalidDataError, OSError):
+                    found = None
+            self.configs[log_dir] = found
+        return self.configs[log_dir]
 
     def partition(self, directory: str) -> Partition:
         log_dir = os.path.dirname(os.path.abspath(directory))
@@ -498,6 +522,16 @@ def _check_offsets(part: PartitionDescription, partition: Partition,
                                                          names.LOG_START_OFFSET_CHECKPOINT)
     part.high_watermark = checkpoints.get(partition, names.REPLICATION_OFFSET_CHECKPOINT)
     part.cleaner_offset = checkpoints.get(partition, names.CLEANER_OFFSET_CHECKPOINT)
+    configs = checkpoints.cluster_configs(log_dir)
+    if configs is not None:
+        from .cleaner import cleaner_status
+        from .topic_config import topic_config
+        config = topic_config(part.topic, configs)
+        if config.compacted:
+            # LogCleanerManager.cleanableOffsets and calculateCleanableBytes
+            status = cleaner_status(partition, config, simulate=False)
+            part.first_dirty_offset, part.dirty_ratio = status.first_dirty_offset, \
+                status.dirty_ratio
 
     def where(name: str) -> str:
         return os.path.join(log_dir, name)

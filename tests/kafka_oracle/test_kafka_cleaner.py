@@ -188,3 +188,17 @@ def test_kafkalog_counts_what_the_broker_cleaner_removes(kafka_cleaned, topic):
     if topic == "keyed":  # its last tombstone is its key's latest record: kept for a day
         assert status[topic]["tombstonesWaiting"] > 0
     assert status[topic]["problems"] == []
+
+
+def test_describe_gives_the_cleaners_dirty_ratio_of_a_compacted_topic(kafka_cleaned):
+    status, _, _, _, copy = kafka_cleaned
+    proc = subprocess.run([*KAFKALOG, "describe", "--format", "json", copy],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    parts = {o["topic"]: o for o in map(json.loads, proc.stdout.decode().splitlines())
+             if o["type"] == "partition"}
+    for topic in TOPICS:
+        assert (parts[topic]["firstDirtyOffset"], parts[topic]["dirtyRatio"]) == (
+            status[topic]["firstDirtyOffset"], status[topic]["dirtyRatio"])
+    # the metadata partition itself is not a compacted topic's
+    assert parts["__cluster_metadata"]["dirtyRatio"] is None
