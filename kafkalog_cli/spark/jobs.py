@@ -19,7 +19,7 @@ from ..errors import KafkalogError, UsageError
 from ..log.files import os_error_text
 from ..log.summary import summarize_segment
 from . import register
-from .source import Options, Problem, SegmentSlice, partition_logs, slices
+from .source import Options, Piece, Problem, partition_logs, slices
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -360,7 +360,7 @@ def cores(spark: SparkSession, settle_s: float = 2.0) -> int:
 
 
 # One export task: (its number, its slice), the options, the run's id -> what it wrote
-WriteSlice = Callable[[Tuple[int, SegmentSlice], Options, str], "SliceResult"]
+WriteSlice = Callable[[Tuple[int, Piece], Options, str], "SliceResult"]
 
 
 def _export_tasks(spark: SparkSession, path: str, output: str, mode: str,
@@ -440,13 +440,13 @@ def _csv_row(row: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def write_text_slice(task: "tuple[int, SegmentSlice]", output: str, fmt: str,
+def write_text_slice(task: "tuple[int, Piece]", output: str, fmt: str,
                      partition_by: Sequence[str], options: Options, run: str) -> SliceResult:
     """One task: the rows of one slice as JSON Lines or CSV part files (one per partition_by
     value, in hive-style ``col=value`` directories as Spark writes them)."""
     import csv
     import json
-    from .source import read_slice
+    from .source import read_piece
     number, piece = task
     files: Dict[tuple, Any] = {}
     writers: Dict[tuple, Any] = {}
@@ -454,7 +454,7 @@ def write_text_slice(task: "tuple[int, SegmentSlice]", output: str, fmt: str,
     problems: List[Problem] = []
     columns = [c for c in CSV_COLUMNS if c not in partition_by]
     try:
-        for batch in read_slice(piece, options, problems):
+        for batch in read_piece(piece, options, problems):
             for row in export_rows(batch):
                 rows += 1
                 key = tuple(row[c] for c in partition_by)
@@ -482,14 +482,14 @@ def write_text_slice(task: "tuple[int, SegmentSlice]", output: str, fmt: str,
     return SliceResult(rows, problems)
 
 
-def write_parquet_slice(task: "tuple[int, SegmentSlice]", output: str,
+def write_parquet_slice(task: "tuple[int, Piece]", output: str,
                         partition_by: Sequence[str], options: Options,
                         run: str) -> SliceResult:
     """One task: the rows of one slice (numbered, as ``slices`` made it) as Parquet part files
     (one per partition_by value)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from .source import _arrow_schema, read_slice
+    from .source import _arrow_schema, read_piece
     # One task, one core (spark.task.cpus): Arrow's own thread pools would make a task take
     # more cores than Spark gave it, and tasks fight over them.
     pa.set_cpu_count(1)
@@ -501,7 +501,7 @@ def write_parquet_slice(task: "tuple[int, SegmentSlice]", output: str,
     rows = 0
     problems: List[Problem] = []
     try:
-        for batch in read_slice(piece, options, problems):
+        for batch in read_piece(piece, options, problems):
             rows += batch.num_rows
             table = pa.Table.from_batches([batch])
             groups: List[Tuple[tuple, Any]] = [((), table)]

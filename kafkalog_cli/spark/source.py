@@ -30,7 +30,7 @@ import itertools
 import os
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
-                    Sequence, Set, Tuple)
+                    Sequence, Set, Tuple, Union)
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -90,6 +90,7 @@ class Options:
         self.max_bytes = _int(o.get("maxbytesperpartition"))
         self.min_partitions = _int(o.get("minpartitions"))
         self.max_message_size = int(o.get("maxmessagesize", DEFAULT_MAX_MESSAGE_SIZE))
+        self.compacted = _bool(o.get("compacted", "false"))
 
 
 class PartitionLogs(NamedTuple):
@@ -148,6 +149,33 @@ class SegmentSlice(InputPartition):
     from_offset: Optional[int] = None
 
 
+@dataclass
+class CompactedPartition(InputPartition):
+    """All the segments (``logs``, in offset order) of partition (``topic``, ``partition``),
+    read as if compacted by one task: ``from_offset`` as for SegmentSlice."""
+
+    logs: List[str]
+    topic: str = ""
+    partition: int = -1
+    from_offset: Optional[int] = None
+
+    @property
+    def path(self) -> str:
+        return os.path.dirname(self.logs[0])
+
+
+# what one task reads
+Piece = Union[SegmentSlice, CompactedPartition]
+
+
+def read_piece(piece: Piece, options: Options,
+               problems: Optional[List["Problem"]] = None) -> Iterator[Any]:
+    """read_slice or read_compacted, as ``piece`` is."""
+    if isinstance(piece, CompactedPartition):
+        return read_compacted(piece, options)
+    return read_slice(piece, options, problems)
+
+
 def _cuts(log: str, max_bytes: int) -> List[int]:
     """Where to split the segment file ``log``: [0, batch starts..., size], into as many slices
     of about equal size as it takes for none to be much over ``max_bytes``: each cut is the
@@ -186,13 +214,14 @@ def split_bytes(sizes: Sequence[int], parallelism: Optional[int]) -> int:
     return min(DEFAULT_MAX_BYTES_PER_PARTITION, max(OPEN_COST_BYTES, per_core))
 
 
-def slices(path: str, options: Options) -> List[SegmentSlice]:
+def slices(path: str, options: Options) -> "List[Piece]":
     """The input partitions of a log directory, partition directory or segment file, with the
     first wanted offset of each partition: ``fromTimestamp`` is looked up here, once per
     partition, as offsets-for-times (log.read.offset_for_time, from ``fromOffset`` on); a
     partition with no record at or after it gives no slice. The segments are cut every
-    ``maxBytesPerPartition`` bytes or more, else every split_bytes (``minPartitions``)."""
-    out: List[SegmentSlice] = []
+    ``maxBytesPerPartition`` bytes or more, else every split_bytes (``minPartitions``). With
+    ``compacted``, each partition is one input partition (CompactedPartition)."""
+    out: List[Piece] = []
     parts = partition_logs(path, options.topics)
     max_bytes = options.max_bytes
     if max_bytes is None:
@@ -206,6 +235,11 @@ def slices(path: str, options: Options) -> List[SegmentSlice]:
                                           from_offset=options.from_offset)
             if from_offset is None:
                 continue
+        if options.compacted:
+            if part.logs:
+                out.append(CompactedPartition(part.logs, part.topic, part.partition,
+                                              from_offset))
+            continue
         for log in part.logs:
             cuts = _cuts(log, max_bytes)
             out.extend(SegmentSlice(log, a, b, part.topic, part.partition, from_offset)
@@ -406,6 +440,63 @@ def read_slice(part: SegmentSlice, options: Options,
         yield cols.to_arrow(schema)
 
 
+def read_compacted(part: CompactedPartition, options: Options) -> Iterator[Any]:
+    """Arrow record batches of the rows of one partition as if the log cleaner had cleaned all
+    of it and every tombstone's delete horizon had passed: of each key, its last record, unless
+    that is a tombstone; keyless records, control batches and the records of aborted
+    transactions left out (Cleaner.buildOffsetMap's map over the whole log, then
+    shouldRetainRecord). The bounds apply to the rows, not to the map. Valid batches only."""
+    import hashlib
+
+    from ..log.cleaner import _aborted_ranges, _in_aborted
+    schema = _arrow_schema()
+    directory = os.path.dirname(os.path.abspath(part.logs[0]))
+    aborted, _ = _aborted_ranges(Partition(directory), 0)
+    md5 = hashlib.md5
+
+    def data_records(log: LogFile, seek: Optional[Seek]) -> Iterator[BatchRead]:
+        reader = SegmentReader(log, seek=seek, records=True, valid_only=True, skip_control=True)
+        for event in reader:
+            if isinstance(event, BatchRead) and event.records is not None:
+                batch = event.batch
+                if not (batch.is_transactional
+                        and _in_aborted(aborted, batch.producer_id, batch.base_offset)):
+                    yield event
+
+    latest = {}
+    for path in part.logs:
+        with LogFile(path, options.max_message_size) as log:
+            for event in data_records(log, None):
+                recs = event.records
+                assert recs is not None
+                for offset, key in zip(recs.offsets, recs.keys):
+                    if key is not None:
+                        latest[md5(key).digest()] = offset
+    bounds = (part.from_offset, options.to_offset, None, options.to_timestamp)
+    seek = Seek(*bounds) if bounds != (None,) * 4 else None
+    cols = _Columns()
+    for path in part.logs:
+        segment = os.path.basename(path)
+        with LogFile(path, options.max_message_size) as log:
+            for event in data_records(log, seek):
+                recs = event.records
+                assert recs is not None
+                keep = [i for i, (offset, key, value) in enumerate(
+                    zip(recs.offsets, recs.keys, recs.values))
+                    if key is not None and value is not None
+                    and latest.get(md5(key).digest()) == offset]
+                if keep:
+                    fields = cols.batch_fields(part.topic, part.partition, segment, event.batch,
+                                               True)
+                    cols.add_records(fields, recs.select(keep))
+                    if (len(cols) >= ROWS_PER_ARROW_BATCH
+                            or cols.data_bytes >= BYTES_PER_ARROW_BATCH):
+                        yield cols.to_arrow(schema)
+                        cols = _Columns()
+    if len(cols):
+        yield cols.to_arrow(schema)
+
+
 def _crc_problem(log: LogFile, batch: Batch) -> str:
     """What `kafkalog scan` says of a batch whose CRC fails: why its records cannot be read,
     else "CRC mismatch" (log.summary)."""
@@ -429,10 +520,12 @@ class KafkalogReader(DataSourceReader):
     def __init__(self, options: Mapping[str, Any]) -> None:
         self.options = Options(options)
 
-    def partitions(self) -> List[SegmentSlice]:
+    def partitions(self) -> "List[Piece]":
         return slices(self.options.path or "", self.options) or [SegmentSlice("", 0, 0)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        if isinstance(partition, CompactedPartition):
+            return read_compacted(partition, self.options)
         if not isinstance(partition, SegmentSlice) or not partition.path:
             return iter(())
         return read_slice(partition, self.options)
@@ -454,7 +547,11 @@ class KafkalogDataSource(DataSource):
     - maxBytesPerPartition: larger segments are split at batch starts of their .index (by
       default: the total bytes over minPartitions, between 4 MiB and 128 MiB);
     - minPartitions: the cores to make slices for (none: segments split every 128 MiB);
-    - maxMessageSize (5 MiB): the largest record read.
+    - maxMessageSize (5 MiB): the largest record read;
+    - compacted (false): each partition read as if the log cleaner had cleaned all of it and
+      every tombstone's delete horizon had passed: of each key its last record, unless a
+      tombstone; no keyless record, no record of an aborted transaction, no control record,
+      valid batches only (one task per partition).
     """
 
     @classmethod

@@ -824,3 +824,46 @@ def test_without_pyspark(tmp_path, args):
     assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
     assert "pyspark" in lines[0] and "kafkalog[spark]" in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+# -- compacted=true ---------------------------------------------------------------------------------
+
+def _as_compacted(rows):
+    """The rows a fully compacted log would keep, from kafka-python's rows (control records
+    included): the transactional records whose producer's next marker is an ABORT go, then of
+    each key its last record unless a tombstone; keyless records go."""
+    out = []
+    by_partition = {}
+    for r in rows:
+        by_partition.setdefault((r["topic"], r["partition"]), []).append(r)
+    for part in by_partition.values():
+        part.sort(key=lambda r: r["offset"])
+        pending, kept = {}, []
+        for r in part:
+            if r["isControl"]:
+                marker = int.from_bytes(r["key"][2:4], "big")
+                held = pending.pop(r["producerId"], [])
+                if marker == 1:  # COMMIT
+                    kept.extend(held)
+            elif r["isTransactional"]:
+                pending.setdefault(r["producerId"], []).append(r)
+            else:
+                kept.append(r)
+        for held in pending.values():  # open transactions: not aborted
+            kept.extend(held)
+        last = {}
+        for r in kept:
+            if r["key"] is not None:
+                last[r["key"]] = r
+        out.extend(r for r in last.values() if r["value"] is not None)
+    return sorted(out, key=lambda r: (r["topic"], r["partition"], r["offset"]))
+
+
+def test_compacted_rows_are_each_keys_last_record(spark):
+    rows = collect(read(spark, FIXTURES, compacted="true"))
+    want = _as_compacted(kafka_python_dir_rows(FIXTURES, include_control=True))
+    got = sorted(rows, key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    fields = ("topic", "partition", "offset", "key", "value", "headers", "segment")
+    assert [tuple(r[f] for f in fields) for r in got] \
+        == [tuple(r[f] for f in fields) for r in want]
+    assert len(want) < len(kafka_python_dir_rows(FIXTURES))
