@@ -36,6 +36,10 @@ pytestmark = pytest.mark.kafka
 
 KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
 TOPICS = ("keyed", "held")
+# "lagged": min.compaction.lag.ms of an hour (its ratio 0.01 from the start): never cleaned;
+# "overdue": its ratio stays 1, max.compaction.lag.ms set to 1 s at the restart: cleaned
+LAG_TOPICS = ("lagged", "overdue")
+OVERDUE_LAG_MS = 1000
 SEGMENT_BYTES = 4096
 KEYS = 40
 
@@ -67,10 +71,10 @@ def _wait_cleaned(broker, timeout=120):
     last, since = None, time.monotonic()
     while True:
         written = _checkpoint(broker.logdir / "cleaner-offset-checkpoint")
-        entry = {t: written.get((t, 0)) for t in TOPICS}
+        entry = {t: written.get((t, 0)) for t in TOPICS + LAG_TOPICS}
         if entry != last:
             last, since = entry, time.monotonic()
-        elif all(entry.values()) and time.monotonic() - since > 3:
+        elif all(entry[t] for t in TOPICS + ("overdue",)) and time.monotonic() - since > 3:
             return entry
         assert time.monotonic() < deadline, ("the broker's cleaner did not run", entry,
                                              broker.log_tail())
@@ -88,11 +92,16 @@ def kafka_cleaned(tmp_path_factory, kafka_classpath):
     open_producer = None
     try:
         broker.start()
-        for topic in TOPICS:
+        for topic in TOPICS + ("overdue",):
             broker.create_topic(topic, 1, cleanup_policy="compact", min_cleanable_dirty_ratio=1.0,
                                 internal_segment_bytes=SEGMENT_BYTES)
+        broker.create_topic("lagged", 1, cleanup_policy="compact",
+                            min_cleanable_dirty_ratio=0.01, min_compaction_lag_ms=3_600_000,
+                            internal_segment_bytes=SEGMENT_BYTES)
         now = kafkaraw.now_ms()
         _produce(broker, "keyed", range(600), now)
+        _produce(broker, "lagged", range(300), now)
+        _produce(broker, "overdue", range(300), now)
         _produce(broker, "held", range(300), now)
         open_producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
                                       transactional_id="held-open",
@@ -115,18 +124,32 @@ def kafka_cleaned(tmp_path_factory, kafka_classpath):
             assert proc.returncode == 0, (proc.stdout.decode(), proc.stderr.decode())
             status[topic] = json.loads(proc.stdout.decode().splitlines()[0])
             before[topic] = _records(copy / f"{topic}-0")
+        for topic, options in (("lagged", []),
+                               ("overdue", ["--max-compaction-lag-ms", str(OVERDUE_LAG_MS)])):
+            proc = subprocess.run([*KAFKALOG, "cleaner", "--format", "json", *options,
+                                   copy / f"{topic}-0"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+            assert proc.returncode in (0, 1), (proc.stdout.decode(), proc.stderr.decode())
+            status[topic] = json.loads(proc.stdout.decode().splitlines()[0])
+            before[topic] = _records(copy / f"{topic}-0")
 
         broker.start()
         broker.wait_leaders(list(TOPICS))
         admin = broker.admin()
         try:
             admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={
-                "min.cleanable.dirty.ratio": "0.01"}) for topic in TOPICS])
+                "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                "internal.segment.bytes": str(SEGMENT_BYTES)}) for topic in TOPICS]
+                + [ConfigResource(ConfigResourceType.TOPIC, "overdue", configs={
+                    "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "1.0",
+                    "max.compaction.lag.ms": str(OVERDUE_LAG_MS),
+                    "internal.segment.bytes": str(SEGMENT_BYTES)})])
         finally:
             admin.close()
         entry = _wait_cleaned(broker)
         broker.stop()
-        after = {topic: _records(broker.partition_dir(topic)) for topic in TOPICS}
+        after = {topic: _records(broker.partition_dir(topic))
+                 for topic in TOPICS + LAG_TOPICS}
         yield status, entry, before, after, copy
     finally:
         if open_producer is not None:
@@ -202,3 +225,23 @@ def test_describe_gives_the_cleaners_dirty_ratio_of_a_compacted_topic(kafka_clea
             status[topic]["firstDirtyOffset"], status[topic]["dirtyRatio"])
     # the metadata partition itself is not a compacted topic's
     assert parts["__cluster_metadata"]["dirtyRatio"] is None
+
+
+def test_min_compaction_lag_stops_kafkalog_where_it_stops_the_broker(kafka_cleaned):
+    status, entry, before, after, _ = kafka_cleaned
+    lagged = status["lagged"]
+    # every segment is newer than the lag: nothing cleanable, and the broker cleaned nothing
+    assert lagged["stoppedBy"] == ["min.compaction.lag.ms"]
+    assert lagged["firstUncleanableOffset"] == lagged["firstDirtyOffset"] == 0
+    assert lagged["cleanableBytes"] == 0 and lagged["wouldClean"] is False
+    assert entry["lagged"] is None and before["lagged"] == after["lagged"]
+
+
+def test_max_compaction_lag_makes_kafkalog_and_the_broker_clean(kafka_cleaned):
+    status, entry, before, after, _ = kafka_cleaned
+    overdue = status["overdue"]
+    # the dirty ratio (1.0) is not above min.cleanable.dirty.ratio (1.0): only the lag
+    assert overdue["dirtyRatio"] == 1.0 and overdue["overdue"] is True
+    assert overdue["wouldClean"] is True and overdue["maxCompactionDelayMs"] > 0
+    assert overdue["passEndOffset"] == entry["overdue"]
+    assert before["overdue"] - after["overdue"] == overdue["recordsRemovable"] > 0
