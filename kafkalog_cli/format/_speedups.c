@@ -953,6 +953,191 @@ snappy_compress_raw(PyObject *self, PyObject *args)
     return result;
 }
 
+
+/* --- OffsetMap: the C mirror of log/offset_map.py OffsetMap ---------------------------------
+ * The log cleaner's offset map (SkimpyOffsetMap): 16-byte MD5 digests of keys to offsets, 24
+ * bytes a slot, open addressing (linear probing on the digest's first 8 bytes). The table
+ * starts small and doubles while it is under three quarters full, up to max_slots, so that it
+ * never holds more memory than the broker's dedupe buffer. */
+
+typedef struct {
+    PyObject_HEAD
+    unsigned char *slots;   /* cap * 24 bytes: digest, then offset + 1 (0: empty) */
+    Py_ssize_t cap;
+    Py_ssize_t max_slots;
+    Py_ssize_t size;
+} OffsetMapObject;
+
+static uint64_t
+om_read64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static void
+om_write64(unsigned char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xff);
+        v >>= 8;
+    }
+}
+
+/* the slot holding ``digest``, or the empty slot where it would go */
+static unsigned char *
+om_find(unsigned char *slots, Py_ssize_t cap, const unsigned char *digest)
+{
+    Py_ssize_t i = (Py_ssize_t)(om_read64(digest) % (uint64_t)cap);
+    for (;;) {
+        unsigned char *slot = slots + i * 24;
+        if (om_read64(slot + 16) == 0 || memcmp(slot, digest, 16) == 0)
+            return slot;
+        if (++i == cap)
+            i = 0;
+    }
+}
+
+static int
+om_grow(OffsetMapObject *self)
+{
+    Py_ssize_t cap = self->cap * 2 < self->max_slots ? self->cap * 2 : self->max_slots;
+    unsigned char *slots = PyMem_Calloc((size_t)cap, 24);
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < self->cap; i++) {
+        unsigned char *old = self->slots + i * 24;
+        if (om_read64(old + 16) != 0)
+            memcpy(om_find(slots, cap, old), old, 24);
+    }
+    PyMem_Free(self->slots);
+    self->slots = slots;
+    self->cap = cap;
+    return 0;
+}
+
+static int
+OffsetMap_init(OffsetMapObject *self, PyObject *args, PyObject *kwds)
+{
+    Py_ssize_t max_slots;
+    if (!PyArg_ParseTuple(args, "n", &max_slots))
+        return -1;
+    if (max_slots < 1) {
+        PyErr_SetString(PyExc_ValueError, "an offset map needs a slot");
+        return -1;
+    }
+    PyMem_Free(self->slots);
+    self->max_slots = max_slots;
+    self->cap = max_slots < 1024 ? max_slots : 1024;
+    self->size = 0;
+    self->slots = PyMem_Calloc((size_t)self->cap, 24);
+    if (self->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void
+OffsetMap_dealloc(OffsetMapObject *self)
+{
+    PyMem_Free(self->slots);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+om_digest(PyObject *arg, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(arg, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (view->len != 16) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "an offset map key is a 16-byte digest");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+OffsetMap_put(OffsetMapObject *self, PyObject *args)
+{
+    PyObject *key;
+    long long offset;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "OL", &key, &offset))
+        return NULL;
+    if (offset < 0) {
+        PyErr_SetString(PyExc_ValueError, "an offset map holds offsets >= 0");
+        return NULL;
+    }
+    if (om_digest(key, &view) < 0)
+        return NULL;
+    unsigned char *slot = om_find(self->slots, self->cap, view.buf);
+    if (om_read64(slot + 16) == 0) {
+        if (self->size + 1 >= self->max_slots) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_OverflowError, "the offset map is full");
+            return NULL;
+        }
+        if (self->cap < self->max_slots && (self->size + 1) * 4 > self->cap * 3) {
+            if (om_grow(self) < 0) {
+                PyBuffer_Release(&view);
+                return NULL;
+            }
+            slot = om_find(self->slots, self->cap, view.buf);
+        }
+        memcpy(slot, view.buf, 16);
+        self->size++;
+    }
+    om_write64(slot + 16, (uint64_t)offset + 1);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+OffsetMap_get(OffsetMapObject *self, PyObject *key)
+{
+    Py_buffer view;
+    if (om_digest(key, &view) < 0)
+        return NULL;
+    unsigned char *slot = om_find(self->slots, self->cap, view.buf);
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong((long long)om_read64(slot + 16) - 1);
+}
+
+static Py_ssize_t
+OffsetMap_len(OffsetMapObject *self)
+{
+    return self->size;
+}
+
+static PyMethodDef OffsetMap_methods[] = {
+    {"put", (PyCFunction)OffsetMap_put, METH_VARARGS, "Map a key's digest to an offset."},
+    {"get", (PyCFunction)OffsetMap_get, METH_O, "The offset of a key's digest, -1 if none."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods OffsetMap_as_sequence = {
+    .sq_length = (lenfunc)OffsetMap_len,
+};
+
+static PyTypeObject OffsetMapType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_speedups.OffsetMap",
+    .tp_basicsize = sizeof(OffsetMapObject),
+    .tp_dealloc = (destructor)OffsetMap_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The log cleaner's offset map (log/offset_map.py OffsetMap).",
+    .tp_methods = OffsetMap_methods,
+    .tp_as_sequence = &OffsetMap_as_sequence,
+    .tp_init = (initproc)OffsetMap_init,
+    .tp_new = PyType_GenericNew,
+};
+
 static PyMethodDef methods[] = {
     {"snappy_compress_raw", snappy_compress_raw, METH_VARARGS, "Snappy raw compression as C++ snappy 1.1.10 writes it (format/snappy.py compress_raw)."},
     {"decode_v2", decode_v2, METH_VARARGS, "Decode v2 records into a Records object's lists; return the position after them."},
@@ -978,5 +1163,16 @@ PyInit__speedups(void)
             || (str_timestamp = PyUnicode_InternFromString("timestamp")) == NULL
             || (str_headers = PyUnicode_InternFromString("headers")) == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&OffsetMapType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&OffsetMapType);
+    if (PyModule_AddObject(m, "OffsetMap", (PyObject *)&OffsetMapType) < 0) {
+        Py_DECREF(&OffsetMapType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple, Un
 from ..errors import InvalidDataError, KafkalogError
 from . import names
 from .files import FileFormatError
+from .offset_map import OffsetMap, new_offset_map
 from .findings import INVALID_BYTES, OFFSET_ORDER, UNREADABLE, UNREADABLE_RECORDS, Finding
 from .partition import Partition
 from .read import BatchProblem, BatchRead, BytesProblem, segment_events
@@ -92,13 +93,17 @@ class CleanerStatus(Report):
         return self.config.compacted
 
 
-def offset_map_capacity(config: TopicConfig) -> int:
-    """How many keys the cleaner's offset map takes before it is full (SkimpyOffsetMap's slots
-    of the dedupe buffer a cleaner thread gets, times the load factor)."""
+def offset_map_slots(config: TopicConfig) -> int:
+    """SkimpyOffsetMap's slots: the dedupe buffer a cleaner thread gets, over 24 bytes."""
     memory = min(config.integer("log.cleaner.dedupe.buffer.size")
                  // max(config.integer("log.cleaner.threads"), 1), INT32_MAX)
-    slots = memory // ENTRY_BYTES
-    return int(slots * config.number("log.cleaner.io.buffer.load.factor"))
+    return max(memory // ENTRY_BYTES, 1)
+
+
+def offset_map_capacity(config: TopicConfig) -> int:
+    """How many keys the cleaner's offset map takes before it is full (its slots times the
+    load factor)."""
+    return int(offset_map_slots(config) * config.number("log.cleaner.io.buffer.load.factor"))
 
 
 def _segments_overlapping(segments: List[Segment], start: int, end: int) -> List[Segment]:
@@ -259,7 +264,7 @@ def _entry(status: CleanerStatus, partition: Partition, name: str) -> Optional[i
 
 def build_offset_map(status: CleanerStatus, segments: List[Segment], start: int, end: int,
                      aborted: Dict[int, List[Tuple[int, int]]]
-                     ) -> Tuple[Dict[bytes, int], Optional[int]]:
+                     ) -> Tuple[OffsetMap, Optional[int]]:
     """Cleaner.buildOffsetMap over [start, end): {MD5 of a key: its last offset} of the keyed
     records from ``start`` on, outside control batches and aborted transactions, at most
     ``offset_map_capacity`` keys (a full map stops there, ``status.offset_map_full_at``), and
@@ -267,7 +272,7 @@ def build_offset_map(status: CleanerStatus, segments: List[Segment], start: int,
     and keys in ``status``; what would stop the cleaner goes to ``status.problems``."""
     capacity = offset_map_capacity(status.config)
     status.offset_map_capacity = capacity
-    keys: Dict[bytes, int] = {}
+    keys = new_offset_map(max(offset_map_slots(status.config), capacity + 1))
     latest = -1
     problems: Set[Tuple[str, int]] = set()
     dirty = _segments_overlapping(segments, start, end) if start < end else []
@@ -282,11 +287,12 @@ def build_offset_map(status: CleanerStatus, segments: List[Segment], start: int,
                     if key is not None and offset >= start:
                         status.dirty_records += 1
                         h = _key_hash(key)
-                        if h not in keys and len(keys) >= capacity:
+                        if len(keys) >= capacity and keys.get(h) < 0:
                             status.offset_map_full_at = offset
                             full = True
                             break
-                        keys[h] = latest = offset
+                        keys.put(h, offset)
+                        latest = offset
                     elif offset >= start:
                         status.dirty_records += 1
             if full:
@@ -337,7 +343,7 @@ def _simulate_pass(status: CleanerStatus, segments: List[Segment], start: int, e
                     status.records_removable += 1
                     status.keyless_records += 1
                     continue
-                if offset < keys.get(_key_hash(key), -1):
+                if offset < keys.get(_key_hash(key)):
                     status.records_removable += 1
                     continue
                 if value is not None:

@@ -45,6 +45,7 @@ from .cleaner import (CleanerStatus, _aborted_ranges, _key_hash, _segments_overl
 from .indexbuild import IndexBuilder, fsync_dir, rename_noreplace
 from .lock import LogDirLock
 from .logdir import CleanShutdownMarker
+from .offset_map import OffsetMap
 from .partition import Partition
 from .producer_state import rebuild
 from .report import Report, field, report
@@ -330,7 +331,7 @@ def _empty_v2(batch: Batch) -> bytes:
 class _Pass:
     """Cleaner.doClean's state over one partition."""
 
-    def __init__(self, partition: Partition, status: CleanerStatus, keys: Dict[bytes, int],
+    def __init__(self, partition: Partition, status: CleanerStatus, keys: OffsetMap,
                  latest: int, now: int, write: bool) -> None:
         self.partition = partition
         self.status = status
@@ -536,7 +537,7 @@ class _Pass:
         key = records.keys[i]
         if key is None:
             return False
-        if offset < self.keys.get(_key_hash(key), -1):
+        if offset < self.keys.get(_key_hash(key)):
             return False
         if records.values[i] is not None:
             return True

@@ -1043,3 +1043,46 @@ def test_snappy_random(parts, noise):
     from kafkalog_cli.format.snappy import compress_raw_python
     data = b"".join(parts) + noise
     assert speedups.snappy_compress_raw(data) == compress_raw_python(data)
+
+
+# -- the log cleaner's offset map: _speedups.OffsetMap against log/offset_map.py --------------
+
+@needs_speedups
+@fuzz
+@given(st.integers(min_value=1, max_value=70),
+       st.lists(st.tuples(st.booleans(), st.integers(min_value=0, max_value=90),
+                          st.integers(min_value=0, max_value=INT64_MAX - 1)), max_size=300))
+def test_offset_map(max_slots, operations):
+    import hashlib
+    from kafkalog_cli.log.offset_map import OffsetMap
+    c, py = speedups.OffsetMap(max_slots), OffsetMap(max_slots)
+    for put, key, offset in operations:
+        digest = hashlib.md5(b"%d" % key).digest()
+        if put:
+            outcomes = []
+            for m in (c, py):
+                try:
+                    m.put(digest, offset)
+                    outcomes.append(None)
+                except OverflowError as e:
+                    outcomes.append(str(e))
+            assert outcomes[0] == outcomes[1]
+        else:
+            assert c.get(digest) == py.get(digest)
+        assert len(c) == len(py)
+
+
+@needs_speedups
+def test_offset_map_refuses_what_the_python_refuses():
+    from kafkalog_cli.log.offset_map import OffsetMap
+    for m in (speedups.OffsetMap(4), OffsetMap(4)):
+        with pytest.raises(ValueError):
+            m.put(b"short", 1)
+        with pytest.raises(ValueError):
+            m.put(b"x" * 16, -1)
+        with pytest.raises(ValueError):
+            m.get(b"y" * 17)
+    with pytest.raises(ValueError):
+        speedups.OffsetMap(0)
+    with pytest.raises(ValueError):
+        OffsetMap(0)
