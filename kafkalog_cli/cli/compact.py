@@ -30,7 +30,9 @@ def _json(r: CompactionResult) -> Dict[str, Any]:
             "tombstonesRemoved": r.tombstones_removed,
             "groups": [{jsonvocab.camel(name): getattr(g, name)
                         for name in g.__report_fields__} for g in r.groups],
-            "renamed": [printable_name(n) for n in r.renamed]}
+            "renamed": [printable_name(n) for n in r.renamed],
+            "config": {name: {"value": value, "source": r.status.config.sources[name]}
+                       for name, value in r.status.config.values.items()}}
 
 
 def _line(r: CompactionResult) -> str:

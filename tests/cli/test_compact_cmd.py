@@ -44,6 +44,8 @@ def test_a_dry_run_then_the_pass(tmp_path):
     part, summary = map(json.loads, out.splitlines())
     assert (part["type"], part["endOffset"], part["recordsRemoved"]) == ("partition", 9, 6)
     assert part["groups"][0]["bases"] == [0]
+    assert part["config"]["cleanup.policy"] == {"value": "compact", "source": "given"}
+    assert part["config"]["delete.retention.ms"] == {"value": 86400000, "source": "default"}
     assert summary["type"] == "summary" and summary["cleaned"] == 1
     assert "00000000000000000000.log.deleted" in os.listdir(d)
 
