@@ -16,13 +16,17 @@ that loses records, or holds a tombstone or an empty transaction's marker not ye
 written again as MemoryRecordsBuilder writes it (its codec at Kafka's default level, the delete
 horizon stamped in its base timestamp, its last offset and sequence kept).
 
-Carried out as LocalLog.replaceSegments: each group's new segment written as ``.cleaned``
-files (every group's before the first swap: a batch the broker's cleaner would fail on stops
-the pass with nothing changed), each renamed ``.swap`` (its .log last), the old segments
-renamed ``.deleted`` (kept: ``recover`` sets them aside in its quarantine, ``retain`` removes
-them after its file delete delay), the ``.swap`` files renamed into place; then
-``cleaner-offset-checkpoint`` is updated. A crash at any step leaves what ``recover``
-(LogLoader) completes or undoes, group by group."""
+Carried out as LocalLog.replaceSegments, the whole pass at once: every group's new segment
+written as ``.cleaned`` files (a batch the broker's cleaner would fail on stops the pass with
+nothing changed); an intent file written (``.kafkalog-compact-intent``: the pass's end offset
+and each new segment's size and CRC); the ``.cleaned`` files renamed ``.swap`` from the highest
+group down, each group's .log last (until the lowest group's .log is renamed, a kill leaves a
+swap LogLoader and ``recover`` undo whole; from then on one they complete whole); the old
+segments renamed ``.deleted`` (kept: ``recover`` sets them aside in its quarantine, ``retain``
+removes them after its file delete delay), the ``.swap`` files renamed into place; then
+``cleaner-offset-checkpoint`` is updated and the intent removed. A rerun after a kill and
+``recover`` reads the intent: the new segments in place, it writes their indexes where recover
+(as LogLoader) left others, and the checkpoint; else the pass is made again."""
 
 from __future__ import annotations
 
@@ -42,7 +46,8 @@ from . import names
 from .checkpoints import write_offset_checkpoint
 from .cleaner import (CleanerStatus, _aborted_ranges, _key_hash, _segments_overlapping,
                       build_offset_map, cleaner_status)
-from .indexbuild import IndexBuilder, fsync_dir, rename_noreplace
+from .files import printable_name
+from .indexbuild import IndexBuilder, fsync_dir, rename_noreplace, write_atomically
 from .lock import LogDirLock
 from .logdir import CleanShutdownMarker
 from .offset_map import OffsetMap
@@ -593,6 +598,8 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     broker's cleaner would fail (nothing is changed then), OSError for a file that cannot be
     read or written."""
     now_ms = int(time.time() * 1000) if now is None else now
+    if not dry_run:
+        finish_interrupted(partition)
     status = cleaner_status(partition, config, now_ms, high_watermark, simulate=False)
     result = CompactionResult(partition.directory, partition.topic, partition.number, now_ms,
                               dry_run, status, first_dirty_offset=status.first_dirty_offset)
@@ -641,13 +648,136 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     # flushed: a kill in between leaves none, so the next load recovers (and finishes a swap)
     marker = CleanShutdownMarker(partition.log_dir)
     marker.lift()
+    _write_intent(partition, end_offset, result.groups,
+                  status.config.integer("index.interval.bytes"))
+    _to_swap(partition.directory, result.groups)
     for cleaned, group in zip(result.groups, groups):
         result.renamed.extend(_swap_in(partition.directory, cleaned, group))
+    _finish(partition, end_offset)
+    marker.restore()
+    return result
+
+
+# -- carrying a pass out, and finishing one a kill interrupted ---------------------------------
+
+def _log_sum(path: str) -> Tuple[int, int]:
+    """(size, CRC-32) of a file."""
+    import zlib
+    crc, size = 0, 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                return size, crc
+            crc, size = zlib.crc32(chunk, crc), size + len(chunk)
+
+
+def _write_intent(partition: Partition, end_offset: int, groups: List[CleanedGroup],
+                  interval: int) -> None:
+    """Write down, before the first rename, the pass's end offset and index interval, and each
+    new segment: its base offset, the size and CRC-32 of its .log, its .txnindex (hex): a
+    rerun after a kill finds out from it whether `recover` completed the swap (the new
+    segments in place: their indexes made again where recover, as LogLoader, left others,
+    then the checkpoint) or undid it (the pass is made again)."""
+    lines = ["%d %d" % (end_offset, interval)]
+    for g in groups:
+        path = os.path.join(partition.directory,
+                            names.offset_name(g.base_offset, names.LOG, names.CLEANED))
+        size, crc = _log_sum(path)
+        txn = os.path.join(partition.directory,
+                           names.offset_name(g.base_offset, names.TXNINDEX, names.CLEANED))
+        aborted = b""
+        if os.path.isfile(txn):
+            with open(txn, "rb") as f:
+                aborted = f.read()
+        lines.append("%d %d %d %s" % (g.base_offset, size, crc, aborted.hex() or "-"))
+    write_atomically(os.path.join(partition.directory, names.COMPACT_INTENT),
+                     ("\n".join(lines) + "\n").encode())
+
+
+def _to_swap(directory: str, groups: List[CleanedGroup]) -> None:
+    """Every group's .cleaned files renamed .swap, from the highest base offset down, each
+    group's .log last: until the lowest group's .log is renamed, a kill leaves .cleaned files
+    below .swap files, which LogLoader (and `recover`) takes for a swap not completed and
+    undoes whole; from then on it completes the swap of every group."""
+    for cleaned in sorted(groups, key=lambda g: -g.base_offset):
+        for kind in (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.LOG):
+            path = os.path.join(directory, names.offset_name(cleaned.base_offset, kind,
+                                                             names.CLEANED))
+            if os.path.lexists(path):
+                rename_noreplace(path, os.path.join(directory, names.offset_name(
+                    cleaned.base_offset, kind, names.SWAP)))
+        fsync_dir(directory)
+
+
+def _finish(partition: Partition, end_offset: int) -> None:
+    """The cleaner checkpoint at the pass's end, then the intent removed."""
     if partition.topic is not None and partition.number is not None:
         write_offset_checkpoint(os.path.join(partition.log_dir, names.CLEANER_OFFSET_CHECKPOINT),
                                 {(partition.topic, partition.number): end_offset})
-    marker.restore()
-    return result
+    intent = os.path.join(partition.directory, names.COMPACT_INTENT)
+    if os.path.lexists(intent):
+        os.unlink(intent)
+        fsync_dir(partition.directory)
+
+
+def _restore_indexes(directory: str, base: int, interval: int, aborted: bytes) -> None:
+    """The indexes of the new segment at ``base`` as the pass wrote them (an offset and a
+    time index entry as LogSegment.append adds them, its .txnindex as written down), where
+    `recover` left others (LogLoader drops index .swap files whose .log was already renamed,
+    and makes new, empty indexes)."""
+    segment = Segment(directory, base)
+    indexes = IndexBuilder(base, interval)
+    for batch in segment.batches():
+        indexes.add(batch.position, batch.size, batch.last_offset, batch.max_timestamp)
+    indexes.finish()
+    files = [(names.INDEX, indexes.offset_index_bytes()),
+             (names.TIMEINDEX, indexes.time_index_bytes())]
+    if aborted:
+        files.append((names.TXNINDEX, aborted))
+    for kind, data in files:
+        path = os.path.join(directory, names.offset_name(base, kind))
+        current = None
+        if os.path.isfile(path) and not os.path.islink(path):
+            with open(path, "rb") as f:
+                current = f.read()
+        if current != data and not os.path.islink(path):
+            write_atomically(path, data)
+
+
+def finish_interrupted(partition: Partition) -> Optional[int]:
+    """A pass a kill interrupted, once `recover` has completed or undone its swap: when the
+    new segments the intent names are in place, the checkpoint is written (returns the pass's
+    end offset); else the pass was undone and the intent goes (returns None). Raises
+    CompactError while .swap or .cleaned files are still there (recover first)."""
+    directory = partition.directory
+    path = os.path.join(directory, names.COMPACT_INTENT)
+    if not os.path.isfile(path):
+        return None
+    if any(names.lifecycle_suffix(n) in (names.SWAP, names.CLEANED)
+           for n in os.listdir(directory)):
+        raise CompactError("%s: an interrupted pass left .swap or .cleaned files: run "
+                           "kafkalog recover first" % printable_name(directory))
+    with open(path) as f:
+        words = [line.split() for line in f.read().splitlines()]
+    try:
+        end_offset, interval = int(words[0][0]), int(words[0][1])
+        wanted = [(int(w[0]), int(w[1]), int(w[2]), b"" if w[3] == "-" else bytes.fromhex(w[3]))
+                  for w in words[1:]]
+    except (ValueError, IndexError):
+        wanted, end_offset, interval = [], -1, 0  # a torn intent: written before any rename
+    done = bool(wanted) and all(
+        os.path.isfile(os.path.join(directory, names.offset_name(base, names.LOG)))
+        and _log_sum(os.path.join(directory, names.offset_name(base, names.LOG))) == (size, crc)
+        for base, size, crc, _ in wanted)
+    if done:
+        for base, _, _, aborted in wanted:
+            _restore_indexes(directory, base, interval, aborted)
+        _finish(partition, end_offset)
+        return end_offset
+    os.unlink(path)
+    fsync_dir(directory)
+    return None
 
 
 def _remove_cleaned(directory: str, groups: List[CleanedGroup]) -> None:
@@ -661,19 +791,11 @@ def _remove_cleaned(directory: str, groups: List[CleanedGroup]) -> None:
 
 
 def _swap_in(directory: str, cleaned: CleanedGroup, group: List[Segment]) -> List[str]:
-    """LocalLog.replaceSegments: the new segment's .cleaned files renamed .swap (its .log
-    last: until then a crash leaves only files recover sets aside), the old segments renamed
-    .deleted (their .log last) with the producer snapshots of those the new one does not
-    replace at the same base (UnifiedLog.deleteProducerSnapshots), then the .swap files
-    renamed into place (the .log first). Returns the names renamed .deleted."""
+    """LocalLog.replaceSegments, once the new segment's files are .swap files: the old
+    segments renamed .deleted (their .log last) with the producer snapshots of those the new
+    one does not replace at the same base (UnifiedLog.deleteProducerSnapshots), then the .swap
+    files renamed into place (the .log first). Returns the names renamed .deleted."""
     base = cleaned.base_offset
-    kinds = (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.LOG)
-    for kind in kinds:
-        path = os.path.join(directory, names.offset_name(base, kind, names.CLEANED))
-        if os.path.lexists(path):
-            rename_noreplace(path, os.path.join(directory,
-                                                names.offset_name(base, kind, names.SWAP)))
-    fsync_dir(directory)
     renamed: List[str] = []
     for segment in group:
         seg_base = segment.base_offset or 0

@@ -48,6 +48,7 @@ QUARANTINE_PURGING = ".purging"
 TMP_SUFFIX = ".kafkalog-tmp"
 APPEND_LOCK = ".kafkalog-append.lock"
 RETAIN_INTENT = ".kafkalog-retain-intent"
+COMPACT_INTENT = ".kafkalog-compact-intent"
 
 _NAMED_KINDS = {LEADER_EPOCH_CHECKPOINT: LEADER_EPOCHS, PARTITION_METADATA_FILE: PARTITION_METADATA,
                 BOOTSTRAP_SNAPSHOT: KRAFT_SNAPSHOT}

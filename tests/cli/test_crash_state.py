@@ -9,6 +9,7 @@ import pytest
 
 import appendcheck as ac
 import crashcheck as cc
+import indexgen as ig
 import kafkagen as kg
 
 pytestmark = pytest.mark.slow
@@ -138,11 +139,40 @@ COMPACT = ["--cleanup-policy", "compact", "--now", str(NOW)]
 
 
 def compact_campaign(tmp_path, clean_shutdown=False):
-    # each batch of the seed holds a key twice: the pass removes the first of each pair, the
-    # aborted transaction's batch and the markers it no longer needs
+    # each batch of the seed holds a key twice: the pass removes the first of each pair and
+    # the markers it no longer needs (the open transaction at 29 ends the pass at segment 23)
     log_dir = seed_dir(tmp_path, "seed-compact", clean_shutdown=clean_shutdown)
     return cc.Campaign(tmp_path, log_dir, lambda part: ["compact", *COMPACT, part],
                        rerun("compact", *COMPACT))
+
+
+def keyed_seed(tmp_path):
+    """A partition of four sealed segments of keyed records (7 keys updated over and over, a
+    tombstone now and then) and an active one: a pass covers all four."""
+    log_dir = str(tmp_path / "seed-compact-groups" / "logs")
+    segments, offset = [], 0
+    for _ in range(5):
+        w = kg.SegmentWriter(offset)
+        for _ in range(8):
+            n = w.next_offset
+            w.add_v2([kg.Rec(b"k%d" % ((n + r) % 7),
+                             None if (n + r) % 11 == 10 else b"v%d-" % (n + r) + b"x" * 90,
+                             cc.T0 + n + r) for r in range(3)])
+        segments.append((offset, w.data()))
+        offset = w.next_offset
+    d = os.path.join(log_dir, cc.PARTITION)
+    ig.write_partition(d, segments, preallocate_active=True)
+    ig.write_file(os.path.join(d, "leader-epoch-checkpoint"), ig.leader_epoch_checkpoint([(0, 0)]))
+    ig.write_file(os.path.join(d, "partition.metadata"), ig.partition_metadata(ig.topic_id(9)))
+    return log_dir
+
+
+def compact_groups_campaign(tmp_path):
+    # segment.bytes below two segments' size: each sealed segment is cleaned into its own
+    # group, swapped in one after the other
+    args = COMPACT + ["--segment-bytes", "2000"]
+    return cc.Campaign(tmp_path, keyed_seed(tmp_path), lambda part: ["compact", *args, part],
+                       rerun("compact", *args))
 
 
 def damaged_seed(tmp_path):
@@ -163,10 +193,11 @@ def recover_campaign(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["roll", "retain", "retain-with-delay", "recover",
-                                     "compact"])
+                                     "compact", "compact-groups"])
 def test_killed_before_every_file_operation(tmp_path, command):
     c = {"roll": lambda: roll_campaign(tmp_path),
          "compact": lambda: compact_campaign(tmp_path),
+         "compact-groups": lambda: compact_groups_campaign(tmp_path),
          "retain": lambda: retain_campaign(tmp_path, "0"),
          "retain-with-delay": lambda: retain_campaign(tmp_path, "60000"),
          "recover": lambda: recover_campaign(tmp_path)}[command]()
@@ -175,10 +206,10 @@ def test_killed_before_every_file_operation(tmp_path, command):
     assert not c.failures, "\n".join(c.failures)
 
 
-@pytest.mark.parametrize("command", ["roll", "retain", "recover", "compact"])
+@pytest.mark.parametrize("command", ["roll", "retain", "recover", "compact-groups"])
 def test_killed_at_random(tmp_path, command):
     c = {"roll": lambda: roll_campaign(tmp_path),
-         "compact": lambda: compact_campaign(tmp_path),
+         "compact-groups": lambda: compact_groups_campaign(tmp_path),
          "retain": lambda: retain_campaign(tmp_path, "0"),
          "recover": lambda: recover_campaign(tmp_path)}[command]()
     c.random_kills()
