@@ -30,6 +30,7 @@ removes them after its file delete delay), the ``.swap`` files renamed into plac
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import os
 import struct
@@ -44,8 +45,8 @@ from ..format.records import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_
                               ATTR_TRANSACTIONAL, LOG_APPEND_TIME, V2_HEADER, Batch, Records)
 from . import names
 from .checkpoints import write_offset_checkpoint
-from .cleaner import (CleanerStatus, _aborted_ranges, _key_hash, _segments_overlapping,
-                      build_offset_map, cleaner_status)
+from .cleaner import (CleanerStatus, _aborted_ranges, _segments_overlapping, build_offset_map,
+                      cleaner_status)
 from .files import printable_name
 from .indexbuild import IndexBuilder, fsync_dir, rename_noreplace, write_atomically
 from .lock import LogDirLock
@@ -487,17 +488,36 @@ class _Pass:
         # shouldRetainRecord, record by record
         keep: List[int] = []
         tombstones = False
-        for i in range(n):
-            if discard_records:
-                if not batch.is_control:
-                    group.aborted_records_removed += 1
-                continue
-            if batch.is_control or self._retain(batch, records, i, retain_legacy):
-                keep.append(i)
-                if records.values[i] is None:
+        if discard_records:
+            if not batch.is_control:
+                group.aborted_records_removed += n
+        elif batch.is_control:
+            keep = list(range(n))
+        else:
+            # the delete horizon's rule for tombstones (v0/v1: the segment's time)
+            if batch.magic >= 2:
+                horizon = batch.delete_horizon_ms
+                keep_deletes = horizon is None or self.now < horizon
+            else:
+                keep_deletes = retain_legacy
+            latest, lookup, md5 = self.latest, self.keys.get, hashlib.md5
+            for i, (offset, key, value) in enumerate(zip(records.offsets, records.keys,
+                                                         records.values)):
+                if offset > latest:
+                    keep.append(i)
+                    tombstones = tombstones or value is None
+                elif key is None:
+                    continue
+                elif offset < lookup(md5(key).digest()):
+                    if value is None:
+                        group.tombstones_removed += 1
+                elif value is not None:
+                    keep.append(i)
+                elif keep_deletes:
+                    keep.append(i)
                     tombstones = True
-            elif records.values[i] is None and records.keys[i] is not None:
-                group.tombstones_removed += 1
+                else:
+                    group.tombstones_removed += 1
         if keep:
             group.records_after += len(keep)
             group.batches_after += 1
@@ -533,23 +553,6 @@ class _Pass:
         if batch.is_control:
             group.markers_removed += 1
         return None
-
-    def _retain(self, batch: Batch, records: Records, i: int, retain_legacy: bool) -> bool:
-        """Cleaner.shouldRetainRecord."""
-        offset = records.offsets[i]
-        if offset > self.latest:
-            return True
-        key = records.keys[i]
-        if key is None:
-            return False
-        if offset < self.keys.get(_key_hash(key)):
-            return False
-        if records.values[i] is not None:
-            return True
-        if batch.magic >= 2:
-            horizon = batch.delete_horizon_ms
-            return horizon is None or self.now < horizon
-        return retain_legacy
 
     txn: _TxnMetadata
 
