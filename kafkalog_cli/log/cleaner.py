@@ -168,6 +168,15 @@ def cleaner_status(partition: Partition, config: Optional[TopicConfig] = None,
     replication-offset-checkpoint; ``simulate``: False leaves out what a pass would find (the
     offset map and the records it would remove: compact makes the pass itself). Raises OSError
     when the partition cannot be read."""
+    return status_and_aborted(partition, config, now, high_watermark, simulate)[0]
+
+
+def status_and_aborted(partition: Partition, config: Optional[TopicConfig] = None,
+                       now: Optional[int] = None, high_watermark: Optional[int] = None,
+                       simulate: bool = True
+                       ) -> Tuple[CleanerStatus, Dict[int, List[Tuple[int, int]]]]:
+    """cleaner_status, and the aborted transactions it read on the way ({producer id: [(first
+    offset, marker offset)]}), for a pass that needs them too."""
     import time
     now_ms = int(time.time() * 1000) if now is None else now
     if config is None:
@@ -180,7 +189,7 @@ def cleaner_status(partition: Partition, config: Optional[TopicConfig] = None,
                            now_ms)
     segments = partition.segments()
     if not segments:
-        return status
+        return status, {}
     active = segments[-1]
     log_end = active.next_offset()
     first_base = segments[0].base_offset or 0
@@ -250,7 +259,7 @@ def cleaner_status(partition: Partition, config: Optional[TopicConfig] = None,
 
     if simulate:
         _simulate_pass(status, segments, first_dirty, first_uncleanable, aborted)
-    return status
+    return status, aborted
 
 
 def _entry(status: CleanerStatus, partition: Partition, name: str) -> Optional[int]:

@@ -35,6 +35,7 @@ import heapq
 import os
 import struct
 import time
+import zlib
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from ..errors import InvalidDataError
@@ -45,19 +46,19 @@ from ..format.records import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_
                               ATTR_TRANSACTIONAL, LOG_APPEND_TIME, V2_HEADER, Batch, Records)
 from . import names
 from .checkpoints import write_offset_checkpoint
-from .cleaner import (CleanerStatus, _aborted_ranges, _segments_overlapping, build_offset_map,
-                      cleaner_status)
+from .cleaner import (CleanerStatus, _segments_overlapping, build_offset_map,
+                      status_and_aborted)
 from .files import printable_name
-from .indexbuild import IndexBuilder, fsync_dir, rename_noreplace, write_atomically
+from .indexbuild import (IndexBuilder, fsync_dir, rename_noreplace, txn_index_bytes,
+                         write_atomically)
 from .lock import LogDirLock
 from .logdir import CleanShutdownMarker
 from .offset_map import OffsetMap
 from .partition import Partition
 from .producer_state import rebuild
 from .report import Report, field, report
-from .segment import Segment
+from .segment import LogFile, Segment
 from .topic_config import TopicConfig
-from .txnindex import ENTRY as TXN_ENTRY
 
 if TYPE_CHECKING:
     from .verify import TargetError
@@ -223,6 +224,7 @@ class _CleanedSegment:
     def __init__(self, directory: Optional[str], base: int, interval: int) -> None:
         self.base = base
         self.size = 0
+        self.crc = 0  # of the .log written
         self.indexes = IndexBuilder(base, interval)
         self._fd: Optional[int] = None
         if directory is not None:
@@ -232,6 +234,7 @@ class _CleanedSegment:
 
     def append(self, data: bytes, last_offset: int, max_timestamp: int) -> None:
         if self._fd is not None:
+            self.crc = zlib.crc32(data, self.crc)
             view = memoryview(data)
             while view:
                 n = os.write(self._fd, view)
@@ -350,6 +353,9 @@ class _Pass:
         self.retention = self.config.integer("delete.retention.ms")
         self.max_message = self.config.integer("max.message.bytes")
         self.active_last: Dict[int, Tuple[Optional[int], int]] = {}
+        self.txn = _TxnMetadata()
+        # each new segment written: {base offset: (.log size, its CRC-32, .txnindex bytes)}
+        self.written: Dict[int, Tuple[int, int, bytes]] = {}
 
     def active_producers(self, segments: List[Segment], log_end: int) -> None:
         """UnifiedLog.lastRecordsOfActiveProducers: each producer the state at the log end
@@ -406,10 +412,11 @@ class _Pass:
         _write_new(os.path.join(directory, names.offset_name(base, names.TIMEINDEX,
                                                              names.CLEANED)),
                    out.indexes.time_index_bytes())
-        if aborted:
+        txn = txn_index_bytes(aborted)
+        if txn:
             _write_new(os.path.join(directory, names.offset_name(base, names.TXNINDEX,
-                                                                 names.CLEANED)),
-                       b"".join(TXN_ENTRY.pack(0, *e) for e in aborted))
+                                                                 names.CLEANED)), txn)
+        self.written[base] = (out.size, out.crc, txn)
         # the segment keeps the last modified time of the last one it replaces
         mtime = os.stat(last.log_path).st_mtime_ns
         for kind in (names.LOG, names.TIMEINDEX):
@@ -438,12 +445,10 @@ class _Pass:
                 if kept is not None:
                     out.append(*kept)
 
-    def _filter(self, log: object, batch: Batch, retain_legacy: bool, group: CleanedGroup
+    def _filter(self, log: LogFile, batch: Batch, retain_legacy: bool, group: CleanedGroup
                 ) -> Optional[Tuple[bytes, int, int]]:
         """MemoryRecords.filterTo of one batch with the cleaner's RecordFilter: the bytes kept
         (None when the batch goes), with the last offset and max timestamp of their header."""
-        from .segment import LogFile
-        assert isinstance(log, LogFile)
         group.batches_before += 1
         group.bytes_before += batch.size
         try:
@@ -479,7 +484,6 @@ class _Pass:
         else:
             retention = "DELETE_EMPTY"
         if retention == "DELETE":
-            group.records_after += 0
             if batch.is_control:
                 group.markers_removed += 1
             elif can_discard:
@@ -554,7 +558,6 @@ class _Pass:
             group.markers_removed += 1
         return None
 
-    txn: _TxnMetadata
 
 
 def _group_segments(segments: List[Segment], max_size: int, max_index_size: int,
@@ -603,7 +606,8 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     now_ms = int(time.time() * 1000) if now is None else now
     if not dry_run:
         finish_interrupted(partition)
-    status = cleaner_status(partition, config, now_ms, high_watermark, simulate=False)
+    status, aborted = status_and_aborted(partition, config, now_ms, high_watermark,
+                                         simulate=False)
     result = CompactionResult(partition.directory, partition.topic, partition.number, now_ms,
                               dry_run, status, first_dirty_offset=status.first_dirty_offset)
     if not status.config.compacted:
@@ -616,7 +620,6 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     if start is None or end is None or start >= end:
         result.skipped = NOTHING_DIRTY
         return result
-    aborted, _ = _aborted_ranges(partition, now_ms)
     keys, latest = build_offset_map(status, segments, start, end, aborted)
     if status.problems:
         raise CompactError("%s: %s" % (UNCLEANABLE, status.problems[0].message))
@@ -631,7 +634,6 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     legacy_horizon = (int(os.path.getmtime(below[-1].log_path) * 1000)
                       - status.config.integer("delete.retention.ms") if below else 0)
     work = _Pass(partition, status, keys, latest, now_ms, write=not dry_run)
-    work.txn = _TxnMetadata()
     work.active_producers(segments, segments[-1].next_offset())
     to_clean = _segments_overlapping(segments, -1, end_offset)
     groups = _group_segments(to_clean, status.config.integer("segment.bytes"),
@@ -651,7 +653,7 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     # flushed: a kill in between leaves none, so the next load recovers (and finishes a swap)
     marker = CleanShutdownMarker(partition.log_dir)
     marker.lift()
-    _write_intent(partition, end_offset, result.groups,
+    _write_intent(partition, end_offset, work.written,
                   status.config.integer("index.interval.bytes"))
     _to_swap(partition.directory, result.groups)
     for cleaned, group in zip(result.groups, groups):
@@ -665,7 +667,6 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
 
 def _log_sum(path: str) -> Tuple[int, int]:
     """(size, CRC-32) of a file."""
-    import zlib
     crc, size = 0, 0
     with open(path, "rb") as f:
         while True:
@@ -675,25 +676,16 @@ def _log_sum(path: str) -> Tuple[int, int]:
             crc, size = zlib.crc32(chunk, crc), size + len(chunk)
 
 
-def _write_intent(partition: Partition, end_offset: int, groups: List[CleanedGroup],
-                  interval: int) -> None:
+def _write_intent(partition: Partition, end_offset: int,
+                  written: Dict[int, Tuple[int, int, bytes]], interval: int) -> None:
     """Write down, before the first rename, the pass's end offset and index interval, and each
     new segment: its base offset, the size and CRC-32 of its .log, its .txnindex (hex): a
     rerun after a kill finds out from it whether `recover` completed the swap (the new
     segments in place: their indexes made again where recover, as LogLoader, left others,
     then the checkpoint) or undid it (the pass is made again)."""
     lines = ["%d %d" % (end_offset, interval)]
-    for g in groups:
-        path = os.path.join(partition.directory,
-                            names.offset_name(g.base_offset, names.LOG, names.CLEANED))
-        size, crc = _log_sum(path)
-        txn = os.path.join(partition.directory,
-                           names.offset_name(g.base_offset, names.TXNINDEX, names.CLEANED))
-        aborted = b""
-        if os.path.isfile(txn):
-            with open(txn, "rb") as f:
-                aborted = f.read()
-        lines.append("%d %d %d %s" % (g.base_offset, size, crc, aborted.hex() or "-"))
+    for base, (size, crc, aborted) in sorted(written.items()):
+        lines.append("%d %d %d %s" % (base, size, crc, aborted.hex() or "-"))
     write_atomically(os.path.join(partition.directory, names.COMPACT_INTENT),
                      ("\n".join(lines) + "\n").encode())
 
