@@ -1,5 +1,7 @@
 """Records and batches to bytes: v2 record batches (any codec, producer fields, control
-batches) and legacy v0/v1 messages, as Kafka's MemoryRecordsBuilder writes them."""
+batches) and legacy v0/v1 messages, as Kafka's MemoryRecordsBuilder writes them; a batch's
+retained records written again as the log cleaner writes them
+(MemoryRecords.buildRetainedRecordsInto)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from .crc import crc32c
 
 from . import codecs
 from .control import ABORT, COMMIT
-from .records import (ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, LOG_APPEND_TIME,
-                      V2_HEADER)
+from .records import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL,
+                      LOG_APPEND_TIME, V2_HEADER, V2_OVERHEAD, Batch, Records)
 from .varint import encode_varint
 
 _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
@@ -299,3 +301,64 @@ def encode_legacy(records: Sequence[Record], base_offset: int, magic: int,
     wrapper_ts = max(ts(r) for r in records) if magic == 1 else -1
     return _legacy_message(base_offset + len(records) - 1, magic, codec | ts_attr, wrapper_ts, None,
                            compress(codec, inner, magic))
+
+
+# -- a batch's retained records written again (MemoryRecords.buildRetainedRecordsInto) --------
+
+def encode_retained_v2(batch: Batch, records: Records, keep: List[int], horizon: int
+                       ) -> Tuple[bytes, int, int]:
+    """The v2 batch of ``batch``'s records at indices ``keep``, as
+    MemoryRecords.buildRetainedRecordsInto writes it: its codec (Kafka's default level), the base
+    timestamp the delete horizon when one is set (``horizon`` >= 0), else the first kept
+    record's timestamp. A v2 batch keeps its producer fields and its last offset; a v0/v1
+    message set becomes a v2 batch too (Kafka 4 writes no other), from its first kept offset to
+    its last, with no producer or leader epoch, a v0 one under CreateTime. Returns the bytes,
+    the last offset and the largest timestamp of its header."""
+    append_time = batch.timestamp_type == LOG_APPEND_TIME
+    stamps = ([batch.max_timestamp] * len(keep) if append_time
+              else [records.timestamps[i] for i in keep])
+    base_ts = horizon if horizon >= 0 else stamps[0]
+    if batch.magic >= 2:
+        base, last = batch.base_offset, batch.last_offset
+        epoch, producer = batch.partition_leader_epoch, (batch.producer_id, batch.producer_epoch,
+                                                         batch.base_sequence)
+    else:
+        base, last = records.offsets[keep[0]], records.offsets[keep[-1]]
+        epoch, producer = -1, (-1, -1, -1)
+    headers = records.headers
+    area = b"".join(encode_v2_record(records.keys[i], records.values[i], ts - base_ts,
+                                     records.offsets[i] - base,
+                                     headers[i] if headers is not None else ())
+                    for i, ts in zip(keep, stamps))
+    area = compress(batch.codec, area)
+    attrs = batch.codec
+    if append_time:
+        attrs |= ATTR_TIMESTAMP_TYPE
+    if batch.is_transactional:
+        attrs |= ATTR_TRANSACTIONAL
+    if batch.is_control:
+        attrs |= ATTR_CONTROL
+    if horizon >= 0:
+        attrs |= ATTR_DELETE_HORIZON
+    max_ts = batch.max_timestamp if append_time else max(stamps)
+    header = V2_HEADER.pack(base, 49 + len(area), epoch, 2, 0, attrs, last - base, base_ts,
+                            max_ts, *producer, len(keep))
+    crc = crc32c(area, crc32c(header[21:]))
+    return b"".join((header[:17], _CRC.pack(crc), header[21:], area)), last, max_ts
+
+
+def encode_empty_v2(batch: Batch) -> bytes:
+    """DefaultRecordBatch.writeEmptyHeader: the batch's header with no record."""
+    attrs = 0
+    if batch.timestamp_type == LOG_APPEND_TIME:
+        attrs |= ATTR_TIMESTAMP_TYPE
+    if batch.is_transactional:
+        attrs |= ATTR_TRANSACTIONAL
+    if batch.is_control:
+        attrs |= ATTR_CONTROL
+    header = V2_HEADER.pack(batch.base_offset, V2_OVERHEAD - 12, batch.partition_leader_epoch,
+                            2, 0, attrs, batch.last_offset - batch.base_offset, -1,
+                            batch.max_timestamp, batch.producer_id, batch.producer_epoch,
+                            batch.base_sequence, 0)
+    crc = crc32c(header[21:])
+    return header[:17] + _CRC.pack(crc) + header[21:]

@@ -11,51 +11,49 @@ chunk filtered as MemoryRecords.filterTo filters it with the cleaner's RecordFil
 CleanedTransactionMetadata: aborted transactions' batches removed, markers kept while
 needed; the batches holding an active producer's last sequence kept, empty if need be) and the
 retained batches appended to the new segment at once (LogSegment.append: an index entry when
-index.interval.bytes have passed). A batch whose records are all kept is copied as it is; one
-that loses records, or holds a tombstone or an empty transaction's marker not yet stamped, is
-written again as MemoryRecordsBuilder writes it (its codec at Kafka's default level, the delete
-horizon stamped in its base timestamp, its last offset and sequence kept).
+index.interval.bytes have passed). A v2 batch whose records are all kept is copied as it is;
+one that loses records, or holds a tombstone or an empty transaction's marker not yet stamped,
+and every v0/v1 message set kept, is written again as MemoryRecords.buildRetainedRecordsInto
+writes it (format/encode.py: a v2 batch, its codec at Kafka's default level, the delete horizon
+stamped in its base timestamp, a v2 batch's last offset and sequence kept).
 
-Carried out as LocalLog.replaceSegments, the whole pass at once: every group's new segment
-written as ``.cleaned`` files (a batch the broker's cleaner would fail on stops the pass with
-nothing changed); an intent file written (``.kafkalog-compact-intent``: the pass's end offset
-and each new segment's size and CRC); the ``.cleaned`` files renamed ``.swap`` from the highest
-group down, each group's .log last (until the lowest group's .log is renamed, a kill leaves a
-swap LogLoader and ``recover`` undo whole; from then on one they complete whole); the old
-segments renamed ``.deleted`` (kept: ``recover`` sets them aside in its quarantine, ``retain``
-removes them after its file delete delay), the ``.swap`` files renamed into place; then
-``cleaner-offset-checkpoint`` is updated and the intent removed. A rerun after a kill and
-``recover`` reads the intent: the new segments in place, it writes their indexes where recover
-(as LogLoader) left others, and the checkpoint; else the pass is made again."""
+Carried out as LocalLog.replaceSegments (replace_segments.py), the whole pass at once: every
+group's new segment written as ``.cleaned`` files (a batch the broker's cleaner would fail on
+stops the pass with nothing changed); an intent file written (``.kafkalog-compact-intent``: the
+pass's end offset and each new segment's size and CRC); the ``.cleaned`` files renamed
+``.swap`` from the highest group down, each group's .log last (until the lowest group's .log
+is renamed, a kill leaves a swap LogLoader and ``recover`` undo whole; from then on one they
+complete whole); the old segments renamed ``.deleted`` (kept: ``recover`` sets them aside in
+its quarantine, ``retain`` removes them after its file delete delay), the ``.swap`` files
+renamed into place; then ``cleaner-offset-checkpoint`` is updated and the intent removed. A
+rerun after a kill and ``recover`` reads the intent: the new segments in place, it writes
+their indexes where recover (as LogLoader) left others, and the checkpoint; else the pass is
+made again."""
 
 from __future__ import annotations
 
 import hashlib
 import heapq
 import os
-import struct
 import time
 import zlib
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from ..errors import InvalidDataError
 from ..format.control import ABORT, COMMIT, control_type
-from ..format.crc import crc32c
-from ..format.encode import compress, encode_v2_record
-from ..format.records import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE,
-                              ATTR_TRANSACTIONAL, LOG_APPEND_TIME, V2_HEADER, Batch, Records)
+from ..format.encode import encode_empty_v2, encode_retained_v2
+from ..format.records import (Batch)
 from . import names
-from .checkpoints import write_offset_checkpoint
 from .cleaner import (CleanerStatus, _segments_overlapping, build_offset_map,
                       status_and_aborted)
-from .files import printable_name
-from .indexbuild import (IndexBuilder, fsync_dir, rename_noreplace, txn_index_bytes,
-                         write_atomically)
+from .indexbuild import (IndexBuilder, txn_index_bytes)
 from .lock import LogDirLock
 from .logdir import CleanShutdownMarker
 from .offset_map import OffsetMap
 from .partition import Partition
 from .producer_state import rebuild
+from .replace_segments import (CompactError, finish, finish_interrupted, remove_cleaned, swap_in,
+                               to_swap, write_intent)
 from .report import Report, field, report
 from .segment import LogFile, Segment
 from .topic_config import TopicConfig
@@ -63,7 +61,6 @@ from .topic_config import TopicConfig
 if TYPE_CHECKING:
     from .verify import TargetError
 
-V2_OVERHEAD = 61   # DefaultRecordBatch.RECORD_BATCH_OVERHEAD
 NO_TIMESTAMP = -1
 INT32_MAX = (1 << 31) - 1
 
@@ -71,11 +68,6 @@ INT32_MAX = (1 << 31) - 1
 NOT_COMPACTED = "its cleanup.policy does not include compact"
 NOTHING_DIRTY = "nothing to clean: the first dirty offset is the first uncleanable offset"
 UNCLEANABLE = "the broker's cleaner would fail on it"
-
-
-class CompactError(InvalidDataError):
-    """The pass cannot go on (bytes that hold no batch, records that cannot be read): the
-    broker's cleaner fails there and marks the partition uncleanable. Exit code 1."""
 
 
 @report
@@ -280,61 +272,6 @@ def _write_new(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-# -- rewriting a batch (MemoryRecordsBuilder) --------------------------------------------------
-
-_CRC = struct.Struct(">I")
-
-
-def _rebuilt_v2(batch: Batch, records: Records, keep: List[int], horizon: int) -> bytes:
-    """The v2 batch of ``batch``'s records at indices ``keep``, as
-    MemoryRecords.buildRetainedRecordsInto writes it: its codec (Kafka's default level), its
-    producer fields and last offset kept, the base timestamp the delete horizon when one is
-    set (``horizon`` >= 0), else the first kept record's timestamp."""
-    append_time = batch.timestamp_type == LOG_APPEND_TIME
-    stamps = ([batch.max_timestamp] * len(keep) if append_time
-              else [records.timestamps[i] for i in keep])
-    base_ts = horizon if horizon >= 0 else stamps[0]
-    headers = records.headers
-    area = b"".join(encode_v2_record(records.keys[i], records.values[i], ts - base_ts,
-                                     records.offsets[i] - batch.base_offset,
-                                     headers[i] if headers is not None else ())
-                    for i, ts in zip(keep, stamps))
-    area = compress(batch.codec, area)
-    attrs = batch.codec
-    if append_time:
-        attrs |= ATTR_TIMESTAMP_TYPE
-    if batch.is_transactional:
-        attrs |= ATTR_TRANSACTIONAL
-    if batch.is_control:
-        attrs |= ATTR_CONTROL
-    if horizon >= 0:
-        attrs |= ATTR_DELETE_HORIZON
-    max_ts = batch.max_timestamp if append_time else max(stamps)
-    header = V2_HEADER.pack(batch.base_offset, 49 + len(area), batch.partition_leader_epoch,
-                            2, 0, attrs, batch.last_offset - batch.base_offset, base_ts, max_ts,
-                            batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                            len(keep))
-    crc = crc32c(area, crc32c(header[21:]))
-    return b"".join((header[:17], _CRC.pack(crc), header[21:], area))
-
-
-def _empty_v2(batch: Batch) -> bytes:
-    """DefaultRecordBatch.writeEmptyHeader: the batch's header with no record."""
-    attrs = 0
-    if batch.timestamp_type == LOG_APPEND_TIME:
-        attrs |= ATTR_TIMESTAMP_TYPE
-    if batch.is_transactional:
-        attrs |= ATTR_TRANSACTIONAL
-    if batch.is_control:
-        attrs |= ATTR_CONTROL
-    header = V2_HEADER.pack(batch.base_offset, V2_OVERHEAD - 12, batch.partition_leader_epoch,
-                            2, 0, attrs, batch.last_offset - batch.base_offset, NO_TIMESTAMP,
-                            batch.max_timestamp, batch.producer_id, batch.producer_epoch,
-                            batch.base_sequence, 0)
-    crc = crc32c(header[21:])
-    return header[:17] + _CRC.pack(crc) + header[21:]
-
-
 # -- the pass ----------------------------------------------------------------------------------
 
 class _Pass:
@@ -525,35 +462,26 @@ class _Pass:
         if keep:
             group.records_after += len(keep)
             group.batches_after += 1
-            stamp = batch.magic >= 2 and (tombstones or marker_for_empty_txn) \
-                and batch.delete_horizon_ms is None
-            if len(keep) == n and not stamp:
+            stamp = (tombstones or marker_for_empty_txn) and batch.delete_horizon_ms is None
+            # a v0/v1 message set is written again as a v2 batch even when whole
+            if len(keep) == n and not stamp and batch.magic >= 2:
                 data = bytes(log.buf[batch.position:batch.position + batch.size])
                 return data, batch.last_offset, batch.max_timestamp
-            if batch.magic < 2:
-                raise CompactError("%s: the message set at position %d (offset %d) would be "
-                                   "written again without some of its records: kafkalog does "
-                                   "not rewrite compressed v0/v1 message sets"
-                                   % (log.path, batch.position, batch.base_offset))
+            group.batches_rewritten += 1
             if stamp:
                 horizon_ms = self.now + self.retention
                 group.horizons_stamped += 1
             else:
                 horizon_ms = batch.delete_horizon_ms if batch.delete_horizon_ms is not None \
                     else NO_TIMESTAMP
-            group.batches_rewritten += 1
-            data = _rebuilt_v2(batch, records, keep, horizon_ms)
-            append_time = batch.timestamp_type == LOG_APPEND_TIME
-            max_ts = batch.max_timestamp if append_time else \
-                max(records.timestamps[i] for i in keep)
-            return data, batch.last_offset, max_ts
+            return encode_retained_v2(batch, records, keep, horizon_ms)
         if retention == "RETAIN_EMPTY":
             if batch.magic < 2:
                 raise CompactError("%s: an empty v%d message set would be kept (Kafka refuses "
                                    "it too)" % (log.path, batch.magic))
             group.batches_after += 1
             group.batches_rewritten += 1
-            return _empty_v2(batch), batch.last_offset, batch.max_timestamp
+            return encode_empty_v2(batch), batch.last_offset, batch.max_timestamp
         if batch.is_control:
             group.markers_removed += 1
         return None
@@ -645,7 +573,7 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
             result.groups.append(work.clean_group(segments, group, legacy_horizon))
     except BaseException:
         if not dry_run:
-            _remove_cleaned(partition.directory, result.groups)
+            remove_cleaned(partition.directory, result.groups)
         raise
     if dry_run:
         return result
@@ -653,160 +581,14 @@ def compact_partition(partition: Partition, config: Optional[TopicConfig] = None
     # flushed: a kill in between leaves none, so the next load recovers (and finishes a swap)
     marker = CleanShutdownMarker(partition.log_dir)
     marker.lift()
-    _write_intent(partition, end_offset, work.written,
+    write_intent(partition, end_offset, work.written,
                   status.config.integer("index.interval.bytes"))
-    _to_swap(partition.directory, result.groups)
+    to_swap(partition.directory, result.groups)
     for cleaned, group in zip(result.groups, groups):
-        result.renamed.extend(_swap_in(partition.directory, cleaned, group))
-    _finish(partition, end_offset)
+        result.renamed.extend(swap_in(partition.directory, cleaned, group))
+    finish(partition, end_offset)
     marker.restore()
     return result
-
-
-# -- carrying a pass out, and finishing one a kill interrupted ---------------------------------
-
-def _log_sum(path: str) -> Tuple[int, int]:
-    """(size, CRC-32) of a file."""
-    crc, size = 0, 0
-    with open(path, "rb") as f:
-        while True:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                return size, crc
-            crc, size = zlib.crc32(chunk, crc), size + len(chunk)
-
-
-def _write_intent(partition: Partition, end_offset: int,
-                  written: Dict[int, Tuple[int, int, bytes]], interval: int) -> None:
-    """Write down, before the first rename, the pass's end offset and index interval, and each
-    new segment: its base offset, the size and CRC-32 of its .log, its .txnindex (hex): a
-    rerun after a kill finds out from it whether `recover` completed the swap (the new
-    segments in place: their indexes made again where recover, as LogLoader, left others,
-    then the checkpoint) or undid it (the pass is made again)."""
-    lines = ["%d %d" % (end_offset, interval)]
-    for base, (size, crc, aborted) in sorted(written.items()):
-        lines.append("%d %d %d %s" % (base, size, crc, aborted.hex() or "-"))
-    write_atomically(os.path.join(partition.directory, names.COMPACT_INTENT),
-                     ("\n".join(lines) + "\n").encode())
-
-
-def _to_swap(directory: str, groups: List[CleanedGroup]) -> None:
-    """Every group's .cleaned files renamed .swap, from the highest base offset down, each
-    group's .log last: until the lowest group's .log is renamed, a kill leaves .cleaned files
-    below .swap files, which LogLoader (and `recover`) takes for a swap not completed and
-    undoes whole; from then on it completes the swap of every group."""
-    for cleaned in sorted(groups, key=lambda g: -g.base_offset):
-        for kind in (names.INDEX, names.TIMEINDEX, names.TXNINDEX, names.LOG):
-            path = os.path.join(directory, names.offset_name(cleaned.base_offset, kind,
-                                                             names.CLEANED))
-            if os.path.lexists(path):
-                rename_noreplace(path, os.path.join(directory, names.offset_name(
-                    cleaned.base_offset, kind, names.SWAP)))
-        fsync_dir(directory)
-
-
-def _finish(partition: Partition, end_offset: int) -> None:
-    """The cleaner checkpoint at the pass's end, then the intent removed."""
-    if partition.topic is not None and partition.number is not None:
-        write_offset_checkpoint(os.path.join(partition.log_dir, names.CLEANER_OFFSET_CHECKPOINT),
-                                {(partition.topic, partition.number): end_offset})
-    intent = os.path.join(partition.directory, names.COMPACT_INTENT)
-    if os.path.lexists(intent):
-        os.unlink(intent)
-        fsync_dir(partition.directory)
-
-
-def _restore_indexes(directory: str, base: int, interval: int, aborted: bytes) -> None:
-    """The indexes of the new segment at ``base`` as the pass wrote them (an offset and a
-    time index entry as LogSegment.append adds them, its .txnindex as written down), where
-    `recover` left others (LogLoader drops index .swap files whose .log was already renamed,
-    and makes new, empty indexes)."""
-    segment = Segment(directory, base)
-    indexes = IndexBuilder(base, interval)
-    for batch in segment.batches():
-        indexes.add(batch.position, batch.size, batch.last_offset, batch.max_timestamp)
-    indexes.finish()
-    files = [(names.INDEX, indexes.offset_index_bytes()),
-             (names.TIMEINDEX, indexes.time_index_bytes())]
-    if aborted:
-        files.append((names.TXNINDEX, aborted))
-    for kind, data in files:
-        path = os.path.join(directory, names.offset_name(base, kind))
-        current = None
-        if os.path.isfile(path) and not os.path.islink(path):
-            with open(path, "rb") as f:
-                current = f.read()
-        if current != data and not os.path.islink(path):
-            write_atomically(path, data)
-
-
-def finish_interrupted(partition: Partition) -> Optional[int]:
-    """A pass a kill interrupted, once `recover` has completed or undone its swap: when the
-    new segments the intent names are in place, the checkpoint is written (returns the pass's
-    end offset); else the pass was undone and the intent goes (returns None). Raises
-    CompactError while .swap or .cleaned files are still there (recover first)."""
-    directory = partition.directory
-    path = os.path.join(directory, names.COMPACT_INTENT)
-    if not os.path.isfile(path):
-        return None
-    if any(names.lifecycle_suffix(n) in (names.SWAP, names.CLEANED)
-           for n in os.listdir(directory)):
-        raise CompactError("%s: an interrupted pass left .swap or .cleaned files: run "
-                           "kafkalog recover first" % printable_name(directory))
-    with open(path) as f:
-        words = [line.split() for line in f.read().splitlines()]
-    try:
-        end_offset, interval = int(words[0][0]), int(words[0][1])
-        wanted = [(int(w[0]), int(w[1]), int(w[2]), b"" if w[3] == "-" else bytes.fromhex(w[3]))
-                  for w in words[1:]]
-    except (ValueError, IndexError):
-        wanted, end_offset, interval = [], -1, 0  # a torn intent: written before any rename
-    done = bool(wanted) and all(
-        os.path.isfile(os.path.join(directory, names.offset_name(base, names.LOG)))
-        and _log_sum(os.path.join(directory, names.offset_name(base, names.LOG))) == (size, crc)
-        for base, size, crc, _ in wanted)
-    if done:
-        for base, _, _, aborted in wanted:
-            _restore_indexes(directory, base, interval, aborted)
-        _finish(partition, end_offset)
-        return end_offset
-    os.unlink(path)
-    fsync_dir(directory)
-    return None
-
-
-def _remove_cleaned(directory: str, groups: List[CleanedGroup]) -> None:
-    """The .cleaned files of ``groups`` (a pass that stops before its swaps)."""
-    for cleaned in groups:
-        for kind in (names.LOG, names.INDEX, names.TIMEINDEX, names.TXNINDEX):
-            path = os.path.join(directory, names.offset_name(cleaned.base_offset, kind,
-                                                             names.CLEANED))
-            if os.path.isfile(path) and not os.path.islink(path):
-                os.unlink(path)
-
-
-def _swap_in(directory: str, cleaned: CleanedGroup, group: List[Segment]) -> List[str]:
-    """LocalLog.replaceSegments, once the new segment's files are .swap files: the old
-    segments renamed .deleted (their .log last) with the producer snapshots of those the new
-    one does not replace at the same base (UnifiedLog.deleteProducerSnapshots), then the .swap
-    files renamed into place (the .log first). Returns the names renamed .deleted."""
-    base = cleaned.base_offset
-    renamed: List[str] = []
-    for segment in group:
-        seg_base = segment.base_offset or 0
-        if seg_base != base:
-            snapshot = names.offset_name(seg_base, names.SNAPSHOT)
-            if os.path.lexists(os.path.join(directory, snapshot)):
-                Segment.rename_aside(directory, snapshot, snapshot, names.DELETED)
-                renamed.append(snapshot)
-        renamed.extend(Segment(directory, seg_base).change_suffix(names.DELETED))
-    fsync_dir(directory)
-    for kind in (names.LOG, names.INDEX, names.TIMEINDEX, names.TXNINDEX):
-        path = os.path.join(directory, names.offset_name(base, kind, names.SWAP))
-        if os.path.lexists(path):
-            rename_noreplace(path, os.path.join(directory, names.offset_name(base, kind)))
-    fsync_dir(directory)
-    return renamed
 
 
 def compactions(path: str, given: Optional[Dict[str, object]] = None,
