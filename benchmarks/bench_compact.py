@@ -19,15 +19,17 @@ min.cleanable.dirty.ratio=0.01, segment.bytes and index.interval.bytes as kafkal
 1073741824 and 4096) and stops cleanly; the built .log files take the place of the partition's
 files (the broker rebuilds the missing indexes as it loads them); it starts again, its
 LogCleaner cleans the partition once (the cleaner's own settings are the broker's, as its
-KafkaConfig line reports them: Kafka's defaults unless the test broker overrides one), and it
-stops once cleaner-offset-checkpoint holds the partition's entry. The broker's MB/s is the
-sealed segment's size over the time its cleaner logs for the pass ("... MB of log processed in
-N seconds", 0.1 s steps; the span between its "Beginning cleaning" line and that line is given
-too, to the millisecond): building the offset map, cleaning, flushing and swapping in, without
-JVM start-up and log loading (the wall time from the broker's start to the checkpoint entry is
-given apart). The data has no tombstones and no transactions, so the broker must leave what the
-last `kafkalog compact` run left, byte for byte: the .log files (exit 1 if not), the cleaned
-segment's .index and .timeindex, and the checkpoint entry are compared.
+KafkaConfig line reports them: Kafka's defaults, one thread and a 128 MiB offset map in the
+test broker's -Xmx512m heap, unless the test broker overrides one), and it stops once
+cleaner-offset-checkpoint holds the partition's entry (the broker JVM's peak RSS is given).
+The broker's MB/s is the sealed segment's size over the time its cleaner logs for the pass
+("... MB of log processed in N seconds", 0.1 s steps; the span between its "Beginning
+cleaning" line and that line is given too, to the millisecond): building the offset map,
+cleaning, flushing and swapping in, without JVM start-up and log loading (the wall time from
+the broker's start to the checkpoint entry is given apart). The data has no tombstones and no
+transactions, so the broker must leave what the last `kafkalog compact` run left, byte for
+byte: the .log files and the checkpoint entry (exit 1 if either differs), and the cleaned
+segment's .index and .timeindex are compared.
 
     .venv/bin/python benchmarks/bench_compact.py [--size-mb 1024] [--live 10] [--codec none]
         [--quick] [--repeat N] [--workdir DIR] [--broker]
@@ -167,7 +169,8 @@ def parse_broker_log(text):
 def broker_pass(workdir, source, timeout):
     """Kafka's LogCleaner over a copy of the partition ``source``: (its partition directory,
     the wall seconds from its start to the checkpoint entry, the entry, the broker's output of
-    that start, the broker's version). The broker is stopped whatever happens."""
+    that start, the broker's version, the broker JVM's peak RSS or 0). The broker is stopped
+    whatever happens."""
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     import kafkabroker
     import kafkajvm
@@ -200,8 +203,15 @@ def broker_pass(workdir, source, timeout):
                 sys.exit("the broker's cleaner did not clean %s-0 within %d s:\n%s"
                          % (TOPIC, timeout, broker.log_tail(60)))
             time.sleep(0.2)
+        peak = 0
+        try:
+            with open("/proc/%d/status" % broker.proc.pid) as status:
+                peak = next((int(line.split()[1]) * 1024 for line in status
+                             if line.startswith("VmHWM:")), 0)
+        except OSError:
+            pass
         broker.stop()
-        return part, wall, entry, broker.log_text(), kafkajvm.KAFKA
+        return part, wall, entry, broker.log_text(), kafkajvm.KAFKA, peak
     finally:
         broker.close()
 
@@ -233,7 +243,7 @@ def report_broker(args, tmp, source, sealed, ours, best):
     except kafkajvm.KafkaUnavailable as e:
         sys.exit("--broker: %s" % e)
     timeout = 300 + sealed // (2 * 10**6)  # generous: 2 MB/s, log loading included
-    part, wall, entry, text, version = broker_pass(tmp, source, timeout)
+    part, wall, entry, text, version, peak = broker_pass(tmp, source, timeout)
     settings, stats = parse_broker_log(text)
     heap = [o for o in kafkabroker.BROKER_JVM_OPTIONS if o.startswith("-Xm")]
     print("broker: Kafka %s LogCleaner, %s; JVM %s; topic %s"
@@ -251,7 +261,8 @@ def report_broker(args, tmp, source, sealed, ours, best):
              stats["clean_seconds"] or 0, stats["utilization"] or 0))
     print("broker: %.0f MB in %.1f s as logged (%s from its 'Beginning cleaning' line to its "
           "stats), %.1f MB/s; start to checkpoint entry %.1f s (JVM start, log loading and "
-          "index rebuild included)" % (sealed / 1e6, seconds, span, broker_rate, wall))
+          "index rebuild included); the broker JVM's peak RSS %.0f MB"
+          % (sealed / 1e6, seconds, span, broker_rate, wall, peak / 1e6))
     ours_rate = sealed / 1e6 / best
     print("kafkalog %.1f MB/s, broker %.1f MB/s: kafkalog/broker %.2f"
           % (ours_rate, broker_rate, ours_rate / broker_rate))
