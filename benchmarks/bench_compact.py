@@ -255,8 +255,8 @@ def report_broker(args, tmp, source, sealed, ours, best):
     seconds = stats["seconds"] or stats["span"]
     span = "%.3f s" % stats["span"] if stats["span"] is not None else "?"
     broker_rate = sealed / 1e6 / seconds
-    print("broker logged (cleaner thread %d, dirty section [%d, %d]): %s Indexed in %.1f s, "
-          "cleaned in %.1f s, buffer utilization %.1f%%"
+    print("broker logged (cleaner thread %d, dirty section [%d, %d]; its MB are MiB): %s "
+          "Indexed in %.1f s, cleaned in %.1f s, buffer utilization %.1f%%"
           % (stats["thread"], *stats["dirty"], stats["line"], stats["index_seconds"] or 0,
              stats["clean_seconds"] or 0, stats["utilization"] or 0))
     print("broker: %.0f MB in %.1f s as logged (%s from its 'Beginning cleaning' line to its "
