@@ -369,15 +369,20 @@ class Campaign:
 
     ``args(partition)``: the command's arguments; ``stdin``: a file for its standard input;
     ``resume(partition, stdout)``: what the operator runs after the kill and `recover` to finish
-    the job (stdout: what the killed run printed)."""
+    the job (stdout: what the killed run printed); ``finished_by_recover(files)``: whether,
+    given the partition's files as the kill left them, `recover` alone must finish the job (no
+    resume then: the state after that one `recover` must equal the uninterrupted run's, and a
+    second `recover` must change nothing)."""
 
-    def __init__(self, tmp_path, seed_log_dir, args, resume, stdin=None, check_killed=None):
+    def __init__(self, tmp_path, seed_log_dir, args, resume, stdin=None, check_killed=None,
+                 finished_by_recover=None):
         self.tmp = str(tmp_path)
         self.seed = seed_log_dir
         self.args = args
         self.resume = resume
         self.stdin = stdin
         self.check_killed = check_killed
+        self.finished_by_recover = finished_by_recover
         self.clean_shutdown = os.path.exists(os.path.join(seed_log_dir, MARKER))
         ref_dir = self.copy("reference")
         killed, out, err = kafkalog_killed_at(0, self.args(self.partition(ref_dir)), self.stdin)
@@ -410,8 +415,16 @@ class Campaign:
                           quarantine_problems(part, runs_before, killed_state)]
         if self.check_killed is not None:
             self.check_killed(part, out)
-        self.resume(part, out)
-        recover(part)
+        if self.finished_by_recover is not None and self.finished_by_recover(killed_state):
+            self.stats["finished_by_recover"] = self.stats.get("finished_by_recover", 0) + 1
+            first = log_dir_state(log_dir)
+            recover(part)
+            if log_dir_state(log_dir) != first:
+                self.failures.append("%s: a second recover changed %s" % (label, "; ".join(
+                    describe_difference(log_dir_state(log_dir), first))))
+        else:
+            self.resume(part, out)
+            recover(part)
         got = log_dir_state(log_dir)
         if MARKER in self.want and MARKER not in got:
             # a kill is an unclean shutdown: the marker, lifted before the first change, stays

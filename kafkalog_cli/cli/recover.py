@@ -249,6 +249,12 @@ class _Report(Output):
             else:
                 self.emit(_segment_json(plan, r, path, dry_run), "%s: %s: %s" % (
                     path, _rule_text(r, plan), _segment_text(r, dry_run)))
+        if plan.compact_end_offset is not None:
+            self.emit(dict(type="compactFinished", **where, directory=printable_name(d),
+                           endOffset=plan.compact_end_offset, dryRun=dry_run),
+                      "%s: the interrupted compact pass up to offset %d %sfinished: its new "
+                      "segments swapped in, their indexes and the cleaner checkpoint written"
+                      % (printable_name(d), plan.compact_end_offset, would))
         for name, bases in plan.splits:
             path = printable_name(os.path.join(d, name))
             self.emit(dict(type="splitDone", **where, file=path, into=bases),

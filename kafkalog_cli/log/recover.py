@@ -53,7 +53,7 @@ from __future__ import annotations
 import errno
 import os
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from ..errors import KafkalogError
 from ..format.validity import batch_problem
@@ -67,6 +67,7 @@ from .indexbuild import (DEFAULT_INDEX_INTERVAL, fsync_dir, rename_noreplace,
                          txn_index_bytes)
 from .snapshot import read_snapshot
 from .quarantine import copy_range
+from .replace_segments import new_segments_found, read_intent
 from .segment import BATCH_LIMIT_FACTOR, DEFAULT_MAX_MESSAGE_SIZE, Segment
 from .recover_plan import (CUT, MOVE, RECOVERING, REMOVE, RENAME, RULE_AFTER_CUT, RULE_BELOW,
                            RULE_CLEAN, RULE_FULL, RULE_NO_INDEX, RULE_RECOVERY_POINT,
@@ -110,21 +111,25 @@ def _plan_odd_files(plan: PartitionPlan, entries: List[str]) -> List[str]:
     return regular
 
 
-def _plan_leftovers(plan: PartitionPlan, regular: List[str]) -> Tuple[Dict[str, str], List[str]]:
+def _plan_leftovers(plan: PartitionPlan, regular: List[str], vouched: Set[str]
+                    ) -> Tuple[Dict[str, str], List[str]]:
     """LogLoader's first pass: .deleted and .cleaned files, and .swap files of a split that did
-    not finish; index .swap files without their segment's .log.swap. Returns the file names as
-    they will be once the plan is carried out, each mapped to the name it has now, and the
-    .swap files still to be renamed into place."""
+    not finish; index .swap files without their segment's .log.swap. ``vouched``: the .cleaned
+    files of an interrupted `kafkalog compact` pass whose intent vouches for them, swapped in
+    as .swap files are. Returns the file names as they will be once the plan is carried out,
+    each mapped to the name it has now, and the .swap (and vouched) files still to be renamed
+    into place."""
     view = {n: n for n in regular}
     for n in regular:
         if names.lifecycle_suffix(n) == names.DELETED and not n.endswith(
                 ".checkpoint" + names.DELETED):
             plan.add(MOVE, n, "left by the broker for deletion (.deleted)")
             del view[n]
-    cleaned = [n for n in regular if names.lifecycle_suffix(n) == names.CLEANED]
+    cleaned = [n for n in regular
+               if names.lifecycle_suffix(n) == names.CLEANED and n not in vouched]
     min_cleaned = min((b for b in map(names.base_offset_from_name, cleaned) if b is not None),
                       default=None)
-    swaps = []
+    swaps = sorted(vouched)
     for n in regular:
         if names.lifecycle_suffix(n) != names.SWAP:
             continue
@@ -222,7 +227,16 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     ``log_start_offset``: its entry in log-start-offset-checkpoint (None: it has none)."""
     plan = PartitionPlan(directory, recovery_point, clean_shutdown, full)
     regular = _plan_odd_files(plan, sorted(os.listdir(directory)))
-    view, swaps = _plan_leftovers(plan, regular)
+    vouched: Set[str] = set()
+    intent = read_intent(directory)
+    if intent is not None and new_segments_found(directory, intent):
+        # an interrupted `kafkalog compact` pass whose new segments are all complete: finished
+        # (swapped in, then their indexes and the cleaner checkpoint written by recover_partition)
+        plan.compact_end_offset = intent.end_offset
+        vouched = {n for n in regular if names.lifecycle_suffix(n) == names.CLEANED
+                   and _is_segment_swap(names.without_lifecycle_suffix(n) + names.SWAP)
+                   and file_base(n) in intent.bases}
+    view, swaps = _plan_leftovers(plan, regular, vouched)
     _plan_swaps(plan, view, swaps)
     # Names are Kafka's (a 20-digit offset), so each log has a base offset of its own.
     logs = names.live_log_bases(view)

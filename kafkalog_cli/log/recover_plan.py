@@ -141,7 +141,9 @@ class PartitionPlan(Report):
     ``execute`` kept things in (None: nothing carried out); ``log_end_offset``: the log end
     offset recovery leaves (None: no segment); ``split``: a split planned (the segments after it
     are not planned; None: none); ``splits``: the splits carried out, (log name, new base
-    offsets)."""
+    offsets); ``compact_end_offset``: where an interrupted `kafkalog compact` pass ends, when
+    recovery finishes it (its complete new segments swapped in, then their indexes and the
+    cleaner checkpoint written; None: no such pass)."""
 
     directory: str
     recovery_point: Optional[int] = None
@@ -155,10 +157,11 @@ class PartitionPlan(Report):
     log_end_offset: Optional[int] = None
     split: Optional[Action] = None
     splits: List[Tuple[str, List[int]]] = field(default_factory=list)
+    compact_end_offset: Optional[int] = None
 
     @property
     def changes(self) -> bool:
-        return bool(self.actions)
+        return bool(self.actions) or self.compact_end_offset is not None
 
     @property
     def bytes_cut(self) -> int:

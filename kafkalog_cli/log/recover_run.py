@@ -19,6 +19,7 @@ from .indexbuild import (DEFAULT_INDEX_INTERVAL, fsync_dir, rename_noreplace,
 from .quarantine import (Quarantine, copy_range, manifest_entry, renamed_entry, written_entry,
                          written_range_entry)
 from .recover import plan_partition, split_segment
+from .replace_segments import index_files_to_restore, read_intent, write_cleaner_checkpoint
 from .recover_plan import (CUT, EPOCHS, MOVE, REMOVE, RENAME, SPLIT, WRITE, Action, PartitionPlan,
                            file_base)
 from .recovery_scan import MAX_INDEX_READ
@@ -181,7 +182,7 @@ def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     splits: List[Tuple[str, List[int]]] = []
     try:
         for _ in range(MAX_SPLITS):
-            if plan.actions and before_change is not None and not done:
+            if plan.changes and before_change is not None and not done:
                 before_change()
             execute(plan, q)
             done += plan.actions
@@ -192,6 +193,8 @@ def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
         else:
             raise OSError(errno.EIO, "segments still overflow after %d splits" % MAX_SPLITS,
                           directory)
+        if plan.compact_end_offset is not None:
+            done += _finish_compaction(directory, q)
     except OSError as e:
         q.discard_if_empty()  # a run folder that failed before its first entry (a full disk)
         kept = ("%d file%s set aside so far, listed in %s"
@@ -207,6 +210,32 @@ def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     plan.splits = splits
     plan.quarantine = q.path
     return plan
+
+
+def _finish_compaction(directory: str, q: Quarantine) -> List[Action]:
+    """An interrupted `kafkalog compact` pass whose new segments the plan just swapped in:
+    their indexes as the pass wrote them (LogLoader drops an index .swap whose .log was renamed
+    first, and makes an empty one), what held their names kept in ``q``; then the cleaner
+    checkpoint at the pass's end; then the intent set aside (a kill before leaves it, and the
+    next recover finishes again). Returns the actions carried out."""
+    from .partition import Partition
+    intent = read_intent(directory)
+    if intent is None:
+        return []
+    actions: List[Action] = []
+    for base, _, _, aborted in intent.segments:
+        for name, data in index_files_to_restore(directory, base, intent.interval, aborted):
+            why = "the index the interrupted compact pass wrote"
+            if os.path.lexists(os.path.join(directory, name)):
+                actions.append(Action(MOVE, name, "replaced by " + why))
+            actions.append(Action(WRITE, name, why, data=data))
+    step = PartitionPlan(directory, actions=actions)
+    execute(step, q)
+    write_cleaner_checkpoint(Partition(directory), intent.end_offset)
+    last = PartitionPlan(directory, actions=[Action(
+        MOVE, names.COMPACT_INTENT, "the interrupted compact pass is finished")])
+    execute(last, q)
+    return actions + last.actions
 
 
 # -- a log directory (LogManager.loadLogs) ---------------------------------------------------------

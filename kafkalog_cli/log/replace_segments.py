@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Set, Tuple
 
 from ..errors import InvalidDataError
 from . import names
@@ -67,22 +67,28 @@ def to_swap(directory: str, groups: List[CleanedGroup]) -> None:
         fsync_dir(directory)
 
 
-def finish(partition: Partition, end_offset: int) -> None:
-    """The cleaner checkpoint at the pass's end, then the intent removed."""
+def write_cleaner_checkpoint(partition: Partition, end_offset: int) -> None:
+    """The partition's cleaner-offset-checkpoint entry at the pass's end."""
     if partition.topic is not None and partition.number is not None:
         write_offset_checkpoint(os.path.join(partition.log_dir, names.CLEANER_OFFSET_CHECKPOINT),
                                 {(partition.topic, partition.number): end_offset})
+
+
+def finish(partition: Partition, end_offset: int) -> None:
+    """The cleaner checkpoint at the pass's end, then the intent removed."""
+    write_cleaner_checkpoint(partition, end_offset)
     intent = os.path.join(partition.directory, names.COMPACT_INTENT)
     if os.path.lexists(intent):
         os.unlink(intent)
         fsync_dir(partition.directory)
 
 
-def _restore_indexes(directory: str, base: int, interval: int, aborted: bytes) -> None:
-    """The indexes of the new segment at ``base`` as the pass wrote them (an offset and a
-    time index entry as LogSegment.append adds them, its .txnindex as written down), where
-    `recover` left others (LogLoader drops index .swap files whose .log was already renamed,
-    and makes new, empty indexes)."""
+def index_files_to_restore(directory: str, base: int, interval: int, aborted: bytes
+                           ) -> List[Tuple[str, bytes]]:
+    """The index files of the new segment at ``base`` that differ from what the pass wrote
+    (an offset and a time index entry as LogSegment.append adds them, its .txnindex as written
+    down), where `recover` left others (LogLoader drops index .swap files whose .log was
+    already renamed, and makes new, empty indexes): (name, the bytes the pass wrote)."""
     segment = Segment(directory, base)
     indexes = IndexBuilder(base, interval)
     for batch in segment.batches():
@@ -92,46 +98,89 @@ def _restore_indexes(directory: str, base: int, interval: int, aborted: bytes) -
              (names.TIMEINDEX, indexes.time_index_bytes())]
     if aborted:
         files.append((names.TXNINDEX, aborted))
+    out = []
     for kind, data in files:
-        path = os.path.join(directory, names.offset_name(base, kind))
+        name = names.offset_name(base, kind)
+        path = os.path.join(directory, name)
+        if os.path.islink(path):
+            continue  # never written through
         current = None
-        if os.path.isfile(path) and not os.path.islink(path):
+        if os.path.isfile(path):
             with open(path, "rb") as f:
                 current = f.read()
-        if current != data and not os.path.islink(path):
-            write_atomically(path, data)
+        if current != data:
+            out.append((name, data))
+    return out
+
+
+class Intent:
+    """What ``.kafkalog-compact-intent`` says: the pass's ``end_offset`` and index
+    ``interval``, and its new ``segments``: (base offset, size and CRC-32 of the .log, the
+    .txnindex bytes)."""
+
+    def __init__(self, end_offset: int, interval: int,
+                 segments: List[Tuple[int, int, int, bytes]]) -> None:
+        self.end_offset = end_offset
+        self.interval = interval
+        self.segments = segments
+
+    @property
+    def bases(self) -> Set[int]:
+        return {base for base, _, _, _ in self.segments}
+
+
+def read_intent(directory: str) -> Optional[Intent]:
+    """The intent of an interrupted pass in ``directory`` (None: there is none, or it names no
+    segment)."""
+    path = os.path.join(directory, names.COMPACT_INTENT)
+    if not os.path.isfile(path) or os.path.islink(path):
+        return None
+    with open(path) as f:
+        words = [line.split() for line in f.read().splitlines()]
+    try:
+        segments = [(int(w[0]), int(w[1]), int(w[2]),
+                     b"" if w[3] == "-" else bytes.fromhex(w[3])) for w in words[1:]]
+        intent = Intent(int(words[0][0]), int(words[0][1]), segments)
+    except (ValueError, IndexError):
+        return None
+    return intent if segments else None
+
+
+def _new_log_at(directory: str, base: int, size: int, crc: int, suffix: str) -> bool:
+    path = os.path.join(directory, names.offset_name(base, names.LOG, suffix))
+    return (os.path.isfile(path) and not os.path.islink(path)
+            and _log_sum(path) == (size, crc))
+
+
+def new_segments_found(directory: str, intent: Intent, suffixes: Tuple[str, ...] = (
+        "", names.SWAP, names.CLEANED)) -> bool:
+    """Every new segment the intent names is in ``directory``, its .log as the pass wrote it
+    (size and CRC), under one of ``suffixes`` (default: in place, .swap or .cleaned)."""
+    return all(any(_new_log_at(directory, base, size, crc, suffix) for suffix in suffixes)
+               for base, size, crc, _ in intent.segments)
 
 
 def finish_interrupted(partition: Partition) -> Optional[int]:
     """A pass a kill interrupted, once `recover` has completed or undone its swap: when the
-    new segments the intent names are in place, the checkpoint is written (returns the pass's
-    end offset); else the pass was undone and the intent goes (returns None). Raises
-    CompactError while .swap or .cleaned files are still there (recover first)."""
+    new segments the intent names are in place, their indexes are written as the pass wrote
+    them and the checkpoint is written (returns the pass's end offset); else the pass was
+    undone and the intent goes (returns None). Raises CompactError while .swap or .cleaned
+    files are still there (recover first)."""
     directory = partition.directory
     path = os.path.join(directory, names.COMPACT_INTENT)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return None
     if any(names.lifecycle_suffix(n) in (names.SWAP, names.CLEANED)
            for n in os.listdir(directory)):
         raise CompactError("%s: an interrupted pass left .swap or .cleaned files: run "
                            "kafkalog recover first" % printable_name(directory))
-    with open(path) as f:
-        words = [line.split() for line in f.read().splitlines()]
-    try:
-        end_offset, interval = int(words[0][0]), int(words[0][1])
-        wanted = [(int(w[0]), int(w[1]), int(w[2]), b"" if w[3] == "-" else bytes.fromhex(w[3]))
-                  for w in words[1:]]
-    except (ValueError, IndexError):
-        wanted, end_offset, interval = [], -1, 0  # a torn intent: written before any rename
-    done = bool(wanted) and all(
-        os.path.isfile(os.path.join(directory, names.offset_name(base, names.LOG)))
-        and _log_sum(os.path.join(directory, names.offset_name(base, names.LOG))) == (size, crc)
-        for base, size, crc, _ in wanted)
-    if done:
-        for base, _, _, aborted in wanted:
-            _restore_indexes(directory, base, interval, aborted)
-        finish(partition, end_offset)
-        return end_offset
+    intent = read_intent(directory)
+    if intent is not None and new_segments_found(directory, intent, ("",)):
+        for base, _, _, aborted in intent.segments:
+            for name, data in index_files_to_restore(directory, base, intent.interval, aborted):
+                write_atomically(os.path.join(directory, name), data)
+        finish(partition, intent.end_offset)
+        return intent.end_offset
     os.unlink(path)
     fsync_dir(directory)
     return None

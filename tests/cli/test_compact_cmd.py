@@ -73,3 +73,42 @@ def test_bytes_that_hold_no_batch_exit_1_and_change_nothing(tmp_path):
 def test_a_missing_path_exits_2_in_one_line(tmp_path):
     code, out, err = _run(tmp_path / "nowhere-0")
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith("kafkalog: ")
+
+
+def test_recover_finishes_a_pass_killed_once_its_intent_was_written(tmp_path):
+    import crashcheck as cc
+    _partition(tmp_path / "logs")
+    cc.shutil.copytree(tmp_path / "logs", tmp_path / "count")
+    args = ["compact", "--now", NOW, "--cleanup-policy", "compact", tmp_path / "count"]
+    steps = cc.count_steps(args)
+    # the last kill that leaves the intent: after it, only the intent's removal remains
+    for step in range(steps, 0, -1):
+        cc.shutil.rmtree(tmp_path / "killed", ignore_errors=True)
+        cc.shutil.copytree(tmp_path / "logs", tmp_path / "killed")
+        killed_dir = tmp_path / "killed" / "compacted-0"
+        args[-1] = killed_dir
+        killed, _, _ = cc.kafkalog_killed_at(step, args)
+        assert killed
+        if (killed_dir / ".kafkalog-compact-intent").exists():
+            break
+    before = cc.log_dir_state(str(tmp_path / "killed"))
+
+    def recover(*options, code=1):
+        # exit 1: recover found what a kill left, 0: nothing
+        proc = subprocess.run([*KAFKALOG, "recover", "--format", "json", *options, killed_dir],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        assert proc.returncode == code, proc.stderr.decode()
+        return [json.loads(line) for line in proc.stdout.decode().splitlines()]
+
+    (finished,) = [o for o in recover("--dry-run") if o["type"] == "compactFinished"]
+    assert (finished["endOffset"], finished["dryRun"]) == (9, True)
+    assert cc.log_dir_state(str(tmp_path / "killed")) == before
+    (finished,) = [o for o in recover() if o["type"] == "compactFinished"]
+    assert (finished["endOffset"], finished["dryRun"]) == (9, False)
+    assert (tmp_path / "killed" / "cleaner-offset-checkpoint").read_text().splitlines()[2] \
+        == "compacted 0 9"
+    assert not (killed_dir / ".kafkalog-compact-intent").exists()
+    after = cc.log_dir_state(str(tmp_path / "killed"))
+    assert not [o for o in recover(code=0) if o["type"] in ("compactFinished", "moved",
+                                                             "renamed")]
+    assert cc.log_dir_state(str(tmp_path / "killed")) == after
