@@ -15,10 +15,10 @@ from ..log.cleaner import CleanerStatus, cleaner_statuses
 from ..log.files import printable_name
 from ..log.verify import TargetError
 from .. import jsonvocab
-from .dump import parse_timestamp
 from .errors import error_text, fail
 from .numbers import java_int, java_long
 from .output import Column, Output, human_bytes, plural, show, table
+from .times import now_option
 
 EXIT_OK, EXIT_ATTENTION, EXIT_USAGE = 0, 1, 2
 
@@ -113,17 +113,8 @@ def _row(s: CleanerStatus) -> Tuple[str, ...]:
             ("[red]%d[/red]" % len(s.problems)) if s.problems else "0")
 
 
-def _now_option(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[int]:
-    if value is None:
-        return None
-    try:
-        return parse_timestamp(value)
-    except ValueError as e:
-        fail(UsageError("--now %r: %s" % (value, e)))
-
-
 SETTING_OPTIONS = (
-    click.option("--now", default=None, metavar="TIME", callback=_now_option,
+    click.option("--now", default=None, metavar="TIME", callback=now_option,
                  help="Evaluate at this time (epoch ms or ISO 8601; default: the wall clock)."),
     click.option("--cleanup-policy", type=click.Choice(["compact", "delete", "compact,delete"]),
                  default=None, help="The topic's cleanup.policy (default: from the log "

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import datetime
 import importlib
 import os
-import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -24,6 +22,7 @@ from .render import COORDINATOR_JSON, DumpOptions, kafka_version
 from .render_kafka import KafkaWriter
 from .._lazy import lazy_module
 from .numbers import java_int, java_long
+from .times import parse_timestamp
 
 if TYPE_CHECKING:
     from typing import (Any, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple, Type,
@@ -89,43 +88,6 @@ def _schema_decoders(key_decoder: Optional[decoders.Decoder],
         fail(e)
 
 
-# ISO 8601 as people write it: a date, or a date and a time (T or a space between), seconds and
-# their fraction optional, then Z or an offset (+01:00, +0100, +01); without one, UTC.
-_ISO_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})"
-                       r"(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?"
-                       r"([Zz]|[+-]\d{2}(?::?\d{2})?)?)?")
-
-
-def parse_timestamp(text: str) -> int:
-    """Epoch milliseconds from ``text``: an integer (epoch ms, as Kafka's timestamps are) or an
-    ISO 8601 date or time (a time without a zone is UTC; a fraction finer than a millisecond is
-    dropped). ValueError for anything else."""
-    text = text.strip()
-    if re.fullmatch(r"[+-]?\d+", text):
-        return int(text)
-    m = _ISO_TIME.fullmatch(text)
-    if m is None:
-        raise ValueError("not epoch milliseconds nor an ISO 8601 date or time "
-                         "(2024-01-01, 2024-01-01T10:00:00Z, 2024-01-01T10:00:00.250+02:00)")
-    year, month, day, hour, minute, second, fraction, zone = m.groups()
-    tz = datetime.timezone.utc
-    if zone and zone not in "Zz":
-        sign = -1 if zone[0] == "-" else 1
-        digits = zone[1:].replace(":", "")
-        hours, minutes = int(digits[:2]), int(digits[2:] or 0)
-        if hours > 23 or minutes > 59:
-            raise ValueError("the zone offset %s is out of range" % zone)
-        tz = datetime.timezone(sign * datetime.timedelta(hours=hours, minutes=minutes))
-    micros = int(((fraction or "") + "000000")[:6])
-    try:
-        when = datetime.datetime(int(year), int(month), int(day), int(hour or 0),
-                                 int(minute or 0), int(second or 0), micros, tzinfo=tz)
-    except ValueError as e:
-        raise ValueError("not a valid date or time (%s)" % e) from None
-    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-    return (when - epoch) // datetime.timedelta(milliseconds=1)
-
-
 def _timestamp_option(ctx: click.Context, param: click.Parameter,
                       value: Optional[str]) -> Optional[_Timestamp]:
     """--from-timestamp/--to-timestamp: epoch ms or ISO 8601; a bad value is one line, exit 2."""
@@ -180,6 +142,10 @@ def _targets(paths: Sequence[str], files: Sequence[str]) -> List[str]:
 # their own imports, only when chosen.
 WRITERS: Dict[str, Tuple[str, str]] = {"messages": ("render_json", "MessagesWriter"),
                                        "json": ("render_json", "JsonWriter"), "kafka": ("", "")}
+
+
+# dump's text is kafka-dump-log.sh's: `--format text`, as every other command takes it, is kafka
+_FORMAT_ALIASES = {"text": "kafka"}
 
 
 def writer_class(fmt: str) -> "Type[Writer]":
@@ -241,9 +207,10 @@ def writer_class(fmt: str) -> "Type[Writer]":
               help="Base offset of a segment whose file name is not its offset.")
 @click.option("--timestamps", type=click.Choice(["ms", "iso"]), default="ms", show_default=True,
               help="iso adds a readable UTC time beside each epoch value (text formats).")
-@click.option("--format", "fmt", type=click.Choice(sorted(WRITERS)), default="kafka",
-              show_default=True, help="kafka: kafka-dump-log.sh's lines; messages: one line per "
-              "message; json: JSON Lines.")
+@click.option("--format", "fmt", type=click.Choice(sorted(WRITERS) + ["text"]), default="kafka",
+              show_default=True, callback=lambda ctx, param, v: _FORMAT_ALIASES.get(v, v),
+              help="kafka (or text, as the other commands name their text): kafka-dump-log.sh's "
+              "lines; messages: one line per message; json: JSON Lines.")
 @click.option("--kafka-format", type=click.Choice(KAFKA_FORMATS), default="4.2", show_default=True,
               help="Which kafka-dump-log.sh to match: Kafka 3.9, 4.0, 4.1, 4.2 (the Scala tool), "
               "4.3 or 4.4 (the Java rewrite).")

@@ -19,6 +19,7 @@ from .errors import error_text, fail
 from .output import Column, Output, human_bytes, show, table, new_offsets_text, offsets_text, plural
 from .targets import partitions_by_log_dir
 from .numbers import java_long
+from .times import now_option
 
 # 1: a dry run that would delete something (as `recover --dry-run` exits 1 when it would repair)
 EXIT_OK, EXIT_WOULD_CHANGE, EXIT_ERROR = 0, 1, 2
@@ -194,8 +195,8 @@ def _tables(plans: Sequence[RetentionPlan], dry_run: bool) -> None:
 @click.option("--log-start-offset", type=java_long(0), default=None,
               help="The log start offset, as DeleteRecords sets it: segments wholly below it "
                    "are deleted, and it is recorded in log-start-offset-checkpoint.")
-@click.option("--now", type=java_long(None), default=None, metavar="MS",
-              help="Evaluate at this time (epoch ms).")
+@click.option("--now", default=None, metavar="TIME", callback=now_option,
+              help="Evaluate at this time (epoch ms or ISO 8601; default: the wall clock).")
 @click.option("--high-watermark", type=java_long(0), default=None,
               help="Used when replication-offset-checkpoint has no entry for the partition.")
 @click.option("--roll-active", is_flag=True,

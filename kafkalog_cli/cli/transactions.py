@@ -3,6 +3,7 @@ fit for cron."""
 
 from __future__ import annotations
 
+import datetime
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -13,12 +14,14 @@ from ..log.files import printable_name
 from ..log.names import topic_partition
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
 from ..log.read import Note
-from ..log.transactions import (ABORT, DEFAULT_HANGING_AFTER_MS, NOW_GIVEN, OPEN,
-                                PartitionSummary, Transaction, transactions_of)
+from ..log.transactions import (ABORT, AGE_FROM, AGE_FROM_NOW, DEFAULT_HANGING_AFTER_MS,
+                                NEWEST_TIMESTAMP, NOW_GIVEN, OPEN, PartitionSummary,
+                                Transaction, transactions_of)
 from ..log.verify import TargetError
 from .output import Column, Output, show, table
 from .errors import error_text, fail
 from .numbers import java_int, java_long
+from .times import now_option
 
 EXIT_OK, EXIT_HANGING, EXIT_USAGE = 0, 1, 2
 
@@ -87,10 +90,28 @@ def _txn_text(t: Transaction) -> str:
                _index_text(t)))
 
 
+def _reference_text(p: PartitionSummary) -> str:
+    if p.reference_source == NEWEST_TIMESTAMP:
+        return "the partition's newest timestamp %s" % (
+            "-" if p.newest_timestamp is None else p.newest_timestamp)
+    return "%s %s (%s)" % ("--now" if p.reference_source == NOW_GIVEN else "the wall clock",
+                           p.reference_ms, _iso(p.reference_ms))
+
+
+def _iso(ms: Optional[int]) -> str:
+    if ms is None:
+        return "-"
+    try:
+        when = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) \
+            + datetime.timedelta(milliseconds=ms)
+    except OverflowError:
+        return "out of the calendar's range"
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _summary_text(p: PartitionSummary) -> str:
     missing = p.missing_from_txn_index
-    reference = ("--now" if p.reference_source == NOW_GIVEN else "the newest timestamp %s"
-                 % ("-" if p.newest_timestamp is None else p.newest_timestamp))
+    reference = _reference_text(p)
     return ("%d committed, %d aborted%s, %d open (%d hanging: older than %d ms, ages against "
             "%s); log end offset %d, last stable offset %d (%d behind)"
             % (p.committed, p.aborted,
@@ -158,9 +179,14 @@ class _Output(Output):
 @click.command(short_help="List the transactions of partitions; find hanging ones.")
 # readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
 @click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
-@click.option("--now", type=java_long(None), default=None, metavar="MS",
-              help="Measure the ages of open transactions from this time (epoch ms) "
-                   "[default: the newest timestamp in the partition].")
+@click.option("--now", default=None, metavar="TIME", callback=now_option,
+              help="Measure the ages of open transactions from this time (epoch ms or ISO "
+                   "8601) [default: the wall clock].")
+@click.option("--age-from", type=click.Choice(AGE_FROM), default=AGE_FROM_NOW,
+              show_default=True,
+              help="now: age open transactions against --now (else the wall clock); "
+                   "newest-timestamp: against each partition's newest batch timestamp (for a "
+                   "copy of a log directory taken some time ago).")
 @click.option("--hanging-after-ms", type=java_long(0), default=DEFAULT_HANGING_AFTER_MS,
               show_default=True,
               help="An open transaction older than this is hanging (exit 1); the default is "
@@ -170,25 +196,29 @@ class _Output(Output):
               help="json: JSON Lines on stdout (a line per transaction, one per partition).")
 @click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when reading batches.")
-def transactions(paths: Tuple[str, ...], now: Optional[int], hanging_after_ms: int, fmt: str,
-                 max_message_size: int) -> None:
+def transactions(paths: Tuple[str, ...], now: Optional[int], age_from: str,
+                 hanging_after_ms: int, fmt: str, max_message_size: int) -> None:
     """List the transactions of partitions and find the hanging ones.
 
     PATHS are partition directories, .log files (their partition) or log directories (every
     partition). Each transaction as its marker is met: producer id and epoch, first and end
     offsets, COMMIT or ABORT, the marker's coordinator epoch, whether each ABORT is listed in
     its segment's .txnindex; then the transactions no marker has ended (open), with their age
-    (from the max timestamp of their first batch to --now, else to the newest timestamp in the
-    partition) and how far they hold back the last stable offset; then a summary line per
-    partition. Reads only. Exit status:
+    (from the max timestamp of their first batch to --now, else to the wall clock, or with
+    --age-from newest-timestamp to the newest timestamp in the partition) and how far they hold
+    back the last stable offset; then a summary line per partition. Reads only. Exit status:
     0 none hanging, 1 an open transaction older than --hanging-after-ms, 2 usage error or
     unreadable input.
     """
     status = EXIT_OK
     output = _Output(fmt)
+    if now is not None and age_from != AGE_FROM_NOW:
+        fail(UsageError("--now is the time to age transactions from: not with --age-from %s"
+                        % age_from))
     for target in paths:
         try:
-            for item in transactions_of(target, now, hanging_after_ms, max_message_size):
+            for item in transactions_of(target, now, hanging_after_ms, max_message_size,
+                                        age_from):
                 if isinstance(item, TargetError):
                     click.echo("kafkalog: " + error_text(item.error, item.path), err=True)
                     output.rows = []  # a partition left unfinished: no table of it

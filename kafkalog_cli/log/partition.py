@@ -166,15 +166,17 @@ class Partition:
 
     def transactions(self, now: Optional[int] = None,
                      hanging_after_ms: Optional[int] = None,
-                     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-                     ) -> "Iterator[TransactionItem]":
+                     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                     age_from: str = "now") -> "Iterator[TransactionItem]":
         """The partition's transactions (`kafkalog transactions`): each Transaction, then the
-        PartitionSummary; a Note for invalid data passed over."""
+        PartitionSummary; a Note for invalid data passed over. Open transactions are aged
+        against ``now`` (epoch ms; None: the wall clock), or with ``age_from``
+        "newest-timestamp" against the partition's newest batch timestamp."""
         from .transactions import DEFAULT_HANGING_AFTER_MS, partition_transactions
         return partition_transactions(
             self.directory, now,
             DEFAULT_HANGING_AFTER_MS if hanging_after_ms is None else hanging_after_ms,
-            max_message_size)
+            max_message_size, age_from)
 
     def recover(self, dry_run: bool = False, full: bool = False,
                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> "PartitionPlan":

@@ -18,9 +18,10 @@ whose data is gone from the log) ends nothing and is listed nowhere.
 from __future__ import annotations
 
 import os
+import time
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
-from ..errors import KafkalogError
+from ..errors import KafkalogError, UsageError
 from ..format import control
 from ..format.errors import CorruptRecordError
 from ..format.records import Batch, Records
@@ -39,8 +40,14 @@ DEFAULT_HANGING_AFTER_MS = 900000
 
 COMMIT, ABORT, OPEN = "COMMIT", "ABORT", "OPEN"
 
-# Where the reference time of the ages comes from
-NOW_GIVEN = "now"                    # the caller's --now
+# What the ages of open transactions are measured against (``age_from``): a time (``now``,
+# else the wall clock), or the newest batch timestamp of each partition
+AGE_FROM_NOW, AGE_FROM_NEWEST_TIMESTAMP = "now", "newest-timestamp"
+AGE_FROM = (AGE_FROM_NOW, AGE_FROM_NEWEST_TIMESTAMP)
+
+# Where the reference time of the ages came from (PartitionSummary.reference_source)
+WALL_CLOCK = "wallClock"              # the clock of the machine, read once per call
+NOW_GIVEN = "now"                    # the caller's ``now`` (--now)
 NEWEST_TIMESTAMP = "newestTimestamp"  # the newest batch timestamp in the partition
 
 
@@ -107,9 +114,9 @@ class PartitionSummary(Report):
     ``last_stable_offset`` (the first offset of the earliest open transaction, else the log end
     offset), ``newest_timestamp`` (the newest batch max timestamp, None without batches), the
     ``reference_ms`` the ages are measured from and where it comes from (``reference_source``:
-    NOW_GIVEN or NEWEST_TIMESTAMP), ``hanging_after_ms`` and ``problems`` (how many Notes of
-    invalid data or unreadable .txnindex files were given). Offsets are
-    Kafka offsets, times in ms."""
+    WALL_CLOCK, NOW_GIVEN or NEWEST_TIMESTAMP), ``hanging_after_ms`` and ``problems`` (how
+    many Notes of invalid data or unreadable .txnindex files were given). Offsets are Kafka
+    offsets, times in ms."""
 
     directory: str
     hanging_after_ms: int
@@ -251,41 +258,67 @@ class _Scan:
         else:
             self.summary.missing_from_txn_index += 1
 
-    def finish(self, segments: List[Segment], now: Optional[int]) -> Iterator[Item]:
-        """The open transactions, in the order they began, then the summary."""
+    def finish(self, segments: List[Segment], reference: Tuple[Optional[int], str]
+               ) -> Iterator[Item]:
+        """The open transactions, in the order they began, then the summary; their ages
+        against ``reference`` (the time and its source; None and NEWEST_TIMESTAMP: the newest
+        batch timestamp of the partition)."""
         summary = self.summary
         if summary.log_end_offset == 0 and segments:
             summary.log_end_offset = segments[-1].base_offset or 0  # no batch: an empty log
-        if now is not None:
-            summary.reference_ms, summary.reference_source = now, NOW_GIVEN
-        else:
+        summary.reference_ms, summary.reference_source = reference
+        if summary.reference_source == NEWEST_TIMESTAMP:
             summary.reference_ms = summary.newest_timestamp
-        reference = summary.reference_ms
+        reference_ms = summary.reference_ms
         summary.last_stable_offset = summary.log_end_offset
         for t in sorted(self.open.values(), key=lambda t: t.first_offset or 0):
             first = t.first_offset if t.first_offset is not None else summary.log_end_offset
             summary.open += 1
             summary.last_stable_offset = min(summary.last_stable_offset, first)
             t.lso_lag = summary.log_end_offset - first
-            if reference is not None and t.first_timestamp is not None and t.first_timestamp >= 0:
-                t.age_ms = reference - t.first_timestamp
+            if (reference_ms is not None and t.first_timestamp is not None
+                    and t.first_timestamp >= 0):
+                t.age_ms = reference_ms - t.first_timestamp
                 t.hanging = t.age_ms > summary.hanging_after_ms
                 summary.hanging += t.hanging
             yield t
         yield summary
 
 
+def _reference(now: Optional[int], age_from: str) -> Tuple[Optional[int], str]:
+    """The time the ages are measured against, and its source (see finish)."""
+    if age_from not in AGE_FROM:
+        raise UsageError("age_from %r: not one of %s" % (age_from, ", ".join(AGE_FROM)))
+    if age_from == AGE_FROM_NEWEST_TIMESTAMP:
+        if now is not None:
+            raise UsageError("now %d given with age_from %r: the ages are measured from one "
+                             "or the other" % (now, age_from))
+        return None, NEWEST_TIMESTAMP
+    if now is not None:
+        return now, NOW_GIVEN
+    return int(time.time() * 1000), WALL_CLOCK
+
+
 def partition_transactions(directory: str, now: Optional[int] = None,
                            hanging_after_ms: int = DEFAULT_HANGING_AFTER_MS,
-                           max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Iterator[Item]:
+                           max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                           age_from: str = AGE_FROM_NOW) -> Iterator[Item]:
     """The transactions of the partition in ``directory``, in bounded memory: each ended
     transaction (Transaction) as its marker is met, in log order, then the open ones in the
     order they began, then the PartitionSummary; a Note, as it is met, for invalid data (a
     batch whose CRC fails, bytes that are no batch: passed over) and for a .txnindex that
-    cannot be read. The ages of open transactions are measured from ``now`` (epoch ms) or, when
-    None, from the newest batch timestamp in the partition, back to the max timestamp of their
-    first batch; one is hanging when its age is above ``hanging_after_ms``. Raises OSError when
-    a segment cannot be read."""
+    cannot be read. The ages of open transactions are measured back to the max timestamp of
+    their first batch from ``now`` (epoch ms; when None, the wall clock), or, with ``age_from``
+    AGE_FROM_NEWEST_TIMESTAMP, from the newest batch timestamp in the partition; one is hanging
+    when its age is above ``hanging_after_ms``. Raises UsageError for an ``age_from`` that is
+    neither or a ``now`` given with the newest timestamp, OSError when a segment cannot be
+    read."""
+    yield from _partition_transactions(directory, _reference(now, age_from), hanging_after_ms,
+                                       max_message_size)
+
+
+def _partition_transactions(directory: str, reference: Tuple[Optional[int], str],
+                            hanging_after_ms: int, max_message_size: int) -> Iterator[Item]:
     segments = Partition(directory).segments()
     scan = _Scan(directory, hanging_after_ms)
     for segment, event in segment_events(segments, records=True, valid_only=True,
@@ -305,22 +338,25 @@ def partition_transactions(directory: str, now: Optional[int] = None,
             # (a malformed marker is the Note _Scan.batch gives when it reads the marker)
             scan.summary.problems += 1
             yield Note(problem_text(segment.log_path, event), counted=True)
-    yield from scan.finish(segments, now)
+    yield from scan.finish(segments, reference)
 
 
 def transactions_of(path: str, now: Optional[int] = None,
                     hanging_after_ms: int = DEFAULT_HANGING_AFTER_MS,
-                    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-                    ) -> Iterator[Union[Item, TargetError]]:
+                    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                    age_from: str = AGE_FROM_NOW) -> Iterator[Union[Item, TargetError]]:
     """partition_transactions for every partition ``path`` stands for (a .log file's
-    partition, a partition directory, every partition of a log directory), and a TargetError
-    for what cannot be read (the other partitions are still read). Raises UsageError for a
-    file that is not a segment."""
+    partition, a partition directory, every partition of a log directory; the wall clock read
+    once for them all), and a TargetError for what cannot be read (the other partitions are
+    still read). Raises UsageError for a file that is not a segment, or as
+    partition_transactions does."""
+    reference = _reference(now, age_from)
     for directory in partition_targets(path):
         if isinstance(directory, TargetError):
             yield directory
             continue
         try:
-            yield from partition_transactions(directory, now, hanging_after_ms, max_message_size)
+            yield from _partition_transactions(directory, reference, hanging_after_ms,
+                                               max_message_size)
         except (OSError, KafkalogError) as e:
             yield TargetError(directory, e)

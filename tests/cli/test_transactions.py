@@ -101,7 +101,7 @@ def _by_first(objs):
 
 
 def test_json_fields_are_what_was_written(partition):
-    code, out, err = run("--format", "json", partition)
+    code, out, err = run("--format", "json", "--age-from", "newest-timestamp", partition)
     assert code == 0, err
     assert err == ""
     objs = json_lines(out)
@@ -154,7 +154,7 @@ def test_txnindex_entry_with_a_wrong_first_offset_is_said(partition):
 
 
 def test_text_lines(partition):
-    code, out, err = run(partition)
+    code, out, err = run("--age-from", "newest-timestamp", partition)
     assert code == 0, err
     lines = out.splitlines()
     assert len(lines) == 7  # six transactions and the partition's summary
@@ -192,7 +192,7 @@ def test_hanging_exit_codes(partition):
     code, _, _ = run("--now", now, "--hanging-after-ms", now - OPEN_4000[3] - 1, partition)
     assert code == 1
     # default threshold (15 minutes) against the newest timestamp: the age is a minute
-    code, _, _ = run(partition)
+    code, _, _ = run("--age-from", "newest-timestamp", partition)
     assert code == 0
     code, _, _ = run("--now", OPEN_4000[3] + 900001, partition)
     assert code == 1
@@ -233,7 +233,8 @@ def test_log_directory_and_segment_file(partition, tmp_path):
     parts = [o for o in json_lines(out) if o["type"] == "partition"]
     assert [os.path.basename(p["directory"]) for p in parts] == ["events-0", "other-3"]
     assert [p["hanging"] for p in parts] == [1, 1]
-    code, out, _ = run("--format", "json", os.path.join(partition, "%020d.log" % 10))
+    code, out, _ = run("--format", "json", "--age-from", "newest-timestamp",
+                       os.path.join(partition, "%020d.log" % 10))
     assert code == 0
     assert [o["directory"] for o in json_lines(out) if o["type"] == "partition"] == \
         [str(partition)]
@@ -323,7 +324,7 @@ def test_unreadable_txnindex_is_said(partition):
     data = bytearray(ig.encode_txn_index([ig.AbortedTxn(2000, 3, 8, 6)]))
     data[0] = 1
     ig.write_file(path, bytes(data))
-    code, out, err = run("--format", "json", partition)
+    code, out, err = run("--format", "json", "--age-from", "newest-timestamp", partition)
     assert code == 0
     assert len(err.splitlines()) == 1 and "%020d.txnindex" % 0 in err
     txns = _by_first(json_lines(out))
