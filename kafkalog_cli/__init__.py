@@ -24,6 +24,10 @@ _API = {
     "Record": "kafkalog_cli.log.read",
     "KafkalogError": "kafkalog_cli.errors",
     "InvalidDataError": "kafkalog_cli.errors",
+    "UsageError": "kafkalog_cli.errors",
+    "FileAccessError": "kafkalog_cli.errors",
+    "MissingFileError": "kafkalog_cli.errors",
+    "AccessDeniedError": "kafkalog_cli.errors",
     "LockHeld": "kafkalog_cli.log.lock",
     # the operations' inputs and reports (Partition and LogDir methods)
     "Policy": "kafkalog_cli.log.retain",

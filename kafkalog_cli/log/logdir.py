@@ -9,7 +9,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Collection, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from ..errors import UsageError
+from ..errors import UsageError, api_errors
 from . import checkpoints, names
 from .files import FileFormatError, open_regular, printable_name, read_sized
 from .indexbuild import fsync_dir, write_new
@@ -45,16 +45,19 @@ class LogDir:
                                            Union[Entries, OSError, FileFormatError]]] = {}
         self._keys: Set[Key] = set()  # the partitions it holds, whose entries it keeps
 
+    @api_errors('path')
     def partitions(self) -> List[Partition]:
         """Its partition directories, in topic and partition-number order. A directory that
         cannot be listed is left out."""
         found = partitions_of(self.path)
         return [self.holding(p) for p in sorted(found, key=names.partition_sort_key)]
 
+    @api_errors('path')
     def partition(self, topic: str, number: int) -> Partition:
         """The partition ``<topic>-<number>`` of this log directory (it may not exist)."""
         return self.holding(os.path.join(self.path, "%s-%d" % (topic, number)))
 
+    @api_errors('path')
     def holding(self, directory: str) -> Partition:
         """The partition of ``directory`` (in this log directory), its checkpoint entries
         read with those of the others this LogDir holds."""
@@ -63,6 +66,7 @@ class LogDir:
             self._keys.add((topic, number))
         return Partition(directory, self)
 
+    @api_errors('path')
     def offset_checkpoint(self, name: str, keys: Optional[Collection[Key]] = None
                           ) -> Entries:
         """{(topic, partition): offset} of the offset checkpoint ``name`` (one of
@@ -75,6 +79,7 @@ class LogDir:
             return dict(entries)
         return {key: entries[key] for key in keys if key in entries}
 
+    @api_errors('path')
     def checkpointed(self, name: str, topic: str, number: int) -> Optional[int]:
         """The entry of partition ``topic``-``number`` in the offset checkpoint ``name``, or
         None when there is no such file (or it is no regular file) or no entry. A file that
@@ -109,6 +114,7 @@ class LogDir:
 
     # -- the operations over its partitions -----------------------------------------------------
 
+    @api_errors('path')
     def describe(self, check_crc: bool = False,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> "Description":
         """Every partition described (Partition.describe), with the checkpoint files' findings
@@ -116,6 +122,7 @@ class LogDir:
         from .describe import describe
         return describe(self.path, max_message_size, check_crc)
 
+    @api_errors('path')
     def recover(self, partitions: Optional[Sequence[Partition]] = None, dry_run: bool = False,
                 full: bool = False, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
                 ) -> "LogDirRecovery":
@@ -130,6 +137,7 @@ class LogDir:
                                   max_message_size=max_message_size, dry_run=dry_run, full=full)
         return recovery.run_all()
 
+    @api_errors('path')
     def retain(self, policy: "Policy", partitions: Optional[Sequence[Partition]] = None,
                dry_run: bool = False, delete_delay_ms: int = 60000) -> "List[RetentionPlan]":
         """Retention by ``policy`` of ``partitions`` (default: every one), under the lock:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple, Union
 
+from ..errors import api_errors
 from . import checkpoints, names
 from .lock import LogDirLock
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
@@ -64,6 +65,7 @@ class Partition:
             self._parent = LogDir(self.log_dir)
         return self._parent
 
+    @api_errors('directory')
     def checkpointed(self, file_name: str) -> Optional[int]:
         """The partition's entry in its log directory's offset checkpoint ``file_name``
         (``names.RECOVERY_POINT_CHECKPOINT``, ``LOG_START_OFFSET_CHECKPOINT``,
@@ -76,16 +78,19 @@ class Partition:
             return None
         return self.parent.checkpointed(file_name, topic, number)
 
+    @api_errors('directory')
     def segments(self) -> List[Segment]:
         """The live segments (every ``<20 digits>.log``, no lifecycle suffix), oldest first."""
         return [Segment(self.directory, base)
                 for base in names.live_log_bases(os.listdir(self.directory))]
 
+    @api_errors('directory')
     def active_segment(self) -> Optional[Segment]:
         """The last segment, the one a broker appends to; None when there is none."""
         segments = self.segments()
         return segments[-1] if segments else None
 
+    @api_errors('directory')
     def snapshot_paths(self) -> List[Tuple[int, str]]:
         """(offset, path) of every producer snapshot (``<20 digits>.snapshot``), oldest first."""
         found = []
@@ -96,6 +101,7 @@ class Partition:
                 found.append((offset, os.path.join(self.directory, n)))
         return sorted(found)
 
+    @api_errors('directory')
     def leader_epochs(self) -> List[Tuple[int, int]]:
         """(epoch, start offset) of the leader-epoch-checkpoint, or [] when there is none."""
         path = os.path.join(self.directory, names.LEADER_EPOCH_CHECKPOINT)
@@ -103,6 +109,7 @@ class Partition:
             return []
         return list(checkpoints.read_leader_epochs(path))
 
+    @api_errors('directory')
     def records(self, from_offset: Optional[int] = None, to_offset: Optional[int] = None,
                 from_timestamp: Optional[int] = None, to_timestamp: Optional[int] = None,
                 include_control: bool = False,
@@ -114,6 +121,7 @@ class Partition:
         return read_records(self.segments(), from_offset, to_offset, from_timestamp,
                             to_timestamp, include_control, max_message_size)
 
+    @api_errors('directory')
     def offset_for_time(self, timestamp: int) -> Optional[int]:
         """The offset of the first record whose timestamp is at least ``timestamp``
         (offsets-for-times), or None."""
@@ -127,6 +135,7 @@ class Partition:
 
     # -- the operations: each plans, then (unless a dry run) carries the plan out --------------
 
+    @api_errors('directory')
     def describe(self, check_crc: bool = False,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> "PartitionDescription":
         """What the partition holds (`kafkalog describe`): offsets, records, time ranges,
@@ -136,6 +145,7 @@ class Partition:
         return describe_partition(self.directory, max_message_size=max_message_size,
                                   check_crc=check_crc)
 
+    @api_errors('directory')
     def cleaner_status(self, config: "Optional[TopicConfig]" = None, now: Optional[int] = None,
                        high_watermark: Optional[int] = None) -> "CleanerStatus":
         """The log cleaner's view of the partition (`kafkalog cleaner`): where its next
@@ -147,6 +157,7 @@ class Partition:
         from .cleaner import cleaner_status
         return cleaner_status(self, config, now, high_watermark)
 
+    @api_errors('directory')
     def compact(self, config: "Optional[TopicConfig]" = None, now: Optional[int] = None,
                 dry_run: bool = False, high_watermark: Optional[int] = None
                 ) -> "CompactionResult":
@@ -157,6 +168,7 @@ class Partition:
         with LogDirLock.for_run(self.log_dir, [self.directory], dry_run):
             return compact_partition(self, config, now, dry_run, high_watermark)
 
+    @api_errors('directory')
     def verify(self, sanity_only: bool = False, max_message_size: Optional[int] = None
                ) -> "Iterator[Union[FileReport, TargetError, UnknownFile]]":
         """The check of every index file against the segments (`kafkalog verify-index`): a
@@ -164,6 +176,7 @@ class Partition:
         from .verify import verify_target
         return verify_target(self.directory, sanity_only, max_message_size)
 
+    @api_errors('directory')
     def transactions(self, now: Optional[int] = None,
                      hanging_after_ms: Optional[int] = None,
                      max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
@@ -178,6 +191,7 @@ class Partition:
             DEFAULT_HANGING_AFTER_MS if hanging_after_ms is None else hanging_after_ms,
             max_message_size, age_from)
 
+    @api_errors('directory')
     def recover(self, dry_run: bool = False, full: bool = False,
                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> "PartitionPlan":
         """The broker's recovery of this partition (`kafkalog recover`), under its log
@@ -194,6 +208,7 @@ class Partition:
         assert only.plan is not None
         return only.plan
 
+    @api_errors('directory')
     def retain(self, policy: "Policy", dry_run: bool = False,
                delete_delay_ms: int = 60000) -> "RetentionPlan":
         """Retention by ``policy`` (`kafkalog retain`), under the log directory's lock: the
@@ -204,6 +219,7 @@ class Partition:
                                   delete_delay_ms).run()
         return plan
 
+    @api_errors('directory')
     def roll(self, if_bytes: Optional[int] = None, if_older: Optional[int] = None,
              now: Optional[int] = None) -> "RollResult":
         """Seal the active segment and start an empty one at the next offset (`kafkalog
@@ -211,6 +227,7 @@ class Partition:
         from .append import roll_partition
         return roll_partition(self.directory, if_bytes, if_older, now)
 
+    @api_errors('directory')
     def append(self, records: "Iterable[Item]", settings: "Optional[AppendSettings]" = None
                ) -> "AppendResult":
         """Append ``records`` (format.encode.Record, ProducedRecord, Marker) as producers and a

@@ -11,6 +11,7 @@ import platform
 import sys
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple, Union
 
+from ..errors import api_errors
 from ..format import codecs
 from ..format.errors import CorruptRecordError
 from ..format.records import (LEGACY_MIN_SIZE, LOG_OVERHEAD, PREFIX, RECORD_CHUNK, V2_OVERHEAD,
@@ -319,24 +320,29 @@ class Segment:
     def txn_index_path(self) -> str:
         return self.file(names.TXNINDEX)
 
+    @api_errors('log_path')
     def size(self) -> int:
         """The .log file's size in bytes now."""
         return os.path.getsize(self.log_path)
 
+    @api_errors('log_path')
     def open(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
              record_limit_factor: int = 1) -> "LogFile":
         """The .log file opened for reading (a LogFile; use it as a context manager).
         ``record_limit_factor``: a record may be this many times ``max_message_size``."""
         return LogFile(self.log_path, max_message_size, record_limit_factor)
 
+    @api_errors('log_path')
     def offset_index(self) -> OffsetIndex:
         """The .index as read from disk ; OSError when it cannot be read."""
         return OffsetIndex(self.index_path, self.base_offset)
 
+    @api_errors('log_path')
     def time_index(self) -> TimeIndex:
         """The .timeindex as read from disk."""
         return TimeIndex(self.time_index_path, self.base_offset)
 
+    @api_errors('log_path')
     def txn_index(self) -> TransactionIndex:
         """The .txnindex as read from disk."""
         return TransactionIndex(self.txn_index_path, self.base_offset)
@@ -348,6 +354,7 @@ class Segment:
             raise ValueError("%s: the file name holds no base offset" % self.log_path)
         return self.base_offset
 
+    @api_errors('log_path')
     def batches(self, start: int = 0, log: Optional[LogFile] = None,
                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Iterator[Batch]:
         """The batch chain of the .log from byte ``start`` (the FileLogInputStream walk every
@@ -361,6 +368,7 @@ class Segment:
         with self.open(max_message_size) as own:
             yield from own.batches(start)
 
+    @api_errors('log_path')
     def batch_at(self, position: int,
                  log: Optional[LogFile] = None) -> Optional[Union[Batch, InvalidBytes]]:
         """The entry (Batch or InvalidBytes) that starts at byte ``position`` of the .log, as
@@ -375,6 +383,7 @@ class Segment:
             return item
         return None
 
+    @api_errors('log_path')
     def next_offset(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> int:
         """LogSegment.readNextOffset: the offset after the last batch of the chain read from
         the last offset index entry's position on, when that holds a batch past the indexed
@@ -397,6 +406,7 @@ class Segment:
                     return nxt
         return base  # not reached
 
+    @api_errors('log_path')
     def largest_timestamp(self, batches_max: Optional[int] = None) -> Tuple[int, str]:
         """(largest timestamp, where it comes from), as LogSegment.largestTimestamp (the
         maxTimestampSoFar a loaded segment starts from, else the .log's modification time):
@@ -422,6 +432,7 @@ class Segment:
             return batches_max, "batches"
         return int(os.path.getmtime(self.log_path) * 1000), "file mtime"
 
+    @api_errors('log_path')
     def overflows(self, batch: Optional[Batch] = None,
                   max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> bool:
         """LogSegment.hasOverflow: does the segment hold an offset that its 32-bit relative
@@ -435,6 +446,7 @@ class Segment:
         nxt = self.next_offset(max_message_size)
         return nxt > base and nxt - 1 - base > MAX_RELATIVE_OFFSET
 
+    @api_errors('log_path')
     def sanity_problems(self) -> List[str]:
         """LogSegment.sanityCheck: why the broker's load recovers the segment rather than
         take it as it is (empty: it is taken). No .index (NoSuchFileException: anything under
