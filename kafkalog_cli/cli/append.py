@@ -14,7 +14,7 @@ import click
 
 from ..errors import KafkalogError, UsageError
 from ..format import codecs
-from ..log.append import roll_partition
+from ..log.append import plan_roll, roll_partition
 from ..log.append_input import INPUT_FORMATS, InputLines
 from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
@@ -165,17 +165,35 @@ def append(directory: str, input_format: str, key: Optional[str], batch_records:
               help="Roll only when the active segment holds at least this many bytes.")
 @click.option("--if-older", type=java_long(0), default=None, metavar="MS",
               help="Roll only when the active segment's first batch is older than this.")
-def roll(directory: str, if_bytes: Optional[int], if_older: Optional[int]) -> None:
+@click.option("--dry-run", is_flag=True,
+              help="Say what would be rolled; change nothing (no lock taken, no file written).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="The report on stdout: text, or one JSON line.")
+def roll(directory: str, if_bytes: Optional[int], if_older: Optional[int], dry_run: bool,
+         fmt: str) -> None:
     """Seal the active segment of partition DIRECTORY and start an empty one at the next offset.
 
-    Does nothing (exit 0) when the active segment is empty or a condition is not met.
+    Does nothing (exit 0) when the active segment is empty or a condition is not met. Exit
+    status: 0 rolled, not rolled, or (--dry-run) either planned; 2 usage error, unreadable
+    input, a damaged active segment (recover first) or a log directory a broker holds.
     """
     try:
-        result = roll_partition(directory, if_bytes, if_older)
+        result = (plan_roll if dry_run else roll_partition)(directory, if_bytes, if_older)
     except (KafkalogError, OSError) as e:
         fail(e, directory)
+    topic, partition = topic_partition(directory)
     if result.sealed is None:
-        click.echo("%s: not rolled: %s" % (directory, result.reason))
+        text = "%s: %s rolled: %s" % (directory, "would not be" if dry_run else "not",
+                                       result.reason)
+    elif dry_run:
+        text = ("%s: %s would be sealed; new active segment %s would be created"
+                % (directory, result.sealed.name, result.active.name))
     else:
-        click.echo("%s: sealed %s; new active segment %s"
-                   % (directory, result.sealed.name, result.active.name))
+        text = ("%s: sealed %s; new active segment %s"
+                % (directory, result.sealed.name, result.active.name))
+    Output(fmt).summary(
+        "roll", text, topic=topic, partition=partition, directory=directory,
+        rolled=result.sealed is not None,
+        sealed=None if result.sealed is None else result.sealed.name,
+        active=result.active.name, active_base_offset=result.active.base_offset,
+        reason=result.reason, dry_run=dry_run)

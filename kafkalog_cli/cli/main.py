@@ -74,6 +74,23 @@ class LazyGroup(click.Group):
             _resume_gc()
         return command
 
+    def resolve_command(self, ctx: click.Context, args: List[str]
+                        ) -> Tuple[Optional[str], Optional[click.Command], List[str]]:
+        """As click.Group resolves a command, with a mistyped name's nearest commands named in
+        the usage error (difflib, as click names the nearest options), on click 8.1 too."""
+        name = args[0] if args else ""
+        if (name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing
+                and ctx.token_normalize_func is None):
+            from difflib import get_close_matches
+            near = get_close_matches(name, list(COMMANDS))
+            message = "No such command %r." % name
+            if len(near) == 1:
+                message += " Did you mean %r?" % near[0]
+            elif near:
+                message += " (Did you mean one of: %s?)" % ", ".join(repr(n) for n in near)
+            ctx.fail(message)
+        return super().resolve_command(ctx, args)
+
     def _listed(self, ctx: click.Context) -> Optional[List[Tuple[str, str]]]:
         """(name, short help) of every command, or None when one's must be imported."""
         names = self.list_commands(ctx)

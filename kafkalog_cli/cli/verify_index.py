@@ -25,13 +25,18 @@ def _error(path: str, e: BaseException) -> None:
     click.echo("kafkalog: " + error_text(e, path), err=True)
 
 
-def _file_lines(out: Output, r: FileReport) -> None:
-    """A file's lines, problems then notes (then, in JSON, the file's own line), held for one
-    write: an index may hold a million entries, each a finding."""
+def _file_lines(out: Output, notes: Output, r: FileReport) -> None:
+    """A file's lines, problems (``out``) then notes (``notes``: in text on stdout, so that a
+    run that finds no problem writes nothing on stderr), then, in JSON, the file's own line;
+    held for one write: an index may hold a million entries, each a finding."""
     name = printable_name(r.path)
-    for item, label in [(p, p.kind) for p in r.problems] + [(n, "note") for n in r.notes]:
-        out.emit(functools.partial(_finding_json, item, label),
-                 "%s: %s: %s" % (name, label, item.message))
+    for p in r.problems:
+        out.emit(functools.partial(_finding_json, p, p.kind),
+                 "%s: %s: %s" % (name, p.kind, p.message))
+    for n in r.notes:
+        notes.emit(functools.partial(_finding_json, n, "note"),
+                   "%s: note: %s" % (name, n.message))
+    notes.flush()
     out.emit({"type": "file", "file": name, "kind": r.kind, "entries": r.entries,
               "problems": len(r.problems)}, None)
     out.flush()
@@ -77,8 +82,10 @@ def verify_index(paths: Tuple[str, ...], sanity_only: bool, fmt: str,
     found, 2 usage error or unreadable input.
     """
     status = EXIT_OK
-    # text: lines on stderr, and a summary table there on a terminal
+    # text: problems on stderr, and a summary table there on a terminal; notes on stdout (a
+    # cron job that discards stdout hears of problems only). JSON: everything on stdout.
     out = Output(fmt, buffered=True, err=True)
+    notes = Output(fmt, buffered=True) if not out.json else out
     reports: List[FileReport] = []
     for target in paths:
         for item in verify_target(target, sanity_only, max_message_size):
@@ -95,7 +102,7 @@ def verify_index(paths: Tuple[str, ...], sanity_only: bool, fmt: str,
             _error(r.path, r.error)
             status = EXIT_USAGE
             continue
-        _file_lines(out, r)
+        _file_lines(out, notes, r)
         if r.problems:
             status = max(status, EXIT_PROBLEMS)
     out.summary("verify-index", files=len(reports),

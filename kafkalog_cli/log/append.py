@@ -375,19 +375,8 @@ class PartitionWriter:
     # -- rolling by hand -----------------------------------------------------------------------
     def roll_refusal(self, if_bytes: Optional[int] = None, if_older: Optional[int] = None,
                      now: Optional[int] = None) -> Optional[str]:
-        """Why a roll asked for by hand is not made, or None: an empty segment never rolls (as
-        in LogSegment.shouldRoll); ``if_bytes``: not before the segment holds that many bytes;
-        ``if_older``: not before its first batch is older than that many ms at ``now``."""
-        a = self.active
-        if a.size == 0:
-            return "the active segment is empty"
-        if if_bytes is not None and a.size < if_bytes:
-            return "the active segment holds %d bytes, fewer than %d" % (a.size, if_bytes)
-        if if_older is not None:
-            now = now_ms() if now is None else now
-            if a.first_batch_ts is None or a.first_batch_ts >= now - if_older:
-                return "the active segment's first batch is not older than %d ms" % if_older
-        return None
+        """Why a roll asked for by hand is not made, or None (``roll_refusal`` of the module)."""
+        return roll_refusal(self.active, if_bytes, if_older, now)
 
     def roll_unless(self, if_bytes: Optional[int] = None, if_older: Optional[int] = None,
                     now: Optional[int] = None) -> RollResult:
@@ -426,6 +415,42 @@ def _last_epoch(segment: Segment, max_message_size: int) -> Optional[Tuple[int, 
             if found is not None:
                 return found
     return None
+
+
+def roll_refusal(active: ActiveSegment, if_bytes: Optional[int] = None,
+                 if_older: Optional[int] = None, now: Optional[int] = None) -> Optional[str]:
+    """Why a roll asked for by hand is not made of the segment ``active``, or None: an empty
+    segment never rolls (as in LogSegment.shouldRoll); ``if_bytes``: not before the segment
+    holds that many bytes; ``if_older``: not before its first batch is older than that many ms
+    at ``now``."""
+    if active.size == 0:
+        return "the active segment is empty"
+    if if_bytes is not None and active.size < if_bytes:
+        return "the active segment holds %d bytes, fewer than %d" % (active.size, if_bytes)
+    if if_older is not None:
+        now = now_ms() if now is None else now
+        if active.first_batch_ts is None or active.first_batch_ts >= now - if_older:
+            return "the active segment's first batch is not older than %d ms" % if_older
+    return None
+
+
+def plan_roll(directory: str, if_bytes: Optional[int] = None, if_older: Optional[int] = None,
+              now: Optional[int] = None,
+              max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> RollResult:
+    """What ``roll_partition`` would do, reading the partition only (no lock, no file written):
+    ``sealed`` is the segment that would be sealed and ``active`` the one that would be
+    created at the next offset, or ``reason`` says why there would be no roll. Raises
+    AppendError when the active segment is not whole (as the roll would), OSError."""
+    last = Partition(directory).active_segment()
+    base = None if last is None else last.base_offset
+    if last is None or base is None:
+        return RollResult(Segment(directory, 0), reason="the partition has no segment")
+    active = ActiveSegment(directory, base)
+    next_offset = active.read(max_message_size)
+    reason = roll_refusal(active, if_bytes, if_older, now)
+    if reason is not None:
+        return RollResult(last, reason=reason)
+    return RollResult(Segment(directory, next_offset), last)
 
 
 def roll_partition(directory: str, if_bytes: Optional[int] = None,

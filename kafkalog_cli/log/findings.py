@@ -45,6 +45,9 @@ LEADER_EPOCH_PAST_END = "leader_epoch_past_end"
 LEADER_EPOCH_BEFORE_CACHE = "leader_epoch_before_cache"
 # A note kind: an index whose log is gone as the broker removes a segment's files one at a time
 BROKER_STATE = "broker_state"
+# a .log whose bytes from position 0 are not a batch (not a segment: a text file, damage at its
+# start): the indexes have nothing to point at, and a broker's recovery would empty it
+NO_BATCH = "no_batch"
 
 # -- a partition described (describe) ---------------------------------------------------------
 INVALID_BYTES = "invalid_bytes"              # bytes that hold no batch: recovery cuts there

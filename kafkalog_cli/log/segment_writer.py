@@ -114,6 +114,11 @@ class ActiveSegment:
         active.open_files()
         return active
 
+    def read(self, max_message_size: int) -> int:
+        """Read the segment's batches into this state, as ``load`` does, writing no file (a
+        roll's plan): the next offset. AppendError when the segment is not whole."""
+        return self._scan(IndexBuilder(self.base, DEFAULT_INDEX_INTERVAL), max_message_size)[1]
+
     def _scan(self, builder: IndexBuilder, max_message_size: int
               ) -> Tuple[Set[int], int, Optional[Tuple[int, int]]]:
         """Read the segment's batches into this state and ``builder``: (the positions batches

@@ -13,11 +13,14 @@ from typing import (Callable, Dict, Iterable, Iterator, List, Optional, Protocol
                     Tuple, TypeVar, Union)
 
 from ..errors import KafkalogError, UsageError
+from ..format.records import Batch
+from ..format.scan import ZERO_FILL
 from . import files, names
 from .files import (ActiveSegments, FileChangedError, FileFormatError, Found, expand,
                     printable_name)
 from .findings import (BROKER_STATE, MISSING_INDEX, MISSING_INDEX_NOTE, MISSING_LOG,
-                       MISSING_TIME_INDEX_NOTE, SANITY, UNREADABLE, ZERO_TAIL, Finding)
+                       MISSING_TIME_INDEX_NOTE, NO_BATCH, SANITY, UNREADABLE, ZERO_TAIL,
+                       Finding)
 from .index import OffsetIndex, TimeIndex
 from .index_check import (AnyIndex, BatchChain, FileReport, check_offset_index, check_time_index,
                           check_txn_index, sanity_problems)
@@ -144,6 +147,26 @@ class _SegmentCheck:
                                                     header_timestamps=True,
                                                     chain=self.chain(self.log)))
 
+    def log_without_batch(self) -> Optional[FileReport]:
+        """A report on the .log when bytes at its position 0 are not a batch (the file holds no
+        batch at all: LogSegment.recover would truncate it to nothing), None otherwise: an empty
+        .log, one that starts with a batch, or an active segment's zeros (a pre-allocated file,
+        log.preallocate)."""
+        log = self.log
+        if log is None or self.sanity_only or log.size == 0 or len(self.chain(log).positions):
+            return None
+        first = next(iter(log.entries(0)), None)
+        if first is None or isinstance(first, Batch):
+            return None
+        if first.kind == ZERO_FILL and self.active:
+            return None
+        path = self.segment.log_path
+        problem = Finding(NO_BATCH,
+            "%s holds no batch: its %d bytes from position 0 are not a batch (%s)"
+            % (files.printable_name(os.path.basename(path)), log.size, first.reason), path,
+            position=0, bytes=log.size)
+        return FileReport(path, names.LOG, 0, [problem])
+
     def txn_index(self) -> Optional[FileReport]:
         """The .txnindex's report; for a segment without one, a report only when the log has
         aborted transactions it should list."""
@@ -189,7 +212,8 @@ def verify_segment(segment: Segment, active: bool, sanity_only: bool = False,
            if os.path.lexists(segment.log_path) else None)
     try:
         check = _SegmentCheck(segment, log, active, sanity_only)
-        reports = check.offset_and_time_indexes()
+        no_batch = check.log_without_batch()
+        reports = ([] if no_batch is None else [no_batch]) + check.offset_and_time_indexes()
         txn = check.txn_index()
         feed = (epochs is not None and log is not None and not sanity_only
                 and not segment.suffix)

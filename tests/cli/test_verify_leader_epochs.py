@@ -210,7 +210,8 @@ def test_batches_before_the_first_entry_of_no_later_epoch_are_a_note(part):
     path = write_checkpoint(part, "0\n1\n3 5\n")
     res = verify(str(part))
     assert res.code == 0, res
-    assert res.err.startswith(path + ": note: the batch at offsets 0 to 4 carries leader epoch "
+    assert res.err == "", res
+    assert res.out.startswith(path + ": note: the batch at offsets 0 to 4 carries leader epoch "
                               "0, before the cache's first entry (epoch 3 at offset 5)"), res
     code, problems, notes, _ = verify_json(str(part))
     assert (code, problems) == (0, [])
@@ -280,7 +281,8 @@ def test_cache_entry_past_log_end_is_a_note(part):
     path = write_checkpoint(part, "0\n4\n0 0\n2 4\n3 10\n7 25\n")
     res = verify(str(part))
     assert res.code == 0, res
-    assert res.err.splitlines() == [
+    assert res.err == "", res
+    assert res.out.splitlines() == [
         "%s: note: epoch %d starts at offset %d, at or past the log end offset 10: the broker "
         "drops the entry when it loads the log (LogLoader: LeaderEpochFileCache.truncateFromEnd)"
         % (path, e, o) for e, o in ((3, 10), (7, 25))]
