@@ -165,6 +165,8 @@ class Writer:
         for note in reader.notes:
             self.warn(note.message)
         self.begin_file(printable_name(reader.log.path), reader.base, reader.log.buf)
+        if names.lifecycle_suffix(reader.log.path) == names.DELETED:
+            self.deleted_file()
         first_match = reader.seek is not None
         for event in reader:
             if isinstance(event, BatchRead):
@@ -196,6 +198,12 @@ class Writer:
         """Start a file; ``buf`` is its bytes, for writers that render from them directly."""
         self.path = path
         self.buf = buf
+
+    def deleted_file(self) -> None:
+        """The file begun is a `.log.deleted`: a segment UnifiedLog.deleteSegmentFiles renamed
+        (retention, a log start offset moved, the cleaner's swap) and removes after
+        file.delete.delay.ms. Its records are shown, and said to be out of the log."""
+        self.warn("note: " + deleted_note(self.path or ""))
 
     def fast_path(self) -> Optional[FastRun]:
         """None, or a function(log, pos, end, max_bytes, prev_last) -> (new pos, prev_last)
@@ -365,6 +373,13 @@ def entry_text(kind: str, f: Dict[str, Any], kafka_format: str) -> str:
                                               f["lastOffset"], f["offsetDelta"], f["timestamp"]))
         return line if java_tool(kafka_format) else line + " "  # the Scala tool's trailing space
     return " ".join("%s: %s" % item for item in f.items())
+
+
+def deleted_note(path: str) -> str:
+    """The note on a `.log.deleted` file a dump shows."""
+    return ("%s is a deleted segment (renamed .deleted by retention or the log cleaner; "
+            "the broker removes it after file.delete.delay.ms): its records are no longer in the "
+            "log" % path)
 
 
 # -- control records ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..format.records import record_sequence
 from ..format.validity import control_record_error, record_validity
 from .. import jsonvocab
-from . import decoders
+from . import decoders, render
 from .render import BOOL_TEXT, Writer, control_fields, control_text
 
 if TYPE_CHECKING:
@@ -92,7 +92,11 @@ class JsonWriter(Writer):
         self._topic: Optional[str] = None
         self._partition: Optional[int] = None
         self._counts = {"files": 0, "batches": 0, "invalidBatches": 0, "records": 0,
-                        "invalidBytes": 0, "problems": 0}
+                        "invalidBytes": 0, "problems": 0, "deletedFiles": 0, "deletedBatches": 0,
+                        "deletedRecords": 0}
+        # the counts a batch and its records go to: a .log.deleted's are counted apart
+        self._batches_key, self._records_key = "batches", "records"
+        self._deleted = False
 
     def _emit(self, obj: Dict[str, Any]) -> None:
         self._lines.append(self._dumps(obj))
@@ -119,13 +123,23 @@ class JsonWriter(Writer):
                    buf: Optional[memoryview] = None) -> None:
         super().begin_file(path, base_offset, buf)
         self._where(path)
+        self._batches_key, self._records_key = "batches", "records"
+        self._deleted = False
+
+    def deleted_file(self) -> None:
+        super().deleted_file()
+        self._emit({"type": "note", "file": self.path, "kind": "deleted_segment",
+                    "message": render.deleted_note(self.path or "")})
+        self._counts["deletedFiles"] += 1
+        self._batches_key, self._records_key = "deletedBatches", "deletedRecords"
+        self._deleted = True
 
     def batch(self, b: Batch, recs: Optional[Records]) -> None:
         tst = b.timestamp_type_name
-        self._counts["batches"] += 1
+        self._counts[self._batches_key] += 1
         if not b.is_valid:
             self._counts["invalidBatches"] += 1
-        self._emit({
+        obj = {
             "type": "batch", "topic": self._topic, "partition": self._partition,
             "file": self.path, "position": b.position, "size": b.size,
             "magic": b.magic, "baseOffset": b.base_offset, "lastOffset": b.last_offset,
@@ -134,7 +148,10 @@ class JsonWriter(Writer):
             "producerEpoch": b.producer_epoch, "baseSequence": b.base_sequence,
             "lastSequence": b.last_sequence, "partitionLeaderEpoch": b.partition_leader_epoch,
             "isTransactional": b.is_transactional, "isControl": b.is_control,
-            "deleteHorizonMs": b.delete_horizon_ms})
+            "deleteHorizonMs": b.delete_horizon_ms}
+        if self._deleted:
+            obj["deletedSegment"] = True  # a batch of a .log.deleted: no longer in the log
+        self._emit(obj)
         if recs is not None:
             self.records(b, recs)
 
@@ -148,7 +165,7 @@ class JsonWriter(Writer):
             return
         topic, partition = self._topic, self._partition
         bj = jsonvocab.bytes_json
-        self._counts["records"] += len(recs.offsets)
+        self._counts[self._records_key] += len(recs.offsets)
         for i, off in enumerate(recs.offsets):
             k = recs.keys[i]
             v = recs.values[i]
@@ -203,7 +220,7 @@ class JsonWriter(Writer):
         batch_valid = "true" if b.is_valid else "false"
         headers = recs.headers
         add = self._lines.append
-        self._counts["records"] += len(recs.offsets)
+        self._counts[self._records_key] += len(recs.offsets)
         for i, (off, ts, k, v) in enumerate(zip(recs.offsets, recs.timestamps, recs.keys,
                                                 recs.values)):
             if valids is not None:

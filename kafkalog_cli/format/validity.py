@@ -111,3 +111,128 @@ def control_problem(records: Records) -> Optional[str]:
         if error is not None:
             return control_record_problem(offset, error)
     return None
+
+
+def offsets_text(low: int, high: int) -> str:
+    """"offset 5", "offsets 5-9" (or "offsets -5 to 9")."""
+    if low == high:
+        return "offset %d" % low
+    return ("offsets %d-%d" if low >= 0 else "offsets %d to %d") % (low, high)
+
+
+class Misplaced:
+    """A stretch of consecutive batches whose offsets are out of place, said once: where it
+    starts (``position``, with ``why`` its first batch is out of place and ``item``, what the
+    caller gave for that batch), how many batches (``batches``) and bytes (``size``) it holds,
+    the offsets they carry (``low``-``high``), the offset they do not follow (``after``; None:
+    none before them) and where the offsets resume being in order (``resume``: the position of
+    the first batch after it that follows ``after``; None: none does)."""
+
+    __slots__ = ("position", "why", "item", "batches", "size", "low", "high", "after", "resume")
+
+    def __init__(self, position: int, size: int, first: int, last: int, why: str,
+                 after: Optional[int], item: object = None) -> None:
+        self.position = position
+        self.why = why
+        self.item = item
+        self.batches = 1
+        self.size = size
+        self.low = first
+        self.high = last
+        self.after = after
+        self.resume: Optional[int] = None
+
+    def add(self, size: int, first: int, last: int) -> None:
+        self.batches += 1
+        self.size += size
+        self.low = min(self.low, first)
+        self.high = max(self.high, last)
+
+    def text(self, ended: bool = True) -> str:
+        """The one sentence for the stretch; ``ended``: the segment was read to its end (else
+        where the offsets resume is not known when none was met)."""
+        out = "%s: %d batch%s, %d bytes (%s) out of place" % (
+            self.why, self.batches, "" if self.batches == 1 else "es", self.size,
+            offsets_text(self.low, self.high))
+        if self.resume is not None:
+            return out + "; offsets resume at position %d" % self.resume
+        if ended and self.after is not None:
+            return out + "; no later batch of the segment follows offset %d" % self.after
+        return out
+
+
+class OffsetOrder:
+    """The order of a segment's offsets, batch by batch (``check``), with one ``Misplaced``
+    for each stretch of batches out of place rather than one sentence per batch. A batch is
+    out of place when ``reach_problem`` or ``order_problem`` says so against the batches in
+    place before it (``prev_last``, the highest last offset of those). One batch whose offsets
+    lie above those of the batch after it, when that one follows the batch before it (or the
+    segment's base offset) (a flipped bit in a base offset, which the CRC does not cover), is
+    that stretch alone: the batches after it are in place."""
+
+    __slots__ = ("base", "prev_last", "taken", "stretch")
+
+    def __init__(self, base: Optional[int], prev_last: Optional[int] = None) -> None:
+        self.base = base
+        self.prev_last = prev_last
+        # the batch taken in place last: (position, size, first, last, prev_last before it,
+        # item), when known
+        self.taken: Optional[Tuple[int, int, int, int, Optional[int], object]] = None
+        self.stretch: Optional[Misplaced] = None
+
+    def forget(self, prev_last: Optional[int]) -> None:
+        """Batches taken in place elsewhere, up to ``prev_last``: which one was last is not
+        known."""
+        self.prev_last = prev_last
+        self.taken = None
+
+    def check(self, position: int, size: int, first: int, last: int,
+              item: object = None) -> Tuple[Optional[str], Optional[Misplaced]]:
+        """(why the batch at ``position`` is out of place, or None; a stretch that this batch
+        ends, to be said, or None). ``first``/``last``: its offsets; ``item``: kept with it."""
+        base, prev = self.base, self.prev_last
+        why = ((None if base is None else reach_problem(last, base))
+               or order_problem(last, prev))
+        if why is None:
+            ended = self.stretch
+            if ended is not None:
+                ended.resume = position
+                self.stretch = None
+            self.taken = (position, size, first, last, prev, item)
+            self.prev_last = last
+            return None, ended
+        stretch = self.stretch
+        if stretch is not None:
+            stretch.add(size, first, last)
+            return why, None
+        taken = self.taken
+        if taken is not None and order_problem(last, prev) is not None:
+            t_pos, t_size, t_first, t_last, floor, t_item = taken
+            if floor is None and base is not None:
+                floor = base - 1  # the segment's first batch
+            if floor is not None and floor < first and last < t_first:
+                # this batch follows the one before the batch taken last: that one is out
+                # of place, alone
+                spike = Misplaced(t_pos, t_size, t_first, t_last,
+                                  "%s above those of the batch after it (%s)"
+                                  % (offsets_text(t_first, t_last), offsets_text(first, last)),
+                                  taken[4], t_item)
+                spike.resume = position
+                self.taken = (position, size, first, last, taken[4], item)
+                self.prev_last = last
+                return None, spike
+        self.stretch = Misplaced(position, size, first, last, why, prev, item)
+        return why, None
+
+    def resumed(self, position: int) -> Optional[Misplaced]:
+        """The stretch that the batch at ``position``, taken in place elsewhere, ends, or
+        None."""
+        stretch, self.stretch = self.stretch, None
+        if stretch is not None:
+            stretch.resume = position
+        return stretch
+
+    def finish(self) -> Optional[Misplaced]:
+        """The stretch still open where the reading stops, or None."""
+        stretch, self.stretch = self.stretch, None
+        return stretch

@@ -22,7 +22,7 @@ from .files import FileFormatError
 from .offset_map import OffsetMap, new_offset_map
 from .findings import INVALID_BYTES, OFFSET_ORDER, UNREADABLE, UNREADABLE_RECORDS, Finding
 from .partition import Partition
-from .read import BatchProblem, BatchRead, BytesProblem, segment_events
+from .read import BatchProblem, BatchRead, BytesProblem, segment_events, to_say
 from .report import Report, field, report
 from .segment import Segment
 from .topic_config import ClusterConfigs, TopicConfig, cluster_configs, topic_config
@@ -402,7 +402,7 @@ def _problem(status: CleanerStatus, segment: Segment, event: object,
         kind, position, fields = INVALID_BYTES, item.position, {"position": item.position}
         message = "%d bytes at position %d hold no batch (%s): %s" % (
             item.size, item.position, item.reason, stops)
-    elif isinstance(event, BatchProblem) and event.counted:
+    elif isinstance(event, BatchProblem) and to_say(event):
         batch = event.batch
         kind, position = UNREADABLE_RECORDS, batch.position
         fields = {"position": batch.position, "baseOffset": batch.base_offset}

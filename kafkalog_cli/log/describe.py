@@ -29,7 +29,7 @@ from ..format.records import (ATTR_CODEC, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TY
                               INT64_MIN, LOG_APPEND_TIME, LOG_OVERHEAD, V2_HEADER, V2_OVERHEAD,
                               Batch)
 from ..format.scan import MIN_HEADER, InvalidBytes
-from ..format.validity import MAX_RELATIVE_OFFSET, crc_problem, order_problem, reach_problem
+from ..format.validity import MAX_RELATIVE_OFFSET, Misplaced, OffsetOrder, crc_problem
 from . import names
 from .files import FileFormatError, printable_name
 from .findings import (CLEANER_OFFSET_OUT_OF_RANGE, CRC_MISMATCH, HIGH_WATERMARK_OUT_OF_RANGE,
@@ -234,6 +234,7 @@ class _Scan:
         self.magics: Set[int] = set()
         self.times = _Range()
         self.prev_last: Optional[int] = None
+        self.order = OffsetOrder(segment.base_offset)
 
     def entry(self, item: Union[Batch, InvalidBytes]) -> bool:
         """Count one entry as the shared scanner (``LogFile.entries``) yields it; False at
@@ -266,31 +267,63 @@ class _Scan:
             self.times.add(batch.max_timestamp, batch.max_timestamp)
         else:
             first = _legacy_wrapper(seg, self.log, batch, self.times, name)
-        self.placed(batch.position, first, batch.last_offset)
+        self.placed(batch.position, batch.size, first, batch.last_offset)
         return True
 
-    def placed(self, position: int, first: int, last: int) -> None:
-        """Offsets ``first``..``last`` of the batch at ``position`` checked against the
-        batches before it and the segment's base offset, and counted."""
+    def placed(self, position: int, size: int, first: int, last: int) -> None:
+        """Offsets ``first``..``last`` of the batch of ``size`` bytes at ``position`` checked
+        against the batches before it and the segment's base offset (format.validity's
+        OffsetOrder: a stretch of batches out of place is one finding), and counted."""
         seg = self.seg
         if seg.first_offset is None:
             seg.first_offset = first
-        why = order_problem(last, self.prev_last)
+        order = self.order
+        if order.prev_last != self.prev_last:
+            order.forget(self.prev_last)  # batches taken by _scan_headers
+        why, stretch = order.check(position, size, first, last)
+        if stretch is not None:
+            self.misplaced(stretch)
         base = self.segment.base_offset
-        if why is None and base is not None:
-            why = reach_problem(last, base)
-            if why is None and first < base:
-                why = "first offset %d is below the segment's base offset %d" % (first, base)
-        if why is not None:
-            seg.problems.append(Finding(OFFSET_ORDER, "batch at position %d: %s"
-                                        % (position, why), self.name,
-                                        position=position, lastOffset=last))
-        if self.prev_last is None or last > self.prev_last:
-            self.prev_last = last
-        seg.last_offset = self.prev_last
+        if why is None and base is not None and first < base:
+            seg.problems.append(Finding(
+                OFFSET_ORDER, "batch at position %d: first offset %d is below the segment's "
+                "base offset %d" % (position, first, base), self.name,
+                position=position, lastOffset=last))
+        self.prev_last = order.prev_last
+        self.reached(last)
+
+    def reached(self, last: int) -> None:
+        """The segment's last offset: the highest of its batches, in place or not."""
+        seg = self.seg
+        if seg.last_offset is None or last > seg.last_offset:
+            seg.last_offset = last
+
+    def taken(self, first_position: int, position: int, before: Optional[int]) -> None:
+        """Batches in place taken by _scan_headers, from ``first_position`` to the one at
+        ``position`` (taken last, after offset ``before``): a stretch out of place ends at the
+        first; the last one is known to OffsetOrder."""
+        order = self.order
+        stretch = order.resumed(first_position)
+        if stretch is not None:
+            self.misplaced(stretch)
+        order.forget(self.prev_last)
+        for batch in self.log.headers(position):
+            order.taken = (position, batch.size, batch.base_offset, batch.last_offset, before,
+                           None)
+            break
+
+    def misplaced(self, stretch: Misplaced, ended: bool = True) -> None:
+        """One finding for a stretch of batches out of place."""
+        self.seg.problems.append(Finding(
+            OFFSET_ORDER, "batch at position %d: %s" % (stretch.position, stretch.text(ended)),
+            self.name, position=stretch.position, lastOffset=stretch.high,
+            batches=stretch.batches, sizeBytes=stretch.size, resumePosition=stretch.resume))
 
     def finish(self) -> None:
         seg = self.seg
+        stretch = self.order.finish()
+        if stretch is not None:
+            self.misplaced(stretch)
         seg.codecs = sorted(codecs.codec_name(c) for c in self.codec_ids)
         seg.magic = sorted(self.magics)
         seg.min_timestamp, seg.max_timestamp = self.times.low, self.times.high
@@ -323,6 +356,8 @@ def _scan_headers(scan: _Scan) -> None:
     ids, times = scan.codec_ids, scan.times
     records = batches = 0
     prev = scan.prev_last
+    run_start = taken_at = 0  # where the batches taken in a row start; the last one taken
+    before: Optional[int] = None  # the last offset before the last batch taken
     while end - pos >= MIN_HEADER:
         if pos + V2_OVERHEAD > lo + have:
             have = log.read_into(buf, pos)
@@ -348,16 +383,22 @@ def _scan_headers(scan: _Scan) -> None:
                     times.add(base_ts, max_ts)
                 if seg.first_offset is None:
                     seg.first_offset = base
-                prev = last
+                if batches == 1:
+                    run_start = pos
+                before, prev, taken_at = prev, last, pos
                 pos = nxt
                 continue
         # anything else: the shared scanner's judgement of the entry here
         if batches:
             scan.magics.add(2)
+            scan.prev_last = prev
+            scan.taken(run_start, taken_at, before)
         seg.batches += batches
         seg.records += records
         batches = records = 0
-        scan.prev_last = seg.last_offset = prev
+        scan.prev_last = prev
+        if prev is not None:
+            scan.reached(prev)
         for item in log.entries(pos):
             break
         else:
@@ -370,9 +411,11 @@ def _scan_headers(scan: _Scan) -> None:
     seg.batches += batches
     seg.records += records
     if prev is not None:
-        scan.prev_last = seg.last_offset = prev
+        scan.prev_last = prev
+        scan.reached(prev)
     if batches:
         scan.magics.add(2)
+        scan.taken(run_start, taken_at, before)
     if pos < end:
         # fewer bytes than a header needs: the scanner names them
         for item in log.entries(pos):

@@ -23,8 +23,7 @@ from ..errors import InvalidDataError
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch, Records, held_back
 from ..format.scan import InvalidBytes
-from ..format.validity import (MAX_RELATIVE_OFFSET, control_problem, magic_problem, order_problem,
-                               reach_problem)
+from ..format.validity import MAX_RELATIVE_OFFSET, OffsetOrder, control_problem, magic_problem
 from . import names
 from .files import Found, expand, printable_name
 from .seek import Seek, next_bases
@@ -32,6 +31,9 @@ from .segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile, Segment
 
 # BatchProblem kinds
 MISPLACED = "misplaced"        # offsets going back, or past the segment's reach: invalid
+# a stretch of MISPLACED batches, said once where it ends (format.validity.Misplaced): not
+# counted again
+MISPLACED_STRETCH = "misplaced_stretch"
 RECORDS = "records"            # its records cannot be read: invalid
 NOT_DECODED = "not_decoded"    # its records inflate past the bound: valid, records not read
 CONTROL = "control"            # a malformed control record among the records read: invalid
@@ -58,8 +60,11 @@ class BatchRead:
 
 
 class BatchProblem:
-    """Something wrong with a batch (``kind``: MISPLACED, RECORDS, NOT_DECODED or CONTROL),
-    said in ``message``; ``counted``: it makes the data invalid."""
+    """Something wrong with a batch (``kind``: MISPLACED, MISPLACED_STRETCH, RECORDS,
+    NOT_DECODED or CONTROL), said in ``message``; ``counted``: it makes the data invalid. Each
+    batch out of place has its MISPLACED event, before its records; a stretch of them is said
+    once, by a MISPLACED_STRETCH event (``batch``: the stretch's first) where it ends: readers
+    that print say that one."""
 
     __slots__ = ("batch", "kind", "message", "counted")
 
@@ -93,6 +98,14 @@ class Note:
 
 
 Event = Union[BatchRead, BatchProblem, BytesProblem, Note]
+
+
+def to_say(event: Union[BatchProblem, BytesProblem, Note]) -> bool:
+    """Whether a reader that lists invalid data says ``event``: a counted one, but a batch
+    out of place, which its stretch (MISPLACED_STRETCH) says once."""
+    if isinstance(event, BatchProblem) and event.kind in (MISPLACED, MISPLACED_STRETCH):
+        return event.kind == MISPLACED_STRETCH
+    return event.counted
 
 
 def problem_text(path: str, event: Union[BatchProblem, BytesProblem, Note]) -> str:
@@ -171,32 +184,74 @@ class SegmentReader:
         self.base = base
 
     def __iter__(self) -> Iterator[Event]:
+        order = OffsetOrder(self.base)
+        ended = yield from self._entries(order)
+        stretch = order.finish()
+        if stretch is not None:
+            yield BatchProblem(stretch.item, MISPLACED_STRETCH,  # type: ignore[arg-type]
+                               stretch.text(ended), counted=False)
+
+    def _placed(self, order: OffsetOrder, item: Batch) -> Iterator[Event]:
+        """The events of the order of ``item``'s offsets (a valid batch): the broker's
+        recovery stops the segment at offsets going back or out of the segment's reach (its
+        index cannot take the entry)."""
+        why, stretch = order.check(item.position, item.size, item.base_offset, item.last_offset,
+                                   item)
+        if stretch is not None:
+            self.invalid = True
+            yield BatchProblem(stretch.item, MISPLACED_STRETCH,  # type: ignore[arg-type]
+                               stretch.text(), counted=False)
+        if why is not None:
+            self.invalid = True
+            yield BatchProblem(item, MISPLACED, why)
+
+    def _replay(self, order: OffsetOrder, start: int, stop: int,
+                prev_last: Optional[int]) -> Iterator[Event]:
+        """The order of the batches a fast run took from ``start`` to ``stop`` (rendered
+        already), checked batch by batch from ``prev_last`` (the run's start): the fast runs
+        do not keep which batch they took last."""
+        order.forget(prev_last)
+        for batch in self.log.headers(start):
+            if batch.position >= stop:
+                break
+            yield from self._placed(order, batch)
+
+    def _entries(self, order: OffsetOrder) -> Generator[Event, None, bool]:
+        """The events, up to the end of what is read (returns True) or of what is wanted."""
         log, base, end = self.log, self.base, self.end
         pos = min(self.start, end)
-        prev_last: Optional[int] = None  # the highest last offset of the valid batches so far
-        beyond_reach = False
         fast_records = self.fast_records
+        run: Optional[Tuple[int, Optional[int]]] = None  # a fast run's start, and prev_last then
         while pos < end:
-            if fast_records is not None:
-                # It stops before a batch whose offsets go back or out of the segment's reach.
-                pos, prev_last = fast_records(log, pos, end, RELEASE_STEP,
-                                              base - 1 if prev_last is None else prev_last,
-                                              min(base + MAX_RELATIVE_OFFSET, INT64_MAX))
+            if fast_records is not None or self.fast is not None:
+                prev = order.prev_last
+                start = pos
+                floor = base - 1 if prev is None else prev
+                if fast_records is not None:
+                    # It stops before a batch whose offsets go back or out of the segment's
+                    # reach.
+                    pos, last = fast_records(log, pos, end, RELEASE_STEP, floor,
+                                             min(base + MAX_RELATIVE_OFFSET, INT64_MAX))
+                else:
+                    # From base - 1 the fast run also stops at a batch below the segment's
+                    # base; not at one beyond its reach, which the replay then finds.
+                    assert self.fast is not None
+                    pos, last = self.fast(log, pos, end, RELEASE_STEP, floor)
                 log.release_before(pos)
-            elif self.fast is not None:
-                # From base - 1 the fast run also stops at a batch below the segment's base.
-                pos, prev_last = self.fast(log, pos, end, RELEASE_STEP,
-                                           base - 1 if prev_last is None else prev_last)
-                log.release_before(pos)
-                if prev_last - base > MAX_RELATIVE_OFFSET and not beyond_reach:
-                    beyond_reach = True
-                    self.invalid = True
-                    yield Note("%s: batches before position %d reach offset %d, which does not "
-                               "fit a segment based at %d"
-                               % (printable_name(log.path), pos, prev_last, base), counted=True)
+                if pos > start:
+                    run = (start, prev)
+                    if last - base > MAX_RELATIVE_OFFSET:
+                        yield from self._replay(order, start, pos, prev)
+                        run = None
+                    else:
+                        stretch = order.resumed(start)  # the run's first batch is in place
+                        if stretch is not None:
+                            yield BatchProblem(stretch.item,  # type: ignore[arg-type]
+                                               MISPLACED_STRETCH, stretch.text(), counted=False)
+                        order.forget(last)
             for item in log.entries(pos, end, self.resync):
                 if self.stop is not None and item.position >= self.stop:
-                    return
+                    return False
                 pos = item.position + item.size
                 if not isinstance(item, Batch):
                     # A batch cut by the caller's byte limit is not an error, as in Kafka.
@@ -205,15 +260,13 @@ class SegmentReader:
                     yield BytesProblem(item, counted)
                     continue
                 if item.is_valid:
-                    # Offsets going back, or out of the segment's reach: the broker's recovery
-                    # stops the segment there (its index cannot take the entry).
-                    problem = (reach_problem(item.last_offset, base)
-                               or order_problem(item.last_offset, prev_last))
-                    if problem is None:
-                        prev_last = item.last_offset
-                    else:
-                        self.invalid = True
-                        yield BatchProblem(item, MISPLACED, problem)
+                    if run is not None and order.taken is None and order.stretch is None \
+                            and order.prev_last is not None \
+                            and item.last_offset <= order.prev_last:
+                        # which batch of the fast run came last decides who is out of place
+                        yield from self._replay(order, run[0], item.position, run[1])
+                    run = None
+                    yield from self._placed(order, item)
                 problem = magic_problem(item)
                 if problem is not None:
                     # DumpLogSegments prints such a batch (isvalid by its CRC), but it is
@@ -224,11 +277,12 @@ class SegmentReader:
                     continue
                 outcome = yield from self._batch(item)
                 if outcome is None:
-                    return  # past the sought offsets: no later batch is wanted
+                    return False  # past the sought offsets: no later batch is wanted
                 if outcome and (self.fast is not None or fast_records is not None):
                     break  # back to the fast run
             else:
                 break
+        return pos >= end
 
     def _batch(self, batch: Batch) -> Generator[Event, None, Optional[bool]]:
         """The events of one batch; returns whether it was shown (None: past the bounds)."""

@@ -7,7 +7,8 @@ import os
 from typing import Any, Dict, List, Optional, Set
 
 from ..format.records import Batch, Records
-from .read import CONTROL, NOT_DECODED, BatchProblem, BatchRead, BytesProblem, SegmentReader
+from .read import (CONTROL, MISPLACED, MISPLACED_STRETCH, NOT_DECODED, BatchProblem, BatchRead,
+                   BytesProblem, SegmentReader)
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile
 
 
@@ -24,6 +25,9 @@ class _Summary:
         self.batch: Optional[Batch] = None
         self.problem: Optional[str] = None
         self.early: Optional[BatchProblem] = None  # a problem told before its batch's records
+        self.misplaced = False  # the batch in progress is out of place
+        self.finished: Optional[Batch] = None  # the batch counted last, and whether out of place
+        self.finished_misplaced = False
         self.count = 0
         self.first: Optional[int] = None
         self.timestamps: List[int] = []
@@ -33,6 +37,7 @@ class _Summary:
         early = self.early if self.early is not None and self.early.batch is batch else None
         self.batch, self.count, self.first = batch, 0, None
         self.problem = early.message if early is not None else None
+        self.misplaced = early is not None and early.kind == MISPLACED
         self.early = None
         self.timestamps = []
         self.out["batches"] += 1
@@ -45,7 +50,19 @@ class _Summary:
             self.count += len(recs)
             self.timestamps += (min(recs.timestamps), max(recs.timestamps))
 
+    def stretch(self, problem: BatchProblem) -> None:
+        """A stretch of batches out of place, said once; its first batch counted invalid here
+        when it was read as in place (one batch above the offsets of the batches after it)."""
+        if problem.batch is self.batch:
+            self.problem = self.problem or problem.message
+            self.misplaced = True
+        elif self.finished is problem.batch and not self.finished_misplaced:
+            self.out["invalid_batches"] += 1
+        self.out["problems"].append("batch at %d: %s" % (problem.batch.position, problem.message))
+
     def fail(self, problem: BatchProblem) -> None:
+        if problem.kind == MISPLACED:
+            self.misplaced = True
         if problem.batch is self.batch:
             self.problem = self.problem or problem.message
         else:
@@ -62,11 +79,13 @@ class _Summary:
         self.batch = None
         if batch is None:
             return
+        self.finished, self.finished_misplaced = batch, self.misplaced
         if self.problem is None and not batch.is_valid:
             self.problem = "CRC mismatch"
         if self.problem is not None:
             out["invalid_batches"] += 1
-            out["problems"].append("batch at %d: %s" % (batch.position, self.problem))
+            if not self.misplaced:  # a batch out of place: said once for its stretch
+                out["problems"].append("batch at %d: %s" % (batch.position, self.problem))
             return
         out["records"] += self.count
         if out["first_offset"] is None:
@@ -103,6 +122,8 @@ def summarize_segment(path: str,
                     count = event.batch.count
                     if count is not None:
                         summary.count = count
+                elif event.kind == MISPLACED_STRETCH:
+                    summary.stretch(event)
                 elif event.kind != CONTROL:  # a malformed control record leaves it counted valid
                     summary.fail(event)
     summary.finish()

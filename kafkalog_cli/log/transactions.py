@@ -28,7 +28,7 @@ from ..format.records import Batch, Records
 from .files import FileFormatError, printable_name
 from .indexbuild import TxnTracker
 from .partition import Partition
-from .read import CONTROL, BatchProblem, BatchRead, Note, problem_text, segment_events
+from .read import CONTROL, BatchProblem, BatchRead, Note, problem_text, segment_events, to_say
 from .report import Report, report
 from .segment import DEFAULT_MAX_MESSAGE_SIZE, Segment
 from .txnindex import AbortedTxn
@@ -334,7 +334,7 @@ def _partition_transactions(directory: str, reference: Tuple[Optional[int], str]
                            "its bytes; passed over" % (printable_name(segment.log_path),
                                                        event.batch.position,
                                                        event.batch.base_offset), counted=True)
-        elif event.counted and not (isinstance(event, BatchProblem) and event.kind == CONTROL):
+        elif to_say(event) and not (isinstance(event, BatchProblem) and event.kind == CONTROL):
             # (a malformed marker is the Note _Scan.batch gives when it reads the marker)
             scan.summary.problems += 1
             yield Note(problem_text(segment.log_path, event), counted=True)

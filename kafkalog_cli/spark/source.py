@@ -42,7 +42,7 @@ from ..log.files import FileFormatError, NoSegmentsError, printable_name
 from ..log.logdir import partitions_of
 from ..log.partition import Partition
 from ..log.read import (CONTROL, NOT_DECODED, RECORDS, BatchProblem, BatchRead, BytesProblem,
-                        SegmentReader, offset_for_time)
+                        SegmentReader, offset_for_time, to_say)
 from ..log.seek import Seek
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE, LogFile, Segment
 
@@ -420,8 +420,9 @@ def read_slice(part: SegmentSlice, options: Options,
             elif isinstance(event, BatchProblem):
                 # records that cannot be read (the rows before the damage were given); a batch
                 # out of place (MISPLACED) is read as it is; a malformed control record
-                # (CONTROL) is a row as the others
-                if event.counted and event.kind != CONTROL:
+                # (CONTROL) is a row as the others; batches out of place are said once a
+                # stretch (MISPLACED_STRETCH)
+                if to_say(event) and event.kind != CONTROL:
                     problem(event.batch, event.message)
                 if event.kind in (RECORDS, NOT_DECODED) and include_invalid:
                     cols.add_invalid(cols.batch_fields(topic, partition, segment, event.batch,

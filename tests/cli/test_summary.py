@@ -62,8 +62,9 @@ def test_scan_counts_offsets_that_go_back(tmp_path):
     path = kg.write_segment(str(tmp_path / "t-0"), 0, first, bytes(second))
     summary, invalid = _summary_invalid(path)
     assert invalid and summary["invalid_batches"] == 1
-    assert summary["problems"] == ["batch at %d: last offset 1 does not follow offset 1"
-                                   % len(first)]
+    assert summary["problems"] == ["batch at %d: last offset 1 does not follow offset 1: 1 batch, "
+                                   "%d bytes (offset 1) out of place; no later batch of the "
+                                   "segment follows offset 1" % (len(first), len(second))]
     assert (summary["records"], summary["last_offset"]) == (2, 1)
     assert dump(path).code == 1
 
