@@ -126,9 +126,11 @@ class Misplaced:
     caller gave for that batch), how many batches (``batches``) and bytes (``size``) it holds,
     the offsets they carry (``low``-``high``), the offset they do not follow (``after``; None:
     none before them) and where the offsets resume being in order (``resume``: the position of
-    the first batch after it that follows ``after``; None: none does)."""
+    the first batch after it that follows ``after``; None: none does). ``late``: its one batch
+    was taken in place when read, and found out of place by the batch after it."""
 
-    __slots__ = ("position", "why", "item", "batches", "size", "low", "high", "after", "resume")
+    __slots__ = ("position", "why", "item", "batches", "size", "low", "high", "after", "resume",
+                 "late")
 
     def __init__(self, position: int, size: int, first: int, last: int, why: str,
                  after: Optional[int], item: object = None) -> None:
@@ -141,6 +143,7 @@ class Misplaced:
         self.high = last
         self.after = after
         self.resume: Optional[int] = None
+        self.late = False
 
     def add(self, size: int, first: int, last: int) -> None:
         self.batches += 1
@@ -218,6 +221,7 @@ class OffsetOrder:
                                   % (offsets_text(t_first, t_last), offsets_text(first, last)),
                                   taken[4], t_item)
                 spike.resume = position
+                spike.late = True
                 self.taken = (position, size, first, last, taken[4], item)
                 self.prev_last = last
                 return None, spike

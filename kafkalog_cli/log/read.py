@@ -31,8 +31,8 @@ from .segment import DEFAULT_MAX_MESSAGE_SIZE, RELEASE_STEP, LogFile, Segment
 
 # BatchProblem kinds
 MISPLACED = "misplaced"        # offsets going back, or past the segment's reach: invalid
-# a stretch of MISPLACED batches, said once where it ends (format.validity.Misplaced): not
-# counted again
+# a stretch of MISPLACED batches, said once where it ends (format.validity.Misplaced): counted
+# only for a batch found out of place once the batch after it was read (it had no MISPLACED)
 MISPLACED_STRETCH = "misplaced_stretch"
 RECORDS = "records"            # its records cannot be read: invalid
 NOT_DECODED = "not_decoded"    # its records inflate past the bound: valid, records not read
@@ -198,9 +198,10 @@ class SegmentReader:
         why, stretch = order.check(item.position, item.size, item.base_offset, item.last_offset,
                                    item)
         if stretch is not None:
+            # counted when its batch had no MISPLACED event (found out of place late)
             self.invalid = True
             yield BatchProblem(stretch.item, MISPLACED_STRETCH,  # type: ignore[arg-type]
-                               stretch.text(), counted=False)
+                               stretch.text(), counted=stretch.late)
         if why is not None:
             self.invalid = True
             yield BatchProblem(item, MISPLACED, why)
