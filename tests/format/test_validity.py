@@ -136,3 +136,57 @@ def test_transactions_say_a_malformed_marker_once(tmp_path):
                      "version -1" % path]
     [summary] = [i for i in items if isinstance(i, PartitionSummary)]
     assert summary.problems == 1
+
+
+def _order(base, batches):
+    """(what OffsetOrder.check says of each (first, last) batch of 10 bytes, the stretches it
+    gives, as (position, batches, size, low, high, resume, late), the one still open at the
+    end included)."""
+    order = validity.OffsetOrder(base)
+    whys, stretches = [], []
+    for i, (first, last) in enumerate(batches):
+        why, stretch = order.check(i * 10, 10, first, last)
+        whys.append(why)
+        if stretch is not None:
+            stretches.append(stretch)
+    stretch = order.finish()
+    if stretch is not None:
+        stretches.append(stretch)
+    return whys, [(s.position, s.batches, s.size, s.low, s.high, s.resume, s.late)
+                  for s in stretches]
+
+
+def test_offset_order_gives_one_stretch_for_offsets_that_go_back():
+    whys, stretches = _order(0, [(0, 0), (1, 1), (2, 2), (1, 1), (2, 2), (3, 3), (4, 4)])
+    assert whys == [None, None, None, "last offset 1 does not follow offset 2",
+                    "last offset 2 does not follow offset 2", None, None]
+    assert stretches == [(30, 2, 20, 1, 2, 50, False)]
+
+
+def test_offset_order_names_one_batch_above_the_batches_after_it():
+    # a flipped bit: offset 3 became 131; 4 follows 2, so the batch at 30 alone is out of place
+    whys, stretches = _order(0, [(0, 0), (1, 1), (2, 2), (131, 131), (4, 4), (5, 5)])
+    assert whys == [None] * 6  # found once the batch after it is read
+    assert stretches == [(30, 1, 10, 131, 131, 40, True)]
+    # the segment's first batch: the one after it follows the base offset
+    whys, stretches = _order(0, [(16, 18), (3, 6), (7, 9)])
+    assert stretches == [(0, 1, 10, 16, 18, 10, True)]
+    # a batch overlapping the one before it does not make that one out of place
+    whys, stretches = _order(0, [(0, 1), (1, 1), (2, 2)])
+    assert stretches == [(10, 1, 10, 1, 1, 20, False)]
+
+
+def test_offset_order_stretch_to_the_end_and_out_of_reach():
+    whys, stretches = _order(0, [(0, 0), (1, 1), (0, 0), (1, 1)])
+    assert stretches == [(20, 2, 20, 0, 1, None, False)]
+    order = validity.OffsetOrder(0)
+    order.check(0, 10, 0, 0)
+    order.check(10, 10, 1, 1)
+    order.check(20, 10, 0, 1)
+    assert order.finish().text() == ("last offset 1 does not follow offset 1: 1 batch, 10 bytes "
+                                     "(offsets 0-1) out of place; no later batch of the segment "
+                                     "follows offset 1")
+    far = validity.MAX_RELATIVE_OFFSET + 1
+    whys, stretches = _order(0, [(0, 0), (far, far), (far + 1, far + 1), (1, 1)])
+    assert whys[1] == "last offset %d does not fit a segment based at 0" % far
+    assert stretches == [(10, 2, 20, far, far + 1, 30, False)]
