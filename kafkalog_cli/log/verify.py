@@ -150,10 +150,11 @@ class _SegmentCheck:
     def log_without_batch(self) -> Optional[FileReport]:
         """A report on the .log when bytes at its position 0 are not a batch (the file holds no
         batch at all: LogSegment.recover would truncate it to nothing), None otherwise: an empty
-        .log, one that starts with a batch, or an active segment's zeros (a pre-allocated file,
-        log.preallocate)."""
+        .log, one that starts with a batch, an active segment's zeros (a pre-allocated file,
+        log.preallocate), or a segment being deleted, cleaned or swapped (not a live one)."""
         log = self.log
-        if log is None or self.sanity_only or log.size == 0 or len(self.chain(log).positions):
+        if (log is None or self.sanity_only or self.segment.suffix or log.size == 0
+                or len(self.chain(log).positions)):
             return None
         first = next(iter(log.entries(0)), None)
         if first is None or isinstance(first, Batch):
