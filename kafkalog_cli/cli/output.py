@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, \
     Sequence, Union
 
@@ -119,30 +120,130 @@ def new_offsets_text(label: str, objs: Sequence[Dict[str, Any]], key: str) -> st
 class Column(NamedTuple):
     """One column of a report's table: its header, where its cells sit (``justify``: numbers
     right, names and words left), whether a cell may be wrapped over lines (``no_wrap``: a file
-    name is not), and how a word too long for it is shown (``overflow``: "ellipsis" or
-    "fold")."""
+    name is not; a column of words is wrapped between words). No cell is ever cut: ``show``
+    prints the rows as blocks of lines where the table would not fit; ``overflow``, how rich
+    shows a word too long for its column, is "fold" (it does not happen)."""
     header: str
     justify: "JustifyMethod" = "left"
     no_wrap: bool = False
-    overflow: "OverflowMethod" = "ellipsis"
+    overflow: "OverflowMethod" = "fold"
 
 
 def table(title: str, columns: Sequence[Column], rows: Iterable[Sequence[Optional[str]]],
           caption: Optional[str] = None) -> "Table":
     """A rich table of ``rows`` (cells in rich markup, in the order of ``columns``; None is an
-    empty cell)."""
+    empty cell). ``show`` draws it, or its rows as blocks of lines where it would not fit."""
     from rich.table import Table
     drawn = Table(title=title, caption=caption)
     for c in columns:
         drawn.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, overflow=c.overflow)
-    for row in rows:
+    kept = [list(row) for row in rows]
+    for row in kept:
         drawn.add_row(*row)
+    _LAYOUTS[drawn] = (title, list(columns), kept, caption)
     return drawn
 
 
+# What ``show`` needs of each table ``table`` made: its title, columns, rows (rich markup) and
+# caption
+_LAYOUTS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def _plain(markup: Optional[str]) -> str:
+    from rich.text import Text
+    return Text.from_markup(markup).plain if markup else ""
+
+
+def _width(text: str) -> int:
+    from rich.cells import cell_len
+    return max((cell_len(line) for line in text.split("\n")), default=0)
+
+
+def _word_width(text: str) -> int:
+    from rich.cells import cell_len
+    return max((cell_len(word) for word in text.split()), default=0)
+
+
+def needed_widths(columns: Sequence[Column], rows: Sequence[Sequence[Optional[str]]]) -> List[int]:
+    """The width each column needs to cut no cell: a column of numbers or names (justified
+    right, or not wrapped) its widest cell and header, a column of words its longest word (its
+    cells and header wrapped between words)."""
+    widths = []
+    for i, c in enumerate(columns):
+        cells = [_plain(row[i]) for row in rows if i < len(row)]
+        words = c.justify == "left" and not c.no_wrap
+        measure = _word_width if words else _width
+        widths.append(max([measure(c.header)] + [measure(cell) for cell in cells]))
+    return widths
+
+
+def fitted(drawn: "Table", width: int) -> bool:
+    """Whether a table ``table`` made fits in ``width`` columns with no cell cut: then its
+    columns are set to widths that cut none (the columns of words share what is left, up to
+    their widest cell)."""
+    layout = _LAYOUTS.get(drawn)
+    if layout is None:
+        return True
+    title, columns, rows, caption = layout
+    need = needed_widths(columns, rows)
+    # each column's padding (one space each side) and the vertical lines between and around
+    overhead = 3 * len(columns) + 1
+    annotation = max(_word_width(_plain(title)), _word_width(_plain(caption)))
+    if sum(need) + overhead > width or annotation > width:
+        return False
+    spare = width - sum(need) - overhead
+    widest = [max([_width(c.header)] + [_width(_plain(row[i])) for row in rows])
+              for i, c in enumerate(columns)]
+    widths = list(need)
+    for i, c in enumerate(columns):
+        give = min(spare, widest[i] - widths[i])
+        widths[i] += give
+        spare -= give
+    # the title and caption are wrapped to the table's width: widen the last column for their
+    # longest word
+    short = annotation - (sum(widths) + overhead)
+    if short > 0:
+        widths[-1] += short
+    for column, w in zip(drawn.columns, widths):
+        column.width = w
+    return True
+
+
+def _blocks(drawn: "Table") -> List[str]:
+    """The rows of a table ``table`` made as blocks of ``header: value`` lines (rich markup),
+    one block a row, under the title; the caption last."""
+    from rich.markup import escape
+    title, columns, rows, caption = _LAYOUTS[drawn]
+    lines = [title]
+    for row in rows:
+        lines.append("")
+        for c, cell in zip(columns, row):
+            if cell is None or not _plain(cell).strip():
+                continue
+            key = escape(" ".join(c.header.split()))
+            line = ("%s: " % key if key else "") + "\n  ".join(cell.split("\n"))
+            lines.append(line if lines[-1] else "[bold]%s[/bold]" % line)
+    if caption:
+        lines += ["", caption]
+    return lines + [""]
+
+
 def show(*items: Any, err: bool = False) -> None:
-    """Print tables (and lines of rich markup) on the terminal, one after the other."""
+    """Print tables (and lines of rich markup) on the terminal, one after the other. A table
+    ``table`` made that would not fit the terminal with every cell whole is printed as blocks
+    of ``header: value`` lines, one a row (the terminal wraps a line too long for it)."""
     from rich.console import Console
     console = Console(stderr=err)
     for item in items:
-        console.print(item)
+        if _drawn_by_table(item) and not fitted(item, console.width):
+            for line in _blocks(item):
+                console.print(line, soft_wrap=True)
+        else:
+            console.print(item)
+
+
+def _drawn_by_table(item: Any) -> bool:
+    try:
+        return item in _LAYOUTS
+    except TypeError:  # not weakly referable (a str)
+        return False
