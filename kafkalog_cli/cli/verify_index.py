@@ -93,8 +93,9 @@ def verify_index(paths: Tuple[str, ...], sanity_only: bool, fmt: str,
                 _error(item.path, item.error)
                 status = EXIT_USAGE
             elif isinstance(item, UnknownFile):
-                # a Kafka suffix on a name that is not Kafka's: nobody's segment or index
-                click.echo("Ignoring unknown file %s" % printable_name(item.path), err=True)
+                # a Kafka suffix on a name that is not Kafka's: nobody's segment or index; a
+                # note, with the notes on stdout (JSON's stdout holds only JSON: stderr there)
+                click.echo("Ignoring unknown file %s" % printable_name(item.path), err=out.json)
             else:
                 reports.append(item)
     for r in reports:
