@@ -23,7 +23,8 @@ from ..errors import InvalidDataError
 from ..format.errors import CorruptRecordError, LimitExceededError
 from ..format.records import Batch, Records, held_back
 from ..format.scan import InvalidBytes
-from ..format.validity import MAX_RELATIVE_OFFSET, OffsetOrder, control_problem, magic_problem
+from ..format.validity import (MAX_RELATIVE_OFFSET, Misplaced, OffsetOrder, control_problem,
+                               magic_problem)
 from . import names
 from .files import Found, expand, printable_name
 from .seek import Seek, next_bases
@@ -197,6 +198,12 @@ class SegmentReader:
         index cannot take the entry)."""
         why, stretch = order.check(item.position, item.size, item.base_offset, item.last_offset,
                                    item)
+        if stretch is not None or why is not None:
+            yield from self._misplaced(item, why, stretch)
+
+    def _misplaced(self, item: Batch, why: Optional[str],
+                   stretch: Optional[Misplaced]) -> Iterator[Event]:
+        """The events of what OffsetOrder.check said of ``item``."""
         if stretch is not None:
             # counted when its batch had no MISPLACED event (found out of place late)
             self.invalid = True
@@ -267,7 +274,11 @@ class SegmentReader:
                         # which batch of the fast run came last decides who is out of place
                         yield from self._replay(order, run[0], item.position, run[1])
                     run = None
-                    yield from self._placed(order, item)
+                    # in line rather than through _placed: a generator a batch costs
+                    why, stretch = order.check(item.position, item.size, item.base_offset,
+                                               item.last_offset, item)
+                    if stretch is not None or why is not None:
+                        yield from self._misplaced(item, why, stretch)
                 problem = magic_problem(item)
                 if problem is not None:
                     # DumpLogSegments prints such a batch (isvalid by its CRC), but it is
