@@ -8,6 +8,8 @@ validation (LogValidator) refuse, as one sentence each, the same in `dump`, `rec
   the segment's base offset (``reach_problem``: the 32 bits of an offset index entry).
 - ``control_problem``: the records of a control batch (``control_record_error`` for one).
 - ``record_validity``: a record's own CRC verdict (a legacy message's; a v2 record's batch's).
+- ``OffsetOrder``: a segment's batches in order, each stretch of batches out of place (by
+  ``reach_problem`` and ``order_problem``) one ``Misplaced``, said once by every reader.
 
 Pure functions: no file is read and nothing is printed; each returns None or why.
 """
