@@ -562,7 +562,7 @@ def assert_recover_keeps_everything(directory):
     for o in segments:
         assert o["bytesCut"] == 0 and not o["setAside"], o
         if o["baseOffset"] != active:
-            assert not o.get("indexesReplaced"), o
+            assert not o.get("indexesReplaced") and not o.get("indexesCreated"), o
     bases = sorted(o["baseOffset"] for o in segments)
     for o in objs:
         if o["type"] == "moved":

@@ -206,11 +206,13 @@ def cleaner(paths: Tuple[str, ...], now: Optional[int], cleanup_policy: Optional
                     out.emit(functools.partial(_json, item), "\n".join(_lines(item)))
         except UsageError as e:
             fail(e)
-    _finish(out, shown)
+    _finish(out, shown, failed=status == EXIT_USAGE)
     sys.exit(status)
 
 
-def _finish(out: Output, shown: Sequence[CleanerStatus]) -> None:
+def _finish(out: Output, shown: Sequence[CleanerStatus], failed: bool = False) -> None:
+    """The table on a terminal, and the summary: no summary line after a run that ``failed``
+    before any partition (its error line says it all), the JSON summary still."""
     compacted = [s for s in shown if s.compacted]
     counts = {"partitions": len(shown), "compacted": len(compacted),
               "would_clean": sum(1 for s in compacted if s.would_clean),
@@ -225,4 +227,4 @@ def _finish(out: Output, shown: Sequence[CleanerStatus]) -> None:
             for p in s.problems:
                 out.emit({}, "%s: problem: %s: %s" % (printable_name(s.directory), p.file,
                                                        p.message))
-    out.summary("cleaner", text, **counts)
+    out.summary("cleaner", None if failed and not shown else text, **counts)

@@ -110,5 +110,6 @@ def compact(paths: Tuple[str, ...], now: Optional[int], cleanup_policy: Optional
         "would be cleaned" if dry_run else "cleaned", plural(counts["records_removed"],
                                                                "record"),
         human_bytes(counts["bytes_removed"]), "would go" if dry_run else "removed")
-    out.summary("compact", text, **counts)
+    # no summary line after a run that failed before any partition: its error line says it all
+    out.summary("compact", None if status == EXIT_USAGE and not done else text, **counts)
     sys.exit(status)

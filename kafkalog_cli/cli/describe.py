@@ -138,11 +138,11 @@ class _Output(Output):
                      "%d problems, %d notes: %s"
                      % (len(topics), len(d.partitions), len(segments), records, batches,
                         human_bytes(size), len(problems), len(notes),
-                        "consistent" if not problems else "INCONSISTENT"),
+                        "INCONSISTENT" if problems else _verdict(d)),
                      topics=len(topics), partitions=len(d.partitions), segments=len(segments),
                      records=records, batches=batches, size_bytes=size,
                      problems=len(problems), notes=len(notes), unreadable=len(d.errors),
-                     consistent=not problems)
+                     consistent=not problems and not d.errors)
 
     def render(self, d: Description) -> None:
         if self.table:
@@ -207,8 +207,16 @@ def _tables(d: Description) -> None:
     problems = d.all_problems()
     drawn.append("%d segments, %d records, %s: %s" % (
         len(segments), sum(s.records for s in segments), human_bytes(sum(s.size for s in segments)),
-        "consistent" if not problems else "[red]%d problems[/red]" % len(problems)))
+        "[red]%d problems[/red]" % len(problems) if problems else _verdict(d)))
     show(*drawn)
+
+
+def _verdict(d: Description) -> str:
+    """The last word when no problem was found: "consistent", unless something could not be
+    read (then nothing is known of it)."""
+    if d.errors:
+        return "not all read (%d unreadable)" % len(d.errors)
+    return "consistent"
 
 
 @click.command(short_help="A log directory, partition or segment at a glance.")

@@ -110,6 +110,7 @@ def _segment_json(plan: PartitionPlan, r: SegmentReport, path: str,
             obj[key] = value
     if r.recovered:
         obj["indexesReplaced"] = r.indexes_replaced
+        obj["indexesCreated"] = r.indexes_created
     if r.timeindex_created:
         obj["timeIndexCreated"] = True
     if r.split_into:
@@ -260,7 +261,7 @@ class _Report(Output):
             self.emit(dict(type="splitDone", **where, file=path, into=bases),
                       "%s: split into segments at offsets %s (offset overflow)"
                       % (path, ", ".join(map(str, bases))))
-        if plan.quarantine is not None:
+        if plan.quarantine is not None and plan.files_kept:
             qdir = printable_name(plan.quarantine)
             self.emit(dict(type="quarantine", **where, directory=qdir),
                       "%s: what was removed is kept in %s" % (printable_name(d), qdir))
@@ -299,8 +300,10 @@ class _Report(Output):
                        "file": marker, "state": run.marker},
                       "%s: %s" % (marker, text[run.marker]))
 
-    def totals(self, plans: Sequence[PartitionPlan]) -> None:
-        """The summary (on a terminal, after the lines held and the table)."""
+    def totals(self, plans: Sequence[PartitionPlan], failed: bool = False) -> None:
+        """The summary (on a terminal, after the lines held and the table); no summary line
+        after a run that ``failed`` before any partition (its error line says it all), the
+        JSON summary still."""
         dry_run = self.dry_run
         t = RecoveryTotals.of(plans)
         changed, cut, aside = t.changed, t.bytes_cut, t.bytes_set_aside
@@ -340,7 +343,8 @@ class _Report(Output):
         if self.table:
             self.flush()
             self._table()
-        self.summary("recover", text, partitions=t.partitions, changed=changed,
+        self.summary("recover", None if failed and not plans else text,
+                     partitions=t.partitions, changed=changed,
                      records_removed=records, bytes_cut=cut, segments_cut=segments_cut,
                      segments_set_aside=segments_aside, bytes_set_aside=aside,
                      torn_records=torn_records, torn_batches=torn_known + torn_unknown,
@@ -360,8 +364,9 @@ class _Report(Output):
              "" if r.first_bad_position is None else escape(
                  "position %d: %s" % (r.first_bad_position, r.reason)),
              "" if not r.recovered else (
-                 "rebuilt (%s/%s)" % (r.index_entries, r.timeindex_entries)
-                 if r.indexes_replaced else "as rebuilt"))
+                 "%s (%s/%s)" % ("would be rebuilt" if dry_run else "rebuilt",
+                                 r.index_entries, r.timeindex_entries)
+                 if r.indexes_replaced or r.indexes_created else "as rebuilt"))
             for r in reports]) for directory, (plan, reports) in by_partition.items()))
 
 
@@ -433,14 +438,19 @@ def _segment_text(r: SegmentReport, dry_run: bool) -> str:
                         _removed_text(r), r.first_bad_position, at, r.reason))
         if r.torn_bytes:
             parts.append(_torn_text(r, dry_run))
-    if r.indexes_replaced:
+    rebuilt = w("indexes rebuilt", "indexes would be rebuilt")
+    if r.indexes_replaced or r.indexes_created:
         # (the entry counts of a recovered segment's rebuilt indexes: "%s" prints them)
-        parts.append("indexes rebuilt, %s %s: %s offset index entries, %s time index entries, "
+        fates = (["%s %s" % (kind, w("replaced", "would be replaced"))
+                  for kind in r.indexes_replaced]
+                 + ["%s %s" % (kind, w("created", "would be created"))
+                    for kind in r.indexes_created])
+        parts.append("%s: %s: %s offset index entries, %s time index entries, "
                      "%s aborted transactions"
-                     % (", ".join(r.indexes_replaced), w("replaced", "would be replaced"),
-                        r.index_entries, r.timeindex_entries, r.txn_entries))
+                     % (rebuilt, ", ".join(fates), r.index_entries, r.timeindex_entries,
+                        r.txn_entries))
     else:
-        parts.append("indexes rebuilt: the files are the same")
+        parts.append("%s: the files are the same" % rebuilt)
     return "; ".join(parts)
 
 
@@ -512,5 +522,5 @@ def recover(paths: Tuple[str, ...], dry_run: bool, full: bool, fmt: str,
         except OSError as e:  # the log directory's: held by a broker (LockHeld), unreadable
             click.echo("kafkalog: " + error_text(e, log_dir), err=True)
             status = EXIT_ERROR
-    report.totals(plans)
+    report.totals(plans, failed=status == EXIT_ERROR)
     sys.exit(status)

@@ -73,6 +73,7 @@ def _partition_json(plan: RetentionPlan, dry_run: bool) -> Dict[str, Any]:
                 recordsRemoved=plan.records_removed, bytesRemoved=plan.bytes_removed,
                 firstOffsetRemoved=None if removed is None else removed[0],
                 lastOffsetRemoved=None if removed is None else removed[1],
+                deletedFilesRemoved=len(plan.deleted_files_removed),
                 rollFirst=plan.roll_first, dryRun=dry_run)
 
 
@@ -85,12 +86,22 @@ def _removal_text(plan: RetentionPlan, dry_run: bool, human: bool = False) -> st
     in the conditional for a dry run."""
     removed = plan.removed_offsets
     if not plan.deleted:
-        return "nothing to delete; log start offset %d" % plan.log_start_offset
+        return "no segment to delete%s; log start offset %d" % (
+            _purged_text(len(plan.deleted_files_removed), dry_run), plan.log_start_offset)
     what = ("offsets %d-%d" % removed) if removed is not None else "no batch"
-    return "%s (%s, %s, %s) %s; new log start offset %s%d" % (
+    return "%s (%s, %s, %s) %s%s; new log start offset %s%d" % (
         what, plural(plan.records_removed, "record"), plural(len(plan.deleted), "segment"),
         _size(plan.bytes_removed, human), "would be deleted" if dry_run else "deleted",
+        _purged_text(len(plan.deleted_files_removed), dry_run),
         "would be " if dry_run else "", plan.log_start_offset)
+
+
+def _purged_text(n: int, dry_run: bool) -> str:
+    """"; 3 .deleted files removed" (their --file-delete-delay-ms past), "" for none."""
+    if not n:
+        return ""
+    return "; %d .deleted file%s %s" % (n, "" if n == 1 else "s",
+                                        "would be removed" if dry_run else "removed")
 
 
 class _Output(Output):
@@ -141,10 +152,13 @@ class _Output(Output):
                   "%s: %s-%s: recovery point %s to the log start offset %d (was %d)"
                   % (path, topic, number, "would be raised" if dry_run else "raised", new, old))
 
-    def totals(self) -> None:
-        """The summary (on a terminal, the tables first, then the lines held)."""
+    def totals(self, failed: bool = False) -> None:
+        """The summary (on a terminal, the tables first, then the lines held); no summary line
+        after a run that ``failed`` before any partition (its error line says it all), the
+        JSON summary still."""
         plans, dry_run = self.plans, self.dry_run
         deleted = sum(len(p.deleted) for p in plans)
+        purged = sum(len(p.deleted_files_removed) for p in plans)
         records = sum(p.records_removed for p in plans)
         size = sum(p.bytes_removed for p in plans)
         starts = [dict(_where(p.directory), logStartOffset=p.log_start_offset)
@@ -157,13 +171,15 @@ class _Output(Output):
                 plural(records, "record"), _size(size, self.table),
                 "would be deleted" if dry_run else "deleted")
         else:
-            text = "%s: nothing to delete" % plural(len(plans), "partition")
+            text = "%s: %s" % (plural(len(plans), "partition"),
+                               "no segment to delete" if purged else "nothing to delete")
+        text += _purged_text(purged, dry_run)
         text += new_offsets_text("log start offset", starts, "logStartOffset")
         if dry_run:
             text += " (dry run: nothing changed)"
-        self.summary("retain", text, partitions=len(plans), segments_deleted=deleted,
-                     records_removed=records, bytes_removed=size, log_start_offsets=starts,
-                     dry_run=dry_run)
+        self.summary("retain", None if failed and not plans else text, partitions=len(plans),
+                     segments_deleted=deleted, records_removed=records, bytes_removed=size,
+                     deleted_files_removed=purged, log_start_offsets=starts, dry_run=dry_run)
 
 
 # the segment's name (its base offset) and its offsets are never cut short
@@ -248,5 +264,5 @@ def retain(ctx: click.Context, paths: Tuple[str, ...], retention_ms: Optional[in
                 click.echo("kafkalog: warning: " + preview_warning(run.lock_held), err=True)
             click.echo("kafkalog: " + error_text(e, run.current), err=True)
             status = EXIT_ERROR
-    out.totals()
+    out.totals(failed=status == EXIT_ERROR)
     sys.exit(status)

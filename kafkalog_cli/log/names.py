@@ -34,6 +34,12 @@ PARTITION_METADATA_FILE = "partition.metadata"
 KRAFT_SNAPSHOT = "checkpoint"
 BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 EPOCH_DIGITS = 10  # Snapshots.filenameFromSnapshotId: the epoch, zero-padded to 10 digits
+# KRaft's other files in the metadata log's partition directory: the quorum state
+# (FileQuorumStateStore.DEFAULT_FILE_NAME, written first as "<name>.tmp") and a snapshot being
+# written (Snapshots.PARTIAL_SUFFIX, ".checkpoint.part"; a deleted one ends with ".deleted").
+QUORUM_STATE = "quorum-state"
+KRAFT_STATE_FILES = (QUORUM_STATE, QUORUM_STATE + ".tmp")
+KRAFT_PARTIAL_SUFFIX = ".part"
 # The log directory's clean-shutdown marker (LogLoader.CLEAN_SHUTDOWN_FILE): present, the
 # broker skips the recovery of unflushed segments at its next start.
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -140,6 +146,17 @@ def kraft_snapshot_id(name: str) -> Optional[Tuple[int, int]]:
             and offset.isdigit() and epoch.isdigit()):
         return None
     return int(offset), int(epoch)
+
+
+def is_kraft_state_file(name: str) -> bool:
+    """A file KRaft keeps beside the metadata log that is no segment nor a snapshot to read:
+    ``quorum-state`` (and its ``.tmp``), or a snapshot being written
+    (``<20 digits>-<10 digits>.checkpoint.part``)."""
+    name = os.path.basename(name)
+    if name in KRAFT_STATE_FILES:
+        return True
+    return (name.endswith(KRAFT_PARTIAL_SUFFIX)
+            and kraft_snapshot_id(name[:-len(KRAFT_PARTIAL_SUFFIX)]) is not None)
 
 
 def base_offset_from_name(name: str) -> Optional[int]:

@@ -106,7 +106,7 @@ def _plan_odd_files(plan: PartitionPlan, entries: List[str]) -> List[str]:
     regular = [n for n in regular if not n.endswith(names.TMP_SUFFIX)]
     for n in regular:
         if (partition_file_kind(n) is None and not n.startswith(".")
-                and not names.lifecycle_suffix(n)):
+                and not names.lifecycle_suffix(n) and not names.is_kraft_state_file(n)):
             plan.notes.append((n, "not a name Kafka gives a file (no segment's): left alone"))
     return regular
 
@@ -448,9 +448,11 @@ def _plan_indexes(plan: PartitionPlan, view: Dict[str, str], base: int, scan: Se
             same = path is not None and same_index(path, data, entry_size, active)
         if same:
             continue
-        report.indexes_replaced.append(kind)
         if path is not None:
+            report.indexes_replaced.append(kind)
             plan.add(MOVE, n, "replaced by the index rebuilt from the log")
+        else:
+            report.indexes_created.append(kind)
         if data or kind != names.TXNINDEX:
             plan.add(WRITE, n, "rebuilt from the log (LogSegment.recover)", data=data)
 

@@ -66,7 +66,8 @@ class SegmentReport(Report):
     said, not changed (batches left unchecked). ``records``, ``first_offset`` and
     ``next_offset`` describe the valid batches kept when the segment was read (None when it was
     not); ``split_into``: the base offsets of the segments an offset overflow split it into;
-    ``indexes_replaced``: the kinds whose file the rebuilt one replaces; ``timeindex_created``:
+    ``indexes_replaced``: the kinds whose file the rebuilt one replaces; ``indexes_created``:
+    the kinds rebuilt where there was no file; ``timeindex_created``:
     a .timeindex written where there was none. What the cut tail (or, for a segment set aside,
     the whole file) holds: ``removed_records``, ``first_offset_removed`` and
     ``last_offset_removed``, the whole batches' records and offset range (None: no whole batch),
@@ -94,6 +95,7 @@ class SegmentReport(Report):
     first_bad_offset: Optional[int] = None
     split_into: List[int] = field(default_factory=list)
     indexes_replaced: List[str] = field(default_factory=list)
+    indexes_created: List[str] = field(default_factory=list)
     timeindex_created: bool = False
     removed_records: int = 0
     first_offset_removed: Optional[int] = None
@@ -138,12 +140,13 @@ class PartitionPlan(Report):
     segment recovered); ``actions``: the changes, in order; ``segments``: what was found per
     segment; ``notes``: (file name, text) found and reported, left alone; ``blocked``: the
     Kafka names held by something that is not a regular file; ``quarantine``: the folder
-    ``execute`` kept things in (None: nothing carried out); ``log_end_offset``: the log end
-    offset recovery leaves (None: no segment); ``split``: a split planned (the segments after it
-    are not planned; None: none); ``splits``: the splits carried out, (log name, new base
-    offsets); ``compact_end_offset``: where an interrupted `kafkalog compact` pass ends, when
-    recovery finishes it (its complete new segments swapped in, then their indexes and the
-    cleaner checkpoint written; None: no such pass)."""
+    ``execute`` kept things in (None: nothing carried out), ``files_kept`` the files (or a
+    file's cut tail) it set aside there (0: it only lists files written); ``log_end_offset``:
+    the log end offset recovery leaves (None: no segment); ``split``: a split planned (the
+    segments after it are not planned; None: none); ``splits``: the splits carried out, (log
+    name, new base offsets); ``compact_end_offset``: where an interrupted `kafkalog compact`
+    pass ends, when recovery finishes it (its complete new segments swapped in, then their
+    indexes and the cleaner checkpoint written; None: no such pass)."""
 
     directory: str
     recovery_point: Optional[int] = None
@@ -154,6 +157,7 @@ class PartitionPlan(Report):
     notes: List[Tuple[str, str]] = field(default_factory=list)
     blocked: Set[str] = field(default_factory=set)
     quarantine: Optional[str] = None
+    files_kept: int = 0
     log_end_offset: Optional[int] = None
     split: Optional[Action] = None
     splits: List[Tuple[str, List[int]]] = field(default_factory=list)

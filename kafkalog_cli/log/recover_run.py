@@ -209,6 +209,7 @@ def recover_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     plan.actions = done
     plan.splits = splits
     plan.quarantine = q.path
+    plan.files_kept = sum(1 for e in q.entries if "saved_as" in e)
     return plan
 
 

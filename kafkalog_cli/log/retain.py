@@ -146,7 +146,10 @@ class RetentionPlan(Report):
     rolled first; ``policy_log_start``: Policy.log_start_offset (0 when not given);
     ``recovery_point_raise``: (old, new) of the partition's recovery-point-offset-checkpoint
     entry, raised to the log start offset (a dry run's: would be), or None;
-    ``recovery_point_problem``: why that checkpoint was not read (None: it was)."""
+    ``recovery_point_problem``: why that checkpoint was not read (None: it was);
+    ``deleted_files_removed``: the names of the .deleted files of earlier deletions removed,
+    their delay past (a dry run's: that would be removed now; this run's own deletions are the
+    segments deleted)."""
 
     directory: str
     segments: List[RetainedSegment]
@@ -157,6 +160,7 @@ class RetentionPlan(Report):
     policy_log_start: int = 0
     recovery_point_raise: Optional[Tuple[int, int]] = None
     recovery_point_problem: Optional[str] = None
+    deleted_files_removed: List[str] = field(default_factory=list)
 
     @property
     def deleted(self) -> List[RetainedSegment]:
@@ -427,18 +431,21 @@ def delete_segments(plan: RetentionPlan) -> Optional[Tuple[int, int]]:
     return raised
 
 
-def purge_deleted(directory: str, delay_ms: int, now_ms: int) -> List[str]:
+def purge_deleted(directory: str, delay_ms: int, now_ms: int, dry_run: bool = False
+                  ) -> List[str]:
     """Remove .deleted files whose deletion is older than the delay (the rename time, their
-    ctime); with 0, all of them (LogManager's delayed delete, file.delete.delay.ms)."""
+    ctime); with 0, all of them (LogManager's delayed delete, file.delete.delay.ms). Returns
+    their names (with ``dry_run``, those it would remove, none removed)."""
     removed = []
     for n in sorted(os.listdir(directory)):
         if _deleted_origin(n) is None:
             continue
         path = os.path.join(directory, n)
         if delay_ms == 0 or now_ms - os.stat(path).st_ctime * 1000 >= delay_ms:
-            os.unlink(path)
+            if not dry_run:
+                os.unlink(path)
             removed.append(n)
-    if removed:
+    if removed and not dry_run:
         fsync_dir(directory)
     return removed
 
@@ -590,7 +597,10 @@ def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
         finish_interrupted(directory)
     plan = plan_retention(directory, policy)
     if dry_run:
+        plan.deleted_files_removed = purge_deleted(directory, delete_delay_ms,
+                                                   int(time.time() * 1000), dry_run=True)
         return plan
+    earlier = {n for n in os.listdir(directory) if _deleted_origin(n) is not None}
     if plan.roll_first or plan.deleted or plan.log_start_moves:
         marker.lift()
     if plan.roll_first:
@@ -604,7 +614,9 @@ def retain_partition(directory: str, policy: Policy, dry_run: bool = False,
         # recovery point and the leader epochs at the new log start offset)
         plan.recovery_point_raise = delete_segments(plan)
     # wall-clock time: the delay runs from the rename, whatever the policy's ``now`` says
-    purge_deleted(directory, delete_delay_ms, int(time.time() * 1000))
+    plan.deleted_files_removed = [n for n in purge_deleted(directory, delete_delay_ms,
+                                                           int(time.time() * 1000))
+                                  if n in earlier]
     marker.restore()
     return plan
 

@@ -34,7 +34,7 @@ SUMMARY_KEYS = {
                 "segmentsSetAside", "bytesSetAside", "tornRecords", "tornBatches",
                 "tornBatchesOffsetsUnknown", "logEndOffsets", "dryRun"],
     "retain": ["partitions", "segmentsDeleted", "recordsRemoved", "bytesRemoved",
-               "logStartOffsets", "dryRun"],
+               "deletedFilesRemoved", "logStartOffsets", "dryRun"],
 }
 
 

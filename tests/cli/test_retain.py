@@ -902,7 +902,7 @@ def test_json_output(tmp_path):
                            "segmentsDeleted": 3, "recordsRemoved": part.bases[3],
                            "bytesRemoved": gone, "firstOffsetRemoved": 0,
                            "lastOffsetRemoved": part.bases[3] - 1, "rollFirst": False,
-                           "dryRun": dry}
+                           "deletedFilesRemoved": 0, "dryRun": dry}
         assert len(objs) == 7
         for i, (s, b) in enumerate(zip(objs[1:6], part.bases)):
             assert s["type"] == "segment" and (s["topic"], s["partition"]) == (TOPIC, 0)
@@ -918,7 +918,7 @@ def test_json_output(tmp_path):
             assert isinstance(s["why"], str) and s["why"] and s["dryRun"] is dry
         assert objs[6] == {"type": "summary", "command": "retain", "partitions": 1,
                            "segmentsDeleted": 3, "recordsRemoved": part.bases[3],
-                           "bytesRemoved": gone,
+                           "bytesRemoved": gone, "deletedFilesRemoved": 0,
                            "logStartOffsets": [{"topic": TOPIC, "partition": 0,
                                                 "logStartOffset": part.bases[3]}],
                            "dryRun": dry}
