@@ -19,7 +19,8 @@ from ..format import control
 from ..format.validity import control_record_problem
 from ..log import names
 from ..log.files import printable_name
-from ..log.read import CONTROL, MISPLACED, NOT_DECODED, BatchProblem, BatchRead, BytesProblem
+from ..log.read import (CONTROL, MISPLACED, MISPLACED_STRETCH, NOT_DECODED, BatchProblem,
+                        BatchRead, BytesProblem)
 from . import decoders
 from .._lazy import lazy_module
 
@@ -179,6 +180,8 @@ class Writer:
                     self.records(event.batch, event.records)
             elif isinstance(event, BatchProblem):
                 if event.kind == MISPLACED:
+                    pass  # said once for its stretch (MISPLACED_STRETCH)
+                elif event.kind == MISPLACED_STRETCH:
                     self.warn("%s: the batch at position %d: %s"
                               % (self.path, event.batch.position, event.message))
                 elif event.kind == NOT_DECODED:
