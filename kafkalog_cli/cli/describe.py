@@ -11,8 +11,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import click
 
 from ..errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
-from ..log.describe import (Description, IndexHealth, PartitionDescription,
-                            SegmentDescription, describe as describe_path)
+from ..log.describe import (Description, IndexHealth, KraftSnapshotDescription,
+                            PartitionDescription, SegmentDescription, describe as describe_path)
+from ..log import names
 from ..log.files import printable_name
 from ..log.findings import Finding
 from ..log.segment import DEFAULT_MAX_MESSAGE_SIZE
@@ -53,6 +54,28 @@ def _segment_json(s: SegmentDescription) -> Dict[str, Any]:
             "problems": len(s.problems)}
 
 
+def _kraft_json(k: Optional[KraftSnapshotDescription]) -> Optional[Dict[str, Any]]:
+    if k is None:
+        return None
+    return {"file": printable_name(k.path), "endOffset": k.end_offset, "epoch": k.epoch,
+            "sizeBytes": k.size, "records": k.records, "batches": k.batches}
+
+
+def _kraft_range(p: PartitionDescription) -> str:
+    """The KRaft snapshots of a partition in a few words: how many, the end offsets and epochs
+    they span, the newest's records and batches."""
+    snaps = p.kraft_snapshots
+    if not snaps:
+        return "-"
+    newest = snaps[-1]
+    epochs = sorted(k.epoch for k in snaps if k.epoch is not None)
+    return "%d, end offsets %s-%s, epochs %s-%s, newest %s (%s records, %s batches, %s)" % (
+        len(snaps), _opt(snaps[0].end_offset), _opt(newest.end_offset),
+        _opt(epochs[0] if epochs else None), _opt(epochs[-1] if epochs else None),
+        os.path.basename(newest.path), _opt(newest.records), _opt(newest.batches),
+        human_bytes(newest.size))
+
+
 def _partition_json(p: PartitionDescription) -> Dict[str, Any]:
     return {"type": "partition", "topic": p.topic, "partition": p.partition,
             "directory": printable_name(p.directory), "logStartOffset": p.log_start_offset,
@@ -64,6 +87,11 @@ def _partition_json(p: PartitionDescription) -> Dict[str, Any]:
             "dirtyRatio": p.dirty_ratio,
             "leaderEpochs": [{"epoch": e, "startOffset": o} for e, o in p.leader_epochs],
             "producerSnapshots": [{"offset": o, "producers": n} for o, n in p.snapshots],
+            "kraftSnapshots": len(p.kraft_snapshots),
+            "oldestKraftSnapshot": _kraft_json(p.kraft_snapshots[0] if p.kraft_snapshots
+                                               else None),
+            "newestKraftSnapshot": _kraft_json(p.kraft_snapshots[-1] if p.kraft_snapshots
+                                               else None),
             "problems": len(p.all_problems())}
 
 
@@ -104,6 +132,18 @@ class _Output(Output):
                      " (active)" if s.active else ""))
         self.findings((("problem", s.problems), ("note", s.notes)), s.topic, s.partition)
 
+    def kraft_snapshot(self, k: KraftSnapshotDescription) -> None:
+        """A KRaft snapshot file named alone."""
+        topic, partition = names.topic_partition(os.path.dirname(os.path.abspath(k.path)))
+        out: Dict[str, Any] = {"type": "kraftSnapshot", "topic": topic, "partition": partition}
+        out.update(_kraft_json(k) or {})
+        out["problems"] = len(k.problems)
+        self.emit(out, "%s: KRaft snapshot, end offset %s, epoch %s, %s records, %s batches, "
+                  "%s (%d bytes)" % (printable_name(k.path), _opt(k.end_offset), _opt(k.epoch),
+                                    _opt(k.records), _opt(k.batches), human_bytes(k.size),
+                                    k.size))
+        self.findings((("problem", k.problems),), topic, partition)
+
     def partition(self, p: PartitionDescription) -> None:
         where = printable_name(p.directory)
         epochs = " ".join("%d@%d" % e for e in p.leader_epochs) or "-"
@@ -119,7 +159,8 @@ class _Output(Output):
                      _opt(p.checkpointed_log_start_offset), _opt(p.cleaner_offset), epochs, snaps)
                   + ("" if p.dirty_ratio is None else
                      "; compacted: first dirty offset %s, dirty ratio %.3f"
-                     % (_opt(p.first_dirty_offset), p.dirty_ratio)))
+                     % (_opt(p.first_dirty_offset), p.dirty_ratio))
+                  + ("" if not p.kraft_snapshots else "; KRaft snapshots " + _kraft_range(p)))
         for s in p.segments:
             self.segment(s)
         self.findings((("problem", p.problems), ("note", p.notes)), p.topic, p.partition)
@@ -133,13 +174,16 @@ class _Output(Output):
         records = sum(s.records for s in segments)
         batches = sum(s.batches for s in segments)
         size = sum(s.size for s in segments)
+        kraft = len(d.all_kraft_snapshots())
         self.summary("describe",
                      "%d topics, %d partitions, %d segments, %d records, %d batches, %s; "
-                     "%d problems, %d notes: %s"
+                     "%s%d problems, %d notes: %s"
                      % (len(topics), len(d.partitions), len(segments), records, batches,
-                        human_bytes(size), len(problems), len(notes),
+                        human_bytes(size), "%d KRaft snapshots; " % kraft if kraft else "",
+                        len(problems), len(notes),
                         "INCONSISTENT" if problems else _verdict(d)),
                      topics=len(topics), partitions=len(d.partitions), segments=len(segments),
+                     kraft_snapshots=kraft,
                      records=records, batches=batches, size_bytes=size,
                      problems=len(problems), notes=len(notes), unreadable=len(d.errors),
                      consistent=not problems and not d.errors)
@@ -151,6 +195,8 @@ class _Output(Output):
         self.findings((("problem", d.problems),), None, None)
         for s in d.segments:
             self.segment(s)
+        for k in d.kraft_snapshots:
+            self.kraft_snapshot(k)
         for p in d.partitions:
             self.partition(p)
         self.totals(d)
@@ -168,6 +214,9 @@ SEGMENT_COLUMNS = tuple(Column(header, "right" if header in ("records", "batches
                         for header in ("partition", "segment", "offsets", "records", "batches",
                                        "size", "min time", "max time", "codecs", "magic",
                                        "index", "timeindex"))
+KRAFT_COLUMNS = tuple(Column(header, "left" if header in ("partition", "file") else "right")
+                      for header in ("partition", "file", "snapshots", "end offsets", "epochs",
+                                     "records", "batches", "size"))
 FINDING_COLUMNS = (Column(""), Column("file"), Column("kind"), Column("message"))
 
 
@@ -198,6 +247,9 @@ def _tables(d: Description) -> None:
              ",".join(s.codecs) or "-", ",".join(map(str, s.magic)) or "-",
              _opt(_index_entries(s.offset_index)), _opt(_index_entries(s.time_index)))
             for s in segments]))
+    kraft = _kraft_rows(d)
+    if kraft:
+        drawn.append(table("KRaft snapshots (the newest of each partition)", KRAFT_COLUMNS, kraft))
     findings = ([("problem", f) for f in d.all_problems()]
                 + [("note", f) for f in d.all_notes()])
     if findings:
@@ -211,6 +263,27 @@ def _tables(d: Description) -> None:
     show(*drawn)
 
 
+def _kraft_rows(d: Description) -> List[Tuple[str, ...]]:
+    """A row per KRaft snapshot file named alone, and per partition holding some: how many,
+    the end offsets and epochs they span, the newest's name, records, batches and size."""
+    from rich.markup import escape
+    groups: List[Tuple[str, List[KraftSnapshotDescription]]] = [
+        (os.path.basename(os.path.dirname(os.path.abspath(k.path))), [k])
+        for k in d.kraft_snapshots]
+    groups += [(os.path.basename(p.directory), p.kraft_snapshots) for p in d.partitions
+               if p.kraft_snapshots]
+    rows: List[Tuple[str, ...]] = []
+    for where, snaps in groups:
+        newest = snaps[-1]
+        epochs = sorted(k.epoch for k in snaps if k.epoch is not None)
+        ends = [k.end_offset for k in snaps if k.end_offset is not None]
+        rows.append((escape(where), escape(os.path.basename(newest.path)), str(len(snaps)),
+                     "%d-%d" % (ends[0], ends[-1]) if ends else "-",
+                     "%d-%d" % (epochs[0], epochs[-1]) if epochs else "-",
+                     _opt(newest.records), _opt(newest.batches), human_bytes(newest.size)))
+    return rows
+
+
 def _verdict(d: Description) -> str:
     """The last word when no problem was found: "consistent", unless something could not be
     read (then nothing is known of it)."""
@@ -221,7 +294,7 @@ def _verdict(d: Description) -> str:
 
 @click.command(short_help="A log directory, partition or segment at a glance.")
 # readable=False: an unreadable path is one line of ours (exit 2), not click's usage error
-@click.argument("path", type=click.Path(readable=False))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True,
               help="json: JSON Lines on stdout (partition, segment, problem and note objects, "
@@ -231,22 +304,34 @@ def _verdict(d: Description) -> str:
                    "batch headers are read.")
 @click.option("--max-message-size", type=java_int(1), default=DEFAULT_MAX_MESSAGE_SIZE,
               show_default=True, help="Largest record accepted when opening legacy wrappers.")
-def describe(path: str, fmt: str, check_crc: bool, max_message_size: int) -> None:
-    """Describe a log directory, a partition directory or a segment's .log at a glance.
+def describe(paths: Tuple[str, ...], fmt: str, check_crc: bool, max_message_size: int) -> None:
+    """Describe log directories, partition directories, segments' .log files or KRaft snapshot
+    files at a glance.
 
     Per partition: log start and end offsets, records, batches, size, the checkpointed
-    recovery point, high watermark and log start offset held against the log, leader epochs
-    and producer snapshots; per segment: offsets, records, batches, size, time range, codecs,
-    magic and index health. Read from batch headers only (no v2 batch is decompressed; legacy
-    compressed wrappers are opened to count their messages; --crc reads every byte). Exit
-    status: 0 consistent, 1 something is inconsistent, 2 usage error or unreadable input.
+    recovery point, high watermark and log start offset held against the log, leader epochs,
+    producer snapshots and KRaft snapshots (their count, the end offsets and epochs they span,
+    the newest's records and batches); per segment: offsets, records, batches, size, time
+    range, codecs, magic and index health. Read from batch headers only (no v2 batch is
+    decompressed; legacy compressed wrappers are opened to count their messages; --crc reads
+    every byte). Several PATHS are described in one report, with one summary. Exit status
+    (the worst of all PATHS): 0 consistent, 1 something is inconsistent, 2 usage error or
+    unreadable input.
     """
-    try:
-        d = describe_path(path, max_message_size, check_crc)
-    except UsageError as e:
-        fail(e, path)
-    except OSError as e:
-        fail(e, path)
+    d = Description()
+    for path in paths:
+        try:
+            one = describe_path(path, max_message_size, check_crc)
+        except (UsageError, OSError) as e:
+            if len(paths) == 1:
+                fail(e, path)
+            d.errors.append((path, e))  # said below; the other PATHS are still described
+            continue
+        d.partitions += one.partitions
+        d.segments += one.segments
+        d.kraft_snapshots += one.kraft_snapshots
+        d.errors += one.errors
+        d.problems += [f for f in one.problems if f not in d.problems]
     for where, error in d.errors:
         click.echo("kafkalog: " + error_text(error, where), err=True)
     _Output(fmt).render(d)

@@ -110,6 +110,26 @@ class SegmentDescription(Report):
 
 
 @report
+class KraftSnapshotDescription(Report):
+    """One KRaft snapshot file (``<20-digit end offset>-<10-digit epoch>.checkpoint``, or
+    ``bootstrap.checkpoint``: Snapshots.java, BootstrapDirectory).
+
+    ``path``: the file; ``end_offset``/``epoch``: the snapshot id its name holds
+    (OffsetAndEpoch: the metadata log's offsets below ``end_offset`` are in it; None for
+    ``bootstrap.checkpoint``); ``size``: its bytes; ``records``/``batches``: how many (from the
+    batch headers, control records included; None: not read); ``problems``: what its batches
+    hold that is not sound (None-read files have none)."""
+
+    path: str
+    end_offset: Optional[int]
+    epoch: Optional[int]
+    size: int = 0
+    records: Optional[int] = None
+    batches: Optional[int] = None
+    problems: List[Finding] = field(default_factory=list)
+
+
+@report
 class PartitionDescription(Report):
     """One partition directory: its segments, totals and checkpoints.
 
@@ -123,7 +143,9 @@ class PartitionDescription(Report):
     compacted topic (its cleanup.policy from the log directory's metadata partition; None for
     another topic, or when the log directory holds no metadata partition); ``leader_epochs``:
     the leader-epoch-checkpoint's (epoch, start offset) entries; ``snapshots``: the producer
-    snapshots' (offset, producers; None: the snapshot could not be read); ``problems`` and
+    snapshots' (offset, producers; None: the snapshot could not be read); ``kraft_snapshots``:
+    the KRaft snapshots of a metadata partition, oldest first (by end offset, then epoch), the
+    newest one read (its records and batches), the others known by name and size; ``problems`` and
     ``notes``: the partition's own (its segments' are theirs). ``records``, ``batches``,
     ``size``: its segments' totals."""
 
@@ -141,6 +163,7 @@ class PartitionDescription(Report):
     dirty_ratio: Optional[float] = None
     leader_epochs: List[Tuple[int, int]] = field(default_factory=list)
     snapshots: List[Tuple[int, Optional[int]]] = field(default_factory=list)
+    kraft_snapshots: List[KraftSnapshotDescription] = field(default_factory=list)
     problems: List[Finding] = field(default_factory=list)
     notes: List[Finding] = field(default_factory=list)
 
@@ -160,7 +183,8 @@ class PartitionDescription(Report):
         return sum(s.size for s in self.segments)
 
     def all_problems(self) -> List[Finding]:
-        return [p for s in self.segments for p in s.problems] + self.problems
+        return ([p for s in self.segments for p in s.problems] + self.problems
+                + [p for k in self.kraft_snapshots for p in k.problems])
 
     def all_notes(self) -> List[Finding]:
         return [n for s in self.segments for n in s.notes] + self.notes
@@ -171,20 +195,26 @@ class Description(Report):
     """What a path stands for, described.
 
     ``partitions``: a log directory's or one partition's; ``segments``: for a segment's .log
-    named alone, that segment only; ``errors``: (path, exception) for what could not be read at
+    named alone, that segment only; ``kraft_snapshots``: for KRaft snapshot files named alone,
+    those (read); ``errors``: (path, exception) for what could not be read at
     all (the others are still described); ``problems``: the log directory's own (an unreadable
     checkpoint)."""
 
     partitions: List[PartitionDescription] = field(default_factory=list)
     segments: List[SegmentDescription] = field(default_factory=list)
+    kraft_snapshots: List[KraftSnapshotDescription] = field(default_factory=list)
     errors: List[Tuple[str, BaseException]] = field(default_factory=list)
     problems: List[Finding] = field(default_factory=list)
 
     def all_segments(self) -> List[SegmentDescription]:
         return self.segments + [s for p in self.partitions for s in p.segments]
 
+    def all_kraft_snapshots(self) -> List[KraftSnapshotDescription]:
+        return self.kraft_snapshots + [k for p in self.partitions for k in p.kraft_snapshots]
+
     def all_problems(self) -> List[Finding]:
         return (self.problems + [p for s in self.segments for p in s.problems]
+                + [p for k in self.kraft_snapshots for p in k.problems]
                 + [p for part in self.partitions for p in part.all_problems()])
 
     def all_notes(self) -> List[Finding]:
@@ -499,6 +529,45 @@ def describe_segment(segment: Segment, active: bool,
     return seg
 
 
+def describe_kraft_snapshot(path: str, read: bool = True,
+                            max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                            check_crc: bool = False) -> KraftSnapshotDescription:
+    """A KRaft snapshot file: its id from its name, its size, and (``read``) its batches and
+    records counted as a segment's are (its records are numbered from 0:
+    RecordsSnapshotWriter). Raises OSError when it cannot be read."""
+    found = names.kraft_snapshot_id(path)
+    end, epoch = found if found is not None else (None, None)
+    snap = KraftSnapshotDescription(path, end, epoch)
+    if not read:
+        snap.size = os.stat(path).st_size
+        return snap
+    segment = Segment.at(path)
+    segment.log_path, segment.base_offset = path, 0
+    seg = SegmentDescription(path, 0, False, None, None)
+    with LogFile(path, max_message_size) as log:
+        seg.size = log.size
+        scan = _Scan(seg, log, segment)
+        (_scan_checked if check_crc else _scan_headers)(scan)
+        scan.finish()
+    snap.size, snap.records, snap.batches = seg.size, seg.records, seg.batches
+    snap.problems = seg.problems
+    return snap
+
+
+def _kraft_snapshots(part: PartitionDescription, max_message_size: int,
+                     check_crc: bool) -> None:
+    """The partition's KRaft snapshots, by end offset then epoch; the newest read."""
+    ids = sorted((found, n) for n in os.listdir(part.directory)
+                 for found in [names.kraft_snapshot_id(n)] if found is not None)
+    for i, (_, n) in enumerate(ids):
+        path = os.path.join(part.directory, n)
+        try:
+            part.kraft_snapshots.append(describe_kraft_snapshot(
+                path, i == len(ids) - 1, max_message_size, check_crc))
+        except OSError as e:
+            part.problems.append(Finding(UNREADABLE, e.strerror or str(e), path))
+
+
 # -- a partition -----------------------------------------------------------------------------------
 
 class _Checkpoints:
@@ -679,17 +748,23 @@ def describe_partition(directory: str, checkpoints: Optional[_Checkpoints] = Non
     _check_offsets(part, partition, checkpoints)
     _leader_epochs(part)
     _snapshots(part, partition)
+    _kraft_snapshots(part, max_message_size, check_crc)
     return part
 
 
 def describe(path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
              check_crc: bool = False) -> Description:
     """Describe what ``path`` stands for: a log directory (every partition), a partition
-    directory, or a segment's .log (that segment alone). Raises UsageError for a file that is
-    not a .log, OSError when ``path`` cannot be read or holds no partition; a partition or
-    segment that cannot be read is in ``errors``, the rest still described. ``check_crc``:
-    read every byte and check each batch's CRC (by default only batch headers are read)."""
+    directory, a segment's .log (that segment alone) or a KRaft snapshot file (that file
+    alone). Raises UsageError for a file that is neither, OSError when ``path`` cannot be read
+    or holds no partition; a partition or segment that cannot be read is in ``errors``, the
+    rest still described. ``check_crc``: read every byte and check each batch's CRC (by
+    default only batch headers are read)."""
     out = Description()
+    if os.path.isfile(path) and names.file_kind(path) == names.KRAFT_SNAPSHOT:
+        out.kraft_snapshots.append(describe_kraft_snapshot(path, True, max_message_size,
+                                                           check_crc))
+        return out
     if os.path.isfile(path):
         partitions_of(path)  # UsageError for a file that is not a .log
         segment = Segment.at(path)
@@ -716,4 +791,5 @@ def describe(path: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
 
 
 __all__ = ["Description", "PartitionDescription", "SegmentDescription", "IndexHealth",
-           "describe", "describe_partition", "describe_segment"]
+           "KraftSnapshotDescription", "describe", "describe_kraft_snapshot",
+           "describe_partition", "describe_segment"]
