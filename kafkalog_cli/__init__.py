@@ -35,6 +35,7 @@ _API = {
     "Description": "kafkalog_cli.log.describe",
     "PartitionDescription": "kafkalog_cli.log.describe",
     "SegmentDescription": "kafkalog_cli.log.describe",
+    "KraftSnapshotDescription": "kafkalog_cli.log.describe",
     "FileReport": "kafkalog_cli.log.verify",
     "Transaction": "kafkalog_cli.log.transactions",
     "PartitionSummary": "kafkalog_cli.log.transactions",
