@@ -163,7 +163,9 @@ class _Output(Output):
                   + ("" if not p.kraft_snapshots else "; KRaft snapshots " + _kraft_range(p)))
         for s in p.segments:
             self.segment(s)
-        self.findings((("problem", p.problems), ("note", p.notes)), p.topic, p.partition)
+        kraft = [f for k in p.kraft_snapshots for f in k.problems]
+        self.findings((("problem", kraft + p.problems), ("note", p.notes)), p.topic,
+                      p.partition)
 
     def totals(self, d: Description) -> None:
         """The summary: the counts of everything described."""

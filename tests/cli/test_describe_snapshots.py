@@ -164,3 +164,23 @@ def test_several_paths_one_report_worst_exit(metadata, tmp_path):
     objs = objects(res)
     assert len([o for o in objs if o["type"] == "partition"]) == 2
     assert (objs[-1]["unreadable"], objs[-1]["consistent"]) == (1, False)
+
+
+def test_damaged_newest_snapshot_of_a_partition_exits_1(metadata):
+    """The newest snapshot is read: bytes in it that hold no batch are a problem of the
+    partition, said with its file; the older ones are known by name only."""
+    newest = metadata / name(5000, 3)
+    newest.write_bytes(newest.read_bytes()[:-5])  # its last batch cut short
+    for fmt in ("json", "text"):
+        res = describe("--format", fmt, metadata)
+        assert res.code == 1, res
+        if fmt == "json":
+            objs = objects(res)
+            (problem,) = [o for o in objs if o["type"] == "problem"]
+            assert (problem["file"], problem["kind"]) == (str(newest), "invalid_bytes")
+            (part,) = [o for o in objs if o["type"] == "partition"]
+            assert part["problems"] == 1
+        else:
+            said = [x for x in res.out.splitlines() if "invalid_bytes" in x]
+            assert len(said) == 1 and said[0].startswith(str(newest) + ": "), res.out
+            assert res.out.splitlines()[-1].endswith("INCONSISTENT")
