@@ -283,7 +283,8 @@ def test_retain_reports_offsets_records_and_the_new_log_start(tmp_path):
     assert summary == {"type": "summary", "command": "retain", "partitions": 1,
                        "segmentsDeleted": 1, "recordsRemoved": 300, "bytesRemoved": size0,
                        "logStartOffsets": [{"topic": "metrics", "partition": 0,
-                                            "logStartOffset": 300}], "dryRun": True}
+                                            "logStartOffset": 300}],
+                       "deletedFilesRemoved": 0, "dryRun": True}
     res = kafkalog("retain", "--dry-run", *args, part)
     lines = res.out.splitlines()
     assert lines[0].endswith("; offsets 0-299 (300 records, 1 segment, %d bytes) would be "
