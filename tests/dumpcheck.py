@@ -70,6 +70,20 @@ def dump_subprocess(*args, cwd=None, timeout=60):
     return Result(p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8"))
 
 
+def kafkalog_process(*args, timeout=120):
+    """``python -m kafkalog_cli ARGS`` (any subcommand) as a real process, its output as text
+    (a CompletedProcess); a Python traceback on stderr fails the test."""
+    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", *[str(a) for a in args]],
+                       cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert "Traceback" not in p.stderr, p.stderr
+    return p
+
+
+def json_lines(out):
+    """The JSON Lines objects of a command's text output."""
+    return [json.loads(line) for line in out.splitlines()]
+
+
 def assert_clean_exit2(res):
     """Exit 2, one line on stderr, nothing on stdout, no Python traceback."""
     assert res.code == 2, res

@@ -109,6 +109,30 @@ def copy_logdir(src, dst):
         shutil.copytree(src, dst, symlinks=True)
 
 
+def offset_checkpoint(path) -> dict:
+    """{(topic, partition): offset} of an offset checkpoint file as the broker writes it
+    (OffsetCheckpointFile: version 0, the entry count, then "topic partition offset" lines);
+    a file not there, or empty (the broker's before its first write): {}."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return {}
+    lines = path.read_text().splitlines()
+    assert lines[0] == "0" and int(lines[1]) == len(lines) - 2, (path, lines)
+    out = {}
+    for line in lines[2:]:
+        topic, p, offset = line.rsplit(" ", 2)
+        out[(topic, int(p))] = int(offset)
+    return out
+
+
+def segment_files(directory) -> dict:
+    """{name: bytes} of a partition directory's .log, .index, .timeindex and .txnindex files."""
+    directory = Path(directory)
+    kinds = (".log", ".index", ".timeindex", ".txnindex")
+    return {n: (directory / n).read_bytes() for n in sorted(os.listdir(directory))
+            if n.endswith(kinds)}
+
+
 class BrokerError(Exception):
     pass
 

@@ -5,38 +5,19 @@ unknown, the `.deleted` files retain removes are counted, a run that could not s
 summary line of zero partitions, and describe's last word is not "consistent" when a partition
 could not be read."""
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+import appendcheck as ac
 import indexgen as ig
 import kafkagen as kg
 from dumpcheck import REPO
+from dumpcheck import json_lines as json_objs
+from dumpcheck import kafkalog_process as kafkalog
 from kafkagen import Rec
 
 FIXTURES = Path(REPO, "fixtures", "logdir")
-LOCK_HOLDER = r"""
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
-fcntl.lockf(fd, fcntl.LOCK_EX)   # what the JVM's FileChannel.tryLock() takes on Linux
-sys.stdout.write("locked\n")
-sys.stdout.flush()
-time.sleep(600)
-"""
-
-
-def kafkalog(*args):
-    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", *[str(a) for a in args]],
-                       cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert "Traceback" not in p.stderr, p.stderr
-    return p
-
-
-def json_objs(out):
-    return [json.loads(line) for line in out.splitlines()]
 
 
 def _copy(tmp_path):
@@ -148,19 +129,12 @@ def test_no_summary_of_nothing_after_a_path_error(tmp_path):
 
 def test_no_summary_of_nothing_after_a_refused_run(tmp_path):
     logdir = _copy(tmp_path)
-    holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(logdir / ".lock")],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "locked\n"
+    with ac.lock_held(logdir):
         for args in (["recover"], ["retain", "--log-start-offset", 50]):
             p = kafkalog(*args, logdir / "orders-0")
             assert p.returncode == 2, (args, p)
             assert p.stdout == "", (args, p.stdout)
             assert len(p.stderr.splitlines()) == 1, (args, p.stderr)
-    finally:
-        holder.kill()
-        holder.wait(timeout=30)
-        holder.stdout.close()
 
 
 def test_describe_does_not_call_a_partly_read_directory_consistent(tmp_path):

@@ -3,31 +3,19 @@ cron job sees a transaction left open for years as hanging), `--now` as epoch ms
 (as `dump --from-timestamp` reads it), or each partition's newest batch timestamp when asked
 (`--age-from newest-timestamp`); the JSON says which. `retain --now` reads the same times."""
 
-import json
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import indexgen as ig
 import kafkagen as kg
 from dumpcheck import REPO
+from dumpcheck import json_lines as json_objs
+from dumpcheck import kafkalog_process as kafkalog
 from kafkagen import Rec
 
 T2019 = 1546300800000  # 2019-01-01T00:00:00Z
 FIXTURES = Path(REPO, "fixtures", "logdir")
-
-
-def kafkalog(*args):
-    p = subprocess.run([sys.executable, "-m", "kafkalog_cli", *[str(a) for a in args]],
-                       cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert "Traceback" not in p.stderr, p.stderr
-    return p
-
-
-def json_objs(out):
-    return [json.loads(line) for line in out.splitlines()]
 
 
 def open_since_2019(tmp_path):

@@ -31,6 +31,7 @@ import time
 import pytest
 
 import kafkaraw
+from kafkabroker import offset_checkpoint
 
 pytestmark = pytest.mark.kafka
 
@@ -42,17 +43,6 @@ LAG_TOPICS = ("lagged", "overdue")
 OVERDUE_LAG_MS = 1000
 SEGMENT_BYTES = 4096
 KEYS = 40
-
-
-def _checkpoint(path):
-    if not path.exists():
-        return {}
-    lines = path.read_text().splitlines()
-    out = {}
-    for line in lines[2:]:
-        topic, p, offset = line.rsplit(" ", 2)
-        out[(topic, int(p))] = int(offset)
-    return out
 
 
 def _records(directory):
@@ -70,7 +60,7 @@ def _wait_cleaned(broker, timeout=120):
     deadline = time.monotonic() + timeout
     last, since = None, time.monotonic()
     while True:
-        written = _checkpoint(broker.logdir / "cleaner-offset-checkpoint")
+        written = offset_checkpoint(broker.logdir / "cleaner-offset-checkpoint")
         entry = {t: written.get((t, 0)) for t in TOPICS + LAG_TOPICS}
         if entry != last:
             last, since = entry, time.monotonic()

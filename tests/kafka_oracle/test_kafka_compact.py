@@ -25,6 +25,7 @@ import time
 import pytest
 
 import kafkaraw
+from kafkabroker import offset_checkpoint, segment_files
 
 pytestmark = pytest.mark.kafka
 
@@ -37,23 +38,13 @@ RETENTION_MS = 5000  # delete.retention.ms: pass 1's horizons are past when pass
 INDEX_INTERVAL = "512"  # the test broker's log.index.interval.bytes (a static broker setting)
 
 
-def _checkpoint(path):
-    if not path.exists():
-        return {}
-    out = {}
-    for line in path.read_text().splitlines()[2:]:
-        topic, p, offset = line.rsplit(" ", 2)
-        out[(topic, int(p))] = int(offset)
-    return out
-
-
 def _wait_cleaned(broker, after=None, timeout=180):
     """Until the broker's cleaner has written every partition's checkpoint entry (past the
     entries ``after``) and they have held still for 3 s."""
     deadline = time.monotonic() + timeout
     last, since = None, time.monotonic()
     while True:
-        written = _checkpoint(broker.logdir / "cleaner-offset-checkpoint")
+        written = offset_checkpoint(broker.logdir / "cleaner-offset-checkpoint")
         entry = {t: written.get((t, 0)) for t in TOPICS}
         if entry != last:
             last, since = entry, time.monotonic()
@@ -189,12 +180,6 @@ def _pass_time(directory):
     return max((h - RETENTION_MS for h in _horizons(directory)), default=None)
 
 
-def _segment_files(directory):
-    kinds = (".log", ".index", ".timeindex", ".txnindex")
-    return {n: (directory / n).read_bytes() for n in sorted(os.listdir(directory))
-            if n.endswith(kinds)}
-
-
 def _compact(directory, when, *options):
     proc = subprocess.run([*KAFKALOG, "compact", "--format", "json", "--now", str(when),
                            "--min-cleanable-dirty-ratio", "0.01", "--index-interval-bytes",
@@ -214,15 +199,15 @@ def test_kafkalog_compact_leaves_the_brokers_segments(kafka_compacted, topic, cl
     when = _pass_time(cleaned)
     if when is None:  # no horizon stamped: the pass's time leaves no trace
         when = kafkaraw.now_ms()
-    before = _segment_files(copy / f"{topic}-0")
+    before = segment_files(copy / f"{topic}-0")
     preview = _compact(copy / f"{topic}-0", when, "--dry-run")
-    assert _segment_files(copy / f"{topic}-0") == before
+    assert segment_files(copy / f"{topic}-0") == before
     result = _compact(copy / f"{topic}-0", when)
     assert {k: v for k, v in preview.items() if k not in ("dryRun", "renamed")} \
         == {k: v for k, v in result.items() if k not in ("dryRun", "renamed")}
     assert result["endOffset"] == entry[topic]
-    assert _checkpoint(copy / "cleaner-offset-checkpoint")[(topic, 0)] == entry[topic]
-    ours, theirs = _segment_files(copy / f"{topic}-0"), _segment_files(cleaned)
+    assert offset_checkpoint(copy / "cleaner-offset-checkpoint")[(topic, 0)] == entry[topic]
+    ours, theirs = segment_files(copy / f"{topic}-0"), segment_files(cleaned)
     assert sorted(ours) == sorted(theirs)
     different = [n for n in ours if ours[n] != theirs[n]]
     assert not different, different

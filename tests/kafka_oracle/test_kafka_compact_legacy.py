@@ -27,6 +27,7 @@ import zlib
 import pytest
 
 import kafkaraw
+from kafkabroker import offset_checkpoint, segment_files
 
 pytestmark = pytest.mark.kafka
 
@@ -86,16 +87,6 @@ def _message_set(magic, codec, append_time, now):
     return b"".join(out)
 
 
-def _checkpoint(path):
-    if not path.exists():
-        return {}
-    out = {}
-    for line in path.read_text().splitlines()[2:]:
-        topic, p, offset = line.rsplit(" ", 2)
-        out[(topic, int(p))] = int(offset)
-    return out
-
-
 def _set_ratio(broker, ratio):
     from kafka.admin import ConfigResource, ConfigResourceType
     admin = broker.admin()
@@ -111,7 +102,7 @@ def _set_ratio(broker, ratio):
 def _wait_cleaned(broker, timeout=180):
     deadline = time.monotonic() + timeout
     while True:
-        written = _checkpoint(broker.logdir / "cleaner-offset-checkpoint")
+        written = offset_checkpoint(broker.logdir / "cleaner-offset-checkpoint")
         if all((t, 0) in written for t in LAYOUTS):
             time.sleep(2)  # the last partition's files are swapped in before its checkpoint
             return {t: written[(t, 0)] for t in LAYOUTS}
@@ -170,18 +161,12 @@ def _pass_time(directory):
     return times.pop()
 
 
-def _segment_files(directory):
-    kinds = (".log", ".index", ".timeindex", ".txnindex")
-    return {n: (directory / n).read_bytes() for n in sorted(os.listdir(directory))
-            if n.endswith(kinds)}
-
-
 @pytest.mark.parametrize("topic", sorted(LAYOUTS))
 def test_kafkalog_compact_of_legacy_message_sets_leaves_the_brokers_segments(
         kafka_legacy_compacted, topic):
     copy, cleaned_dir, entry = kafka_legacy_compacted
     part = copy / f"{topic}-0"
-    before = _segment_files(part)
+    before = segment_files(part)
     when = _pass_time(cleaned_dir / f"{topic}-0")
     proc = subprocess.run([*KAFKALOG, "compact", "--format", "json", "--now", str(when),
                            "--min-cleanable-dirty-ratio", "0.01", "--index-interval-bytes",
@@ -191,8 +176,8 @@ def test_kafkalog_compact_of_legacy_message_sets_leaves_the_brokers_segments(
     (result,) = [o for o in map(json.loads, proc.stdout.decode().splitlines())
                  if o["type"] == "partition"]
     assert result["endOffset"] == entry[topic]
-    assert _checkpoint(copy / "cleaner-offset-checkpoint")[(topic, 0)] == entry[topic]
-    ours, theirs = _segment_files(part), _segment_files(cleaned_dir / f"{topic}-0")
+    assert offset_checkpoint(copy / "cleaner-offset-checkpoint")[(topic, 0)] == entry[topic]
+    ours, theirs = segment_files(part), segment_files(cleaned_dir / f"{topic}-0")
     assert sorted(ours) == sorted(theirs)
     different = [n for n in ours if ours[n] != theirs[n]]
     assert not different, different

@@ -92,7 +92,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkabroker import Broker, copy_logdir
+from kafkabroker import Broker, copy_logdir, offset_checkpoint
 from kafkatraffic import _headers, _key, _value
 
 pytestmark = pytest.mark.kafka
@@ -376,15 +376,6 @@ def read_records(broker):
 
 # -- the files ------------------------------------------------------------------------------------
 
-def checkpoint(path):
-    """{(topic, partition): offset} of an offset checkpoint file (missing: empty)."""
-    if not path.exists() or path.stat().st_size == 0:  # the broker's file before its first write
-        return {}
-    lines = path.read_text().splitlines()
-    assert lines[0] == "0" and int(lines[1]) == len(lines) - 2, lines
-    return {(t, int(p)): int(o) for t, p, o in (line.split() for line in lines[2:])}
-
-
 def partition_files(logdir):
     """{partition dir: {file name: bytes}}, the quarantine and the controller's log left out."""
     out = {}
@@ -480,9 +471,9 @@ def compare_recovered_with_loaded(a_files, b_files, a_logdir, b_logdir, label):
                             + (f" (A {_epochs(x)}, B {_epochs(y)})"
                                if name == "leader-epoch-checkpoint" else ""))
     for ckpt in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint"):
-        ca = {k: v for k, v in checkpoint(Path(a_logdir, ckpt)).items()
+        ca = {k: v for k, v in offset_checkpoint(Path(a_logdir, ckpt)).items()
               if f"{k[0]}-{k[1]}" in a_files}
-        cb = {k: v for k, v in checkpoint(Path(b_logdir, ckpt)).items()
+        cb = {k: v for k, v in offset_checkpoint(Path(b_logdir, ckpt)).items()
               if f"{k[0]}-{k[1]}" in b_files}
         if ckpt == "log-start-offset-checkpoint":
             # the broker writes an entry only where the log start is above the first segment's

@@ -34,6 +34,7 @@ import time
 import pytest
 
 import kafkaraw
+from kafkabroker import offset_checkpoint
 
 pytestmark = pytest.mark.kafka
 
@@ -68,17 +69,6 @@ def _produce(broker, topic, n, timestamp, idempotent=False, first=0):
             producer.flush()
     producer.flush()
     producer.close()
-
-
-def _checkpoint(path):
-    """An offset checkpoint file as {(topic, partition): offset}."""
-    lines = path.read_text().splitlines()
-    assert lines[0] == "0" and int(lines[1]) == len(lines) - 2, path
-    out = {}
-    for line in lines[2:]:
-        topic, p, offset = line.rsplit(" ", 2)
-        out[(topic, int(p))] = int(offset)
-    return out
 
 
 def _segments(d):
@@ -178,7 +168,7 @@ def test_retain_deletes_what_the_broker_deletes(kafka_retained, topic):
     assert (ours / name / ("%020d.log" % 0)).exists() == (topic == "deletedfirst")
     assert _segments(ours / name)
     first = min(int(n.split(".")[0]) for n in _segments(ours / name))
-    log_start = max(first, _checkpoint(ours / "log-start-offset-checkpoint").get((topic, 0), 0))
+    log_start = max(first, offset_checkpoint(ours / "log-start-offset-checkpoint").get((topic, 0), 0))
     assert log_start == starts[topic]
     if topic in delete_at:
         assert log_start == delete_at[topic]
@@ -186,12 +176,12 @@ def test_retain_deletes_what_the_broker_deletes(kafka_retained, topic):
 
 def test_retain_leaves_the_checkpoints_the_broker_leaves(kafka_retained):
     theirs, ours, _, _ = kafka_retained
-    ours_lso = _checkpoint(ours / "log-start-offset-checkpoint")
-    theirs_lso = _checkpoint(theirs / "log-start-offset-checkpoint")
+    ours_lso = offset_checkpoint(ours / "log-start-offset-checkpoint")
+    theirs_lso = offset_checkpoint(theirs / "log-start-offset-checkpoint")
     assert ours_lso == theirs_lso
     assert ("deleted", 0) in ours_lso and ("deletedfirst", 0) in ours_lso
-    ours_rp = _checkpoint(ours / "recovery-point-offset-checkpoint")
-    theirs_rp = _checkpoint(theirs / "recovery-point-offset-checkpoint")
+    ours_rp = offset_checkpoint(ours / "recovery-point-offset-checkpoint")
+    theirs_rp = offset_checkpoint(theirs / "recovery-point-offset-checkpoint")
     for topic in POLICIES:
         assert ours_rp[(topic, 0)] == theirs_rp[(topic, 0)], topic
 
