@@ -6,7 +6,6 @@ retained records written again as the log cleaner writes them
 from __future__ import annotations
 
 import operator
-import os
 import struct
 import zlib
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
@@ -17,6 +16,7 @@ from . import codecs
 from .control import ABORT, COMMIT
 from .records import (ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL,
                       LOG_APPEND_TIME, V2_HEADER, V2_OVERHEAD, Batch, Records)
+from .speedups import speedups
 from .varint import encode_varint
 
 _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
@@ -28,14 +28,9 @@ _TIMESTAMP = operator.attrgetter("timestamp")
 
 Headers = Sequence[Tuple[str, Optional[bytes]]]
 
-_encode_records: Optional[Callable[[Sequence[Record], int], Optional[bytes]]] = None
-if not os.environ.get("KAFKALOG_PURE_PYTHON"):
-    try:  # the C mirror of encode_v2_records (format/_speedups.c)
-        from . import _speedups
-    except ImportError:
-        pass
-    else:
-        _encode_records = _speedups.encode_records
+# the C mirror of encode_v2_records (format/speedups.py)
+_encode_records: Optional[Callable[[Sequence[Record], int], Optional[bytes]]] = (
+    None if speedups is None else speedups.encode_records)
 
 
 def _varint_cache() -> List[bytes]:

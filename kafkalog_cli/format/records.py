@@ -8,28 +8,16 @@ so that the per-record cost stays at a few list appends.
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
-from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple, Type, Union
+from typing import Iterable, Iterator, List, Optional, Tuple, Type, Union
 
 from .crc import crc32c
 
 from . import codecs
 from .errors import CorruptRecordError, LimitExceededError
+from .speedups import speedups as _speedups  # the optional C decoder
 from .utf8 import ERRORS as JAVA_UTF8
-
-if TYPE_CHECKING:
-    from types import ModuleType
-
-# The optional C decoder (built from _speedups.c when a compiler is there). Setting
-# KAFKALOG_PURE_PYTHON=1 forces the pure-Python decoder, so tests can check both.
-_speedups: Optional[ModuleType] = None
-if not os.environ.get("KAFKALOG_PURE_PYTHON"):
-    try:
-        from . import _speedups  # type: ignore[no-redef]  # a C module without stub
-    except ImportError:  # pragma: no cover - depends on the build
-        _speedups = None
 
 LOG_OVERHEAD = 12
 HEADER_PREFIX = 17  # offset, size, crc/ple, magic: enough to dispatch

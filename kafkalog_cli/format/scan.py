@@ -13,7 +13,6 @@ a reader can keep memory flat over any stretch of garbage.
 
 from __future__ import annotations
 
-import os
 import re
 import zlib
 from typing import Callable, Iterator, Optional, Tuple, Union
@@ -25,6 +24,7 @@ from .errors import CorruptRecordError, LimitExceededError
 from .records import (LEGACY_MIN_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD, PREFIX, V2_OVERHEAD,
                       iter_v2_records, read_batch,
                       Batch, v2_offset_problem_at)
+from .speedups import speedups
 from .validity import crc_problem
 
 SHORT_TAIL, PAST_END, BELOW_MINIMUM, ZERO_FILL, CRC_MISMATCH, OFFSET_OVERFLOW = (
@@ -268,12 +268,8 @@ def v2_records_ok_python(buf: codecs.Bytes, start: int, end: int, count: int, ba
     return True
 
 
-v2_records_ok = v2_records_ok_python
-if not os.environ.get("KAFKALOG_PURE_PYTHON"):
-    try:
-        from ._speedups import v2_records_ok  # type: ignore[no-redef]  # a C module without stub
-    except ImportError:
-        pass
+v2_records_ok = (v2_records_ok_python if speedups is None
+                 else speedups.v2_records_ok)  # the C mirror (format/speedups.py)
 
 
 def plain_records_ok(buf: codecs.Bytes, batch: Batch, limit: int) -> bool:

@@ -6,8 +6,9 @@ care: cramjam reads any valid stream."""
 
 from __future__ import annotations
 
-import os
 from typing import Callable, List, Optional
+
+from .speedups import speedups
 
 _BLOCK = 1 << 16          # kBlockSize: the input is compressed a fragment at a time
 _MAX_TABLE = 1 << 14      # kMaxHashTableSize
@@ -166,14 +167,9 @@ def compress_raw_python(data: bytes) -> bytes:
     return bytes(out)
 
 
-_c_compress: Optional[Callable[[bytes], bytes]] = None
-if not os.environ.get("KAFKALOG_PURE_PYTHON"):
-    try:  # the C mirror (format/_speedups.c)
-        from . import _speedups
-    except ImportError:
-        pass
-    else:
-        _c_compress = _speedups.snappy_compress_raw
+# the C mirror (format/speedups.py)
+_c_compress: Optional[Callable[[bytes], bytes]] = (
+    None if speedups is None else speedups.snappy_compress_raw)
 
 
 __all__ = ["compress_raw", "compress_raw_python"]

@@ -5,8 +5,10 @@ that grows up to ``max_slots``), where this one is a dict."""
 
 from __future__ import annotations
 
-import os
 from typing import Dict, Optional, Type, cast
+
+from ..format.speedups import speedups
+
 
 
 class OffsetMap:
@@ -37,14 +39,8 @@ class OffsetMap:
         return len(self._map)
 
 
-_COffsetMap: Optional[type] = None
-if not os.environ.get("KAFKALOG_PURE_PYTHON"):
-    try:  # the C mirror (format/_speedups.c)
-        from ..format import _speedups
-    except ImportError:
-        pass
-    else:
-        _COffsetMap = _speedups.OffsetMap
+# the C mirror (format/speedups.py)
+_COffsetMap: Optional[type] = None if speedups is None else speedups.OffsetMap
 
 
 def new_offset_map(max_slots: int) -> OffsetMap:
