@@ -356,6 +356,17 @@ class Broker:
             admin.close()
         self.wait_leaders([name])
 
+    def alter_topic_configs(self, configs):
+        """AlterConfigs for topics: ``configs`` maps a topic to {name: value}, which become
+        exactly the topic's dynamic configs."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+        admin = self.admin()
+        try:
+            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={
+                k: str(v) for k, v in values.items()}) for topic, values in configs.items()])
+        finally:
+            admin.close()
+
     def wait_leaders(self, topics, timeout=60):
         """Wait until every partition of ``topics`` has a leader (is online)."""
         deadline = time.monotonic() + timeout

@@ -74,7 +74,6 @@ def _wait_cleaned(broker, timeout=120):
 @pytest.fixture(scope="module")
 def kafka_cleaned(tmp_path_factory, kafka_classpath):
     from kafka import KafkaProducer
-    from kafka.admin import ConfigResource, ConfigResourceType
     from kafkabroker import Broker
 
     work = tmp_path_factory.mktemp("kafka-cleaner")
@@ -125,17 +124,12 @@ def kafka_cleaned(tmp_path_factory, kafka_classpath):
 
         broker.start()
         broker.wait_leaders(list(TOPICS))
-        admin = broker.admin()
-        try:
-            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={
-                "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
-                "internal.segment.bytes": str(SEGMENT_BYTES)}) for topic in TOPICS]
-                + [ConfigResource(ConfigResourceType.TOPIC, "overdue", configs={
-                    "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "1.0",
-                    "max.compaction.lag.ms": str(OVERDUE_LAG_MS),
-                    "internal.segment.bytes": str(SEGMENT_BYTES)})])
-        finally:
-            admin.close()
+        configs = {topic: {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                           "internal.segment.bytes": SEGMENT_BYTES} for topic in TOPICS}
+        configs["overdue"] = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "1.0",
+                              "max.compaction.lag.ms": OVERDUE_LAG_MS,
+                              "internal.segment.bytes": SEGMENT_BYTES}
+        broker.alter_topic_configs(configs)
         entry = _wait_cleaned(broker)
         broker.stop()
         after = {topic: _records(broker.partition_dir(topic))

@@ -102,13 +102,7 @@ def _settings(ratio):
 
 
 def _set_ratio(broker, ratio):
-    from kafka.admin import ConfigResource, ConfigResourceType
-    admin = broker.admin()
-    try:
-        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
-                                            configs=_settings(ratio)) for topic in TOPICS])
-    finally:
-        admin.close()
+    broker.alter_topic_configs({topic: _settings(ratio) for topic in TOPICS})
 
 
 @pytest.fixture(scope="module")

@@ -88,15 +88,9 @@ def _message_set(magic, codec, append_time, now):
 
 
 def _set_ratio(broker, ratio):
-    from kafka.admin import ConfigResource, ConfigResourceType
-    admin = broker.admin()
-    try:
-        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={
-            "cleanup.policy": "compact", "min.cleanable.dirty.ratio": ratio,
-            "delete.retention.ms": str(RETENTION_MS)})
-            for topic in LAYOUTS])
-    finally:
-        admin.close()
+    broker.alter_topic_configs({topic: {
+        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": ratio,
+        "delete.retention.ms": RETENTION_MS} for topic in LAYOUTS})
 
 
 def _wait_cleaned(broker, timeout=180):
