@@ -234,7 +234,7 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
         # (swapped in, then their indexes and the cleaner checkpoint written by recover_partition)
         plan.compact_end_offset = intent.end_offset
         vouched = {n for n in regular if names.lifecycle_suffix(n) == names.CLEANED
-                   and _is_segment_swap(names.without_lifecycle_suffix(n) + names.SWAP)
+                   and partition_file_kind(n) in names.SEGMENT_KINDS
                    and file_base(n) in intent.bases}
     view, swaps = _plan_leftovers(plan, regular, vouched)
     _plan_swaps(plan, view, swaps)

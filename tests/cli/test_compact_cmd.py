@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from kafkagen import Rec, SegmentWriter, garbage_tail
 
 KAFKALOG = [sys.executable, "-m", "kafkalog_cli"]
@@ -112,3 +114,35 @@ def test_recover_finishes_a_pass_killed_once_its_intent_was_written(tmp_path):
     assert not [o for o in recover(code=0) if o["type"] in ("compactFinished", "moved",
                                                              "renamed")]
     assert cc.log_dir_state(str(tmp_path / "killed")) == after
+
+
+PLANTED = {
+    # a symlink at each name a pass creates, leading outside the log directory
+    "the intent's temporary file": "compacted-0/.kafkalog-compact-intent.kafkalog-tmp",
+    "the cleaner checkpoint's temporary file": "cleaner-offset-checkpoint.kafkalog-tmp",
+    "the new segment's .cleaned log": "compacted-0/00000000000000000000.log.cleaned",
+    "the new segment's .cleaned index": "compacted-0/00000000000000000000.index.cleaned",
+}
+
+
+@pytest.mark.parametrize("planted", list(PLANTED))
+@pytest.mark.parametrize("dangling", [True, False], ids=["dangling", "to-a-file"])
+def test_a_pass_never_writes_through_a_planted_symlink(tmp_path, planted, dangling):
+    from appendcheck import tree_hash
+    logs = tmp_path / "logs"
+    d = _partition(logs)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_bytes(b"do not touch\n" * 10)
+    target = outside / ("dangling" if dangling else "precious")
+    link = logs / PLANTED[planted]
+    link.symlink_to(target)
+    before = tree_hash(outside)
+    code, out, err = _run(d)
+    assert tree_hash(outside) == before, (planted, err)
+    assert not (outside / "dangling").exists()
+    assert "Traceback" not in err
+    # the stale name was removed, never followed: the pass is done
+    assert code == 0, err
+    assert not link.is_symlink()
+    assert (logs / "cleaner-offset-checkpoint").read_text().splitlines()[2] == "compacted 0 9"
