@@ -5,10 +5,12 @@ A shell loop over thousands of segments pays start-up once per segment. Times, b
 --repeat, the runs interleaved (so that a burst of load on the machine hits all of them):
 
   python -c pass     the interpreter alone (with its site-packages: the same venv)
+  import click       python -c "import click": the floor of any click command's start-up
   dump empty         python -m kafkalog_cli dump EMPTY.log > /dev/null
   --help             python -m kafkalog_cli --help > /dev/null (imports every command's module)
 
-and prints each as a ratio to `python -c pass` (the goal: a dump of an empty segment within 2.5x),
+and prints each as a ratio to `python -c pass` (the goal: a dump of an empty segment within 2.0x;
+the `import click` row shows how much of that click's import alone takes),
 in wall time and in CPU time (the child's user + system time: less moved by other processes on
 a loaded machine, which delay a run without adding to its CPU time).
 --compare-path DIR also times another checkout (e.g. `git worktree add /tmp/base COMMIT`, its C
@@ -74,6 +76,7 @@ def main():
         cases = []
         for label, python, penv in pythons:
             cases += [(label, "python -c pass", [python, "-c", "pass"], penv),
+                      (label, "import click", [python, "-c", "import click"], penv),
                       (label, "dump empty", [python, "-m", "kafkalog_cli", "dump", empty], penv),
                       (label, "--help", [python, "-m", "kafkalog_cli", "--help"], penv)]
         for _, _, argv, penv in cases:  # byte code written, files in the page cache
