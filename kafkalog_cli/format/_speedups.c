@@ -780,6 +780,527 @@ out:
     return rec;
 }
 
+/* -- encode_jsonl: the records area of `kafkalog append --input-format jsonl` -----------------
+ *
+ * encode_jsonl(data, pos, end, now, base_ts, count, pending_bytes, max_ts, batch_records,
+ *              batch_bytes, record_limit, plain)
+ *   -> (area, pos, lines, taken, base_ts, pending_bytes, max_ts, full)
+ * mirrors log/append_input.py's encode_jsonl to the byte (tests/format/test_c_differential.py):
+ * the lines of data[pos:end] (ending at "\n"; the last may have none) that make plain records
+ * (append_input._plain_record: an object of at most a string or null "key" and "value" and an
+ * integer or null "timestamp") become v2 records of a batch being gathered, blank lines are
+ * passed over, up to the first line that makes no plain record or whose record does not fit.
+ *
+ * The Python asks `plain(line, now)` (orjson) of every line. This reads the lines of the common
+ * shape itself, with no object made: a JSON object whose members are "key", "value" (each a
+ * string or null) and "timestamp" (an integer within 64 bits, or null), each at most once,
+ * spelled without escapes in the names, strings with any escape JSON has and valid UTF-8 (what
+ * orjson takes; the decoded text is what orjson's str encodes to). A member of another name
+ * (spelled without escapes) makes the line no plain record whatever follows (an object keeps
+ * every name; invalid JSON is none either). Any other line is given to `plain`, as the Python
+ * gives every line, so the two agree wherever this reader decides. */
+
+enum { JL_PLAIN, JL_NOT_PLAIN, JL_UNSURE };
+
+typedef struct {
+    const unsigned char *raw[2];  /* key, value: the bytes between the quotes; NULL: null */
+    Py_ssize_t raw_len[2], len[2]; /* their length as written, and as decoded */
+    int escaped[2];
+    int has_ts;
+    int64_t ts;
+} jl_fields;
+
+/* Does any of the 8 bytes of x need a look of its own in a string: a quote, a backslash, a
+ * control character or a byte of a multi-byte UTF-8 sequence? (Bytes after the first such one
+ * may be reported too; the caller then reads them one by one.) */
+static inline uint64_t
+jl_special8(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    return (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x) | x) & high;
+}
+
+static inline const unsigned char *
+jl_ws(const unsigned char *p, const unsigned char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+        p++;
+    return p;
+}
+
+/* The value of 4 hex digits at p (within e), or -1. */
+static inline int
+jl_hex4(const unsigned char *p, const unsigned char *e)
+{
+    if (e - p < 4)
+        return -1;
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = p[i], d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The length of the valid UTF-8 sequence at p (its lead byte >= 0x80), or 0 (overlong forms,
+ * surrogates and code points past U+10FFFF are not UTF-8). */
+static inline int
+jl_utf8(const unsigned char *p, const unsigned char *e)
+{
+    unsigned c = p[0];
+    Py_ssize_t left = e - p;
+#define JL_CONT(i) (left > (i) && (p[i] & 0xC0) == 0x80)
+    if (c >= 0xC2 && c <= 0xDF)
+        return JL_CONT(1) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (!JL_CONT(1) || !JL_CONT(2))
+            return 0;
+        if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F))
+            return 0;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (!JL_CONT(1) || !JL_CONT(2) || !JL_CONT(3))
+            return 0;
+        if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F))
+            return 0;
+        return 4;
+    }
+#undef JL_CONT
+    return 0;
+}
+
+/* The escape at p (a backslash, within e): the bytes it takes and, in *cp, the code point it
+ * stands for; 0 when it is none JSON has (a lone surrogate included). */
+static inline int
+jl_escape(const unsigned char *p, const unsigned char *e, uint32_t *cp)
+{
+    if (e - p < 2)
+        return 0;
+    switch (p[1]) {
+    case '"': *cp = '"'; return 2;
+    case '\\': *cp = '\\'; return 2;
+    case '/': *cp = '/'; return 2;
+    case 'b': *cp = '\b'; return 2;
+    case 'f': *cp = '\f'; return 2;
+    case 'n': *cp = '\n'; return 2;
+    case 'r': *cp = '\r'; return 2;
+    case 't': *cp = '\t'; return 2;
+    case 'u': {
+        int hi = jl_hex4(p + 2, e);
+        if (hi < 0 || (hi >= 0xDC00 && hi <= 0xDFFF))
+            return 0;
+        if (hi < 0xD800 || hi > 0xDBFF) {
+            *cp = (uint32_t)hi;
+            return 6;
+        }
+        if (e - p < 12 || p[6] != '\\' || p[7] != 'u')
+            return 0;
+        int lo = jl_hex4(p + 8, e);
+        if (lo < 0xDC00 || lo > 0xDFFF)
+            return 0;
+        *cp = 0x10000 + (((uint32_t)hi - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
+        return 12;
+    }
+    default:
+        return 0;
+    }
+}
+
+static inline int
+jl_cp_size(uint32_t cp)
+{
+    return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+}
+
+/* The string whose text starts at p (after its opening quote): 1 with *close at its closing
+ * quote, *len its length once decoded, *escaped set when it holds an escape; 0 when it is no
+ * string orjson reads (or e cuts it). */
+static int
+jl_string(const unsigned char *p, const unsigned char *e, const unsigned char **close,
+          Py_ssize_t *len, int *escaped)
+{
+    Py_ssize_t saved = 0; /* bytes the escapes take beyond what they stand for */
+    const unsigned char *s = p;
+    *escaped = 0;
+    for (;;) {
+        while (e - p >= 8) {
+            uint64_t x;
+            memcpy(&x, p, 8);
+            if (jl_special8(x))
+                break;
+            p += 8;
+        }
+        if (p >= e)
+            return 0;
+        unsigned c = *p;
+        if (c == '"') {
+            *close = p;
+            *len = (p - s) - saved;
+            return 1;
+        }
+        if (c == '\\') {
+            uint32_t cp;
+            int n = jl_escape(p, e, &cp);
+            if (n == 0)
+                return 0;
+            saved += n - jl_cp_size(cp);
+            *escaped = 1;
+            p += n;
+        }
+        else if (c < 0x20)
+            return 0;
+        else if (c < 0x80)
+            p++;
+        else {
+            int n = jl_utf8(p, e);
+            if (n == 0)
+                return 0;
+            p += n;
+        }
+    }
+}
+
+/* The text of a string jl_string read (raw bytes, raw_len of them) written decoded at out. */
+static unsigned char *
+jl_unescape(unsigned char *out, const unsigned char *p, Py_ssize_t raw_len)
+{
+    const unsigned char *e = p + raw_len;
+    while (p < e) {
+        const unsigned char *b = memchr(p, '\\', (size_t)(e - p));
+        if (b == NULL)
+            b = e;
+        memcpy(out, p, (size_t)(b - p));
+        out += b - p;
+        p = b;
+        if (p == e)
+            break;
+        uint32_t cp = 0;
+        p += jl_escape(p, e, &cp); /* valid: jl_string read it */
+        if (cp < 0x80)
+            *out++ = (unsigned char)cp;
+        else if (cp < 0x800) {
+            *out++ = (unsigned char)(0xC0 | (cp >> 6));
+            *out++ = (unsigned char)(0x80 | (cp & 0x3F));
+        }
+        else if (cp < 0x10000) {
+            *out++ = (unsigned char)(0xE0 | (cp >> 12));
+            *out++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+            *out++ = (unsigned char)(0x80 | (cp & 0x3F));
+        }
+        else {
+            *out++ = (unsigned char)(0xF0 | (cp >> 18));
+            *out++ = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+            *out++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+            *out++ = (unsigned char)(0x80 | (cp & 0x3F));
+        }
+    }
+    return out;
+}
+
+/* The line [p, e) read as a plain record into *f: JL_PLAIN, JL_NOT_PLAIN (certainly none), or
+ * JL_UNSURE (for `plain` to say). */
+static int
+jl_parse(const unsigned char *p, const unsigned char *e, jl_fields *f)
+{
+    int seen = 0;
+    f->raw[0] = f->raw[1] = NULL;
+    f->has_ts = 0;
+    p = jl_ws(p, e);
+    if (p >= e || *p != '{')
+        return JL_UNSURE;
+    p = jl_ws(p + 1, e);
+    if (p < e && *p == '}') {
+        p++;
+    }
+    else {
+        for (;;) {
+            if (p >= e || *p != '"')
+                return JL_UNSURE;
+            const unsigned char *name = ++p;
+            while (p < e && *p != '"' && *p != '\\')
+                p++;
+            if (p >= e || *p == '\\')
+                return JL_UNSURE;
+            Py_ssize_t name_len = p - name;
+            int field;
+            if (name_len == 3 && memcmp(name, "key", 3) == 0)
+                field = 0;
+            else if (name_len == 5 && memcmp(name, "value", 5) == 0)
+                field = 1;
+            else if (name_len == 9 && memcmp(name, "timestamp", 9) == 0)
+                field = 2;
+            else
+                return JL_NOT_PLAIN;
+            if (seen & (1 << field))
+                return JL_UNSURE; /* the last one counts: left to orjson */
+            seen |= 1 << field;
+            p = jl_ws(p + 1, e);
+            if (p >= e || *p != ':')
+                return JL_UNSURE;
+            p = jl_ws(p + 1, e);
+            if (p >= e)
+                return JL_UNSURE;
+            if (*p == 'n') {
+                if (e - p < 4 || memcmp(p, "null", 4) != 0)
+                    return JL_UNSURE;
+                p += 4;
+            }
+            else if (field < 2) {
+                const unsigned char *close;
+                if (*p != '"' || !jl_string(p + 1, e, &close, &f->len[field], &f->escaped[field]))
+                    return JL_UNSURE;
+                f->raw[field] = p + 1;
+                f->raw_len[field] = close - (p + 1);
+                p = close + 1;
+            }
+            else {
+                /* an integer: -?(0|[1-9][0-9]*), within 64 bits (the grammar after it refuses
+                 * a fraction, an exponent or a leading zero) */
+                int neg = *p == '-';
+                if (neg)
+                    p++;
+                if (p >= e || *p < '0' || *p > '9')
+                    return JL_UNSURE;
+                uint64_t m = 0, limit = neg ? (uint64_t)1 << 63 : ((uint64_t)1 << 63) - 1;
+                if (*p == '0')
+                    p++;
+                else {
+                    while (p < e && *p >= '0' && *p <= '9') {
+                        uint64_t d = (uint64_t)(*p - '0');
+                        if (m > (limit - d) / 10)
+                            return JL_UNSURE;
+                        m = m * 10 + d;
+                        p++;
+                    }
+                }
+                f->has_ts = 1;
+                f->ts = !neg ? (int64_t)m : m == ((uint64_t)1 << 63) ? INT64_MIN : -(int64_t)m;
+            }
+            p = jl_ws(p, e);
+            if (p >= e)
+                return JL_UNSURE;
+            if (*p == ',') {
+                p = jl_ws(p + 1, e);
+                continue;
+            }
+            if (*p != '}')
+                return JL_UNSURE;
+            p++;
+            break;
+        }
+    }
+    return jl_ws(p, e) == e ? JL_PLAIN : JL_UNSURE;
+}
+
+/* Is [p, e) empty once bytes.strip() has taken its whitespace? */
+static inline int
+jl_blank(const unsigned char *p, const unsigned char *e)
+{
+    for (; p < e; p++)
+        if (!(*p == ' ' || (*p >= '\t' && *p <= '\r')))
+            return 0;
+    return 1;
+}
+
+/* Room for n more bytes at *out in *area (a bytes object being filled, *used of it so far). */
+static int
+jl_reserve(PyObject **area, unsigned char **out, Py_ssize_t n)
+{
+    Py_ssize_t size = PyBytes_GET_SIZE(*area);
+    Py_ssize_t used = *out - (unsigned char *)PyBytes_AS_STRING(*area);
+    if (size - used >= n)
+        return 0;
+    Py_ssize_t want = size * 2 > used + n ? size * 2 : used + n;
+    if (_PyBytes_Resize(area, want) < 0)
+        return -1;
+    *out = (unsigned char *)PyBytes_AS_STRING(*area) + used;
+    return 0;
+}
+
+/* A field of a record: null as -1, else its length and text. */
+static inline unsigned char *
+jl_put_field(unsigned char *out, const unsigned char *raw, Py_ssize_t raw_len, Py_ssize_t len,
+             int escaped)
+{
+    if (raw == NULL) {
+        *out++ = 1;
+        return out;
+    }
+    out = put_zigzag(out, len);
+    if (escaped)
+        return jl_unescape(out, raw, raw_len);
+    memcpy(out, raw, (size_t)len);
+    return out + len;
+}
+
+/* A field of the record `plain` made: bytes or None into *raw / *len (borrowed). */
+static int
+jl_object_field(PyObject *rec, PyObject *name, const unsigned char **raw, Py_ssize_t *len,
+                PyObject **ref)
+{
+    PyObject *v = PyObject_GetAttr(rec, name);
+    if (v == NULL)
+        return -1;
+    if (v == Py_None) {
+        *raw = NULL;
+        *len = 0;
+        Py_DECREF(v);
+        return 0;
+    }
+    if (!PyBytes_Check(v)) {
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_TypeError, "plain() must make a record of bytes or None");
+        return -1;
+    }
+    *raw = (const unsigned char *)PyBytes_AS_STRING(v);
+    *len = PyBytes_GET_SIZE(v);
+    *ref = v;
+    return 0;
+}
+
+static PyObject *
+encode_jsonl(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    long long now, base_ts, count, pending, max_ts, batch_records, batch_bytes, record_limit;
+    PyObject *plain;
+    if (!PyArg_ParseTuple(args, "y*nnLLLLLLLLO", &view, &pos, &end, &now, &base_ts, &count,
+                          &pending, &max_ts, &batch_records, &batch_bytes, &record_limit, &plain))
+        return NULL;
+    if (pos < 0 || pos > end || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "positions outside the data");
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    /* room for the records of a batch, grown when they need more */
+    Py_ssize_t room = end - pos + 64;
+    if (pending >= 0 && pending < batch_bytes && batch_bytes - pending < end - pos)
+        room = (Py_ssize_t)(batch_bytes - pending) + 4096;
+    PyObject *area = PyBytes_FromStringAndSize(NULL, room);
+    if (area == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(area);
+    long long lines = 0, taken = 0;
+    int full = 0;
+    Py_ssize_t p = pos;
+    while (p < end) {
+        const unsigned char *line = buf + p;
+        const unsigned char *nl = memchr(line, '\n', (size_t)(end - p));
+        const unsigned char *line_end = nl != NULL ? nl : buf + end;
+        Py_ssize_t next = nl != NULL ? (nl - buf) + 1 : end;
+        if (jl_blank(line, line_end)) {
+            lines++;
+            p = next;
+            continue;
+        }
+        jl_fields f;
+        PyObject *refs[2] = {NULL, NULL};
+        int r = jl_parse(line, line_end, &f);
+        if (r == JL_UNSURE) {
+            PyObject *rec = PyObject_CallFunction(plain, "y#L", (const char *)line,
+                                                  (Py_ssize_t)(line_end - line), now);
+            if (rec == NULL)
+                goto fail;
+            if (rec == Py_None) {
+                r = JL_NOT_PLAIN;
+            }
+            else {
+                PyObject *ts = NULL;
+                int bad = jl_object_field(rec, str_key, &f.raw[0], &f.len[0], &refs[0]) < 0
+                          || jl_object_field(rec, str_value, &f.raw[1], &f.len[1], &refs[1]) < 0
+                          || (ts = PyObject_GetAttr(rec, str_timestamp)) == NULL;
+                if (!bad) {
+                    f.ts = PyLong_AsLongLong(ts);
+                    bad = f.ts == -1 && PyErr_Occurred();
+                }
+                Py_XDECREF(ts);
+                Py_DECREF(rec);
+                if (bad) {
+                    Py_XDECREF(refs[0]);
+                    Py_XDECREF(refs[1]);
+                    goto fail;
+                }
+                f.has_ts = 1;
+                f.escaped[0] = f.escaped[1] = 0;
+                f.raw_len[0] = f.len[0];
+                f.raw_len[1] = f.len[1];
+                r = JL_PLAIN;
+            }
+        }
+        if (r == JL_NOT_PLAIN)
+            break;
+        int64_t ts = f.has_ts ? f.ts : (int64_t)now;
+        int64_t klen = f.raw[0] != NULL ? f.len[0] : 0, vlen = f.raw[1] != NULL ? f.len[1] : 0;
+        int64_t size = klen + vlen + 21, delta;
+        int stop = 0;
+        if (size > record_limit)
+            stop = 1; /* for the caller's error */
+        else if (count && pending + size > batch_bytes)
+            stop = full = 1;
+        else {
+            if (!count)
+                base_ts = max_ts = ts;
+            if (__builtin_sub_overflow(ts, (int64_t)base_ts, &delta))
+                stop = 1; /* for the Python's varint */
+        }
+        if (!stop) {
+            Py_ssize_t body = 1 + zigzag_size(delta) + zigzag_size(count)
+                              + (f.raw[0] != NULL ? zigzag_size(klen) + klen : 1)
+                              + (f.raw[1] != NULL ? zigzag_size(vlen) + vlen : 1) + 1;
+            if (jl_reserve(&area, &out, zigzag_size(body) + body) < 0) {
+                Py_XDECREF(refs[0]);
+                Py_XDECREF(refs[1]);
+                goto fail;
+            }
+            out = put_zigzag(out, body);
+            *out++ = 0;
+            out = put_zigzag(out, delta);
+            out = put_zigzag(out, count);
+            out = jl_put_field(out, f.raw[0], f.raw_len[0], klen, f.escaped[0]);
+            out = jl_put_field(out, f.raw[1], f.raw_len[1], vlen, f.escaped[1]);
+            *out++ = 0;
+        }
+        Py_XDECREF(refs[0]);
+        Py_XDECREF(refs[1]);
+        if (stop)
+            break;
+        count++;
+        taken++;
+        lines++;
+        pending += size;
+        if (ts > max_ts)
+            max_ts = ts;
+        p = next;
+        if (count >= batch_records || pending >= batch_bytes) {
+            full = 1;
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    if (_PyBytes_Resize(&area, out - (unsigned char *)PyBytes_AS_STRING(area)) < 0)
+        return NULL;
+    return Py_BuildValue("(NnLLLLLO)", area, p, lines, taken, base_ts, pending, max_ts,
+                         full ? Py_True : Py_False);
+fail:
+    Py_XDECREF(area);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 
 /* --- snappy compression: the C mirror of format/snappy.py (Google's snappy 1.1.10
  * CompressFragment, EmitLiteral, EmitCopy), byte for byte ------------------------------------ */
@@ -1145,6 +1666,7 @@ static PyMethodDef methods[] = {
     {"encode_records", encode_records, METH_VARARGS, "The v2 records area of encode.Record objects (format/encode.py encode_v2_records), or None."},
     {"v2_records_ok", v2_records_ok, METH_VARARGS, "Do the uncompressed records of a v2 batch decode without an error (format/scan.py v2_records_ok)?"},
     {"plain_record", plain_record, METH_VARARGS, "A plain record of a JSON line's object, or None (log/append_input.py _plain_from_object)."},
+    {"encode_jsonl", encode_jsonl, METH_VARARGS, "The v2 records area of plain JSON lines of input (log/append_input.py encode_jsonl)."},
     {NULL, NULL, 0, NULL},
 };
 

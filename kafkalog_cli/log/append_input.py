@@ -15,12 +15,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import orjson
 
-from ..format.encode import Record
+from ..format.encode import Record, encode_v2_record
+from ..format.speedups import speedups
 from .append import now_ms
 from .produce import InputError, Item, Marker, ProducedRecord, RecordRun
 
@@ -179,12 +179,73 @@ def _plain_from_object(obj: Any, now: int, record_type: Any = Record) -> Optiona
     return record_type(key, value, ts)
 
 
-_plain_object = _plain_from_object
-if not os.environ.get("KAFKALOG_PURE_PYTHON"):
-    try:
-        from ..format._speedups import plain_record as _plain_object  # type: ignore[no-redef]
-    except ImportError:
-        pass
+_plain_object = _plain_from_object if speedups is None else speedups.plain_record
+
+
+def encode_jsonl(data: bytes, pos: int, end: int, now: int, base_ts: int, count: int,
+                 pending_bytes: int, max_ts: int, batch_records: int, batch_bytes: int,
+                 record_limit: int, plain: Callable[[bytes, int], Optional[Record]]
+                 ) -> Tuple[bytes, int, int, int, int, int, int, bool]:
+    """The v2 records of the plain records of the JSON lines of ``data[pos:end]`` (a line ends
+    at b"\n", the last may have none), added to a batch being gathered that holds ``count``
+    records of about ``pending_bytes`` bytes, the first stamped ``base_ts`` and the latest
+    ``max_ts``: ``plain(line, now)`` (``_plain_record``) makes a line's record, a blank line is
+    passed over. The records' offset deltas go on from ``count``, their timestamp deltas are
+    from ``base_ts`` (the first record's timestamp when ``count`` is 0). Records are taken as
+    RecordAppender takes a run of plain records: one that would take the batch past
+    ``batch_bytes`` (counting Record.size_estimate) waits for the next batch, unless the batch
+    is empty; the batch is full once it holds ``batch_records`` records or ``batch_bytes``.
+
+    Stops at the first line that makes no plain record, or whose record is larger than
+    ``record_limit`` or stamped more than 64 bits away from ``base_ts``: the caller reads that
+    line (and raises the error, or writes the varint the Python writes).
+
+    Returns (records area, position after the lines taken, lines taken (blank ones too),
+    records taken, base_ts, pending_bytes, max_ts, full): ``full`` says the batch is complete
+    (write it, then go on from the position). ``_speedups.encode_jsonl`` is its C mirror, which
+    reads the lines of the usual shape itself and asks ``plain`` of the others only."""
+    if not 0 <= pos <= end <= len(data):
+        raise ValueError("positions outside the data")
+    out: List[bytes] = []
+    lines = taken = 0
+    full = False
+    while pos < end:
+        nl = data.find(b"\n", pos, end)
+        stop, nxt = (end, end) if nl < 0 else (nl, nl + 1)
+        line = data[pos:stop]
+        record = plain(line, now)
+        if record is None:
+            if line.strip():
+                break
+            lines += 1  # a blank line
+            pos = nxt
+            continue
+        key, value, ts = record.key, record.value, record.timestamp
+        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0) + 21
+        if size > record_limit:
+            break
+        if count and pending_bytes + size > batch_bytes:
+            full = True
+            break
+        if not count:
+            base_ts = max_ts = ts
+        if not INT64_MIN <= ts - base_ts <= INT64_MAX:
+            break
+        out.append(encode_v2_record(key, value, ts - base_ts, count, ()))
+        count += 1
+        taken += 1
+        lines += 1
+        pending_bytes += size
+        max_ts = max(max_ts, ts)
+        pos = nxt
+        if count >= batch_records or pending_bytes >= batch_bytes:
+            full = True
+            break
+    return b"".join(out), pos, lines, taken, base_ts, pending_bytes, max_ts, full
+
+
+# its C mirror, unless KAFKALOG_PURE_PYTHON or a build without it
+_encode_jsonl = getattr(speedups, "encode_jsonl", encode_jsonl)
 
 
 def parse_jsonl(line: Union[str, bytes], ignore_unknown_fields: bool = False) -> Item:
@@ -246,12 +307,15 @@ def _too_long(number: int, limit: int) -> InputError:
                       "(--max-message-bytes); not read further" % limit, number)
 
 
-def _line_chunks(read: Callable[[int], bytes],
-                 limit: Optional[int] = None) -> Iterator[Tuple[bytes, int, int]]:
+def _line_chunks(read: Callable[[int], bytes], limit: Optional[int] = None,
+                 taken: Optional[Callable[[], int]] = None) -> Iterator[Tuple[bytes, int, int]]:
     """The pieces of InputLines.line_chunks: a line cut by a read's end is completed from the
     next read (the bytes of that one line are copied), the rest is given in place. A line of
     more than ``limit`` bytes (its newline not counted) raises InputError with its number as
-    soon as that many bytes of it are read: memory stays bounded whatever the input."""
+    soon as that many bytes of it are read: memory stays bounded whatever the input. The lines
+    before it are counted (their newlines), or, with ``taken``, are what ``taken()`` says: the
+    lines the caller took from the pieces given so far (each taken whole before the next is
+    asked for)."""
     rest: List[bytes] = []  # the start of a line cut by the end of a read
     rest_len = 0
     number = 0  # the lines given so far (counted only when there is a limit)
@@ -274,7 +338,7 @@ def _line_chunks(read: Callable[[int], bytes],
             rest.append(data[:nl + 1])
             line = b"".join(rest)
             yield line, 0, len(line)
-            number += 1
+            number = number + 1 if taken is None else taken()
             start = nl + 1
         cut = data.rfind(b"\n") + 1
         if cut > start:
@@ -289,8 +353,11 @@ def _line_chunks(read: Callable[[int], bytes],
                                 yield data, start, pos
                             raise _too_long(number + i + 1, limit)
                         pos += len(part) + 1
-                number += data.count(b"\n", start, cut)
+                if taken is None:
+                    number += data.count(b"\n", start, cut)
             yield data, start, cut
+            if taken is not None:
+                number = taken()
         tail = max(cut, start)
         rest = [data[tail:]] if len(data) > tail else []
         rest_len = len(data) - tail
@@ -322,15 +389,44 @@ class InputLines:
             self.max_line_bytes = (max_message_bytes if input_format == "lines"
                                    else 6 * max_message_bytes + 65536)
 
-    def line_chunks(self) -> Optional[Iterator[Tuple[bytes, int, int]]]:
+    def line_chunks(self, taken: Optional[Callable[[], int]] = None
+                    ) -> Optional[Iterator[Tuple[bytes, int, int]]]:
         """For ``lines`` read from a binary stream (``read1``, as sys.stdin.buffer): the input
         as (data, start, end) pieces of whole lines, ``data[start:end]``, each taken as it
         arrives (one read at a time, so a slow writer's lines are not held back), the last
-        line of the input maybe without its newline; None otherwise (iterate instead)."""
+        line of the input maybe without its newline; None otherwise (iterate instead).
+        ``taken()``, if given, is how many lines the caller has taken so far (the line number
+        of an error about a line too long), each piece being taken whole before the next."""
         read = getattr(self.lines, "read1", None)
         if self.input_format != "lines" or read is None:
             return None
-        return _line_chunks(read, self.max_line_bytes)
+        return _line_chunks(read, self.max_line_bytes, taken)
+
+    # -- ``jsonl`` read from a stream by RecordAppender.append_jsonl -------------------------
+    def jsonl_stream(self) -> bool:
+        """Is this ``jsonl`` read from a binary stream (``read1``)? RecordAppender.append_jsonl
+        may then read it through ``jsonl_chunks``, ``encode_plain`` and ``jsonl_item`` (the
+        plain records of a read encoded at once, no Record made) instead of iterating."""
+        return self.input_format == "jsonl" and getattr(self.lines, "read1", None) is not None
+
+    def jsonl_chunks(self, taken: Callable[[], int]) -> Iterator[Tuple[bytes, int, int]]:
+        """The pieces of ``jsonl`` read from a stream, as ``line_chunks`` gives them."""
+        return _line_chunks(getattr(self.lines, "read1"), self.max_line_bytes, taken)
+
+    # encode_jsonl (or its C mirror) and the plain record of a line, for append_jsonl
+    encode_plain = staticmethod(_encode_jsonl)
+    plain_line = staticmethod(_plain_record)
+
+    def jsonl_item(self, line: bytes, number: int) -> Item:
+        """The item of ``line`` (with its newline, if it has one), line ``number``, which makes
+        no plain record (``_plain_record``): read by json as ``__iter__`` reads it; InputError
+        with the line's number."""
+        self.line = number
+        try:
+            return _parse_object(line, self.ignore_unknown_fields)
+        except InputError as e:
+            e.line = number
+            raise
 
     def __iter__(self) -> Iterator[Item]:
         read = getattr(self.lines, "read1", None)
@@ -397,4 +493,4 @@ class InputLines:
                 yield run
 
 
-__all__: List[str] = ["INPUT_FORMATS", "InputLines", "parse_jsonl"]
+__all__: List[str] = ["INPUT_FORMATS", "InputLines", "encode_jsonl", "parse_jsonl"]

@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Callable, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Union
 
 from ..errors import KafkalogError, UsageError
 from ..format import codecs
 from ..format.control import ABORT, COMMIT
 from ..format.encode import (Record, encode_control_batch, encode_legacy, encode_lines,
-                             encode_v2_area, encode_v2_batch)
+                             encode_v2_area, encode_v2_batch, encode_v2_record)
 from ..format.records import CREATE_TIME, LOG_APPEND_TIME, TIMESTAMP_TYPE_NAMES
 from .append import PartitionWriter, WriteFailed, now_ms
 from .partition import Partition
@@ -245,6 +245,15 @@ class RecordAppender:
         self.count = 0
         self.unflushed = 0
         self.lines_gathered = 0  # append_lines: the records of the batch being gathered
+        self.lines_taken = 0  # append_lines: the lines (records) taken so far
+        # append_jsonl's batch being gathered (plain records, no producer), as its records area
+        # (``pending`` is then empty): the encoded records, how many, about how many bytes
+        # (Record.size_estimate), the first record's timestamp and the largest
+        self.area: List[bytes] = []
+        self.area_count = 0
+        self.area_bytes = 0
+        self.area_base_ts = 0
+        self.area_max_ts = 0
 
     def _too_large(self, size: int) -> InputError:
         """A record of ``size`` bytes (about) in a batch would pass max.message.bytes: the
@@ -413,6 +422,11 @@ class RecordAppender:
         self.writer.write_out()  # what a read of the input made full is written
 
     def write_pending(self) -> None:
+        if self.area_count:
+            self._write_area(self.area, self.area_count, self.area_base_ts, self.area_max_ts,
+                             self.settings.timestamp_type_id == LOG_APPEND_TIME)
+            self.area, self.area_count, self.area_bytes = [], 0, 0
+            return
         if not self.pending:
             return
         base, n = self.writer.next_offset, len(self.pending)
@@ -482,6 +496,7 @@ class RecordAppender:
                 if n:
                     parts.append(area)
                     count += n
+                    self.lines_taken += n
                     max_ts = max(max_ts, ts)
                 if full:
                     self._write_area(parts, count, base_ts, max_ts, lat)
@@ -516,13 +531,107 @@ class RecordAppender:
 
     @property
     def lines_fast_path(self) -> bool:
-        """Can plain Records go through ``append_lines`` (message format 2, no producer)?"""
+        """Can plain Records go through ``append_lines`` or ``append_jsonl`` (message format 2,
+        no producer)?"""
         return self.settings.magic == 2 and self.settings.producer_id < 0
+
+    def append_jsonl(self, items: Any) -> None:
+        """Append the JSON lines of ``items`` (InputLines of ``jsonl`` read from a stream:
+        ``jsonl_chunks``, ``encode_plain``, ``plain_line``, ``jsonl_item``) as ``add`` appends
+        the items its iteration gives, to the byte, but with the plain records of a read
+        encoded into the batch being gathered at once (``encode_plain``: log/append_input.
+        encode_jsonl or its C mirror), no Record made; every other line is read into its item
+        (``jsonl_item``) and added as ``add`` adds it. For message format 2 without the
+        settings' producer (``lines_fast_path``). An InputError is raised with its line: a
+        line's own, and for a batch refused as it is written while plain records are taken,
+        the last line of their run (where iteration would have stood)."""
+        s = self.settings
+        record_limit = s.max_message_bytes - V2_BATCH_OVERHEAD
+        encode, plain_line = items.encode_plain, items.plain_line
+        number = 0  # the lines taken
+        for data, pos, end in items.jsonl_chunks(lambda: number):
+            now = now_ms()  # the time of the read: the timestamp of a plain line without one
+            run = False  # plain records taken and not yet followed by write_out
+            while pos < end:
+                area, pos, lines, taken, base_ts, pending, max_ts, full = encode(
+                    data, pos, end, now, self.area_base_ts, self.area_count, self.area_bytes,
+                    self.area_max_ts, s.batch_records, s.batch_bytes, record_limit, plain_line)
+                number += lines
+                try:
+                    if taken:
+                        run = True
+                        if self.pending:
+                            self.write_pending()  # a producer's batch: a new batch starts
+                        self.area.append(area)
+                        self.area_count += taken
+                        self.area_base_ts, self.area_bytes, self.area_max_ts = (base_ts, pending,
+                                                                                max_ts)
+                    if full:
+                        self.write_pending()
+                except InputError as e:
+                    if e.line is None:
+                        e.line = _run_end(plain_line, data, pos, end, number)
+                    raise
+                if full or pos == end:
+                    continue
+                # the line at pos: it makes no plain record, or one encode leaves to us
+                nl = data.find(b"\n", pos, end)
+                nxt = end if nl < 0 else nl + 1
+                number += 1
+                record = plain_line(data[pos:end if nl < 0 else nl], now)
+                try:
+                    if record is not None:
+                        run = True
+                        self._add_to_area(record, number, True)
+                    else:
+                        if run:
+                            self.writer.write_out()  # as after a run of plain records
+                            run = False
+                        item = items.jsonl_item(data[pos:nxt], number)
+                        if isinstance(item, Record):
+                            self._add_to_area(item, number, False)
+                        else:
+                            self.add(item)
+                except InputError as e:
+                    if e.line is None:
+                        e.line = (number if record is None
+                                  else _run_end(plain_line, data, nxt, end, number))
+                    raise
+                pos = nxt
+            if run:
+                self.writer.write_out()  # what a read of the input made full is written
+
+    def _add_to_area(self, record: Record, line: int, plain: bool) -> None:
+        """Add a Record (no producer) to append_jsonl's batch being gathered, as
+        ``_add_plain_run`` adds the record of a plain line (``plain``: another producer's batch
+        is written first) or ``_add_plain`` a Record (the size is checked first); InputError
+        at ``line`` for a record too large."""
+        s = self.settings
+        size = record.size_estimate()
+        if plain and self.pending:
+            self.write_pending()
+        if size + V2_BATCH_OVERHEAD > s.max_message_bytes:
+            error = self._too_large(size)
+            error.line = line
+            raise error
+        if self.pending or (self.area_count and self.area_bytes + size > s.batch_bytes):
+            self.write_pending()  # another producer's batch, or one this record would overflow
+        ts = record.timestamp
+        if not self.area_count:
+            self.area_base_ts = self.area_max_ts = ts
+        self.area.append(encode_v2_record(record.key, record.value, ts - self.area_base_ts,
+                                          self.area_count, record.headers))
+        self.area_count += 1
+        self.area_bytes += size
+        self.area_max_ts = max(self.area_max_ts, ts)
+        if self.area_count >= s.batch_records or self.area_bytes >= s.batch_bytes:
+            self.write_pending()  # full: written now, so that bad input later cannot drop it
 
     def drop_pending(self) -> int:
         """Forget the batch being gathered; how many records it held."""
-        dropped = len(self.pending)
+        dropped = len(self.pending) + self.area_count
         self.pending, self.pending_bytes = [], 0
+        self.area, self.area_count, self.area_bytes = [], 0, 0
         return dropped
 
     def flush(self) -> None:
@@ -537,10 +646,12 @@ class RecordAppender:
         is dropped and what was written is flushed. Returns (that error or None, the records
         dropped). An error of the checks takes the line number of ``items.line`` when the
         iterable says where it is. Items that offer ``line_chunks()`` (InputLines of
-        ``lines``: values, no item can fail) go through ``append_lines`` when it applies."""
+        ``lines``: values, no item can fail) go through ``append_lines`` when it applies, and
+        those whose ``jsonl_stream()`` says so (InputLines of ``jsonl`` read from a stream)
+        through ``append_jsonl``."""
         line_chunks = getattr(items, "line_chunks", None)
         if line_chunks is not None and self.lines_fast_path:
-            chunks = line_chunks()
+            chunks = line_chunks(lambda: self.lines_taken)
             if chunks is not None:
                 try:
                     self.append_lines(chunks, getattr(items, "key", None))
@@ -549,14 +660,18 @@ class RecordAppender:
                     return e, self.lines_gathered
                 self.flush()
                 return None, 0
+        jsonl_stream = getattr(items, "jsonl_stream", None)
         try:
-            for item in items:
-                try:
-                    self.add(item)
-                except InputError as e:
-                    if e.line is None:
-                        e.line = getattr(items, "line", None)
-                    raise
+            if jsonl_stream is not None and self.lines_fast_path and jsonl_stream():
+                self.append_jsonl(items)
+            else:
+                for item in items:
+                    try:
+                        self.add(item)
+                    except InputError as e:
+                        if e.line is None:
+                            e.line = getattr(items, "line", None)
+                        raise
         except InputError as e:
             dropped = self.drop_pending()
             self.flush()
@@ -564,6 +679,21 @@ class RecordAppender:
         self.write_pending()
         self.flush()
         return None, 0
+
+
+def _run_end(plain_line: Callable[[bytes, int], Optional[Record]], data: bytes, pos: int,
+             end: int, number: int) -> int:
+    """The number of the last line of the run of plain records and blank lines at
+    ``data[pos:end]`` (``number`` is the line before ``pos``): the line before the first that
+    makes no plain record and is not blank, or the last of ``data``."""
+    while pos < end:
+        nl = data.find(b"\n", pos, end)
+        line = data[pos:end if nl < 0 else nl]
+        if line.strip() and plain_line(line, 0) is None:
+            return number
+        number += 1
+        pos = end if nl < 0 else nl + 1
+    return number
 
 
 def append_records(directory: str, records: Iterable[Item],

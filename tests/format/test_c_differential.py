@@ -1014,6 +1014,212 @@ def test_plain_record_random(obj, now):
     both_plain_records(obj, now)
 
 
+# -- encode_jsonl: the records area of `append --input-format jsonl` ----------------------------
+
+def both_jsonl_encoders(*args):
+    """``args`` to append_input.encode_jsonl and to its C mirror, with the same ``plain``
+    (append_input._plain_record): the same outcome, or the same error."""
+    from kafkalog_cli.log.append_input import _plain_record, encode_jsonl as py_encode_jsonl
+    outcomes = []
+    for fn in (py_encode_jsonl, speedups.encode_jsonl):
+        try:
+            outcomes.append(("ok", fn(*args, _plain_record)))
+        except Exception as e:  # the class and the text are what is compared
+            outcomes.append((type(e), str(e)))
+    assert outcomes[1] == outcomes[0], args
+    return outcomes[0]
+
+
+def jsonl_batches(data, now=1700000000000, count=0, pending=0, base_ts=0, max_ts=0,
+                  batch_records=1000000, batch_bytes=16384, record_limit=1 << 20):
+    """Both encoders over the whole of ``data``, batch after batch as RecordAppender.append_jsonl
+    calls them, a line neither takes passed over: the outcomes."""
+    pos, results = 0, []
+    while pos < len(data):
+        result = both_jsonl_encoders(data, pos, len(data), now, base_ts, count, pending, max_ts,
+                                     batch_records, batch_bytes, record_limit)
+        if result[0] != "ok":
+            return results + [result]
+        area, pos, lines, taken, base_ts, pending, max_ts, full = result[1]
+        results.append(result[1])
+        count += taken
+        if full:
+            count = pending = 0
+        elif pos < len(data):  # a line it leaves to the caller
+            nl = data.find(b"\n", pos)
+            pos = len(data) if nl < 0 else nl + 1
+    return results
+
+
+# Lines at the edges of what orjson reads, and of the shape the C reads by itself
+JSONL_EDGE_LINES = [
+    b'{"key": "k", "value": "v"}', b'{"value":"v","key":"k","timestamp":1}', b'{}', b' { } ',
+    b'{"key":null,"value":null,"timestamp":null}', b'{"timestamp": -0}', b'{"timestamp":0}',
+    b'{"timestamp": 9223372036854775807}', b'{"timestamp": -9223372036854775808}',
+    b'{"timestamp": 9223372036854775808}', b'{"timestamp": -9223372036854775809}',
+    b'{"timestamp": 18446744073709551615}', b'{"timestamp": 99999999999999999999}',
+    b'{"timestamp": 01}', b'{"timestamp": -}', b'{"timestamp": 1.0}', b'{"timestamp": 1e3}',
+    b'{"timestamp": 1E3}', b'{"timestamp": 1e400}', b'{"timestamp": "1"}', b'{"timestamp": true}',
+    b'{"value": "\\u00e9\\u4e2d \\ud83d\\ude00 \xc3\xa9 \\uD83D\\uDE00 \\u0000\\u001f"}',
+    b'{"value": "\\"\\\\\\/\\b\\f\\n\\r\\t"}', b'{"value": "\\ud800"}', b'{"value": "\\udc00"}',
+    b'{"value": "\\ud800\\u0041"}', b'{"value": "\\ud800\\udbff"}', b'{"value": "\\ud800x"}',
+    b'{"value": "\\u00"}', b'{"value": "\\u00g0"}', b'{"value": "\\x"}', b'{"value": "\\',
+    b'{"value": "a\x01b"}', b'{"value": "a\x1fb"}', b'{"value": "a\x7fb"}', b'{"value": "\x80"}',
+    b'{"value": "\xc0\x80"}', b'{"value": "\xc2\x80"}', b'{"value": "\xdf\xbf"}',
+    b'{"value": "\xe0\x9f\xbf"}', b'{"value": "\xe0\xa0\x80"}', b'{"value": "\xed\x9f\xbf"}',
+    b'{"value": "\xed\xa0\x80"}', b'{"value": "\xef\xbf\xbf"}', b'{"value": "\xf0\x8f\xbf\xbf"}',
+    b'{"value": "\xf0\x90\x80\x80"}', b'{"value": "\xf4\x8f\xbf\xbf"}',
+    b'{"value": "\xf4\x90\x80\x80"}', b'{"value": "\xf5\x80\x80\x80"}', b'{"value": "\xe2\x82"}',
+    b'{"value": "x", "value": "dup"}', b'{"value": 1, "value": "dup"}',
+    b'{"key": "a", "key": null}', b'{"timestamp": 5, "timestamp": null}',
+    b'{"value": null, "value": "b"}', b'{"timestamp": null, "timestamp": 5}',
+    b'{"value": [1, {"a": 1e400}], "value": "dup"}', b'{"timestamp": 1.5, "timestamp": 5}',
+    b'{"k\\u0065y": "escaped name"}', b'{"key": "k", "headers": {"h": "v"}}', b'{"val": "x"}',
+    b'{"\xff": 1}', b'{"ke\x01y": 1}', b'{"key": "k",}', b'{,}', b'{"key" "k"}', b'{"key": nul}',
+    b'{"key": nullx}', b'{"key": null null}', b'{"key": "a"} x', b'{"key": "a"}\x00',
+    b'{"key": "a"}\x0c', b'{"key": "a"}\r', b'\t{"key": "a"}\t', b'\xef\xbb\xbf{"key": "a"}',
+    b'[1, 2]', b'"string"', b'5', b'null', b'', b' ', b'\r', b'\x0b\x0c', b'\x1c', b'{',
+    b'{"key"', b'{"key":', b'{"key": "open', b'{"value": true}', b'{"value": 12}',
+    b'{"value": {"base64": "AAEC"}}', b'{"control": "commit", "producerId": 7}',
+    b'{"key": "p", "value": "x", "producerId": 7, "transactional": true}',
+    b'{"value": "' + b"x" * 5000 + b'"}', b'{"value": "' + b"\\u00e9" * 700 + b'"}',
+] + [
+    # each byte the C looks at itself at every place within the 8 bytes it reads at once
+    b'{"value": "' + b"a" * at + special + b"b" * 20 + b'"}'
+    for special in [b"\x00", b"\x01", b"\x1f", b"\x7f", b"\x80", b"\xc3\xa9", b"\xed\xa0\x80",
+                    b"\\n", b"\\u00e9", b'\\"', b"\\", b'"', b"\xff"]
+    for at in range(9)
+]
+
+
+@needs_speedups
+@pytest.mark.parametrize("line", JSONL_EDGE_LINES)
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b""])
+def test_encode_jsonl_edges(line, newline):
+    data = b'{"value": "before"}\n' + line + newline + b'{"key": "after"}'
+    jsonl_batches(data)
+    jsonl_batches(line + newline)
+    jsonl_batches(line + newline, count=3, pending=100, base_ts=5, max_ts=9)
+
+
+@needs_speedups
+@pytest.mark.parametrize("kw", [
+    dict(batch_records=1), dict(batch_records=2), dict(batch_bytes=1), dict(batch_bytes=60),
+    dict(record_limit=30), dict(record_limit=21), dict(count=5, pending=16380),
+    dict(base_ts=INT64_MAX, count=1, max_ts=INT64_MAX), dict(base_ts=INT64_MIN, count=1),
+    dict(now=INT64_MIN), dict(now=INT64_MAX), dict(count=INT32_MAX, pending=1),
+])
+def test_encode_jsonl_batches(kw):
+    lines = [b'{"key": "k%d", "value": "%s"}' % (i, b"v" * (i * 7 % 40)) for i in range(20)]
+    lines[5] = b'{"value": "x", "timestamp": %d}' % INT64_MIN
+    lines[6] = b'{"value": "y", "timestamp": %d}' % INT64_MAX
+    lines[9] = b'   '
+    lines[12] = b'{"value": "x", "headers": [["h", "v"]]}'
+    jsonl_batches(b"\n".join(lines), **kw)
+
+
+@needs_speedups
+@pytest.mark.parametrize("pos, end", [(-1, 3), (2, 1), (0, 99)])
+def test_encode_jsonl_positions_outside_the_data(pos, end):
+    assert both_jsonl_encoders(b"{}\n", pos, end, 0, 0, 0, 0, 0, 10, 100, 100)[0] is ValueError
+
+
+@needs_speedups
+def test_encode_jsonl_reads_the_usual_lines_itself():
+    """Lines of the usual shape are read by the C without asking ``plain`` (orjson)."""
+    def plain(line, now):
+        raise AssertionError("asked about %r" % line)
+    data = (b'{"key": "k1", "value": "alpha beta"}\n{"value":null}\r\n\n'
+            b'{"value": "\\u00e9\\ud83d\\ude00\xc3\xa9\\n", "timestamp": -5, "key": null}\n'
+            b'{"headers": {}}')
+    area, pos, lines, taken = speedups.encode_jsonl(data, 0, len(data), 7, 0, 0, 0, 0, 100,
+                                                    16384, 1000, plain)[:4]
+    assert (lines, taken) == (4, 3) and data[pos:] == b'{"headers": {}}'
+
+
+def _json_text(rng, text):
+    """``text`` as a JSON string, each character written as it is, as an escape it has or as
+    \\u escapes (in either case), at random."""
+    out = ['"']
+    short = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+             "\t": "\\t", "/": "\\/"}
+    for ch in text:
+        roll = rng.random()
+        cp = ord(ch)
+        if roll < 0.3 or ch in '"\\' or cp < 0x20 or 0xD800 <= cp <= 0xDFFF:
+            if ch in short and roll < 0.15:
+                out.append(short[ch])
+            elif cp > 0xFFFF:
+                cp -= 0x10000
+                units = (0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF))
+                out.append("".join(("\\u%04x" if rng.random() < 0.5 else "\\u%04X") % u
+                                   for u in units))
+            else:
+                out.append(("\\u%04x" if rng.random() < 0.5 else "\\u%04X") % cp)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out).encode("utf-8", "surrogatepass")
+
+
+_jsonl_texts = st.text(st.characters(blacklist_categories=()), max_size=12) | st.sampled_from(
+    ["", "alpha beta", "\u00e9", "\U0001F600", "\x00", "\ud800", "\udfff", "\ud83d\ude00"])
+_jsonl_values = st.one_of(
+    st.none(), st.booleans(), _jsonl_texts, st.integers(INT64_MIN - 2, INT64_MAX + 2),
+    st.sampled_from(["1.5", "-0", "1e3", "-0.0", "01", "[]", "{}", '[1, {"a": "b"}]', "1e400",
+                     '{"base64": "AAEC"}']))
+_jsonl_names = st.sampled_from(["key", "value", "timestamp", "key", "value", "timestamp",
+                                "headers", "k\\u0065y", "Key", "producerId", "control"])
+
+
+@st.composite
+def _jsonl_line(draw):
+    import random
+    rng = random.Random(draw(st.integers(0, 1 << 30)))
+    members = draw(st.lists(st.tuples(_jsonl_names, _jsonl_values), max_size=4))
+
+    def ws():
+        return rng.choice(["", "", "", " ", "\t", "\r", "  "])
+    parts = []
+    for name, value in members:
+        if value is None:
+            text = "null"
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, int):
+            text = str(value)
+        elif name in ("key", "value") or rng.random() < 0.2:
+            parts.append(ws() + '"' + name + '"' + ws() + ":" + ws())
+            parts.append(_json_text(rng, value).decode("utf-8", "surrogatepass"))
+            parts.append(ws())
+            continue
+        else:
+            text = value
+        parts.append(ws() + '"' + name + '"' + ws() + ":" + ws() + text + ws())
+    line = (ws() + "{" + ",".join(parts) + "}" + ws()).encode("utf-8", "surrogatepass")
+    # now and then a byte changed, cut or added where orjson and the C reader must agree
+    for _ in range(draw(st.integers(0, 2)) if rng.random() < 0.3 else 0):
+        at = rng.randrange(len(line) + 1)
+        what = rng.choice([b"", b"\x00", b"\x01", b"\xff", b"\xc3", b"\xed\xa0\x80", b",", b"}",
+                           b'"', b"\\", b"\\u", b"0", b"-", b"e", b".", b" ", b"\x0c"])
+        line = line[:at] + what + line[at + rng.randint(0, 2):]
+    return line.replace(b"\n", b"\\n")
+
+
+@needs_speedups
+@fuzz
+@given(lines=st.lists(_jsonl_line() | st.sampled_from([b"", b"  ", b"\r"]), max_size=8),
+       crlf=st.booleans(), now=_int64, base_ts=_int64, count=st.integers(0, 3),
+       pending=st.integers(0, 200), batch_records=st.integers(1, 6),
+       batch_bytes=st.integers(1, 400), record_limit=st.integers(1, 200))
+def test_encode_jsonl_random(lines, crlf, now, base_ts, count, pending, batch_records,
+                             batch_bytes, record_limit):
+    data = (b"\r\n" if crlf else b"\n").join(lines)
+    jsonl_batches(data, now=now, count=count, pending=pending if count else 0,
+                  base_ts=base_ts, max_ts=base_ts, batch_records=batch_records,
+                  batch_bytes=batch_bytes, record_limit=record_limit)
+
+
 # -- snappy compression: _speedups.snappy_compress_raw against format/snappy.py ---------------
 
 def _snappy_inputs():
