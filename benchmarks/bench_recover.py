@@ -27,7 +27,7 @@ import time
 from bench_dump import build_segment
 from bench_seek import write_indexes
 
-TARGET = 1000  # MB/s the issue asks for
+TARGET = 1500  # MB/s the issue asks for
 
 
 def run(args, python=sys.executable, cwd=None, env=None):

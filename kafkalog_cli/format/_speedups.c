@@ -624,22 +624,12 @@ out:
  * raise, for the caller to decode them and say why. Mirrored by format/scan.py's
  * v2_records_ok (tests/format/test_c_differential.py). */
 
-static PyObject *
-v2_records_ok(PyObject *self, PyObject *args)
+/* The check of v2_records_ok on buf[start:end] (positions already checked): 1 when the count
+ * records decode, else 0. */
+static int
+records_ok(const unsigned char *buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t count,
+           int64_t base_offset, int64_t base_ts, int log_append_time, int64_t limit)
 {
-    Py_buffer view;
-    Py_ssize_t start, end, count;
-    long long base_offset, base_ts, limit;
-    int log_append_time;
-    if (!PyArg_ParseTuple(args, "y*nnnLLpL", &view, &start, &end, &count, &base_offset,
-                          &base_ts, &log_append_time, &limit))
-        return NULL;
-    if (start < 0 || start > end || end > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "positions outside the data");
-        return NULL;
-    }
-    const unsigned char *buf = view.buf;
     Py_ssize_t pos = start;
     int ok = count >= 0;
     for (Py_ssize_t i = 0; ok && i < count; i++) {
@@ -684,8 +674,434 @@ v2_records_ok(PyObject *self, PyObject *args)
     }
     if (ok && pos != end)
         ok = 0; /* bytes left after the records: "incorrect declared batch size" */
+    return ok;
+}
+
+static PyObject *
+v2_records_ok(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start, end, count;
+    long long base_offset, base_ts, limit;
+    int log_append_time;
+    if (!PyArg_ParseTuple(args, "y*nnnLLpL", &view, &start, &end, &count, &base_offset,
+                          &base_ts, &log_append_time, &limit))
+        return NULL;
+    if (start < 0 || start > end || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "positions outside the data");
+        return NULL;
+    }
+    int ok = records_ok(view.buf, start, end, count, base_offset, base_ts, log_append_time,
+                        limit);
     PyBuffer_Release(&view);
     return PyBool_FromLong(ok);
+}
+
+/* -- recover_run: LogSegment.recover's batch loop, its common case -----------------------------
+ *
+ * recover_run(buf, pos, end, at, scan, prev_last, limit, epoch_limit, crc32c)
+ *     -> (new_pos, prev_last, short)
+ * mirrors log/recovery_scan.py's recover_run_python (tests/format/test_c_differential.py): from
+ * buf[pos:] (byte i of buf is byte at + i of the segment) up to end, each whole v2 batch that the
+ * recovery scan keeps by its own bytes alone is kept in scan (a SegmentScan: its valid_end,
+ * last_offset, first_offset, records, producer_positions and the IndexBuilder scan.builder, as
+ * SegmentScan.keep and IndexBuilder.add change them); it stops at the first other batch, left to
+ * the general path, or for want of bytes (short: fewer than a v2 header before end, or a batch
+ * running past it). The attributes are read once and written back once, also when an error
+ * (from crc32c) stops the run: the batches before it stay kept, as in the Python. */
+
+#define RUN_V2_OVERHEAD 61
+#define RUN_MAX_RELATIVE 2147483647LL
+
+static inline int64_t
+be64_at(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t
+be32_at(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8
+                     | (uint32_t)p[3]);
+}
+
+/* An int attribute of obj within 64 bits into *out (*none set for None when none is not
+ * NULL); -1 with an exception set otherwise. */
+static int
+attr_i64(PyObject *obj, const char *name, int64_t *out, int *none)
+{
+    PyObject *v = PyObject_GetAttrString(obj, name);
+    if (v == NULL)
+        return -1;
+    if (none != NULL) {
+        *none = v == Py_None;
+        if (*none) {
+            Py_DECREF(v);
+            *out = 0;
+            return 0;
+        }
+    }
+    long long x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int
+set_i64(PyObject *obj, const char *name, int64_t v)
+{
+    PyObject *o = PyLong_FromLongLong(v);
+    if (o == NULL)
+        return -1;
+    int r = PyObject_SetAttrString(obj, name, o);
+    Py_DECREF(o);
+    return r;
+}
+
+/* Is the sequence attribute `name` of obj empty? 1, 0, or -1 with an exception set. */
+static int
+attr_empty(PyObject *obj, const char *name)
+{
+    PyObject *v = PyObject_GetAttrString(obj, name);
+    if (v == NULL)
+        return -1;
+    Py_ssize_t n = PyObject_Length(v);
+    Py_DECREF(v);
+    return n < 0 ? -1 : n == 0;
+}
+
+typedef struct {
+    unsigned char *data;
+    size_t len, cap;
+} growbuf;
+
+static int
+grow_put(growbuf *g, const unsigned char *p, size_t n)
+{
+    if (g->len + n > g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 4096;
+        while (cap < g->len + n)
+            cap *= 2;
+        unsigned char *d = PyMem_Realloc(g->data, cap);
+        if (d == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        g->data = d;
+        g->cap = cap;
+    }
+    memcpy(g->data + g->len, p, n);
+    g->len += n;
+    return 0;
+}
+
+static void
+put_be(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
+/* Append the bytes of g to the bytearray attribute `name` of obj. */
+static int
+extend_bytearray(PyObject *obj, const char *name, const growbuf *g)
+{
+    if (g->len == 0)
+        return 0;
+    PyObject *ba = PyObject_GetAttrString(obj, name);
+    if (ba == NULL)
+        return -1;
+    if (!PyByteArray_Check(ba)) {
+        Py_DECREF(ba);
+        PyErr_Format(PyExc_TypeError, "%s is not a bytearray", name);
+        return -1;
+    }
+    Py_ssize_t old = PyByteArray_GET_SIZE(ba);
+    if (PyByteArray_Resize(ba, old + (Py_ssize_t)g->len) < 0) {
+        Py_DECREF(ba);
+        return -1;
+    }
+    memcpy(PyByteArray_AS_STRING(ba) + old, g->data, g->len);
+    Py_DECREF(ba);
+    return 0;
+}
+
+static PyObject *
+recover_run(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    long long at, limit, epoch_limit;
+    PyObject *scan, *prev_obj, *crc_func;
+    if (!PyArg_ParseTuple(args, "y*nnLOOLLO", &view, &pos, &end, &at, &scan, &prev_obj, &limit,
+                          &epoch_limit, &crc_func))
+        return NULL;
+    if (pos < 0 || pos > end || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "positions outside the data");
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    PyObject *builder = NULL, *producers = NULL, *result = NULL;
+    growbuf offsets = {NULL, 0, 0}, times = {NULL, 0, 0};
+    int failed = 0;
+
+    /* prev_last: None, a long, or beyond one (above: nothing follows it; below: all do) */
+    int prev_none = prev_obj == Py_None, prev_above = 0, prev_below = 0;
+    int64_t prev = 0;
+    if (!prev_none) {
+        int ovf;
+        prev = PyLong_AsLongLongAndOverflow(prev_obj, &ovf);
+        if (prev == -1 && PyErr_Occurred())
+            goto done;
+        prev_above = ovf > 0;
+        prev_below = ovf < 0;
+    }
+    builder = PyObject_GetAttrString(scan, "builder");
+    if (builder == NULL)
+        goto done;
+    producers = PyObject_GetAttrString(scan, "producer_positions");
+    if (producers == NULL)
+        goto done;
+    if (!PyList_Check(producers)) {
+        PyErr_SetString(PyExc_TypeError, "producer_positions is not a list");
+        goto done;
+    }
+    /* the segment's base offset (the index's), beyond a long: no batch reaches it */
+    int base_ok = 1;
+    int64_t base;
+    {
+        PyObject *b = PyObject_GetAttrString(builder, "base_offset");
+        if (b == NULL)
+            goto done;
+        int ovf;
+        base = PyLong_AsLongLongAndOverflow(b, &ovf);
+        Py_DECREF(b);
+        if (base == -1 && PyErr_Occurred())
+            goto done;
+        base_ok = ovf == 0;
+    }
+    /* index.interval.bytes beyond a long: as the extreme (valid_bytes - last_index_entry is
+     * never negative) */
+    int64_t interval;
+    {
+        PyObject *iv = PyObject_GetAttrString(builder, "interval");
+        if (iv == NULL)
+            goto done;
+        int ovf;
+        interval = PyLong_AsLongLongAndOverflow(iv, &ovf);
+        Py_DECREF(iv);
+        if (interval == -1 && PyErr_Occurred())
+            goto done;
+        if (ovf)
+            interval = ovf > 0 ? INT64_MAX : INT64_MIN;
+    }
+    int64_t valid_bytes, last_entry, max_ts, max_ts_offset, last_time_ts;
+    int64_t valid_end, last_offset, first_offset, records = 0;
+    int first_none, last_none;
+    int overflowed = 0;
+    if (attr_i64(builder, "valid_bytes", &valid_bytes, NULL) < 0
+            || attr_i64(builder, "last_index_entry", &last_entry, NULL) < 0
+            || attr_i64(builder, "max_ts", &max_ts, NULL) < 0
+            || attr_i64(builder, "max_ts_offset", &max_ts_offset, NULL) < 0
+            || attr_i64(builder, "last_time_ts", &last_time_ts, NULL) < 0
+            || attr_i64(scan, "valid_end", &valid_end, NULL) < 0
+            || attr_i64(scan, "last_offset", &last_offset, &last_none) < 0
+            || attr_i64(scan, "first_offset", &first_offset, &first_none) < 0)
+        goto done;
+    {
+        int e1 = attr_empty(builder, "offset_overflow"), e2 = attr_empty(builder, "time_overflow");
+        if (e1 < 0 || e2 < 0)
+            goto done;
+        overflowed = !(e1 && e2);
+    }
+
+    int short_ = 1;
+    Py_ssize_t taken = 0; /* batches kept */
+    while (end - pos >= RUN_V2_OVERHEAD) {
+        const unsigned char *b = buf + pos;
+        int64_t total = (int64_t)be32_at(b + 8) + 12;
+        if (b[16] != 2 || total < RUN_V2_OVERHEAD) {
+            short_ = 0;
+            break;
+        }
+        if (total > end - pos)
+            break;
+        int64_t base_offset = be64_at(b), last;
+        int32_t ple = be32_at(b + 12);
+        uint32_t stored = (uint32_t)be32_at(b + 17);
+        int attrs = b[22];
+        int64_t base_ts = be64_at(b + 27), batch_max_ts = be64_at(b + 35);
+        int64_t pid = be64_at(b + 43);
+        int32_t count = be32_at(b + 57);
+        int64_t rel;
+        short_ = 0;
+        if (add_int64(base_offset, be32_at(b + 23), &last) < 0
+                || (attrs & 0x27) /* a codec, or a control batch */
+                || (!prev_none && (prev_above || (!prev_below && last <= prev)))
+                || !base_ok || __builtin_sub_overflow(last, base, &rel)
+                || rel < 0 || rel > RUN_MAX_RELATIVE
+                || (ple >= 0 && ple > epoch_limit))
+            break;
+        /* the index entries it makes must fit their layouts */
+        int64_t since, next_valid, next_end;
+        int entry = __builtin_sub_overflow(valid_bytes, last_entry, &since)
+                        ? valid_bytes > last_entry : since > interval;
+        if (add_int64(valid_bytes, total, &next_valid) < 0
+                || add_int64(at, (int64_t)pos + total, &next_end) < 0)
+            break; /* beyond 64 bits: left to the general path */
+        int64_t new_max_ts = max_ts, new_max_ts_offset = max_ts_offset, time_rel = 0;
+        if (batch_max_ts > max_ts) {
+            new_max_ts = batch_max_ts;
+            new_max_ts_offset = last;
+        }
+        int time_entry = entry && new_max_ts > last_time_ts;
+        if (entry && (overflowed || valid_bytes > INT32_MAX || valid_bytes < INT32_MIN))
+            break;
+        if (time_entry && (__builtin_sub_overflow(new_max_ts_offset, base, &time_rel)
+                           || time_rel < INT32_MIN || time_rel > INT32_MAX))
+            break;
+        /* the CRC, by the function the Python path uses */
+        PyObject *mv = PyMemoryView_FromMemory((char *)b + 21, (Py_ssize_t)total - 21,
+                                               PyBUF_READ);
+        if (mv == NULL) {
+            failed = 1;
+            break;
+        }
+        PyObject *crc = PyObject_CallOneArg(crc_func, mv);
+        Py_DECREF(mv);
+        if (crc == NULL) {
+            failed = 1;
+            break;
+        }
+        int crc_ok;
+        if (PyLong_CheckExact(crc)) {
+            int ovf;
+            long long c = PyLong_AsLongLongAndOverflow(crc, &ovf);
+            crc_ok = !ovf && c == (long long)stored;
+        }
+        else { /* compared as the Python compares it */
+            PyObject *st = PyLong_FromUnsignedLong(stored);
+            crc_ok = st == NULL ? -1 : PyObject_RichCompareBool(crc, st, Py_EQ);
+            Py_XDECREF(st);
+            if (crc_ok < 0) {
+                Py_DECREF(crc);
+                failed = 1;
+                break;
+            }
+        }
+        Py_DECREF(crc);
+        if (!crc_ok)
+            break;
+        if (count != 0 && !records_ok(b, RUN_V2_OVERHEAD, (Py_ssize_t)total, count, base_offset,
+                                      base_ts, attrs & 0x08, limit))
+            break;
+        /* kept */
+        if (pid >= 0) {
+            /* (at + pos + total fits: so does at + pos) */
+            if (append_new(producers, PyLong_FromLongLong(at + (int64_t)pos)) < 0) {
+                failed = 1;
+                break;
+            }
+        }
+        max_ts = new_max_ts;
+        max_ts_offset = new_max_ts_offset;
+        if (entry) {
+            unsigned char e[12];
+            put_be(e, (uint64_t)rel, 4);
+            put_be(e + 4, (uint64_t)valid_bytes, 4);
+            if (grow_put(&offsets, e, 8) < 0) {
+                failed = 1;
+                break;
+            }
+            if (time_entry) {
+                put_be(e, (uint64_t)max_ts, 8);
+                put_be(e + 8, (uint64_t)time_rel, 4);
+                if (grow_put(&times, e, 12) < 0) {
+                    failed = 1;
+                    break;
+                }
+                last_time_ts = max_ts;
+            }
+            last_entry = valid_bytes;
+        }
+        valid_bytes = next_valid;
+        valid_end = next_end;
+        last_offset = last;
+        last_none = 0;
+        if (first_none) {
+            first_offset = base_offset;
+            first_none = 0;
+        }
+        records += count;
+        prev = last;
+        prev_none = prev_above = prev_below = 0;
+        pos += (Py_ssize_t)total;
+        taken++;
+        short_ = 1;
+    }
+    if (failed)
+        short_ = 0;
+
+    /* written back, also after an error: the batches kept stay kept */
+    PyObject *err_type = NULL, *err_value = NULL, *err_tb = NULL;
+    if (failed)
+        PyErr_Fetch(&err_type, &err_value, &err_tb);
+    int wb = 0;
+    if (taken > 0) {
+        PyObject *old = PyObject_GetAttrString(scan, "records"), *sum = NULL, *n = NULL;
+        if (old != NULL && (n = PyLong_FromLongLong(records)) != NULL)
+            sum = PyNumber_Add(old, n);
+        Py_XDECREF(old);
+        Py_XDECREF(n);
+        if (sum == NULL || PyObject_SetAttrString(scan, "records", sum) < 0)
+            wb = -1;
+        Py_XDECREF(sum);
+        if (wb == 0
+                && (extend_bytearray(builder, "offset_index", &offsets) < 0
+                    || extend_bytearray(builder, "time_index", &times) < 0
+                    || set_i64(builder, "valid_bytes", valid_bytes) < 0
+                    || set_i64(builder, "last_index_entry", last_entry) < 0
+                    || set_i64(builder, "max_ts", max_ts) < 0
+                    || set_i64(builder, "max_ts_offset", max_ts_offset) < 0
+                    || set_i64(builder, "last_time_ts", last_time_ts) < 0
+                    || set_i64(scan, "valid_end", valid_end) < 0
+                    || set_i64(scan, "last_offset", last_offset) < 0
+                    || set_i64(scan, "first_offset", first_offset) < 0))
+            wb = -1;
+    }
+    if (failed) {
+        if (wb < 0) {
+            Py_XDECREF(err_type);
+            Py_XDECREF(err_value);
+            Py_XDECREF(err_tb);
+        }
+        else
+            PyErr_Restore(err_type, err_value, err_tb);
+        goto done;
+    }
+    if (wb < 0)
+        goto done;
+    if (prev_none)
+        result = Py_BuildValue("(nOO)", pos, Py_None, short_ ? Py_True : Py_False);
+    else if (taken > 0)
+        result = Py_BuildValue("(nLO)", pos, (long long)prev, short_ ? Py_True : Py_False);
+    else
+        result = Py_BuildValue("(nOO)", pos, prev_obj, short_ ? Py_True : Py_False);
+done:
+    PyMem_Free(offsets.data);
+    PyMem_Free(times.data);
+    Py_XDECREF(builder);
+    Py_XDECREF(producers);
+    PyBuffer_Release(&view);
+    return result;
 }
 
 /* -- plain_record: `append --input-format jsonl`'s plain records -------------------------------
@@ -779,6 +1195,7 @@ out:
     Py_DECREF(vb);
     return rec;
 }
+
 
 /* -- encode_jsonl: the records area of `kafkalog append --input-format jsonl` -----------------
  *
@@ -1665,6 +2082,7 @@ static PyMethodDef methods[] = {
     {"encode_lines", encode_lines, METH_VARARGS, "The v2 records area of lines of input (format/encode.py encode_lines)."},
     {"encode_records", encode_records, METH_VARARGS, "The v2 records area of encode.Record objects (format/encode.py encode_v2_records), or None."},
     {"v2_records_ok", v2_records_ok, METH_VARARGS, "Do the uncompressed records of a v2 batch decode without an error (format/scan.py v2_records_ok)?"},
+    {"recover_run", recover_run, METH_VARARGS, "LogSegment.recover's batch loop, its common case (log/recovery_scan.py recover_run_python)."},
     {"plain_record", plain_record, METH_VARARGS, "A plain record of a JSON line's object, or None (log/append_input.py _plain_from_object)."},
     {"encode_jsonl", encode_jsonl, METH_VARARGS, "The v2 records area of plain JSON lines of input (log/append_input.py encode_jsonl)."},
     {NULL, NULL, 0, NULL},

@@ -8,12 +8,17 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import struct
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from . import names
 from .files import writing_temporary
 from .index import OffsetIndex, TimeIndex
 from .txnindex import ENTRY as TXN_ENTRY
+
+OFFSET_ENTRY = OffsetIndex.entry  # the files' layouts
+TIME_ENTRY = TimeIndex.entry
+_INT32 = 1 << 31
 
 DEFAULT_INDEX_INTERVAL = 4096  # index.interval.bytes
 
@@ -24,46 +29,106 @@ AbortedEntry = Tuple[int, int, int, int]
 
 class IndexBuilder:
     """Feed the valid batches of a segment in order with ``add``; then ``offset_index_bytes``
-    and ``time_index_bytes`` are the files the broker would write (trimmed to their entries)."""
+    and ``time_index_bytes`` are the files the broker would write (trimmed to their entries).
+
+    The entries are kept packed as the files hold them (``offset_index``, ``time_index``:
+    bytearrays that recovery's C loop extends too, ``recovery_scan.recover_run_python``);
+    an entry that does not fit the layout (a position past 31 bits) and every one after it wait
+    in ``offset_overflow``/``time_overflow``, so that the ``*_bytes`` methods raise
+    struct.error for it as packing them all at the end would."""
 
     def __init__(self, base_offset: int, interval: int = DEFAULT_INDEX_INTERVAL) -> None:
         self.base_offset = base_offset
         self.interval = interval
-        self.offset_entries: List[Tuple[int, int]] = []  # (absolute offset, position)
-        self.time_entries: List[Tuple[int, int]] = []    # (timestamp, absolute offset)
-        self._valid_bytes = 0
-        self._last_index_entry = 0
-        self._max_ts = -1            # max timestamp so far, and the last offset of its batch
-        self._max_ts_offset = -1
+        self.offset_index = bytearray()  # (relative offset, position) entries, packed
+        self.time_index = bytearray()    # (timestamp, relative offset) entries, packed
+        self.offset_overflow: List[Tuple[int, int]] = []  # (absolute offset, position)
+        self.time_overflow: List[Tuple[int, int]] = []    # (timestamp, absolute offset)
+        self.valid_bytes = 0
+        self.last_index_entry = 0
+        self.max_ts = -1            # max timestamp so far, and the last offset of its batch
+        self.max_ts_offset = -1
+        self.last_time_ts = -1      # the timestamp of the last time index entry (-1: none)
 
     def add(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
         """The next valid batch: at ``position``, ``size`` bytes (LogSegment.recover indexes
         a batch once index.interval.bytes have passed since the last entry)."""
-        if max_timestamp > self._max_ts:
-            self._max_ts, self._max_ts_offset = max_timestamp, last_offset
-        if self._valid_bytes - self._last_index_entry > self.interval:
-            self.offset_entries.append((last_offset, self._valid_bytes))
+        if max_timestamp > self.max_ts:
+            self.max_ts, self.max_ts_offset = max_timestamp, last_offset
+        if self.valid_bytes - self.last_index_entry > self.interval:
+            self._put(OFFSET_ENTRY, self.offset_index, self.offset_overflow,
+                      last_offset - self.base_offset, self.valid_bytes, (last_offset,
+                                                                        self.valid_bytes))
             self._maybe_time_entry()
-            self._last_index_entry = self._valid_bytes
-        self._valid_bytes += size
+            self.last_index_entry = self.valid_bytes
+        self.valid_bytes += size
+
+    def fits(self, last_offset: int, max_timestamp: int) -> bool:
+        """Would ``add`` of the batch ending at ``last_offset`` (within 32 bits of the base
+        offset) with ``max_timestamp`` pack each entry it makes (when the entries before it
+        did)? (recover_run leaves any other batch to the general path.)"""
+        if self.valid_bytes - self.last_index_entry <= self.interval:
+            return True  # no entry
+        if self.offset_overflow or self.time_overflow or not -_INT32 <= self.valid_bytes < _INT32:
+            return False
+        max_ts, max_ts_offset = self.max_ts, self.max_ts_offset
+        if max_timestamp > max_ts:
+            max_ts, max_ts_offset = max_timestamp, last_offset
+        return (max_ts <= self.last_time_ts
+                or -_INT32 <= max_ts_offset - self.base_offset < _INT32)
+
+    def _put(self, layout: struct.Struct, packed: bytearray, overflow: List[Tuple[int, int]],
+             a: int, b: int, entry: Tuple[int, int]) -> None:
+        if not overflow:
+            try:
+                packed += layout.pack(a, b)
+                return
+            except struct.error:
+                pass
+        overflow.append(entry)
 
     def _maybe_time_entry(self) -> None:
-        last = self.time_entries[-1][0] if self.time_entries else -1
-        if self._max_ts > last:
-            self.time_entries.append((self._max_ts, self._max_ts_offset))
+        if self.max_ts > self.last_time_ts:
+            self._put(TIME_ENTRY, self.time_index, self.time_overflow, self.max_ts,
+                      self.max_ts_offset - self.base_offset, (self.max_ts, self.max_ts_offset))
+            self.last_time_ts = self.max_ts
 
     def finish(self) -> "IndexBuilder":
         """The final time index entry, appended at the end of recovery when it is newer."""
         self._maybe_time_entry()
         return self
 
+    @property
+    def offset_entries(self) -> List[Tuple[int, int]]:
+        """The offset index entries: (absolute offset, position)."""
+        base = self.base_offset
+        return [(o + base, p) for o, p in OFFSET_ENTRY.iter_unpack(self.offset_index)
+                ] + self.offset_overflow
+
+    @property
+    def time_entries(self) -> List[Tuple[int, int]]:
+        """The time index entries: (timestamp, absolute offset)."""
+        base = self.base_offset
+        return [(t, o + base) for t, o in TIME_ENTRY.iter_unpack(self.time_index)
+                ] + self.time_overflow
+
+    @property
+    def offset_count(self) -> int:
+        return len(self.offset_index) // OFFSET_ENTRY.size + len(self.offset_overflow)
+
+    @property
+    def time_count(self) -> int:
+        return len(self.time_index) // TIME_ENTRY.size + len(self.time_overflow)
+
     def offset_index_bytes(self) -> bytes:
-        entry = OffsetIndex.entry
-        return b"".join(entry.pack(o - self.base_offset, p) for o, p in self.offset_entries)
+        base = self.base_offset
+        return bytes(self.offset_index) + b"".join(OFFSET_ENTRY.pack(o - base, p)
+                                                   for o, p in self.offset_overflow)
 
     def time_index_bytes(self) -> bytes:
-        entry = TimeIndex.entry
-        return b"".join(entry.pack(t, o - self.base_offset) for t, o in self.time_entries)
+        base = self.base_offset
+        return bytes(self.time_index) + b"".join(TIME_ENTRY.pack(t, o - base)
+                                                 for t, o in self.time_overflow)
 
 
 def txn_index_bytes(aborted: Iterable[AbortedEntry]) -> bytes:

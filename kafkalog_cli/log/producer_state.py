@@ -401,15 +401,18 @@ def end_marker(log: LogFile, batch: Batch) -> Optional[EndMarker]:
 
 
 def producer_batches(log: LogFile, start: int = 0, end: Optional[int] = None,
-                     end_position: Optional[int] = None
+                     end_position: Optional[int] = None,
+                     positions: Optional[Sequence[int]] = None
                      ) -> Iterator[Tuple[Batch, Optional[EndMarker]]]:
     """The v2 batches of producers (producer id >= 0) in ``log`` whose last offset is in
     ``[start, end)``, each with its end marker when it is a control batch: what
     LogSegment.read gives UnifiedLog.rebuildProducerState, read header by header
     (LogFile.headers: the records of a control batch only are read; no CRC is checked, as the
     broker's rebuild checks none). ``end_position``: where the segment is to be cut (the
-    rebuild follows its recovery, which truncated it there)."""
-    for batch in log.headers():
+    rebuild follows its recovery, which truncated it there). ``positions``: where the
+    segment's batches of producers are, all of them, in order, known from its recovery scan
+    (``SegmentScan.producer_positions``): only those are read."""
+    for batch in (log.headers() if positions is None else log.headers_at(positions)):
         if end_position is not None and batch.position >= end_position:
             return
         if batch.last_offset < start or batch.magic < 2 or batch.producer_id < 0:
@@ -432,7 +435,8 @@ def rebuild(segments: Sequence[Segment], up_to: int, *, state: Optional[Producer
             log_start_offset: int = 0,
             max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
             snapshot_at: Iterable[int] = (),
-            cut_at: Optional[Dict[int, int]] = None) -> Rebuilt:
+            cut_at: Optional[Dict[int, int]] = None,
+            known: Optional[Dict[str, List[int]]] = None) -> Rebuilt:
     """The producer state at offset ``up_to`` (UnifiedLog.rebuildProducerState after a
     snapshot was loaded): from ``state`` (one loaded from a snapshot with ``load``; a new
     one, built from ``log_start_offset``, when None), the batches of ``segments`` (a
@@ -442,7 +446,9 @@ def rebuild(segments: Sequence[Segment], up_to: int, *, state: Optional[Producer
     (the snapshots LogLoader.recoverSegment takes around the segments it recovers). Raises
     CorruptRecordError for a control batch that does not hold an end marker,
     InvalidTxnStateError as the broker's loading fails. ``cut_at``: {segment base offset: byte
-    position} of the segments a recovery is about to cut there, read up to it."""
+    position} of the segments a recovery is about to cut there, read up to it. ``known``:
+    {.log path: the positions of its batches of producers} of the segments a recovery has just
+    scanned (``producer_batches``' ``positions``)."""
     if state is None:
         state = ProducerState()
         state.end_offset = state.snapshot_offset = log_start_offset
@@ -462,7 +468,8 @@ def rebuild(segments: Sequence[Segment], up_to: int, *, state: Optional[Producer
                     taken.append(snap)
             with segment.open(max_message_size) as log:
                 state.replay(producer_batches(log, state.end_offset, up_to,
-                                              (cut_at or {}).get(base)))
+                                              (cut_at or {}).get(base),
+                                              (known or {}).get(segment.log_path)))
     state.end_offset = up_to
     snap = state.take_snapshot()
     if snap is not None:
@@ -476,7 +483,8 @@ def load_state(segments: Sequence[Segment], snapshots: Sequence[Tuple[int, str]]
                expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                snapshot_at: Iterable[int] = (),
-               cut_at: Optional[Dict[int, int]] = None) -> Rebuilt:
+               cut_at: Optional[Dict[int, int]] = None,
+               known: Optional[Dict[str, List[int]]] = None) -> Rebuilt:
     """The producer state of a partition at ``up_to`` (its log end offset) as the broker's
     log loading builds it (UnifiedLog.rebuildProducerState on a new ProducerStateManager):
     ``segments`` oldest first, ``snapshots`` the (offset, path) of its snapshot files
@@ -518,7 +526,7 @@ def load_state(segments: Sequence[Segment], snapshots: Sequence[Tuple[int, str]]
         break
     rebuilt = rebuild(segments, up_to, state=state, log_start_offset=log_start_offset,
                       max_message_size=max_message_size, snapshot_at=snapshot_at,
-                      cut_at=cut_at)
+                      cut_at=cut_at, known=known)
     return Rebuilt(rebuilt.state, rebuilt.snapshots, sorted(removed))
 
 

@@ -243,7 +243,7 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     _plan_orphan_indexes(plan, view, logs)
     epochs, unloadable = load_leader_epochs(plan, view)
     before = list(epochs.entries) if epochs is not None else []
-    _plan_segments(plan, view, logs, interval, max_message_size, epochs)
+    known = _plan_segments(plan, view, logs, interval, max_message_size, epochs)
     if plan.split is None and log_start_offset is not None and (
             plan.log_end_offset is None or plan.log_end_offset < log_start_offset):
         plan_log_start_reset(plan, view, log_start_offset, epochs, unloadable)
@@ -257,7 +257,7 @@ def plan_partition(directory: str, interval: int = DEFAULT_INDEX_INTERVAL,
     elif epochs is not None and plan.split is None:
         plan_leader_epochs(plan, view, epochs, before, log_start_offset)
     if plan.split is None:
-        plan_snapshots(plan, view, logs, max_message_size, log_start_offset)
+        plan_snapshots(plan, view, logs, max_message_size, log_start_offset, known)
     return plan
 
 
@@ -291,12 +291,16 @@ def _segment_rule(plan: PartitionPlan, view: Dict[str, str], base: int, recoveri
 
 
 def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], interval: int,
-                   max_message_size: int, epochs: Optional[LeaderEpochCache] = None) -> None:
+                   max_message_size: int, epochs: Optional[LeaderEpochCache] = None
+                   ) -> Dict[str, List[int]]:
     """LogLoader's load of the segments in offset order: each segment chosen by a rule is
     recovered (LogSegment.recover) and its indexes rebuilt; a cut in the unflushed range ends
     the log there. The others are kept as they are; their batches are replayed into the
     producer state when a later segment is recovered, so that its aborted transactions get the
-    last stable offsets the broker's ProducerStateManager gives them."""
+    last stable offsets the broker's ProducerStateManager gives them. Returns {.log path: the
+    positions of its batches of producers} of the segments recovered (what the producer
+    state rebuild after them reads of each: ``producer_state.rebuild``'s ``known``)."""
+    known: Dict[str, List[int]] = {}
     # Each segment checks the order of its own batches only: LogSegment.recover knows nothing
     # of the segment before, and the broker keeps a segment whose offsets start below the
     # previous segment's last (an offset outside the CRC damaged there, say).
@@ -322,6 +326,7 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
                 plan.log_end_offset = source.next_offset(max_message_size)
             continue
         scan = source.recover_scan(None, state, interval, max_message_size, epochs)
+        known[source.log_path] = scan.producer_positions
         report.records, report.first_offset = scan.records, scan.first_offset
         report.next_offset = scan.next_offset
         for position, first, lastoff in scan.unchecked:
@@ -331,7 +336,7 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
                 % (position, first, lastoff, max_message_size * BATCH_LIMIT_FACTOR))
         if scan.overflow:
             _plan_split(plan, source, segment.name, base, report, max_message_size)
-            return
+            return known
         cut = scan.first_bad is not None
         ends_log = cut and rules[i] not in SANITY_RECOVERY
         if cut:
@@ -344,7 +349,8 @@ def _plan_segments(plan: PartitionPlan, view: Dict[str, str], logs: List[int], i
         _plan_indexes(plan, view, base, scan, last or ends_log, report)
         if ends_log or last:
             plan.log_end_offset = base if scan.next_offset is None else scan.next_offset
-            return
+            return known
+    return known
 
 
 def _seed_producer_state(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
@@ -433,8 +439,8 @@ def _plan_indexes(plan: PartitionPlan, view: Dict[str, str], base: int, scan: Se
     rebuilt = ((names.INDEX, scan.builder.offset_index_bytes(), OffsetIndex.entry.size),
                (names.TIMEINDEX, scan.builder.time_index_bytes(), TimeIndex.entry.size),
                (names.TXNINDEX, txn_index_bytes(scan.aborted), 0))
-    report.index_entries = len(scan.builder.offset_entries)
-    report.timeindex_entries = len(scan.builder.time_entries)
+    report.index_entries = scan.builder.offset_count
+    report.timeindex_entries = scan.builder.time_count
     report.txn_entries = len(scan.aborted)
     for kind, data, entry_size in rebuilt:
         n = names.offset_name(base, kind)

@@ -21,7 +21,8 @@ from .segment import Segment
 
 
 def plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
-                    max_message_size: int, log_start_offset: Optional[int]) -> None:
+                    max_message_size: int, log_start_offset: Optional[int],
+                    known: Optional[Dict[str, List[int]]] = None) -> None:
     """LogLoader's last step for producer snapshots, on the segments recovery leaves:
     ProducerStateManager.removeStraySnapshots (a snapshot at no segment's base offset, but the
     newest when it is above every base), then UnifiedLog.rebuildProducerState
@@ -32,7 +33,9 @@ def plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
     written where no file holds their name. The log start offset is the larger of
     ``log_start_offset`` (log-start-offset-checkpoint; None: 0) and the first segment's base
     offset, as LogLoader.load takes it. A state that cannot be rebuilt (a marker that is no end
-    marker, a write outside an open transaction) is reported and nothing is changed."""
+    marker, a write outside an open transaction) is reported and nothing is changed.
+    ``known``: {.log path: the positions of its batches of producers} of the segments recovery
+    has scanned, which the rebuild reads there only (``producer_state.rebuild``)."""
     leo = plan.log_end_offset
     if leo is None:
         return
@@ -84,7 +87,7 @@ def plan_snapshots(plan: PartitionPlan, view: Dict[str, str], logs: List[int],
         loaded = load_state(segments, snapshots, leo, int(time.time() * 1000),
                             log_start_offset=start, clean_shutdown=plan.clean_shutdown,
                             max_message_size=max_message_size, snapshot_at=snapshot_at,
-                            cut_at=cut_at)
+                            cut_at=cut_at, known=known)
     except (KafkalogError, CorruptRecordError, OSError) as e:
         plan.notes.append((names.offset_name(leo, names.SNAPSHOT), "producer snapshots not "
                            "written: the producer state could not be rebuilt (%s)" % e))

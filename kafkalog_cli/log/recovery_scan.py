@@ -7,13 +7,19 @@ plan (``recover.plan_partition``) calls it for each segment it recovers."""
 from __future__ import annotations
 
 import errno
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 from ..errors import KafkalogError
+from ..format import codecs
+from ..format.crc import crc32c
 from ..format.errors import CorruptRecordError, LimitExceededError
-from ..format.records import ATTR_CODEC, LEGACY_HEADER, V2_HEADER, Batch
-from ..format.scan import plain_records_ok
-from ..format.validity import batch_problem, control_problem, order_problem
+from ..format.records import (ATTR_CODEC, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, LEGACY_HEADER,
+                              LOG_OVERHEAD, PREFIX, V2_HEADER, V2_OVERHEAD, Batch, read_batch)
+from ..format.scan import (INT64_MAX, INT64_MIN, InvalidBytes, plain_records_ok,
+                           v2_records_ok)
+from ..format.speedups import speedups
+from ..format.validity import (MAX_RELATIVE_OFFSET, batch_problem, control_problem,
+                               order_problem)
 from .files import FileFormatError, read_sized
 from .leader_epochs import LeaderEpochCache
 from .producer_state import InvalidTxnStateError, ProducerState, end_marker
@@ -49,18 +55,21 @@ class SegmentScan:
         self.aborted: List[AbortedEntry] = []
         # (position, base offset, last offset) of batches kept with their records unchecked
         self.unchecked: List[Tuple[int, int, int]] = []
+        # the positions of the v2 batches of a producer (producer id >= 0) kept, in order: all
+        # that the producer state rebuild after recovery reads of the segment
+        self.producer_positions: List[int] = []
 
-    def keep(self, batch: Batch) -> None:
-        """``batch`` is valid: index it and extend the valid prefix over it."""
+    def keep(self, position: int, size: int, base_offset: int, last_offset: int,
+             max_timestamp: int, records: int) -> None:
+        """The batch of ``size`` bytes at ``position`` is valid: index it and extend the valid
+        prefix over it (``records``: how many it holds)."""
         # LogSegment.recover indexes the batch header's maxTimestamp
-        self.builder.add(batch.position, batch.size, batch.last_offset, batch.max_timestamp)
-        self.valid_end = batch.position + batch.size
-        self.last_offset = batch.last_offset
+        self.builder.add(position, size, last_offset, max_timestamp)
+        self.valid_end = position + size
+        self.last_offset = last_offset
         if self.first_offset is None:
-            self.first_offset = batch.base_offset
-        # a legacy entry's header has no count: its offsets say how many messages it holds
-        self.records += (batch.count if batch.count is not None
-                         else batch.last_offset - batch.base_offset + 1)
+            self.first_offset = base_offset
+        self.records += records
 
     @property
     def next_offset(self) -> Optional[int]:
@@ -124,37 +133,185 @@ def scan_segment(segment: Segment, prev_last: Optional[int], state: ProducerStat
     (its CRC holds, and the broker's recovery does not look inside a data batch): ``unchecked``
     lists them. ``state`` is the partition's producer state, which each valid batch updates
     (LogSegment.recover's updateProducerState): its aborted transactions' .txnindex entries
-    are the segment's."""
+    are the segment's.
+
+    Runs of the common batch (``recover_run``: uncompressed data, nothing to tell but its
+    facts) are taken a chunk of the file at a time; every other batch, and the first invalid
+    one, goes through the general path (``_take``) one at a time."""
     base = segment.base_offset
     if base is None:
         raise ValueError("%s: the file name holds no base offset" % segment.log_path)
     result = SegmentScan(IndexBuilder(base, interval))
     # A record as large as its batch may inflate to is valid: the broker's recovery keeps it.
     with segment.open(max_message_size, record_limit_factor=BATCH_LIMIT_FACTOR) as log:
-        for item in log.entries():
-            if not isinstance(item, Batch):
-                result.first_bad, result.reason = item.position, item.reason
+        runs = _Runs(log, result, state, epochs)
+        pos = 0
+        while True:
+            pos, prev_last = runs.take(pos, prev_last)
+            item = next(log.entries(pos), None)
+            if item is None or not _take(segment, log, item, result, state, epochs, prev_last):
                 break
-            reason = batch_problem(item, base, prev_last)
-            marker_key = None
-            if reason is None:
-                reason, marker_key = _records_problem(log, item, result)
-            if reason is not None:
-                result.first_bad, result.reason = item.position, reason
-                result.bad_offset = item.base_offset
-                result.overflow = (item.is_valid and item.magic <= 2
-                                   and order_problem(item.last_offset, prev_last) is None
-                                   and segment.overflows(item))
-                break
-            aborted = update_producer_state(state, log, item)
-            if aborted is not None:
-                result.aborted.append(aborted)
-            result.keep(item)
-            if epochs is not None and item.magic >= 2:
-                observe_epoch(epochs, item, segment.log_path)
+            assert isinstance(item, Batch)
             prev_last = item.last_offset
+            pos = item.position + item.size
     result.builder.finish()
     return result
+
+
+def _take(segment: Segment, log: LogFile, item: Union[Batch, InvalidBytes],
+          result: SegmentScan, state: ProducerState, epochs: Optional[LeaderEpochCache],
+          prev_last: Optional[int]) -> bool:
+    """The general path for one entry of the scan: keep it in ``result`` (True) or say why it
+    ends the valid prefix (False)."""
+    if not isinstance(item, Batch):
+        result.first_bad, result.reason = item.position, item.reason
+        return False
+    base = segment.base_offset
+    reason = batch_problem(item, base, prev_last)
+    if reason is None:
+        reason, _ = _records_problem(log, item, result)
+    if reason is not None:
+        result.first_bad, result.reason = item.position, reason
+        result.bad_offset = item.base_offset
+        result.overflow = (item.is_valid and item.magic <= 2
+                           and order_problem(item.last_offset, prev_last) is None
+                           and segment.overflows(item))
+        return False
+    aborted = update_producer_state(state, log, item)
+    if aborted is not None:
+        result.aborted.append(aborted)
+    if item.magic >= 2 and item.producer_id >= 0:
+        result.producer_positions.append(item.position)
+    # a legacy entry's header has no count: its offsets say how many messages it holds
+    result.keep(item.position, item.size, item.base_offset, item.last_offset,
+                item.max_timestamp, item.count if item.count is not None
+                else item.last_offset - item.base_offset + 1)
+    if epochs is not None and item.magic >= 2:
+        observe_epoch(epochs, item, segment.log_path)
+    return True
+
+
+# -- the common batch, run after run ---------------------------------------------------------
+
+# The bytes of the file read at a time for recover_run: many batches, few enough to stay in
+# the CPU's cache while they are checked (copying the file into fresh memory costs more than
+# checking it). A batch larger than RUN_MAX_BATCH is left to the general path.
+RUN_CHUNK = 1 << 20
+RUN_MAX_BATCH = 16 << 20
+INT32_MAX = (1 << 31) - 1
+
+
+def recover_run_python(buf: codecs.Bytes, pos: int, end: int, at: int, scan: SegmentScan,
+                       prev_last: Optional[int], limit: int, epoch_limit: int,
+                       crc: Callable[[codecs.Bytes], int]) -> Tuple[int, Optional[int], bool]:
+    """scan_segment's loop over its common batch, batch after batch, in ``buf[pos:end]``
+    (byte i of ``buf`` is byte ``at + i`` of the segment): each batch that the general path
+    (``_take``) would keep by its own bytes alone, with nothing to decode, tell or assign, is
+    kept in ``scan`` (``SegmentScan.keep``, which feeds ``scan.builder``; its position in
+    ``scan.producer_positions`` when it has a producer, whose state the caller then updates).
+    That is a whole v2 batch (magic 2) whose CRC holds by ``crc``, whose last offset follows
+    ``prev_last`` (None: no batch before it) and fits the segment based at the builder's base
+    offset, uncompressed, not a control batch, whose records read (``plain_records_ok`` with
+    ``limit``), whose leader epoch is negative or at most ``epoch_limit`` (then
+    LeaderEpochCache.observe changes nothing), and whose index entries, if it makes any, fit
+    the files' layouts. It stops at the first other batch, which the general path takes (or
+    finds why it is invalid).
+
+    Returns (the position reached, the last offset kept (``prev_last`` when none), short: it
+    stopped for want of bytes: fewer than a v2 batch header before ``end``, or a batch running
+    past it). ``_speedups.recover_run`` is its C mirror (tests/format/test_c_differential.py).
+    """
+    if not 0 <= pos <= end <= len(buf):
+        raise ValueError("positions outside the data")
+    builder = scan.builder
+    base = builder.base_offset
+    while end - pos >= V2_OVERHEAD:
+        (base_offset, size, ple, _, stored, attrs, last_delta, base_ts, max_ts, pid, _, _,
+         count) = V2_HEADER.unpack_from(buf, pos)
+        total = size + LOG_OVERHEAD
+        if buf[pos + 16] != 2 or total < V2_OVERHEAD:
+            return pos, prev_last, False
+        if total > end - pos:
+            return pos, prev_last, True
+        last = base_offset + last_delta
+        attrs &= 0xFF
+        if (not INT64_MIN <= last <= INT64_MAX or attrs & (ATTR_CODEC | ATTR_CONTROL)
+                or (prev_last is not None and last <= prev_last)
+                or not 0 <= last - base <= MAX_RELATIVE_OFFSET
+                or 0 <= ple and epoch_limit < ple):
+            return pos, prev_last, False
+        if not builder.fits(last, max_ts):
+            return pos, prev_last, False
+        if crc(memoryview(buf)[pos + 21:pos + total]) != stored:
+            return pos, prev_last, False
+        if count and not v2_records_ok(buf, pos + V2_OVERHEAD, pos + total, count, base_offset,
+                                       base_ts, bool(attrs & ATTR_TIMESTAMP_TYPE), limit):
+            return pos, prev_last, False
+        if pid >= 0:
+            scan.producer_positions.append(at + pos)
+        scan.keep(at + pos, total, base_offset, last, max_ts, count)
+        prev_last = last
+        pos += total
+    return pos, prev_last, True
+
+
+recover_run = (recover_run_python if speedups is None
+               else speedups.recover_run)  # the C mirror (format/speedups.py)
+
+
+class _Runs:
+    """``recover_run`` over a segment's file, from a position on, a chunk read at a time into
+    a buffer of its own (``RUN_CHUNK``, more for a larger batch), up to where the general path
+    takes over; the producer state updated by the batches of a producer it keeps."""
+
+    def __init__(self, log: LogFile, scan: SegmentScan, state: ProducerState,
+                 epochs: Optional[LeaderEpochCache]) -> None:
+        self.log, self.scan, self.state, self.epochs = log, scan, state, epochs
+        self.buffer = bytearray(min(RUN_CHUNK, log.size))
+        self.limit = min(log.max_message_size, INT64_MAX)
+
+    def _worth_it(self, pos: int) -> bool:
+        """Does the entry at ``pos`` look like a batch ``recover_run`` keeps (a v2 batch
+        neither compressed nor a control batch)? Asked of the general path's window before a
+        chunk is read, so that a segment of other batches is not read twice."""
+        log = self.log
+        if log.size - pos < V2_OVERHEAD:
+            return False
+        log.ensure(pos, pos + V2_OVERHEAD)
+        return log.buf[pos + 16] == 2 and not log.buf[pos + 22] & (ATTR_CODEC | ATTR_CONTROL)
+
+    def take(self, pos: int, prev_last: Optional[int]) -> Tuple[int, Optional[int]]:
+        """Keep the common batches from ``pos`` on; (where the general path takes over, the
+        last offset kept (``prev_last`` when none))."""
+        log, scan = self.log, self.scan
+        if not self._worth_it(pos):
+            return pos, prev_last
+        epochs = self.epochs
+        latest = None if epochs is None else epochs.latest_epoch
+        epoch_limit = (INT32_MAX if epochs is None else -1 if latest is None
+                       else max(-1, min(latest, INT32_MAX)))  # (leader epochs are 32 bits)
+        while pos < log.size:
+            buffer = self.buffer
+            n = log.read_into(buffer, pos)
+            kept = len(scan.producer_positions)
+            reached, prev_last, short = recover_run(buffer, 0, n, pos, scan, prev_last,
+                                                    self.limit, epoch_limit, crc32c)
+            for p in scan.producer_positions[kept:]:
+                at = p - pos
+                batch = read_batch(buffer, at, V2_OVERHEAD, 2)  # its header
+                batch.position, batch.computed_crc = p, None
+                batch.size = PREFIX.unpack_from(buffer, at)[1] + LOG_OVERHEAD
+                update_producer_state(self.state, log, batch)
+            if not short or pos + n == log.size:
+                return pos + reached, prev_last
+            if reached == 0:
+                # a batch larger than the buffer
+                total = PREFIX.unpack_from(buffer, 0)[1] + LOG_OVERHEAD
+                if total > RUN_MAX_BATCH:
+                    return pos, prev_last
+                self.buffer = bytearray(total)
+            pos += reached
+        return pos, prev_last
 
 
 def update_producer_state(state: ProducerState, log: LogFile,

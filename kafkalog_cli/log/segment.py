@@ -9,7 +9,7 @@ import mmap
 import os
 import platform
 import sys
-from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple, Union
 
 from ..errors import api_errors
 from ..format import codecs
@@ -240,27 +240,47 @@ class LogFile:
         reads instead of copying the gigabyte in."""
         end = self.size
         pos = min(max(start, 0), end)
-        while end - pos >= MIN_HEADER:
-            want = min(V2_OVERHEAD, end - pos)
-            head = os.pread(self._fd, want, pos)
-            if len(head) < want:
-                raise self._changed(pos, len(head))
-            _, size = PREFIX.unpack_from(head, 0)
-            magic = head[16]
-            if magic >= 128:
-                magic -= 256  # a legacy entry to the scan, as format.scan reads the byte
-            # format.scan.entry_problem's rule, its common case (a whole entry) decided here
-            # without a call per batch; any other entry is judged by it
-            if ((size < LEGACY_MIN_SIZE or pos + LOG_OVERHEAD + size > end
-                    or (magic >= 2 and size + LOG_OVERHEAD < V2_OVERHEAD))
-                    and entry_problem(head, 0, end - pos, size, magic) is not None):
-                return  # no whole entry here (zero fill among them): the scan stops
-            batch = read_batch(head, 0, min(size + LOG_OVERHEAD, len(head)), magic)
-            if magic >= 2 and not INT64_MIN <= batch.last_offset <= INT64_MAX:
-                return  # an offset range beyond a long (entry_problem's OFFSET_OVERFLOW)
-            batch.position, batch.size, batch.computed_crc = pos, size + LOG_OVERHEAD, None
+        while True:
+            batch = self._header_at(pos)
+            if batch is None:
+                return
             yield batch
-            pos += LOG_OVERHEAD + size
+            pos += batch.size
+
+    def headers_at(self, positions: Iterable[int]) -> Iterator[Batch]:
+        """The batches that start at ``positions`` (known from an earlier walk of the chain
+        from 0, in order), read as ``headers`` reads them: their headers only; it stops where
+        ``headers`` would find no batch."""
+        for pos in positions:
+            batch = self._header_at(pos)
+            if batch is None:
+                return
+            yield batch
+
+    def _header_at(self, pos: int) -> Optional[Batch]:
+        """The batch at ``pos`` as ``headers`` reads it, or None where the chain stops."""
+        end = self.size
+        if end - pos < MIN_HEADER:
+            return None
+        want = min(V2_OVERHEAD, end - pos)
+        head = os.pread(self._fd, want, pos)
+        if len(head) < want:
+            raise self._changed(pos, len(head))
+        _, size = PREFIX.unpack_from(head, 0)
+        magic = head[16]
+        if magic >= 128:
+            magic -= 256  # a legacy entry to the scan, as format.scan reads the byte
+        # format.scan.entry_problem's rule, its common case (a whole entry) decided here
+        # without a call per batch; any other entry is judged by it
+        if ((size < LEGACY_MIN_SIZE or pos + LOG_OVERHEAD + size > end
+                or (magic >= 2 and size + LOG_OVERHEAD < V2_OVERHEAD))
+                and entry_problem(head, 0, end - pos, size, magic) is not None):
+            return None  # no whole entry here (zero fill among them): the scan stops
+        batch = read_batch(head, 0, min(size + LOG_OVERHEAD, len(head)), magic)
+        if magic >= 2 and not INT64_MIN <= batch.last_offset <= INT64_MAX:
+            return None  # an offset range beyond a long (entry_problem's OFFSET_OVERFLOW)
+        batch.position, batch.size, batch.computed_crc = pos, size + LOG_OVERHEAD, None
+        return batch
 
     def first_base_offset(self) -> Optional[int]:
         """The base offset of the first complete entry, or None."""

@@ -1292,3 +1292,360 @@ def test_offset_map_refuses_what_the_python_refuses():
         speedups.OffsetMap(0)
     with pytest.raises(ValueError):
         OffsetMap(0)
+
+
+# -- recover_run: LogSegment.recover's batch loop, its common case ------------------------------
+#
+# _speedups.recover_run against log/recovery_scan.py's recover_run_python, run for run: the
+# position reached, the last offset, whether it stopped short, and everything it leaves in the
+# SegmentScan (the valid prefix, its offsets and records, the producers' positions, the index
+# builder's state and packed entries). Then end to end: scan_segment with the C run, with the
+# Python run and with no run at all (every batch through the general path, as before the run
+# existed) must find the same valid prefix, the same first problem, the same index files, the
+# same producer state and leader epochs, over crafted damage and random mutations; and the
+# producer state rebuild reading the producers' batches at the positions the scan found must
+# read what it reads walking every header.
+
+import gzip  # noqa: E402
+
+from kafkalog_cli.log import recovery_scan  # noqa: E402
+from kafkalog_cli.log.indexbuild import IndexBuilder  # noqa: E402
+from kafkalog_cli.log.leader_epochs import LeaderEpochCache  # noqa: E402
+from kafkalog_cli.log.producer_state import ProducerState, producer_batches  # noqa: E402
+from kafkalog_cli.log.segment import Segment  # noqa: E402
+
+TXN, CONTROL, LAT, GZIP = 0x10, 0x20, 0x08, 0x01
+
+
+def _scan_state(scan):
+    b = scan.builder
+    return dict(valid_end=scan.valid_end, last_offset=scan.last_offset,
+                first_offset=scan.first_offset, records=scan.records,
+                producers=list(scan.producer_positions), offset_index=bytes(b.offset_index),
+                time_index=bytes(b.time_index), offset_overflow=list(b.offset_overflow),
+                time_overflow=list(b.time_overflow), valid_bytes=b.valid_bytes,
+                last_index_entry=b.last_index_entry, max_ts=b.max_ts,
+                max_ts_offset=b.max_ts_offset, last_time_ts=b.last_time_ts)
+
+
+def _new_scan(base, interval, start=None):
+    scan = recovery_scan.SegmentScan(IndexBuilder(base, interval))
+    for name, value in (start or {}).items():
+        setattr(scan.builder if hasattr(scan.builder, name) else scan, name, value)
+    return scan
+
+
+def both_runs(data, pos=0, end=None, at=0, base=0, interval=4096, prev_last=None,
+              limit=1 << 20, epoch_limit=INT32_MAX, start=None, crc=crc32c):
+    end = len(data) if end is None else end
+    outcomes = []
+    for fn in (recovery_scan.recover_run_python, speedups.recover_run):
+        scan = _new_scan(base, interval, start)
+        try:
+            out = ("ok", fn(bytearray(data), pos, end, at, scan, prev_last, limit, epoch_limit,
+                            crc))
+        except Exception as e:  # the class and the text are what is compared
+            out = (type(e), str(e))
+        outcomes.append((out, _scan_state(scan)))
+    assert outcomes[1] == outcomes[0], (bytes(data[:120]), pos, end, at, base, prev_last)
+    return outcomes[0]
+
+
+def chain(specs, base=0, gap=0):
+    """Consecutive batches from ``base``: each spec a dict of ``batch`` arguments plus
+    ``n`` (records, default 2); offsets follow on (``gap`` more between batches)."""
+    out, offset = bytearray(), base
+    for i, spec in enumerate(specs):
+        spec = dict(spec)
+        n = spec.pop("n", 2)
+        recs = [record(ts_delta=k, off_delta=k, value=b"v%d" % i) for k in range(n)]
+        spec.setdefault("max_ts", 1000 + 10 * i + n)
+        spec.setdefault("base_ts", 1000 + 10 * i)
+        first = spec.pop("base_offset", offset)
+        if spec.pop("gzip", False):
+            out += batch(first, [gzip.compress(b"".join(recs))], count=n,
+                         attrs=spec.pop("attrs", 0) | GZIP, **spec)
+        else:
+            out += batch(first, recs, **spec)
+        offset = first + max(n, 1) + gap
+    return bytes(out)
+
+
+PLAIN = [{}, {"n": 1}, {"n": 3, "pid": 5, "epoch": 0, "base_seq": 0}, {"n": 0},
+         {"attrs": LAT}, {"ple": 2}]
+
+
+def _damaged(kind):
+    """A chain of plain batches with one kind of damage."""
+    data = bytearray(chain(PLAIN))
+    second = len(batch(0, [record(ts_delta=k, off_delta=k, value=b"v0") for k in range(2)]))
+    if kind == "bad crc":
+        data[second + 70] ^= 0x40
+    elif kind == "bad stored crc":
+        data[second + 17] ^= 1
+    elif kind == "torn header":
+        data = data[:second + 30]
+    elif kind == "bad magic":
+        data[second + 16] = 3
+    elif kind == "legacy magic":
+        data[second + 16] = 1
+    elif kind == "offsets out of order":
+        data = bytearray(chain([{}, {"base_offset": 0}, {}]))
+    elif kind == "truncated batch":
+        data = data[:len(data) - 5]
+    elif kind == "garbage tail":
+        data += bytes(range(7, 250, 3)) * 3
+    elif kind == "zero tail":
+        data += bytes(100)
+    elif kind == "size below header":
+        struct.pack_into(">i", data, second + 8, 20)
+    elif kind == "size past end":
+        struct.pack_into(">i", data, second + 8, 1 << 30)
+    elif kind == "negative count":
+        data = bytearray(chain([{}, {"count": -1}]))
+    elif kind == "count above records":
+        data = bytearray(chain([{}, {"count": 3}]))
+    elif kind == "last offset overflows":
+        data = bytearray(chain([{}, {"base_offset": INT64_MAX - 1, "n": 3}]))
+    elif kind == "offset beyond the segment":
+        data = bytearray(chain([{}, {"base_offset": 1 << 33}]))
+    elif kind == "last offset at the segment's reach":
+        data = bytearray(chain([{}, {"base_offset": (1 << 31) - 2}, {"n": 1}]))
+    elif kind == "last offset just past the segment's reach":
+        data = bytearray(chain([{}, {"base_offset": (1 << 31) - 1}]))
+    elif kind == "size one below a v2 header":
+        # 60 bytes, a count of 0 read into the next batch's first byte, the CRC of the 39
+        # bytes after it right: short of a v2 batch all the same
+        fake = bytearray(60)
+        struct.pack_into(">qii", fake, 0, 0, 48, 0)
+        fake[16] = 2
+        struct.pack_into(">I", fake, 17, crc32c(bytes(fake[21:])))
+        data = fake + chain(PLAIN, base=1)
+    elif kind == "compressed":
+        data = bytearray(chain([{}, {"gzip": True, "n": 3}, {}]))
+    elif kind == "control":
+        data = bytearray(chain([{"attrs": TXN, "pid": 9, "epoch": 1, "base_seq": 0},
+                                {"attrs": TXN | CONTROL, "pid": 9, "epoch": 1, "n": 0}, {}]))
+    return bytes(data)
+
+
+DAMAGE = ["none", "bad crc", "bad stored crc", "torn header", "bad magic", "legacy magic",
+          "offsets out of order", "truncated batch", "garbage tail", "zero tail",
+          "size below header", "size past end", "negative count", "count above records",
+          "last offset overflows", "offset beyond the segment",
+          "last offset at the segment's reach", "last offset just past the segment's reach",
+          "size one below a v2 header", "compressed", "control"]
+
+
+@needs_speedups
+@pytest.mark.parametrize("kind", DAMAGE)
+@pytest.mark.parametrize("kw", [
+    {}, dict(interval=0), dict(interval=-1), dict(interval=1 << 70), dict(interval=-(1 << 70)),
+    dict(prev_last=0), dict(prev_last=-5), dict(prev_last=1 << 70), dict(prev_last=-(1 << 70)),
+    dict(epoch_limit=-1), dict(epoch_limit=1), dict(base=2), dict(base=3), dict(base=1 << 70),
+    dict(base=-(1 << 70)), dict(at=1 << 40, interval=0), dict(limit=3), dict(end=200),
+    dict(pos=5), dict(start=dict(valid_bytes=INT32_MAX - 150, last_index_entry=0), interval=0),
+    dict(start=dict(valid_bytes=INT32_MAX, last_index_entry=0), interval=0),
+    dict(start=dict(valid_bytes=INT32_MAX + 1, last_index_entry=0), interval=0),
+    dict(start=dict(max_ts=5000, max_ts_offset=1 << 40, valid_bytes=5000), base=0, interval=0),
+    dict(start=dict(max_ts=5000, max_ts_offset=1 << 31, valid_bytes=5000), interval=0),
+    dict(start=dict(max_ts=5000, max_ts_offset=(1 << 31) - 1, valid_bytes=5000), interval=0),
+    dict(start=dict(offset_overflow=[(0, 1 << 40)], valid_bytes=4097)),
+    dict(start=dict(first_offset=77, last_offset=-1, records=10 ** 30, valid_end=3)),
+])
+def test_recover_run_on_damage(kind, kw):
+    both_runs(_damaged(kind), **kw)
+
+
+@needs_speedups
+@pytest.mark.parametrize("specs", [
+    [dict(max_ts=5)] * 4, [dict(max_ts=-1)] * 3, [dict(max_ts=9), dict(max_ts=3), dict(max_ts=9)],
+    [dict(max_ts=INT64_MAX), dict(max_ts=INT64_MIN)], [dict(ple=-1), dict(ple=0), dict(ple=-4)],
+    [dict(ple=2), dict(ple=1), dict(ple=3)], [dict(n=0, max_ts=7)] * 3,
+    [dict(pid=0), dict(pid=-2), dict(pid=INT64_MAX)],
+])
+@pytest.mark.parametrize("kw", [dict(interval=0), dict(interval=-1), dict(interval=70),
+                                dict(epoch_limit=-3), dict(epoch_limit=1), dict(epoch_limit=-1),
+                                dict(start=dict(last_time_ts=5, max_ts=5, max_ts_offset=0))])
+def test_recover_run_timestamps_epochs_producers(specs, kw):
+    both_runs(chain(specs), **kw)
+
+
+@needs_speedups
+def test_recover_run_positions_outside_the_data():
+    data = chain(PLAIN)
+    for pos, end in ((-1, 10), (5, 3), (0, len(data) + 1)):
+        assert both_runs(data, pos=pos, end=end)[0][0] is ValueError
+
+
+@needs_speedups
+def test_recover_run_crc_function_failing_and_odd():
+    data = chain(PLAIN)
+    third = chain(PLAIN[:3])
+    third_crc_bytes = third[len(chain(PLAIN[:2])) + 21:]
+
+    def failing(view):
+        if bytes(view) == third_crc_bytes:  # the third batch's
+            raise RuntimeError("no crc")
+        return crc32c(view)
+
+    outcome, state = both_runs(data, crc=failing)
+    assert outcome == (RuntimeError, "no crc") and state["records"] == 3
+    both_runs(data, crc=lambda view: float(crc32c(view)))  # equal as Python compares it
+    both_runs(data, crc=lambda view: -1)
+    both_runs(data, crc=lambda view: 1 << 80)
+
+
+@needs_speedups
+def test_recover_run_takes_a_whole_plain_chain():
+    data = chain(PLAIN * 3)
+    (out, state) = both_runs(data, interval=0)
+    assert out == ("ok", (len(data), state["last_offset"], True))
+    assert state["records"] == 3 * sum(s.get("n", 2) for s in PLAIN)
+    assert len(state["producers"]) == 3
+
+
+@st.composite
+def batch_specs(draw):
+    return dict(n=draw(st.integers(0, 3)),
+                attrs=draw(st.sampled_from([0, 0, 0, LAT, TXN, CONTROL, GZIP, 0x80, 0x100])),
+                pid=draw(st.sampled_from([-1, -1, 4, 9])),
+                ple=draw(st.sampled_from([-1, 0, 0, 1, 3])),
+                max_ts=draw(st.sampled_from([-1, 0, 5, 1000, 2000, INT64_MAX])))
+
+
+@needs_speedups
+@fuzz
+@given(specs=st.lists(batch_specs(), min_size=1, max_size=7),
+       flips=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)), max_size=2),
+       cut=st.integers(0, 40), tail=st.binary(max_size=80), gap=st.sampled_from([0, 0, 0, -3, 2]),
+       base=st.sampled_from([0, 2, 1 << 31]), interval=st.integers(-1, 200),
+       prev_last=st.sampled_from([None, -1, 0, 4]), epoch_limit=st.integers(-3, 3),
+       pos=st.integers(0, 10), end_cut=st.integers(0, 30))
+def test_recover_run_random(specs, flips, cut, tail, gap, base, interval, prev_last, epoch_limit,
+                            pos, end_cut):
+    data = bytearray(chain(specs, base, gap))
+    for at, byte in flips:
+        data[at % len(data)] = byte
+    data = bytes(data[:max(0, len(data) - cut)]) + tail
+    both_runs(data, pos=min(pos, len(data)), end=max(min(pos, len(data)), len(data) - end_cut),
+              base=base, interval=interval, prev_last=prev_last, epoch_limit=epoch_limit,
+              limit=60)
+
+
+# -- scan_segment end to end: C run, Python run, no run -----------------------------------------
+
+def _no_run(buf, pos, end, at, scan, prev_last, limit, epoch_limit, crc):
+    return pos, prev_last, False  # every batch through the general path
+
+
+def _segment_outcome(directory, base, chunk, run, monkeypatch, epochs=()):
+    monkeypatch.setattr(recovery_scan, "recover_run", run)
+    monkeypatch.setattr(recovery_scan, "RUN_CHUNK", chunk)
+    monkeypatch.setattr(recovery_scan, "RUN_MAX_BATCH", 400)
+    state = ProducerState()
+    cache = LeaderEpochCache(list(epochs))
+    try:
+        scan = Segment(str(directory), base).recover_scan(None, state, 64, 1000, cache)
+    except Exception as e:  # the class and the text are what is compared
+        return type(e), str(e)
+    b = scan.builder
+    return dict(_scan_state(scan), first_bad=scan.first_bad, reason=scan.reason,
+                bad_offset=scan.bad_offset, overflow=scan.overflow, aborted=scan.aborted,
+                unchecked=scan.unchecked, index=b.offset_index_bytes(),
+                timeindex=b.time_index_bytes(), producer_state=state.snapshot_bytes(),
+                open_txns=dict(state.txns.open), end_offset=state.end_offset,
+                epochs=list(cache.entries))
+
+
+def same_segment_scans(tmp_path, data, monkeypatch, base=0, epochs=()):
+    directory = tmp_path / "seg"
+    directory.mkdir(exist_ok=True)
+    for f in directory.iterdir():
+        f.unlink()
+    (directory / ("%020d.log" % base)).write_bytes(data)
+    runs = [("none", _no_run), ("python", recovery_scan.recover_run_python)]
+    if speedups is not None:
+        runs.append(("c", speedups.recover_run))
+    outcomes = {}
+    for name, run in runs:
+        for chunk in ((1 << 20, 97, 300) if name != "none" else (1 << 20,)):
+            outcomes[name, chunk] = _segment_outcome(directory, base, chunk, run, monkeypatch,
+                                                     epochs)
+    first = outcomes["none", 1 << 20]
+    for key, got in outcomes.items():
+        assert got == first, (key, data[:100])
+    # the producer state rebuild, reading the producers' batches where the scan found them
+    if isinstance(first, dict):
+        seg = Segment(str(directory), base)
+        with seg.open() as log:
+            for start, stop in ((0, None), (base + 2, None), (0, base + 5)):
+                for cut in (None, first["valid_end"]):
+                    if cut is None and first["first_bad"] is not None:
+                        continue  # (recovery cuts such a segment: the rebuild reads up to it)
+                    walked = _read_all(producer_batches(log, start, stop, cut))
+                    known = _read_all(producer_batches(log, start, stop, cut,
+                                                       first["producers"]))
+                    assert known == walked
+    return first
+
+
+def _read_all(batches):
+    out = []
+    try:
+        for b, marker in batches:
+            out.append((b.position, b.size, b.base_offset, b.last_offset, marker))
+    except Exception as e:  # the class and the text are what is compared
+        out.append((type(e), str(e)))
+    return out
+
+
+TXN_CHAIN = [{"attrs": TXN, "pid": 9, "epoch": 1, "base_seq": 0},
+             {"pid": 4, "epoch": 0, "base_seq": 0},
+             {"attrs": TXN, "pid": 9, "epoch": 1, "base_seq": 2},
+             {"attrs": TXN | CONTROL, "pid": 9, "epoch": 1, "n": 0},
+             {}, {"gzip": True, "n": 3}, {"ple": 4}, {"pid": 4, "epoch": 0, "base_seq": 2}]
+
+
+def _abort_marker(base_offset, pid=9):
+    rec = record(key=b"\x00\x00\x00\x00", value=b"\x00\x00\x00\x00\x00\x05")
+    return batch(base_offset, [rec], attrs=TXN | CONTROL, pid=pid, epoch=1)
+
+
+@pytest.mark.parametrize("kind", DAMAGE)
+def test_scan_segment_the_same_with_and_without_runs(tmp_path, monkeypatch, kind):
+    same_segment_scans(tmp_path, _damaged(kind), monkeypatch)
+    same_segment_scans(tmp_path, _damaged(kind), monkeypatch, epochs=[(0, 0)])
+
+
+def test_scan_segment_transactions_the_same_with_and_without_runs(tmp_path, monkeypatch):
+    data = chain(TXN_CHAIN[:3]) + _abort_marker(6) + chain(TXN_CHAIN[4:], base=7)
+    out = same_segment_scans(tmp_path, data, monkeypatch)
+    assert out["aborted"] and out["first_bad"] is None and out["producers"]
+    big = chain([{"n": 3}, {"n": 40}, {"n": 2}], base=100)  # a batch larger than the chunk
+    out = same_segment_scans(tmp_path, big + b"\x00" * 30, monkeypatch, base=100)
+    assert out["valid_end"] == len(big)
+
+
+@fuzz
+@given(specs=st.lists(batch_specs(), min_size=1, max_size=8),
+       flips=st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 255)), max_size=2),
+       cut=st.integers(0, 30), tail=st.binary(max_size=60), gap=st.integers(-2, 1),
+       markers=st.lists(st.integers(0, 8), max_size=2))
+def test_scan_segment_random_the_same_with_and_without_runs(tmp_path_factory, specs, flips, cut,
+                                                           tail, gap, markers):
+    pieces = []
+    offset = 0
+    for i, spec in enumerate(specs):
+        if i in markers:
+            pieces.append(_abort_marker(offset))
+            offset += 1
+        piece = chain([spec], offset, gap)
+        pieces.append(piece)
+        offset += max(spec["n"], 1) + gap
+    data = bytearray(b"".join(pieces))
+    for at, byte in flips:
+        data[at % len(data)] = byte
+    data = bytes(data[:max(0, len(data) - cut)]) + tail
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        same_segment_scans(tmp_path_factory.mktemp("scan"), data, monkeypatch)
