@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Benchmark the Spark pipeline: export of a log directory to Parquet, on local Spark and on a
+"""Benchmark the Spark pipeline: export (or scan) of a log directory, on local Spark and on a
 standalone cluster, against the one-process JSON dump.
 
 Builds (once, under --workdir) a log directory of --partitions partitions, each holding the same
-128 MiB v2 segment of bench_dump.py (hard links) with its indexes, then measures:
+128 MiB v2 segment of bench_dump.py (hard links) with its indexes (by default 8: ~1 GB), then
+measures:
 
   json dump     `kafkalog dump --format json --print-data-log` of the segments > /dev/null, one
                 process: the reference rate
@@ -13,14 +14,29 @@ Builds (once, under --workdir) a log directory of --partitions partitions, each 
                 127.0.0.1, started by the tests' own fixture code (tests/sparkcluster.py) and
                 stopped afterwards
 
-For each Spark run: the start-up (the session, the executors registered, their Python workers
-started and warm: one small export through the same code in every worker) and the job itself,
-timed apart; the MB/s of segment data of the job, per core, as a share of the JSON dump's rate,
-and the start-up's share of the whole run. The output goes to /dev/shm when there is one, so that
-the disk's write speed is not what is measured. The split size is the export's own (the data
-over the cores), unless --task-mb gives maxBytesPerPartition.
+For each Spark run, in one process (the same Spark start the commands make: jobs.context, or
+jobs.session in a checkout without it): the start-up (the session, the executors registered,
+their Python workers started and warm: one small export through the same code in every
+worker) and the job itself, timed apart, the job --repeat times (the best counts); the MB/s of
+segment data of the job, per core, as a share of the JSON dump's rate, and the start-up's share
+of the whole run (start-up / (start-up + job)); one untimed command of each checkout comes
+first, so that what a first command leaves for the next ones (the class-data archive of the
+driver's JVM, in ~/.cache/kafkalog) is there. Then the whole `kafkalog export` command of one
+small segment (the fixtures' metrics-0: start-up is all it is) by the same master, as a user
+waits for it (Python, Spark, the job, Spark stopping). The output goes to /dev/shm when there is
+one, so that the disk's write speed is not what is measured. The split size is the export's own
+(the data over the cores), unless --task-mb gives maxBytesPerPartition. --job scan times
+`kafkalog scan`'s job instead of the export (the same slices).
 
-    .venv/bin/python benchmarks/bench_spark.py [--partitions 8] [--quick] [--modes ...]
+--compare-path DIR also times another checkout (e.g. `git worktree add /tmp/base COMMIT`, its
+C modules built in place), run by this interpreter with PYTHONPATH=DIR (and so in the
+cluster's executors, spark.executorEnv.PYTHONPATH), each mode's runs one after the other:
+before and after in one run. The children run in an empty directory: `python -m` (Spark's
+Python workers, the command) puts the working directory first on sys.path, where a checkout
+would be imported before the one meant.
+
+    .venv/bin/python benchmarks/bench_spark.py [--partitions 8] [--segment-mb 128] [--quick]
+        [--modes ...] [--repeat 3] [--job export|scan] [--compare-path DIR]
 """
 
 import argparse
@@ -74,18 +90,27 @@ def warm(_):
     allocators and code paths are warm (a worker's start-up is not the job)."""
     from kafkalog_cli.spark import jobs, source
     small = WARM_SEGMENT
-    jobs.write_parquet_slice((0, source.SegmentSlice(small, 0, os.path.getsize(small))),
-                             tempfile.mkdtemp(), [], source.Options({}), "warm")
+    out = tempfile.mkdtemp(dir=OUTPUT_DIR)
+    try:
+        jobs.write_parquet_slice((0, source.SegmentSlice(small, 0, os.path.getsize(small))),
+                                 out, [], source.Options({}), "warm")
+    finally:
+        shutil.rmtree(out)
     return os.getpid()
 
 
-def child(master, cores, log_dir, task_bytes):
-    """One Spark run (in its own process): {"startup": s, "job": s, "tasks": n} on stdout."""
+def child(master, cores, log_dir, task_bytes, job, repeat):
+    """One Spark run (in its own process): {"startup": s, "jobs": [s, ...], "tasks": n} on
+    stdout."""
     from kafkalog_cli.spark import jobs
     t0 = time.perf_counter()
     conf = [("spark.ui.enabled", "false")]
-    spark = jobs.session(master, conf, "bench_spark")
-    sc = spark.sparkContext
+    if os.environ.get("PYTHONPATH"):  # a --compare-path checkout, in the executors too
+        conf.append(("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
+    # what the commands start (jobs.context); a checkout without it, its session
+    start = getattr(jobs, "context", jobs.session)
+    spark = start(master, conf, "bench_spark")
+    sc = getattr(spark, "sparkContext", spark)
     deadline = time.monotonic() + 120
     # every executor registered (the driver counts as one in getExecutorInfos)
     while master.startswith("spark://") and len(sc.statusTracker().getExecutorInfos()) < cores + 1:
@@ -95,25 +120,55 @@ def child(master, cores, log_dir, task_bytes):
     # the Python workers started and warm, every core several times over
     sc.parallelize(range(4 * cores), 4 * cores).map(warm).collect()
     t1 = time.perf_counter()
-    out = tempfile.mkdtemp(dir=OUTPUT_DIR)
     options = {"maxBytesPerPartition": str(task_bytes)} if task_bytes else {}
+    times, tasks = [], 0
+    for _ in range(repeat):
+        out = tempfile.mkdtemp(dir=OUTPUT_DIR)
+        try:
+            t = time.perf_counter()
+            if job == "scan":
+                result = jobs.scan(spark, log_dir)
+                times.append(time.perf_counter() - t)
+                assert not result.invalid and len(result.partitions) > 0
+                tasks = sc.statusTracker().getStageInfo(
+                    max(sc.statusTracker().getJobInfo(
+                        max(sc.statusTracker().getJobIdsForGroup())).stageIds)).numTasks
+            else:
+                jobs.export(spark, log_dir, os.path.join(out, "pq"), "parquet", mode="overwrite",
+                            options=options)
+                times.append(time.perf_counter() - t)
+                tasks = len([n for n in os.listdir(os.path.join(out, "pq"))
+                             if n.startswith("part-")])
+        finally:
+            shutil.rmtree(out)
+    spark.stop()
+    print(json.dumps({"startup": t1 - t0, "jobs": times, "tasks": tasks}))
+
+
+def run_child(master, cores, log_dir, task_bytes, job, repeat, env, cwd):
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", master, str(cores),
+                        log_dir, str(task_bytes or 0), job, str(repeat)],
+                       capture_output=True, text=True, env=env, cwd=cwd)
+    if p.returncode != 0:
+        sys.exit("%s on %s failed:\n%s" % (job, master, p.stderr[-3000:]))
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def command_time(master, env, cwd):
+    """The wall time of the whole `kafkalog export` of the fixtures' small metrics-0 segment
+    (Parquet, to /dev/shm) by ``master``."""
+    out = tempfile.mkdtemp(dir=OUTPUT_DIR)
     try:
-        jobs.export(spark, log_dir, os.path.join(out, "pq"), "parquet", mode="overwrite",
-                    options=options)
-        t2 = time.perf_counter()
-        tasks = len([n for n in os.listdir(os.path.join(out, "pq")) if n.startswith("part-")])
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "kafkalog_cli", "export", WARM_SEGMENT,
+                            "--output", os.path.join(out, "pq"), "--master", master],
+                           capture_output=True, text=True, env=env, cwd=cwd)
+        elapsed = time.perf_counter() - t0
     finally:
         shutil.rmtree(out)
-    spark.stop()
-    print(json.dumps({"startup": t1 - t0, "job": t2 - t1, "tasks": tasks}))
-
-
-def run_child(master, cores, log_dir, task_bytes):
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", master, str(cores),
-                        log_dir, str(task_bytes or 0)], capture_output=True, text=True)
     if p.returncode != 0:
-        sys.exit("export on %s failed:\n%s" % (master, p.stderr[-3000:]))
-    return json.loads(p.stdout.strip().splitlines()[-1])
+        sys.exit("kafkalog export on %s failed:\n%s" % (master, p.stderr[-3000:]))
+    return elapsed
 
 
 def standalone(workdir):
@@ -128,22 +183,31 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", default=os.path.join(HERE, "data"))
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--segment-mb", type=int, default=128,
+                        help="each partition's segment, MiB (default 128)")
     parser.add_argument("--quick", action="store_true", help="2 partitions of 16 MiB")
     parser.add_argument("--task-mb", type=int, default=0,
                         help="maxBytesPerPartition, MiB (default: the export's own split size, "
                              "the data over the cores)")
     parser.add_argument("--modes", default="local1,local2,standalone",
                         help="comma-separated: local1, local2, standalone")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--job", choices=("export", "scan"), default="export",
+                        help="the job timed (default: export, to Parquet)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="the job's runs in each session, the best counted (default 3)")
+    parser.add_argument("--compare-path", metavar="DIR", action="append", default=[],
+                        help="also time another checkout (its C modules built in place), run "
+                             "by this interpreter with PYTHONPATH=DIR")
+    parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        master, cores, log_dir, task_bytes = args.child
-        return child(master, int(cores), log_dir, int(task_bytes))
+        master, cores, log_dir, task_bytes, job, repeat = args.child
+        return child(master, int(cores), log_dir, int(task_bytes), job, int(repeat))
     modes = [m for m in args.modes.split(",") if m]
     unknown = set(modes) - set(MODES)
     if unknown:
         parser.error("unknown modes: %s" % ", ".join(sorted(unknown)))
-    partitions, segment_mb = (2, 16) if args.quick else (args.partitions, 128)
+    partitions, segment_mb = (2, 16) if args.quick else (args.partitions, args.segment_mb)
     log_dir, size = build_log_dir(args.workdir, partitions, segment_mb)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print("%s: %d partitions, %.1f MB; %d CPUs, load average %.1f"
@@ -156,29 +220,48 @@ def main():
                     "--print-data-log"] + logs, stdout=subprocess.DEVNULL, check=True, cwd=REPO)
     dump_rate = size / (time.perf_counter() - t0) / 1e6
     print("  json dump, one process:     %7.1f MB/s" % dump_rate)
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    checkouts = [("", env)] + [("@" + os.path.basename(os.path.abspath(path)),
+                                dict(env, PYTHONPATH=os.path.abspath(path)))
+                               for path in args.compare_path]
     task_bytes = args.task_mb * MiB
     results = {}
-    for mode in modes:
-        master, cores = MODES[mode]
-        cluster = standalone(args.workdir) if mode == "standalone" else None
-        try:
-            r = run_child(master or cluster.url, cores, log_dir, task_bytes)
-        finally:
-            if cluster is not None:
-                cluster.stop()
-                shutil.rmtree(cluster.root, ignore_errors=True)
-        rate = size / r["job"] / 1e6
-        results[mode] = rate
-        name = "standalone 2x1" if mode == "standalone" else master
-        print("  export %-15s %7.1f MB/s, %5.1f MB/s per core = %3.0f%% of the json dump; "
-              "%d tasks in %.1f s, start-up %.1f s (%.0f%% of the run)"
-              % (name + ":", rate, rate / cores, 100 * rate / cores / dump_rate, r["tasks"],
-                 r["job"], r["startup"], 100 * r["startup"] / (r["startup"] + r["job"])))
-    if "local1" in results and "local2" in results:
-        print("  speedup local[2]/local[1]: %.2fx" % (results["local2"] / results["local1"]))
-    if "local1" in results and "standalone" in results:
-        print("  speedup standalone 2x1/local[1]: %.2fx"
-              % (results["standalone"] / results["local1"]))
+    with tempfile.TemporaryDirectory() as empty_dir:
+        for _, child_env in checkouts:
+            # untimed: what a first command leaves for the next ones (the driver JVM's class
+            # archive, written at its exit) is there, as it is for a user's every later command
+            command_time("local[1]", child_env, empty_dir)
+        for mode in modes:
+            master, cores = MODES[mode]
+            cluster = standalone(args.workdir) if mode == "standalone" else None
+            try:
+                for label, child_env in checkouts:
+                    r = run_child(master or cluster.url, cores, log_dir, task_bytes, args.job,
+                                  args.repeat, child_env, empty_dir)
+                    whole = command_time(master or cluster.url, child_env, empty_dir)
+                    job = min(r["jobs"])
+                    rate = size / job / 1e6
+                    results[mode, label] = rate
+                    name = ("standalone 2x1" if mode == "standalone" else master) + label
+                    print("  %s %-22s %7.1f MB/s, %5.1f MB/s per core = %3.0f%% of the json "
+                          "dump; %d tasks in %.1f s (%s), start-up %.1f s (%.0f%% of the run); "
+                          "`kafkalog export` of a small segment %.1f s"
+                          % (args.job, name + ":", rate, rate / cores,
+                             100 * rate / cores / dump_rate, r["tasks"], job,
+                             " ".join("%.2f" % t for t in r["jobs"]), r["startup"],
+                             100 * r["startup"] / (r["startup"] + job), whole))
+            finally:
+                if cluster is not None:
+                    cluster.stop()
+                    shutil.rmtree(cluster.root, ignore_errors=True)
+    for label, _ in checkouts:
+        if ("local1", label) in results and ("local2", label) in results:
+            print("  speedup local[2]/local[1]%s: %.2fx"
+                  % (label, results["local2", label] / results["local1", label]))
+        if ("local1", label) in results and ("standalone", label) in results:
+            print("  speedup standalone 2x1/local[1]%s: %.2fx"
+                  % (label, results["standalone", label] / results["local1", label]))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print("  load average at the end: %.1f" % load)
 

@@ -16,7 +16,7 @@ from .errors import fail
 from .output import Column, Output, show, table
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,13 +59,14 @@ def _check_path(path: str) -> str:
     return os.path.abspath(path)
 
 
-def _session(master: str, conf: Sequence[Tuple[str, str]], app: str,
-             verbose: bool) -> SparkSession:
-    """The Spark session, or one line on stderr and exit 2 (a master URL Spark does not take,
-    a master that cannot be reached, a JVM or cluster that would not start)."""
+def _spark(master: str, conf: Sequence[Tuple[str, str]], app: str,
+           verbose: bool) -> SparkContext:
+    """The jobs' Spark (jobs.context: no SQL session, which they do not use), or one line on
+    stderr and exit 2 (a master URL Spark does not take, a master that cannot be reached, a JVM
+    or cluster that would not start)."""
     from ..spark import jobs
     try:
-        return jobs.session(master, conf, app, verbose)
+        return jobs.context(master, conf, app, verbose)
     except KafkalogError as e:
         fail(e)
 
@@ -127,7 +128,7 @@ def export(path: str, output: str, output_format: str, partition_by: str, mode: 
     cols = [c for c in partition_by.split(",") if c]
     from ..spark import jobs
     with jobs.Progress(sys.stderr.isatty()) as progress:
-        spark = progress.attach(_session(master, conf, "kafkalog export", verbose))
+        spark = progress.attach(_spark(master, conf, "kafkalog export", verbose))
         try:
             result = jobs.export(spark, path, os.path.abspath(output), output_format, cols,
                                  mode, opts)
@@ -207,7 +208,7 @@ def scan(path: str, topics: str, fmt: str, master: str, spark_conf: Tuple[str, .
     conf = _conf(spark_conf)
     from ..spark import jobs
     with jobs.Progress(sys.stderr.isatty()) as progress:
-        spark = progress.attach(_session(master, conf, "kafkalog scan", verbose))
+        spark = progress.attach(_spark(master, conf, "kafkalog scan", verbose))
         try:
             result = jobs.scan(spark, path, [t for t in topics.split(",") if t])
             progress.finish()

@@ -4,7 +4,7 @@ same reader and the same validity rules as `kafkalog dump` (log/read.py)."""
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..format.records import Batch, Records
 from .read import (CONTROL, MISPLACED, MISPLACED_STRETCH, NOT_DECODED, BatchProblem, BatchRead,
@@ -103,16 +103,33 @@ def summarize_segment(path: str,
     """Batches, records, bytes, offset and time ranges, codecs, invalid batches (what `dump`
     counts invalid: CRC mismatch, records that cannot be read, offsets out of place) and
     invalid bytes of one segment file, as a dict."""
+    return _summarize(path, max_message_size, 0, None)[0].out
+
+
+def _summarize(path: str, max_message_size: int, start: int,
+               stop: Optional[int]) -> Tuple[_Summary, Optional[int], Optional[int], int]:
+    """The summary of the batches starting in [start, stop) of ``path``, with the position of
+    the first batch read (None: none), the last offset of the first valid batch (None: none)
+    and the position where the last batch read ends."""
     summary = _Summary(path)
+    first_position: Optional[int] = None
+    first_last: Optional[int] = None
+    end = start
     with LogFile(path, max_message_size) as log:
-        for event in SegmentReader(log, records=True, resync=True):
+        for event in SegmentReader(log, records=True, resync=True, start=start, stop=stop):
             if isinstance(event, BytesProblem):
                 item = event.item
                 summary.invalid_bytes(item.size, "%d bytes at %d: %s"
                                       % (item.size, item.position, item.reason))
             elif isinstance(event, BatchRead):
                 if event.first:
-                    summary.start(event.batch)
+                    batch = event.batch
+                    summary.start(batch)
+                    if first_position is None:
+                        first_position = batch.position
+                    if first_last is None and batch.is_valid:
+                        first_last = batch.last_offset
+                    end = batch.position + batch.size
                 if event.records is not None:
                     summary.add(event.records)
             elif isinstance(event, BatchProblem):
@@ -128,4 +145,54 @@ def summarize_segment(path: str,
                     summary.fail(event)
     summary.finish()
     summary.out["codecs"] = sorted(summary.codecs)
-    return summary.out
+    return summary, first_position, first_last, end
+
+
+def summarize_slice(path: str, start: int, stop: int,
+                    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Dict[str, Any]:
+    """The summary of the batches starting in bytes [start, stop) of a segment (a slice of it,
+    cut at batch starts as the Spark jobs cut segments: source.slices), as summarize_segment
+    gives one, with what ``merge_slices`` needs to put the slices of a segment together:
+    ``start``, ``stop``, ``clean`` (nothing invalid and nothing said, its first batch at
+    ``start`` and its last ending at ``stop``: batches end to end over the whole slice),
+    ``first_last`` and ``last_last``: the last offsets of its first and last valid batches."""
+    summary, first_position, first_last, end = _summarize(path, max_message_size, start, stop)
+    out = summary.out
+    out.update(start=start, stop=stop, first_last=first_last, last_last=out["last_offset"],
+               clean=(not out["invalid_batches"] and not out["invalid_bytes"]
+                      and not out["problems"] and first_position == start and end == stop))
+    return out
+
+
+def merge_slices(slices: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The summary of a whole segment from those of its slices (summarize_slice, in file
+    order), or None when they do not make the one a reading of the whole segment gives: each
+    slice must be clean, each start where the one before stops (the first at 0, the last at the
+    end of the file) and the first valid batch of each follow the last of the ones before (the
+    order of offsets, which a slice checks only within itself). Then no batch of the segment is
+    invalid or out of place, and its totals are the slices' sums."""
+    if not slices or slices[0]["start"] != 0 or slices[-1]["stop"] != slices[-1]["bytes"]:
+        return None
+    last: Optional[int] = None
+    stop = 0
+    for s in slices:
+        if not s["clean"] or s["start"] != stop:
+            return None
+        if s["first_last"] is not None:
+            if last is not None and s["first_last"] <= last:
+                return None
+            last = s["last_last"]
+        stop = s["stop"]
+    first = [s["first_offset"] for s in slices if s["first_offset"] is not None]
+    lasts = [s["last_offset"] for s in slices if s["last_offset"] is not None]
+    low = [s["min_timestamp"] for s in slices if s["min_timestamp"] is not None]
+    high = [s["max_timestamp"] for s in slices if s["max_timestamp"] is not None]
+    return {"segment": slices[0]["segment"], "bytes": slices[0]["bytes"],
+            "batches": sum(s["batches"] for s in slices),
+            "records": sum(s["records"] for s in slices),
+            "first_offset": first[0] if first else None,
+            "last_offset": lasts[-1] if lasts else None,
+            "min_timestamp": min(low) if low else None,
+            "max_timestamp": max(high) if high else None,
+            "codecs": sorted({c for s in slices for c in s["codecs"]}),
+            "invalid_batches": 0, "invalid_bytes": 0, "problems": []}

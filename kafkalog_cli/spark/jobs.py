@@ -13,20 +13,23 @@ import threading
 import time
 import uuid
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, NamedTuple,
-                    Optional, Sequence, Tuple)
+                    Optional, Sequence, Tuple, Union)
 
 from ..errors import KafkalogError, UsageError
 from ..log.files import os_error_text
-from ..log.summary import summarize_segment
+from ..log.summary import merge_slices, summarize_segment, summarize_slice
 from . import register
-from .source import Options, Piece, Problem, partition_logs, slices
+from .source import Options, Piece, Problem, SegmentSlice, partition_logs, slices
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from py4j.java_gateway import JavaGateway
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
     from pyspark.status import StatusTracker
+
+# What the jobs run on: a SparkSession, or the SparkContext of `context`
+Spark = Union["SparkSession", "SparkContext"]
 
 
 # The master URLs Spark takes (SparkContext.createTaskScheduler and the cluster managers)
@@ -93,6 +96,15 @@ def _log4j2_file(verbose: bool) -> str:
     return path
 
 
+# The JIT of the JVMs that run the export and scan jobs: C1 only. Their tasks read and write
+# in Python (the JVM only hands each task its slice and takes back a few numbers), so C2's
+# compiling never pays for itself there: it costs a second of a core at start-up and, in local
+# mode, takes CPU from the Python workers all through the job (a 1 GB export's JVM spent
+# 0.3-0.9 s of CPU on it, against 0.15 s with C1 only).
+JOB_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+DAEMON_MODULE = "kafkalog_cli.spark.daemon"
+
+
 def session(master: str = "local[*]", conf: Sequence[Tuple[str, str]] = (),
             app: str = "kafkalog", verbose: bool = False) -> SparkSession:
     """A Spark session with the kafkalog data source registered, its Python workers running
@@ -100,6 +112,37 @@ def session(master: str = "local[*]", conf: Sequence[Tuple[str, str]] = (),
     PYSPARK_PYTHON) or else this very one (a virtual environment included, which has
     kafkalog_cli: not whatever python3 is first on PATH). SparkUnavailable when Spark cannot
     start; UsageError for a master URL it does not take."""
+    spark_conf, _ = _start(master, conf, app, verbose, jobs_only=False)
+    from pyspark.sql import SparkSession
+    try:
+        spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
+    except Exception as e:
+        raise _unavailable(e, None) from None
+    return register(spark)
+
+
+def context(master: str = "local[*]", conf: Sequence[Tuple[str, str]] = (),
+            app: str = "kafkalog", verbose: bool = False) -> SparkContext:
+    """What `kafkalog export` and `kafkalog scan` run on: a SparkContext as ``session`` starts
+    it (the same interpreters, errors and quiet), without the SQL session and the data source's
+    registration, which their jobs (plain RDD tasks) do not use and which cost a third of the
+    start-up. Unless ``conf`` says otherwise: no web UI, the JVMs' JIT at C1 only
+    (JOB_JAVA_OPTIONS), the driver JVM's class-data archive (spark/classarchive.py); with a
+    local master whose workers run this interpreter, workers forked from kafkalog's daemon
+    (spark/daemon.py: pyspark's, with pyspark and the tasks' modules imported once, from
+    compiled files), talking to the JVM over Unix sockets. A context already running in this
+    process is returned as it is."""
+    return _start(master, conf, app, verbose, jobs_only=True)[1]
+
+
+def _is_local(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
+def _start(master: str, conf: Sequence[Tuple[str, str]], app: str, verbose: bool,
+           jobs_only: bool) -> Tuple[SparkConf, SparkContext]:
+    """The SparkConf of a session or context and the SparkContext started with it (see
+    ``session`` and ``context``)."""
     check_master(master)
     given = dict(conf)
     python = given.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON") \
@@ -109,35 +152,108 @@ def session(master: str = "local[*]", conf: Sequence[Tuple[str, str]] = (),
     # pyspark takes the executors' interpreter from the environment (SparkContext.pythonExec)
     os.environ["PYSPARK_PYTHON"] = python
     os.environ["PYSPARK_DRIVER_PYTHON"] = driver
-    java_options = "-Dlog4j2.configurationFile=file:%s" % _log4j2_file(verbose)
-    if given.get("spark.driver.extraJavaOptions"):
-        java_options += " " + given["spark.driver.extraJavaOptions"]
     from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
+    launching = SparkContext._gateway is None  # the JVM not started yet in this process
+    java_options = "-Dlog4j2.configurationFile=file:%s" % _log4j2_file(verbose)
+    executor_options = given.get("spark.executor.extraJavaOptions")
+    defaults = []
+    archive = None
+    if jobs_only:
+        _light_numpy_converters()
+        java_options += " " + JOB_JAVA_OPTIONS
+        executor_options = " ".join(filter(None, (JOB_JAVA_OPTIONS, executor_options)))
+        defaults.append(("spark.ui.enabled", "false"))
+        # this very interpreter: not another path to its binary (a virtual environment's
+        # python links to its base interpreter, without the environment's packages)
+        if _is_local(master) and os.path.abspath(python) == os.path.abspath(sys.executable):
+            defaults.append(("spark.python.daemon.module", DAEMON_MODULE))
+            # the JVM and its Python workers talk over Unix sockets rather than TCP on
+            # loopback, where each task waited some 45 ms on its small messages; kafkalog's
+            # daemon keeps a worker whose socket the JVM closed as it stopped from saying so
+            # (a cluster's executors keep TCP, their directories' paths may be longer than a
+            # socket's name can be)
+            defaults.append(("spark.python.unix.domain.socket.enabled", "true"))
+        if launching:
+            from . import classarchive
+            archive, options = classarchive.for_start(given)
+            if options:
+                java_options += " " + options
+            home = classarchive.spark_home()
+            if home and "SPARK_HOME" not in os.environ:
+                # spark-submit would start a Python of its own to find it (find-spark-home)
+                os.environ["SPARK_HOME"] = home
+    if given.get("spark.driver.extraJavaOptions"):
+        java_options += " " + given["spark.driver.extraJavaOptions"]  # the user's own win
     settings = [("spark.master", master), ("spark.app.name", app),
                 ("spark.pyspark.python", python), ("spark.pyspark.driver.python", driver),
                 ("spark.ui.showConsoleProgress", "false"),
                 # base64() without line breaks every 76 characters (CSV export)
                 ("spark.sql.chunkBase64String.enabled", "false")]
+    settings += [(k, v) for k, v in defaults if k not in given]
     settings += list(conf) + [("spark.driver.extraJavaOptions", java_options)]
+    if executor_options:
+        settings.append(("spark.executor.extraJavaOptions", executor_options))
     spark_conf = SparkConf(loadDefaults=False).setAll(settings)
     stderr = None
     try:
-        if SparkContext._gateway is None:  # the JVM not started yet in this process
+        if launching:
             stderr = _JvmStderr(verbose)
-            SparkContext(conf=spark_conf, gateway=stderr.launch(spark_conf))
-        spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
+            sc = SparkContext(conf=spark_conf, gateway=stderr.launch(spark_conf))
+        else:
+            sc = SparkContext.getOrCreate(spark_conf)
     except Exception as e:  # a JVM that did not start, a cluster that refused the application
-        lines = str(e).strip().splitlines()
-        said = stderr.first_line() if stderr is not None else None
-        raise SparkUnavailable("Spark could not start: %s%s" % (
-            lines[0] if lines else type(e).__name__,
-            " (%s)" % said if said else "")) from None
+        raise _unavailable(e, stderr) from None
     finally:
         if stderr is not None:
             stderr.started()
-    spark.sparkContext.setLogLevel("WARN" if verbose else "OFF")
-    return register(spark)
+    if archive is not None and archive.writing is not None:
+        archive.started(sc)
+        atexit.register(archive.finish)
+    # a failed job's Java exception as pyspark's own (a Python worker's failure as its
+    # traceback), as a SparkSession has them
+    from pyspark.errors.exceptions.captured import install_exception_handler
+    install_exception_handler()
+    sc.setLogLevel("WARN" if verbose else "OFF")
+    return spark_conf, sc
+
+
+def _light_numpy_converters() -> None:
+    """pyspark's py4j converters of numpy arrays and scalars (pyspark.sql.types) ask, for the
+    arguments of every call into the JVM, whether numpy is installed by importing
+    pyspark.testing.utils, which imports pandas: 0.4 s of a context's start-up, spent the first
+    time. An object can be a numpy array or scalar only once numpy has been imported: these ask
+    sys.modules instead, with the same answers."""
+    from py4j import protocol
+    from pyspark.sql import types
+    checks = {getattr(types, "NumpyArrayConverter", None): _is_numpy_vector,
+              getattr(types, "NumpyScalarConverter", None): _is_numpy_scalar}
+    for converter in protocol.INPUT_CONVERTER:
+        check = checks.get(type(converter))
+        if check is not None:
+            converter.can_convert = check
+
+
+def _is_numpy_vector(obj: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, np.ndarray) and obj.ndim == 1
+
+
+def _is_numpy_scalar(obj: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, np.generic)
+
+
+def _unavailable(error: Exception, stderr: "Optional[_JvmStderr]") -> SparkUnavailable:
+    lines = str(error).strip().splitlines()
+    said = stderr.first_line() if stderr is not None else None
+    return SparkUnavailable("Spark could not start: %s%s" % (
+        lines[0] if lines else type(error).__name__, " (%s)" % said if said else ""))
+
+
+def spark_context(spark: Spark) -> SparkContext:
+    """The SparkContext of a SparkSession, or the SparkContext given."""
+    from pyspark.sql import SparkSession
+    return spark.sparkContext if isinstance(spark, SparkSession) else spark
 
 
 class _JvmStderr:
@@ -190,15 +306,15 @@ class Progress:
     until the first stage runs (the session given later with ``attach``), then the tasks done
     out of the running stages' own count; a stage that ended stays at its final count."""
 
-    def __init__(self, enabled: bool, spark: Optional[SparkSession] = None) -> None:
+    def __init__(self, enabled: bool, spark: Optional[Spark] = None) -> None:
         self.spark = spark
         self.enabled = enabled
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._complete = False
 
-    def attach(self, spark: SparkSession) -> SparkSession:
-        """The session whose stages to show (started after the bar)."""
+    def attach(self, spark: Spark) -> Spark:
+        """The session or context whose stages to show (started after the bar)."""
         self.spark = spark
         return spark
 
@@ -245,7 +361,7 @@ class Progress:
             while True:
                 stopping = self._stop.is_set()
                 try:
-                    tracker = self.spark.sparkContext.statusTracker() \
+                    tracker = spark_context(self.spark).statusTracker() \
                         if self.spark is not None else None
                     counts = self._counts(tracker, seen)
                 except Exception:  # a session stopping under us: keep what the bar shows
@@ -288,7 +404,7 @@ class ExportResult(NamedTuple):
         return sum(p.size or 0 for *_, p in self.problems)
 
 
-def export(spark: SparkSession, path: str, output: str, fmt: str,
+def export(spark: Spark, path: str, output: str, fmt: str,
            partition_by: Sequence[str] = (), mode: str = "errorifexists",
            options: Optional[Mapping[str, str]] = None) -> ExportResult:
     """Write the records under ``path`` to ``output`` as parquet, json or csv; the invalid data
@@ -318,14 +434,14 @@ def _prepare_output(output: str, mode: str) -> None:
     os.makedirs(output, exist_ok=True)
 
 
-def _export_parquet(spark: SparkSession, path: str, output: str, partition_by: Sequence[str],
+def _export_parquet(spark: Spark, path: str, output: str, partition_by: Sequence[str],
                     mode: str, options: Mapping[str, str]) -> ExportResult:
     return _export_tasks(spark, path, output, mode, options,
                   lambda task, opts, run: write_parquet_slice(task, output, partition_by, opts,
                                                               run))
 
 
-def _export_text(spark: SparkSession, path: str, output: str, fmt: str,
+def _export_text(spark: Spark, path: str, output: str, fmt: str,
                  partition_by: Sequence[str], mode: str,
                  options: Mapping[str, str]) -> ExportResult:
     return _export_tasks(spark, path, output, mode, options,
@@ -333,7 +449,7 @@ def _export_text(spark: SparkSession, path: str, output: str, fmt: str,
                                                            run))
 
 
-def cores(spark: SparkSession, settle_s: float = 2.0) -> int:
+def cores(spark: Spark, settle_s: float = 2.0) -> int:
     """Spark's defaultParallelism once the cluster's executors have registered. On a cluster
     Spark counts the cores of the executors registered so far (CoarseGrainedSchedulerBackend:
     at least 2), and right after the session starts there may be none yet: slices cut then
@@ -341,7 +457,7 @@ def cores(spark: SparkSession, settle_s: float = 2.0) -> int:
     (Spark's own bound for the same wait, 30 s by default), for a first executor and then until
     their number has held still for ``settle_s``. At once for a local master or when
     spark.default.parallelism is set (Spark then takes it as it is)."""
-    sc = spark.sparkContext
+    sc = spark_context(spark)
     conf = sc.getConf()
     if (sc.master or "").startswith("local") or conf.contains("spark.default.parallelism"):
         return sc.defaultParallelism
@@ -363,7 +479,7 @@ def cores(spark: SparkSession, settle_s: float = 2.0) -> int:
 WriteSlice = Callable[[Tuple[int, Piece], Options, str], "SliceResult"]
 
 
-def _export_tasks(spark: SparkSession, path: str, output: str, mode: str,
+def _export_tasks(spark: Spark, path: str, output: str, mode: str,
                   options: Mapping[str, str], write: WriteSlice) -> ExportResult:
     if not any(k.lower() == "minpartitions" for k in options):
         # a slice for every core (unless maxBytesPerPartition is given)
@@ -375,7 +491,7 @@ def _export_tasks(spark: SparkSession, path: str, output: str, mode: str,
     if parts:
         run = uuid.uuid4().hex
         tasks = list(enumerate(parts))
-        results = spark.sparkContext.parallelize(tasks, len(tasks)).map(
+        results = spark_context(spark).parallelize(tasks, len(tasks)).map(
             lambda task: write(task, opts, run)).collect()
     open(os.path.join(output, "_SUCCESS"), "w").close()
     problems = [(piece.topic, piece.partition, os.path.basename(piece.path), p)
@@ -533,34 +649,74 @@ class ScanResult(NamedTuple):
     invalid: bool
 
 
-def scan(spark: SparkSession, path: str, topics: Optional[Sequence[str]] = None) -> ScanResult:
-    """Every segment under ``path`` checked and summed up by Spark tasks
-    (log.summary.summarize_segment), then totalled per partition on the driver."""
+def scan(spark: Spark, path: str, topics: Optional[Sequence[str]] = None) -> ScanResult:
+    """Every segment under ``path`` checked and summed up by Spark tasks, then totalled per
+    partition on the driver. The tasks take the slices the export takes (source.slices, a
+    slice for every core: a segment larger than the split size is cut at batch starts of its
+    .index): a segment of one slice is summed up whole (log.summary.summarize_segment), each
+    slice of a larger one apart (summarize_slice), and its slices put together on the driver
+    (merge_slices). Slices that do not join into what a reading of the whole segment gives
+    (anything invalid in them, batches not end to end across a cut, offsets going back across
+    one) leave their segment to be read again whole, by a task of a second job: the totals and
+    problems are always those of whole segments."""
+    sc = spark_context(spark)
     parts = partition_logs(path, topics or ())
-    logs = sorted(log for p in parts for log in p.logs)
-    if not logs:
+    if not any(p.logs for p in parts):
         return ScanResult([], False)
-    summaries = spark.sparkContext.parallelize(logs, len(logs)).map(_summary_or_error).collect()
-    for s in summaries:
-        if "error" in s:
-            raise KafkalogError(s["error"])
-    by_log = {s["segment"]: s for s in summaries}
+    opts = Options({"topics": ",".join(topics or ()), "minPartitions": str(cores(spark))})
+    by_log: Dict[str, List[Tuple[int, int]]] = {}
+    for piece in slices(path, opts):
+        assert isinstance(piece, SegmentSlice)  # not compacted
+        by_log.setdefault(piece.path, []).append((piece.start, piece.end))
+    tasks = [(log, None) if len(cuts) == 1 else (log, cut)
+             for log, cuts in by_log.items() for cut in cuts]
+    pieces = sc.parallelize(tasks, len(tasks)).map(_scan_task).collect()
+    _raise_first_error(pieces)
+    summaries: Dict[str, Dict[str, Any]] = {}
+    sliced: Dict[str, List[Dict[str, Any]]] = {}
+    for (log, cut), s in zip(tasks, pieces):
+        if cut is None:
+            summaries[log] = s
+        else:
+            sliced.setdefault(log, []).append(s)
+    again = []
+    for log, parts_of_log in sliced.items():
+        merged = merge_slices(parts_of_log)
+        if merged is None:
+            again.append((log, None))
+        else:
+            summaries[log] = merged
+    if again:
+        wholes = sc.parallelize(again, len(again)).map(_scan_task).collect()
+        _raise_first_error(wholes)
+        summaries.update((log, s) for (log, _), s in zip(again, wholes))
     totals = sorted((partition_totals(p.topic, p.partition,
-                                      sorted((by_log[log] for log in p.logs),
+                                      sorted((summaries[log] for log in p.logs),
                                              key=lambda s: s["segment"]))
                      for p in parts if p.logs),
                     key=lambda t: (t["topic"], t["partition"]))
     return ScanResult(totals, any(t["invalid_batches"] or t["invalid_bytes"] for t in totals))
 
 
-def _summary_or_error(path: str) -> Dict[str, Any]:
-    """A segment's summary, or {"error": one line naming the file} when it cannot be read (a
-    FileChangedError: truncated or replaced under the task), said on the driver rather than
-    as a worker's traceback."""
+def _scan_task(task: Tuple[str, Optional[Tuple[int, int]]]) -> Dict[str, Any]:
+    """One scan task: (segment, None) summed up whole, (segment, (start, stop)) a slice of it;
+    or {"error": one line naming the file} when it cannot be read (a FileChangedError:
+    truncated or replaced under the task), said on the driver rather than as a worker's
+    traceback."""
+    path, cut = task
     try:
-        return summarize_segment(path)
+        if cut is None:
+            return summarize_segment(path)
+        return summarize_slice(path, *cut)
     except OSError as e:
         return {"segment": path, "error": os_error_text(e.filename or path, e)}
+
+
+def _raise_first_error(summaries: Sequence[Dict[str, Any]]) -> None:
+    """KafkalogError for the first segment (in path order) whose task could not read it."""
+    errors = sorted((s["segment"], s["error"]) for s in summaries if "error" in s)
+    if errors:
+        raise KafkalogError(errors[0][1])
 
 
 def partition_totals(topic: str, partition: int,

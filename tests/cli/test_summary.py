@@ -88,3 +88,52 @@ def test_scan_of_a_legacy_wrapper_that_inflates_past_the_bound(tmp_path):
     summary = summarize_segment(path, max_message_size=1)  # its records are not decoded
     assert (summary["batches"], summary["invalid_batches"], summary["records"]) == (1, 0, 0)
     assert dump("--deep-iteration", "--max-message-size", "1", path).code == 0
+
+
+# -- a segment scanned in slices (the Spark scan's tasks): merge_slices --------------------------
+
+def _in_slices(path, cuts):
+    """The slices' summaries of ``path`` cut at ``cuts`` (batch starts), put together, or None
+    when they do not join (the scan then reads the segment again whole)."""
+    from kafkalog_cli.log.summary import merge_slices, summarize_slice
+    bounds = [0] + sorted(cuts) + [os.path.getsize(path)]
+    return merge_slices([summarize_slice(path, a, b) for a, b in zip(bounds, bounds[1:])])
+
+
+def _cut_sets(data, rng):
+    """Sets of 1 to 3 cuts at batch starts of ``data`` (as an .index gives them)."""
+    starts = [kb.position for kb in kg.kafka_python_read(bytes(data), deep=False)][1:]
+    return [sorted(rng.sample(starts, min(k, len(starts)))) for k in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_slices_join_into_the_whole_segment_or_not_at_all(tmp_path, seed):
+    """A damaged segment scanned in slices: the slices join only into what the reading of the
+    whole segment gives (they do not where anything is invalid); an undamaged one's always
+    join."""
+    from kafkalog_cli.log.summary import summarize_segment
+    rng = random.Random(seed)
+    clean = kg.write_segment(str(tmp_path / "c-0"), 0, bytes(_segment()))
+    damaged = kg.write_segment(str(tmp_path / "d-0"), 0, _damaged(seed))
+    for cuts in _cut_sets(_segment(), rng):
+        assert _in_slices(clean, cuts) == summarize_segment(clean), cuts
+        merged = _in_slices(damaged, cuts)
+        whole = summarize_segment(damaged)
+        assert merged is None or merged == whole, cuts
+        if whole["invalid_batches"] or whole["invalid_bytes"]:
+            assert merged is None, cuts
+
+
+def test_slices_do_not_join_across_offsets_that_go_back(tmp_path):
+    """Offsets going back across a cut, in batches each valid and in order within its slice:
+    only the reading of the whole segment sees them, so the slices do not join."""
+    from kafkalog_cli.log.summary import summarize_segment
+    w = kg.SegmentWriter()
+    first = w.add_v2([Rec(b"a", b"1"), Rec(b"b", b"2")])
+    second = bytearray(w.add_v2([Rec(b"c", b"3")]))
+    third = w.add_v2([Rec(b"d", b"4")])
+    kg.set_v2_header(second, base_offset=1)  # outside the CRC: the batch stays valid
+    path = kg.write_segment(str(tmp_path / "t-0"), 0, first, bytes(second), third)
+    assert _in_slices(path, [len(first)]) is None
+    assert summarize_segment(path)["invalid_batches"] == 1
+    assert _in_slices(path, [len(first) + len(second)]) is None  # bad in its own slice

@@ -9,7 +9,8 @@ kept small: each DataFrame is collected once by a module-scoped fixture and the 
 what it returned. Expected rows always come from kafka-python (tests/kafkagen.py), never from
 kafkalog_cli's own decoder. Only one command starts a Spark of its own (`kafkalog export` as a
 real process); the other CLI runs go through click's CliRunner in this process, where the
-command's ``getOrCreate`` returns the module's session (its ``stop`` is disabled meanwhile).
+command's ``getOrCreate`` returns the module session's context (its ``stop`` and the session's are
+disabled meanwhile).
 """
 
 import base64
@@ -95,11 +96,12 @@ def strip(rows, *names):
 
 
 def run_cli(spark, *args):
-    """`kafkalog ARGS` in this process: the command's session is the module's (getOrCreate),
-    which it must not stop."""
+    """`kafkalog ARGS` in this process: the command's Spark is the module's (its context, by
+    getOrCreate), which it must not stop."""
     from kafkalog_cli.cli.main import cli
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(spark, "stop", lambda: None)
+        mp.setattr(spark.sparkContext, "stop", lambda: None)
         res = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
     if res.exception is not None and not isinstance(res.exception, SystemExit):
         raise AssertionError("kafkalog %s raised %r" % (args[0], res.exception)) from res.exception
@@ -704,6 +706,61 @@ def test_scan_corrupted_copy(spark, corrupt_copy):
     assert all(o["invalidBatches"] == o["invalidBytes"] == 0
                for name, o in objs.items() if name != BROKEN_PARTITION)
     assert "kafkalog: orders-1: " in res.stderr
+
+
+def _tasks_since(spark, before):
+    """The task counts of the Spark jobs run since the job ids ``before``, in order."""
+    tracker = spark.sparkContext.statusTracker()
+    jobs = sorted(set(tracker.getJobIdsForGroup()) - set(before))
+    return [sum(tracker.getStageInfo(s).numTasks for s in tracker.getJobInfo(j).stageIds)
+            for j in jobs]
+
+
+def _whole_segment_scan(partition):
+    """The scan object of a partition of one segment read whole (log.summary.summarize_segment,
+    which each scan task ran on a whole segment before scans were split)."""
+    from kafkalog_cli.cli.spark_cmds import _scan_json
+    from kafkalog_cli.log.summary import summarize_segment
+    from kafkalog_cli.spark.jobs import partition_totals
+    topic, number = topic_partition(str(partition))
+    logs = sorted(glob.glob(os.path.join(str(partition), "*.log")))
+    return _scan_json(partition_totals(topic, number, [summarize_segment(p) for p in logs]))
+
+
+def test_scan_splits_a_segment_like_export(spark, thirty_mb_partition, tmp_path):
+    """A 33 MB segment on 2 cores is two scan tasks, as it is two export tasks, and its totals
+    those of the whole segment; so they are where the two slices do not join (a batch whose CRC
+    fails, bytes that are no batch, offsets going back across the cut): a second job then reads
+    the segment again whole, and the problems are said as before."""
+    from kafkalog_cli.spark import source
+    log = logs_under(thirty_mb_partition.parent)[0]
+    data = open(log, "rb").read()
+    size = len(data)
+    cut = source._cuts(log, source.split_bytes([size], 2))[1:-1]
+    assert len(cut) == 1
+    batches = kg.kafka_python_read(data, deep=False)
+    after = next(i for i, kb in enumerate(batches) if kb.position == cut[0])
+    late = batches[(after + len(batches)) // 2]
+    variants = {"clean": (data, [2]),
+                "crc": (kg.flip_bit(data, late.position + late.size - 5, 3), [2, 1]),
+                "garbage": (kg.garbage_tail(data, GARBAGE, seed=3), [2, 1])}
+    goes_back = bytearray(data)
+    header = bytearray(data[cut[0]:cut[0] + 61])
+    kg.set_v2_header(header, base_offset=0)  # outside the CRC: valid, but out of place
+    goes_back[cut[0]:cut[0] + 61] = header
+    variants["goes back"] = (bytes(goes_back), [2, 1])
+    for name, (content, tasks) in variants.items():
+        part = tmp_path / name.replace(" ", "_") / "thirty-0"
+        shutil.copytree(thirty_mb_partition, part)
+        (part / os.path.basename(log)).write_bytes(content)
+        before = spark.sparkContext.statusTracker().getJobIdsForGroup()
+        res = run_cli(spark, "scan", part, "--format", "json", "--master", "local[2]")
+        assert res.exit_code == (0 if name == "clean" else 1), (name, res.output)
+        assert _tasks_since(spark, before) == tasks, name
+        assert scan_objects(res) == {"thirty-0": _whole_segment_scan(part)}, name
+        if name == "clean":
+            want = kafka_python_partition_summary(part)
+            assert {k: scan_objects(res)["thirty-0"][k] for k in want} == want
 
 
 # -- 6b. export and invalid data ------------------------------------------------------------------

@@ -300,3 +300,104 @@ def test_progress_bar_on_a_terminal():
     assert set(counts[end:]) == {(segments, segments)}, counts
     done = [d for d, _ in counts]
     assert done == sorted(done), counts
+
+
+def test_the_class_archive_is_written_once_then_mapped(tmp_path):
+    """The first command writes the driver JVM's class-data archive to the cache directory at
+    its exit (nothing said, no partial file left), the next ones start with it (the same
+    output); options of the user's that touch class sharing leave it out."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    archives = tmp_path / "cache" / "kafkalog"
+    args = ("scan", FIXTURES, "--format", "json", "--master", "local[1]")
+    first = kafkalog_proc(*args, env=env)
+    assert first.returncode == 0 and first.stderr == "", first.stderr
+    made = sorted(os.listdir(archives))
+    assert len(made) == 1 and made[0].startswith("spark-classes-") and made[0].endswith(".jsa")
+    stamp = os.stat(archives / made[0]).st_mtime_ns
+    again = kafkalog_proc(*args, env=env)
+    assert (again.returncode, again.stdout, again.stderr) == (0, first.stdout, "")
+    assert sorted(os.listdir(archives)) == made
+    assert os.stat(archives / made[0]).st_mtime_ns == stamp
+    from kafkalog_cli.spark import classarchive
+    home = classarchive.spark_home()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        assert "SharedArchiveFile=%s" % (archives / made[0]) in \
+            classarchive.Archive(home, "", "").options
+        assert classarchive.Archive(home, "-Xshare:off", "").options == ""
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path / "other"))
+        assert "ArchiveClassesAtExit=" in classarchive.Archive(home, "-Xmx2g", "").options
+    # an archive cut short (a full disk) crashes a JVM that maps it: the check that comes
+    # before an archive takes its name says no, and leaves no crash report behind
+    cut = tmp_path / "cut.jsa"
+    cut.write_bytes((archives / made[0]).read_bytes()[:5 << 20])
+    assert not classarchive._usable(classarchive._java(), str(tmp_path), [], str(cut))
+    assert not [n for n in os.listdir(".") if n.startswith("hs_err")]
+
+
+DAEMON_SCRIPT = """
+import json, os, sys
+from kafkalog_cli.spark import jobs
+sc = jobs.context("local[2]")
+
+def where(_):
+    import pyspark
+    with open("/proc/%d/cmdline" % os.getppid(), "rb") as f:
+        daemon = f.read().split(b"\\0")
+    return pyspark.__file__, [a.decode() for a in daemon], os.getpid()
+
+print(json.dumps(sc.parallelize(range(4), 4).map(where).collect()))
+sc.stop()
+"""
+
+PRELOAD_SCRIPT = """
+import os, sys
+from kafkalog_cli.spark import daemon
+zip_path = os.path.join(os.path.dirname(__import__("importlib.util").util.find_spec(
+    "pyspark").origin), "python", "lib", "pyspark.zip")
+path = [zip_path, "/elsewhere/pyspark.zip"] + sys.path
+daemon.installed_pyspark_first(path)
+assert path[0] == "/elsewhere/pyspark.zip" and zip_path not in path, path[:3]
+import pyspark.daemon, pyspark.worker
+from kafkalog_cli.spark import jobs, source
+print(len(os.listdir("/proc/self/task")), sorted(m for m in ("numpy", "pandas", "pyarrow")
+                                                 if m in sys.modules))
+"""
+
+
+def test_local_workers_fork_from_kafkalogs_daemon(tmp_path):
+    """A local context's Python workers are forked from kafkalog's daemon (pyspark's own,
+    pyspark imported from the installed package rather than Spark's pyspark.zip); what the
+    daemon imports before forking starts no thread (pyarrow, pandas and numpy do: they are
+    not among it), and it takes out only the pyspark.zip of the installed package."""
+    import json
+    p = subprocess.run([sys.executable, "-c", DAEMON_SCRIPT], cwd=str(tmp_path),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    import pyspark
+    assert {f for f, _, _ in got} == {pyspark.__file__}
+    assert all(cmd[1:3] == ["-m", "kafkalog_cli.spark.daemon"] for _, cmd, _ in got), got
+    p = subprocess.run([sys.executable, "-c", PRELOAD_SCRIPT], cwd=str(tmp_path),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["1", "[]"], p.stdout
+
+
+def test_a_worker_whose_socket_the_jvm_closed_ends_quietly():
+    """Over a Unix socket a worker's last flush fails once the JVM has closed its socket (it
+    stops), and pyspark re-raises that: the daemon's worker ends without a traceback (pyspark
+    printed one, cut short, on the command's stderr at every few ends); other failures are
+    pyspark's to handle, as they were."""
+    from kafkalog_cli.spark.daemon import quiet_on_a_closed_socket
+
+    def closed(sock, authenticated):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def failing(sock, authenticated):
+        raise ValueError("a bug")
+
+    assert quiet_on_a_closed_socket(closed)(None, True) == 1
+    assert quiet_on_a_closed_socket(lambda sock, authenticated: 0)(None, True) == 0
+    with pytest.raises(ValueError):
+        quiet_on_a_closed_socket(failing)(None, True)
