@@ -61,7 +61,7 @@ def main() -> None:
     from pyspark import daemon
     import pyspark.worker  # noqa: F401  (what daemon.worker imports after each fork)
     from . import jobs, source  # noqa: F401  (the tasks' functions, pickled by reference)
-    daemon.worker = quiet_on_a_closed_socket(daemon.worker)
+    setattr(daemon, "worker", quiet_on_a_closed_socket(daemon.worker))
     daemon.manager()
 
 
