@@ -22,6 +22,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import stat
 import subprocess
 import time
 from typing import Any, List, Optional, Tuple
@@ -30,6 +31,11 @@ QUIET = "-Xlog:cds*=off"
 USER_OPTIONS = ("Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")
 EXIT_TIMEOUT_S = 120.0  # for the JVM to write its archive and end
 STALE_S = 24 * 3600  # a left-over partial archive (a run killed meanwhile) older than this goes
+# another installation's archive (another java, Spark or class path) neither written nor read
+# for this long goes when a new archive is about to be written: a JVM that still wants it
+# writes it again (once, a few seconds)
+UNUSED_S = 30 * 24 * 3600
+ARCHIVE_GLOB = "spark-classes-*.jsa"
 
 
 def cache_dir() -> Optional[str]:
@@ -65,7 +71,7 @@ def archive_path(spark_home: str, extra_classpath: str = "") -> Optional[str]:
     except OSError:
         return None
     key.update(("%s\n%s\n" % (os.path.realpath(spark_home), extra_classpath)).encode())
-    path = os.path.join(directory, "spark-classes-%s.jsa" % key.hexdigest()[:16])
+    path = os.path.join(directory, ARCHIVE_GLOB.replace("*", key.hexdigest()[:16]))
     if any(c.isspace() or c in "\"'\\" for c in path):
         return None
     return path
@@ -94,6 +100,7 @@ class Archive:
         except OSError:
             return
         _remove_stale(path)
+        _remove_unused(path)
         self.path = path
         self.writing = "%s.%d.tmp" % (path, os.getpid())
         self.options = "-XX:ArchiveClassesAtExit=%s %s" % (self.writing, QUIET)
@@ -166,6 +173,22 @@ def _remove_stale(path: str) -> None:
         try:
             if now - os.path.getmtime(tmp) > STALE_S:
                 os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _remove_unused(path: str) -> None:
+    """The other archives of the cache directory (other installations') unused for UNUSED_S:
+    neither modified nor read since (the access time a relatime mount keeps to within a day;
+    under noatime an archive in use may go too, and is written again)."""
+    now = time.time()
+    for other in glob.glob(os.path.join(glob.escape(os.path.dirname(path)), ARCHIVE_GLOB)):
+        if other == path:
+            continue
+        try:
+            st = os.lstat(other)
+            if stat.S_ISREG(st.st_mode) and now - max(st.st_atime, st.st_mtime) > UNUSED_S:
+                os.unlink(other)
         except OSError:
             pass
 

@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -924,3 +925,43 @@ def test_compacted_rows_are_each_keys_last_record(spark):
     assert [tuple(r[f] for f in fields) for r in got] \
         == [tuple(r[f] for f in fields) for r in want]
     assert len(want) < len(kafka_python_dir_rows(FIXTURES))
+
+
+def test_a_new_class_archive_removes_other_installations_unused_for_30_days(tmp_path,
+                                                                           monkeypatch):
+    """Each java, Spark and class path has an archive of its own (~70 MB): when one is about to
+    be written, another installation's that has been neither written nor read for 30 days
+    goes; one used since, a partial one being written, and other files stay."""
+    from kafkalog_cli.spark import classarchive
+    home = classarchive.spark_home()
+    if home is None or classarchive._java() is None:
+        pytest.skip("no Spark home or java")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache = tmp_path / "kafkalog"
+    cache.mkdir()
+    day = 24 * 3600
+    now = time.time()
+    files = {"spark-classes-0000000000000000.jsa": (now - 40 * day, now - 40 * day),
+             "spark-classes-1111111111111111.jsa": (now - 2 * day, now - 40 * day),  # read
+             "spark-classes-2222222222222222.jsa": (now - 40 * day, now - 3 * day),
+             "spark-classes-3333333333333333.jsa.123.tmp": (now - 2 * day, now - 2 * day),
+             "notes.txt": (now - 90 * day, now - 90 * day)}
+    for name, (atime, mtime) in files.items():
+        (cache / name).write_bytes(b"x")
+        os.utime(cache / name, (atime, mtime))
+    (tmp_path / "outside.jsa").write_bytes(b"y")
+    os.utime(tmp_path / "outside.jsa", (now - 90 * day, now - 90 * day))
+    os.symlink(tmp_path / "outside.jsa", cache / "spark-classes-4444444444444444.jsa")
+    archive = classarchive.Archive(home, "", "")
+    assert "ArchiveClassesAtExit=" in archive.options
+    assert sorted(os.listdir(cache)) == sorted(set(files) - {
+        "spark-classes-0000000000000000.jsa"} | {"spark-classes-4444444444444444.jsa"})
+    assert (tmp_path / "outside.jsa").read_bytes() == b"y"
+    # an archive of its own already there: nothing is written, nothing removed
+    for name in os.listdir(cache):
+        if name.endswith(".jsa"):
+            os.utime(cache / name, (now - 40 * day, now - 40 * day), follow_symlinks=False)
+    os.rename(cache / "spark-classes-2222222222222222.jsa", archive.path)
+    left = sorted(os.listdir(cache))
+    assert "SharedArchiveFile=" in classarchive.Archive(home, "", "").options
+    assert sorted(os.listdir(cache)) == left
