@@ -103,6 +103,13 @@ class Archive:
         _remove_unused(path)
         self.path = path
         self.writing = "%s.%d.tmp" % (path, os.getpid())
+        try:  # a stale file, or a symlink, at this process's name: removed, never written through
+            os.unlink(self.writing)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self.path = self.writing = None
+            return
         self.options = "-XX:ArchiveClassesAtExit=%s %s" % (self.writing, QUIET)
 
     def started(self, sc: Any) -> None:

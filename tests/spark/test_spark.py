@@ -965,3 +965,24 @@ def test_a_new_class_archive_removes_other_installations_unused_for_30_days(tmp_
     left = sorted(os.listdir(cache))
     assert "SharedArchiveFile=" in classarchive.Archive(home, "", "").options
     assert sorted(os.listdir(cache)) == left
+
+
+def test_a_symlink_at_the_archive_s_temporary_name_is_removed_not_written_through(
+        tmp_path, monkeypatch):
+    """The JVM writes the archive to ``<archive>.<pid>.tmp``: a symlink planted at that name
+    (pointing outside the cache) is removed before the JVM is given the name."""
+    from kafkalog_cli.spark import classarchive
+    home = classarchive.spark_home()
+    if home is None or classarchive._java() is None:
+        pytest.skip("no Spark home or java")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = classarchive.archive_path(home)
+    os.makedirs(os.path.dirname(path))
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep")
+    planted = "%s.%d.tmp" % (path, os.getpid())
+    os.symlink(outside, planted)
+    archive = classarchive.Archive(home, "", "")
+    assert archive.writing == planted and "ArchiveClassesAtExit=" + planted in archive.options
+    assert not os.path.lexists(planted)
+    assert outside.read_bytes() == b"keep"
