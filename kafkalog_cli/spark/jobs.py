@@ -605,7 +605,7 @@ def write_parquet_slice(task: "tuple[int, Piece]", output: str,
     (one per partition_by value)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from .source import _arrow_schema, read_piece
+    from .source import _arrow_schema, arrow_array, read_piece
     # One task, one core (spark.task.cpus): Arrow's own thread pools would make a task take
     # more cores than Spark gave it, and tasks fight over them.
     pa.set_cpu_count(1)
@@ -626,7 +626,8 @@ def write_parquet_slice(task: "tuple[int, Piece]", output: str,
                 order: Dict[tuple, List[int]] = {}
                 for i, k in enumerate(keys):
                     order.setdefault(tuple(k[c] for c in partition_by), []).append(i)
-                groups = [(k, table.take(pa.array(idx))) for k, idx in order.items()]
+                groups = [(k, table.take(arrow_array(idx, pa.int64())))
+                          for k, idx in order.items()]
             for key, part in groups:
                 if key not in writers:
                     directory = os.path.join(output, *("%s=%s" % (c, v) for c, v in

@@ -29,7 +29,7 @@ import bisect
 import itertools
 import os
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
+from typing import (TYPE_CHECKING, Any, Iterator, List, Mapping, NamedTuple, Optional,
                     Sequence, Set, Tuple, Union)
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -305,33 +305,71 @@ class _Columns:
 
     def to_arrow(self, schema: pa.Schema) -> pa.RecordBatch:
         import pyarrow as pa
-        import pyarrow.compute as pc
-        ts = pa.array(self.timestamps, pa.int64())
-        ts = pc.if_else(pc.less(ts, 0), None, ts).cast(pa.timestamp("ms", tz="UTC")).cast(
+        timestamps: Sequence[Optional[int]] = self.timestamps
+        if self.timestamps and min(self.timestamps) < 0:  # no timestamp (-1): a null
+            timestamps = [t if t >= 0 else None for t in self.timestamps]
+        ts = arrow_array(timestamps, pa.int64()).view(pa.timestamp("ms", tz="UTC")).cast(
             schema.field("timestamp").type)
-        header_offsets = pa.array([0] + list(_accumulate(self.header_counts)), pa.int32())
-        headers = pa.ListArray.from_arrays(header_offsets, pa.StructArray.from_arrays(
-            [pa.array(self.header_keys, pa.string()), pa.array(self.header_values, pa.binary())],
-            names=["key", "value"]))
+        header_offsets = array.array("i", [0])
+        header_offsets.extend(itertools.accumulate(self.header_counts))
+        headers = pa.ListArray.from_arrays(
+            arrow_array(header_offsets, pa.int32()), pa.StructArray.from_arrays(
+                [arrow_array(self.header_keys, pa.string()), _binary_array(self.header_values)],
+                names=["key", "value"]))
         per_batch = list(zip(*(fields for _, fields in self.runs)))
-        counts = [n for n, _ in self.runs]
-        indices = pa.array([i for i, n in enumerate(counts) for _ in range(n)], pa.int32())
-        constant = {name: pa.array(values, schema.field(name).type).take(indices)
+        indices = array.array("i", itertools.chain.from_iterable(
+            itertools.repeat(i, n) for i, (n, _) in enumerate(self.runs)))
+        take = arrow_array(indices, pa.int32())
+        constant = {name: arrow_array(values, schema.field(name).type).take(take)
                     for name, values in zip(_BATCH_FIELD_NAMES, per_batch)}
         columns = {"key": _binary_array(self.keys), "value": _binary_array(self.values),
-                   "offset": pa.array(self.offsets, pa.int64()), "timestamp": ts,
+                   "offset": arrow_array(self.offsets, pa.int64()), "timestamp": ts,
                    "headers": headers}
         columns.update(constant)
         return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
-def _binary_array(values: List[Optional[bytes]]) -> pa.Array:
+# Arrow arrays are built here from buffers (array.array, bytes), never by pa.array() on a
+# Python sequence: pa.array() asks of each sequence whether it is a pandas object, which imports
+# pandas (0.2 s in every Python worker, for nothing) wherever pandas is installed.
+_ARRAY_CODES = {"int32": "i", "int64": "q"}
+
+
+def arrow_array(values: Sequence[Any], arrow_type: pa.DataType) -> pa.Array:
+    """An Arrow array of ``arrow_type`` (string, bool, int32 or int64) holding ``values``
+    (None: a null)."""
+    import pyarrow as pa
+    if arrow_type == pa.string():
+        return _binary_array([None if v is None else v.encode("utf-8")
+                              for v in values]).view(pa.string())
+    validity = None
+    if not isinstance(values, array.array) and None in values:
+        validity = _bool_array([v is not None for v in values]).buffers()[1]
+        values = [0 if v is None else v for v in values]
+    if arrow_type == pa.bool_():
+        data = _bool_array(values).buffers()[1]
+    else:
+        code = _ARRAY_CODES[str(arrow_type)]
+        if not (isinstance(values, array.array) and values.typecode == code):
+            values = array.array(code, values)
+        data = pa.py_buffer(values)
+    return pa.Array.from_buffers(arrow_type, len(values), [validity, data])
+
+
+def _bool_array(flags: Sequence[Any]) -> pa.Array:
+    """An Arrow bool array of the truth of each of ``flags`` (none of them None)."""
+    import pyarrow as pa
+    return pa.Array.from_buffers(pa.uint8(), len(flags), [None, pa.py_buffer(bytes(
+        map(bool, flags)))]).cast(pa.bool_())
+
+
+def _binary_array(values: Sequence[Optional[bytes]]) -> pa.Array:
     """An Arrow binary array of bytes-or-None values, built from one joined buffer and its
     offsets: several times faster than pa.array() on a list of bytes objects."""
     import pyarrow as pa
     bitmap = None
     if None in values:
-        bitmap = pa.array([v is not None for v in values], pa.bool_()).buffers()[1]
+        bitmap = _bool_array([v is not None for v in values]).buffers()[1]
     data = [b"" if v is None else v for v in values]
     offsets = array.array("i", [0])
     offsets.extend(itertools.accumulate(map(len, data)))
@@ -341,13 +379,6 @@ def _binary_array(values: List[Optional[bytes]]) -> pa.Array:
 
 _BATCH_FIELD_NAMES = ("topic", "partition", "segment", "batchPosition", "magic", "codec",
                       "producerId", "isTransactional", "isControl", "isValid", "timestampType")
-
-
-def _accumulate(counts: Iterable[int]) -> Iterator[int]:
-    total = 0
-    for c in counts:
-        total += c
-        yield total
 
 
 def _arrow_schema() -> pa.Schema:

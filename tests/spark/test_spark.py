@@ -540,6 +540,76 @@ def test_export_parquet(spark, tmp_path, default_rows):
     assert order(arrow_rows(table)) == order(default_rows)
 
 
+# A Python worker's tasks, run here in a process of their own: every export writer over every
+# slice of the corrupted copy (invalid rows, control records, headers, partitioned output), then
+# the compacted reading; prints the modules of pandas the process then holds.
+TASKS_WITHOUT_PANDAS = r"""
+import json, os, sys
+from kafkalog_cli.spark import jobs, source
+root, out = sys.argv[1:3]
+rows = 0
+for compacted in ("false", "true"):
+    options = source.Options({"includeInvalid": "true", "includeControl": "true",
+                              "compacted": compacted, "maxBytesPerPartition": "4096"})
+    for n, piece in enumerate(source.slices(root, options)):
+        where = os.path.join(out, compacted, "%d" % n)
+        rows += jobs.write_parquet_slice((n, piece), where + "pq", ["topic"], options, "t").rows
+        rows += jobs.write_text_slice((n, piece), where + "json", "json", [], options, "t").rows
+        rows += jobs.write_text_slice((n, piece), where + "csv", "csv", ["partition"], options,
+                                      "t").rows
+print(json.dumps([rows, sorted(m for m in sys.modules if m.split(".")[0] == "pandas")]))
+"""
+
+
+def test_tasks_import_no_pandas(corrupt_copy, tmp_path):
+    """The export's tasks never import pandas (0.2 s of every Python worker's start): pyarrow
+    imports it whenever pa.array() or a compute function is given a Python object, so the
+    tasks build their Arrow arrays from buffers (source.arrow_array)."""
+    p = subprocess.run([sys.executable, "-c", TASKS_WITHOUT_PANDAS, str(corrupt_copy[0]),
+                        str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows, pandas = json.loads(p.stdout)
+    assert rows > 1000
+    assert pandas == []
+
+
+@pytest.mark.parametrize("arrow_type", ["string", "bool_", "int32", "int64"])
+def test_arrow_array_equals_pyarrow_s_own(arrow_type):
+    """source.arrow_array, from buffers, against pyarrow's own pa.array on the same values:
+    nulls anywhere, empty, the extremes of each type, an array.array given as it is."""
+    import array
+    import random
+
+    import pyarrow as pa
+
+    from kafkalog_cli.spark.source import arrow_array
+    rnd = random.Random(7)
+    typ = getattr(pa, arrow_type)()
+    bits = {"int32": 32, "int64": 64}.get(arrow_type)
+
+    def value():
+        if arrow_type == "string":
+            return "".join(rnd.choice(["a", "é", "\u20ac", "\U0001f600", ""])
+                           for _ in range(rnd.randrange(6)))
+        if arrow_type == "bool_":
+            return rnd.random() < 0.5
+        return rnd.choice([0, -1, 2 ** (bits - 1) - 1, -2 ** (bits - 1),
+                           rnd.randrange(-2 ** (bits - 1), 2 ** (bits - 1))])
+
+    cases = [[], [None], [None, None]]
+    for n in (1, 2, 7, 8, 9, 64, 1000):
+        values = [value() for _ in range(n)]
+        cases.append(values)
+        cases.append([None if rnd.random() < 0.3 else v for v in values])
+    if bits:
+        cases.append(array.array("i" if bits == 32 else "q", [value() for _ in range(100)]))
+    for values in cases:
+        got = arrow_array(values, typ)
+        got.validate(full=True)
+        assert got.type == typ
+        assert got.equals(pa.array(list(values), typ)), values
+
+
 def _unb64(s):
     return None if s is None else base64.b64decode(s)
 
