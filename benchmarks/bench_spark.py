@@ -14,19 +14,19 @@ measures:
                 127.0.0.1, started by the tests' own fixture code (tests/sparkcluster.py) and
                 stopped afterwards
 
-For each Spark run, in one process (the same Spark start the commands make: jobs.context, or
-jobs.session in a checkout without it): the start-up (the session, the executors registered,
-their Python workers started and warm: one small export through the same code in every
-worker) and the job itself, timed apart, the job --repeat times (the best counts); the MB/s of
-segment data of the job, per core, as a share of the JSON dump's rate, and the start-up's share
-of the whole run (start-up / (start-up + job)); one untimed command of each checkout comes
-first, so that what a first command leaves for the next ones (the class-data archive of the
-driver's JVM, in ~/.cache/kafkalog) is there. Then the whole `kafkalog export` command of one
-small segment (the fixtures' metrics-0: start-up is all it is) by the same master, as a user
-waits for it (Python, Spark, the job, Spark stopping). The output goes to /dev/shm when there is
-one, so that the disk's write speed is not what is measured. The split size is the export's own
-(the data over the cores), unless --task-mb gives maxBytesPerPartition. --job scan times
-`kafkalog scan`'s job instead of the export (the same slices).
+For each Spark run, in one process (the same Spark start the commands make: start.context, or
+jobs.context, or jobs.session in a checkout without either): the start-up (the session, the
+executors registered, their Python workers started and warm: one small export through the same
+code in every worker) and the job itself, timed apart, the job --repeat times (the best counts);
+the MB/s of segment data of the job, per core, as a share of the JSON dump's rate, and the
+start-up's share of the whole run (start-up / (start-up + job)); one untimed command of each
+checkout comes first, so that what a first command leaves for the next ones (the class-data
+archive of the driver's JVM, in ~/.cache/kafkalog) is there. Then the whole `kafkalog export`
+command of one small segment (the fixtures' metrics-0: start-up is all it is) by the same
+master, as a user waits for it (Python, Spark, the job, Spark stopping). The output goes to
+/dev/shm when there is one, so that the disk's write speed is not what is measured. The split
+size is the export's own (the data over the cores), unless --task-mb gives maxBytesPerPartition.
+--job scan times `kafkalog scan`'s job instead of the export (the same slices).
 
 --compare-path DIR also times another checkout (e.g. `git worktree add /tmp/base COMMIT`, its
 C modules built in place), run by this interpreter with PYTHONPATH=DIR (and so in the
@@ -103,12 +103,14 @@ def child(master, cores, log_dir, task_bytes, job, repeat):
     """One Spark run (in its own process): {"startup": s, "jobs": [s, ...], "tasks": n} on
     stdout."""
     from kafkalog_cli.spark import jobs
+    try:  # what the commands start; a checkout without it, its own
+        from kafkalog_cli.spark.start import context as start
+    except ImportError:
+        start = getattr(jobs, "context", jobs.session)
     t0 = time.perf_counter()
     conf = [("spark.ui.enabled", "false")]
     if os.environ.get("PYTHONPATH"):  # a --compare-path checkout, in the executors too
         conf.append(("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
-    # what the commands start (jobs.context); a checkout without it, its session
-    start = getattr(jobs, "context", jobs.session)
     spark = start(master, conf, "bench_spark")
     sc = getattr(spark, "sparkContext", spark)
     deadline = time.monotonic() + 120

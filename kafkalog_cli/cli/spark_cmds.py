@@ -61,12 +61,12 @@ def _check_path(path: str) -> str:
 
 def _spark(master: str, conf: Sequence[Tuple[str, str]], app: str,
            verbose: bool) -> SparkContext:
-    """The jobs' Spark (jobs.context: no SQL session, which they do not use), or one line on
+    """The jobs' Spark (start.context: no SQL session, which they do not use), or one line on
     stderr and exit 2 (a master URL Spark does not take, a master that cannot be reached, a JVM
     or cluster that would not start)."""
-    from ..spark import jobs
+    from ..spark import start
     try:
-        return jobs.context(master, conf, app, verbose)
+        return start.context(master, conf, app, verbose)
     except KafkalogError as e:
         fail(e)
 

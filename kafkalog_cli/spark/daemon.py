@@ -1,5 +1,5 @@
 """The daemon that forks local Spark's Python workers for `kafkalog export` and `kafkalog scan`
-(spark.python.daemon.module, set by jobs.context for a local master whose workers run the
+(spark.python.daemon.module, set by start.context for a local master whose workers run the
 driver's own interpreter): pyspark's own daemon (pyspark.daemon.manager), started so that a
 worker costs a fork rather than a second of imports:
 

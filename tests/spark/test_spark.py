@@ -113,8 +113,8 @@ def run_cli(spark, *args):
 
 @pytest.fixture(scope="module")
 def spark():
-    from kafkalog_cli.spark import jobs
-    session = jobs.session("local[2]", [("spark.ui.enabled", "false")])
+    from kafkalog_cli.spark import start
+    session = start.session("local[2]", [("spark.ui.enabled", "false")])
     yield session
     session.stop()
 

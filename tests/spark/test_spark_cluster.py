@@ -58,12 +58,12 @@ def test_export_on_a_standalone_cluster(cluster, tmp_path):
 
 CORES_SCRIPT = """
 import sys
-from kafkalog_cli.spark import jobs
+from kafkalog_cli.spark import jobs, start
 # Spark's bound for the wait (30 s by default) raised: two workers starting on a loaded 2-core
 # machine may take longer than that to register their executors
-spark = jobs.session(sys.argv[1], conf=[("spark.ui.enabled", "false"),
-                                        ("spark.scheduler.maxRegisteredResourcesWaitingTime",
-                                         "240s")])
+spark = start.session(sys.argv[1], conf=[("spark.ui.enabled", "false"),
+                                         ("spark.scheduler.maxRegisteredResourcesWaitingTime",
+                                          "240s")])
 print("started", spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1, flush=True)
 cores = jobs.cores(spark)
 print(cores, spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1, flush=True)
@@ -337,8 +337,8 @@ def test_the_class_archive_is_written_once_then_mapped(tmp_path):
 
 DAEMON_SCRIPT = """
 import json, os, sys
-from kafkalog_cli.spark import jobs
-sc = jobs.context("local[2]")
+from kafkalog_cli.spark import start
+sc = start.context("local[2]")
 
 def where(_):
     import pyspark
