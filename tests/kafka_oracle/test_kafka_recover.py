@@ -214,7 +214,7 @@ class Traffic:
                     producer.flush(timeout=5)
                     time.sleep(rng.uniform(0, 0.02))
         finally:
-            producer.close(timeout=0)
+            _close(producer)
 
     def _transactional(self):
         from kafka import TopicPartition
@@ -257,7 +257,7 @@ class Traffic:
                 t += 1
                 self.sent += 1
         finally:
-            producer.close(timeout=0)
+            _close(producer)
 
     def _txn_status(self):
         """The status of TXN_ID's last record in ``__transaction_state`` as the broker's files
@@ -562,6 +562,21 @@ class Trial:
             self.a.stop()
             compare_both_loaded(partition_files(self.a.logdir), partition_files(self.b.logdir),
                                 self.label)
+
+
+def _close(producer):
+    """Close a kafka-python producer whose broker may have been killed under it. Its close()
+    flushes first and, with records still pending, raises before it stops its sender thread,
+    which then keeps reconnecting (drawing on the random module's state for its back-off) until
+    its __del__ fails the same way. Here its sender is made to drop the pending records, then
+    the producer closes."""
+    from kafka.errors import KafkaTimeoutError
+    try:
+        producer.close(timeout=0)
+    except KafkaTimeoutError:
+        producer._sender.force_close()
+        producer._sender.join(10)
+        producer.close(timeout=0)
 
 
 def set_up(broker):
