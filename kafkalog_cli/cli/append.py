@@ -19,8 +19,9 @@ from ..log.append_input import INPUT_FORMATS, InputLines
 from ..log.files import printable_name
 from ..log.indexbuild import DEFAULT_INDEX_INTERVAL
 from ..log.names import topic_partition
-from ..log.produce import (DEFAULT_MAX_MESSAGE_BYTES, AppendResult, AppendSettings,
-                           InputError, append_records)
+from ..log.append_types import (DEFAULT_MAX_MESSAGE_BYTES, AppendResult, AppendSettings,
+                                InputError)
+from ..log.produce import append_records
 from ..log.segment_writer import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, RollPolicy
 from .errors import error_text, exit_code, fail
 from .numbers import java_int, java_long, java_short

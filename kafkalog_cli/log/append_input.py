@@ -6,7 +6,7 @@ transactional producer, ``producerId``, ``producerEpoch``, ``sequence``, ``trans
 transaction marker ``{"control": "commit"|"abort", "producerId": .., "producerEpoch": ..,
 "coordinatorEpoch": .., "timestamp": ..}`` as a transaction coordinator writes one).
 
-A line that makes nothing raises produce.InputError with its line number, when the appender
+A line that makes nothing raises append_types.InputError with its line number, when the appender
 asks for the next item: what came before it is written, nothing of its batch.
 """
 
@@ -22,7 +22,7 @@ import orjson
 from ..format.encode import Record, encode_v2_record
 from ..format.speedups import speedups
 from .append import now_ms
-from .produce import InputError, Item, Marker, ProducedRecord, RecordRun
+from .append_types import InputError, Item, Marker, ProducedRecord, RecordRun
 
 INPUT_FORMATS = ("lines", "jsonl")
 INT16_MAX, INT32_MAX, INT64_MAX = 2 ** 15 - 1, 2 ** 31 - 1, 2 ** 63 - 1

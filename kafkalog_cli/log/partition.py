@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .topic_config import TopicConfig
     from .logdir import LogDir
     from .describe import PartitionDescription
-    from .produce import AppendResult, AppendSettings, Item
+    from .append_types import AppendResult, AppendSettings, Item
     from .read import Record
     from .recover_plan import PartitionPlan
     from .retain import Policy, RetentionPlan

@@ -1099,7 +1099,8 @@ def test_append_records_from_python(tmp_path):
     callbacks it promises, read back with kafka-python; a second call continues the offsets."""
     from kafkalog_cli.format.encode import Record
     from kafkalog_cli.log.segment_writer import RollPolicy
-    from kafkalog_cli.log.produce import AppendSettings, append_records
+    from kafkalog_cli.log.append_types import AppendSettings
+    from kafkalog_cli.log.produce import append_records
     d = part_dir(tmp_path)
     recs = [Record(b"k%d" % i, compressible(i).encode(), T0 + i, (("h", b"x%d" % i), ("n", None)))
             for i in range(10)]
@@ -1132,7 +1133,8 @@ def test_append_records_stops_at_an_input_error(tmp_path):
     """An InputError raised by the records iterable stops the run: the batches written before it
     stay (and are flushed), the records of the batch being gathered are dropped."""
     from kafkalog_cli.format.encode import Record
-    from kafkalog_cli.log.produce import AppendSettings, InputError, append_records
+    from kafkalog_cli.log.append_types import AppendSettings, InputError
+    from kafkalog_cli.log.produce import append_records
     d = part_dir(tmp_path)
 
     def records():
@@ -1155,7 +1157,8 @@ def test_append_records_refuses_a_held_log_dir_and_bad_settings(tmp_path):
     from kafkalog_cli.errors import UsageError
     from kafkalog_cli.format.encode import Record
     from kafkalog_cli.log.lock import LockHeld
-    from kafkalog_cli.log.produce import AppendSettings, append_records
+    from kafkalog_cli.log.append_types import AppendSettings
+    from kafkalog_cli.log.produce import append_records
     d = part_dir(tmp_path)
     with ac.lock_held(d.parent):
         with pytest.raises(LockHeld):

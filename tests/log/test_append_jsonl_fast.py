@@ -21,7 +21,8 @@ import pytest
 import appendcheck as ac
 from kafkalog_cli.log import append as append_module
 from kafkalog_cli.log.append_input import InputLines
-from kafkalog_cli.log.produce import AppendSettings, append_records
+from kafkalog_cli.log.append_types import AppendSettings
+from kafkalog_cli.log.produce import append_records
 from kafkalog_cli.log.segment_writer import RollPolicy
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

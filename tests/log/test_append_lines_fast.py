@@ -13,7 +13,8 @@ import pytest
 import appendcheck as ac
 from kafkalog_cli.log.segment_writer import RollPolicy
 from kafkalog_cli.log.append_input import InputLines
-from kafkalog_cli.log.produce import AppendSettings, append_records
+from kafkalog_cli.log.append_types import AppendSettings
+from kafkalog_cli.log.produce import append_records
 
 
 class Pieces(io.RawIOBase):
