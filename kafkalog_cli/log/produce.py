@@ -19,6 +19,7 @@ from ..format.control import ABORT, COMMIT
 from ..format.encode import (Record, encode_control_batch, encode_legacy, encode_lines,
                              encode_v2_area, encode_v2_batch, encode_v2_record)
 from ..format.records import LOG_APPEND_TIME
+from ..format.speedups import speedups
 from .append import PartitionWriter, WriteFailed, now_ms
 from .append_types import (SEQUENCE_MODULUS, V2_BATCH_OVERHEAD, AppendResult, AppendSettings,
                            InputError, Item, Marker, ProducedRecord, RecordRun)
@@ -26,11 +27,8 @@ from .partition import Partition
 from .producer_state import (CoordinatorFencedError, EndMarker, InvalidProducerEpochError,
                              OutOfOrderSequenceError, ProducerStateEntry)
 
-if not os.environ.get("KAFKALOG_PURE_PYTHON"):
-    try:  # its C mirror (format/_speedups.c)
-        from ..format._speedups import encode_lines  # type: ignore[no-redef]  # noqa: F811
-    except ImportError:
-        pass
+# its C mirror (format/speedups.py), unless KAFKALOG_PURE_PYTHON or a build without it
+encode_lines = getattr(speedups, "encode_lines", encode_lines)
 
 # (encoded bytes, last offset, max timestamp) of one log entry
 Entry = Tuple[bytes, int, int]

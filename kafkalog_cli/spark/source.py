@@ -342,9 +342,8 @@ def arrow_array(values: Sequence[Any], arrow_type: pa.DataType) -> pa.Array:
     if arrow_type == pa.string():
         return _binary_array([None if v is None else v.encode("utf-8")
                               for v in values]).view(pa.string())
-    validity = None
-    if not isinstance(values, array.array) and None in values:
-        validity = _bool_array([v is not None for v in values]).buffers()[1]
+    validity = None if isinstance(values, array.array) else _validity(values)
+    if validity is not None:
         values = [0 if v is None else v for v in values]
     if arrow_type == pa.bool_():
         data = _bool_array(values).buffers()[1]
@@ -354,6 +353,13 @@ def arrow_array(values: Sequence[Any], arrow_type: pa.DataType) -> pa.Array:
             values = array.array(code, values)
         data = pa.py_buffer(values)
     return pa.Array.from_buffers(arrow_type, len(values), [validity, data])
+
+
+def _validity(values: Sequence[Any]) -> Optional[pa.Buffer]:
+    """The validity bitmap of ``values`` (a bit a value, 0 for None), or None without a None."""
+    if None not in values:
+        return None
+    return _bool_array([v is not None for v in values]).buffers()[1]
 
 
 def _bool_array(flags: Sequence[Any]) -> pa.Array:
@@ -367,9 +373,7 @@ def _binary_array(values: Sequence[Optional[bytes]]) -> pa.Array:
     """An Arrow binary array of bytes-or-None values, built from one joined buffer and its
     offsets: several times faster than pa.array() on a list of bytes objects."""
     import pyarrow as pa
-    bitmap = None
-    if None in values:
-        bitmap = _bool_array([v is not None for v in values]).buffers()[1]
+    bitmap = _validity(values)
     data = [b"" if v is None else v for v in values]
     offsets = array.array("i", [0])
     offsets.extend(itertools.accumulate(map(len, data)))
