@@ -9,6 +9,6 @@ from typing import Optional
 speedups: Optional[ModuleType] = None
 if not os.environ.get("KAFKALOG_PURE_PYTHON"):
     try:
-        from . import _speedups as speedups  # type: ignore[no-redef]  # a C module without stub
+        from . import _speedups as speedups  # type: ignore[attr-defined,no-redef,unused-ignore]  # C, no stub
     except ImportError:  # pragma: no cover - depends on the build
         speedups = None
